@@ -1,0 +1,84 @@
+"""Cosine-similarity structure of a set of token vectors (pure numpy)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class SimilarityResult:
+    """Cosine similarity of k vectors and the numbers that show its structure.
+
+    ids             (k,)   token ids, in the order of the rows
+    matrix          (k, k) cos(v_i, v_j)
+    mean_offdiag    mean of the off-diagonal entries (near 1: the vectors are alike)
+    std_offdiag     their spread (near 0 with a high mean: uniformly similar)
+    by_distance     mean cosine over pairs with |id_i - id_j| = d, for each d
+    distance_corr   Spearman correlation of |id_i - id_j| and cosine over pairs; strongly
+                    negative means a band: similarity falls as ids grow apart
+    """
+
+    ids: np.ndarray
+    matrix: np.ndarray
+    mean_offdiag: float
+    std_offdiag: float
+    by_distance: dict[int, float]
+    distance_corr: float
+    step: int | None = None
+    groups: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {
+            "step": self.step,
+            "ids": [int(i) for i in self.ids],
+            "matrix": np.round(self.matrix, 6).tolist(),
+            "mean_offdiag": self.mean_offdiag,
+            "std_offdiag": self.std_offdiag,
+            "distance_corr": self.distance_corr,
+            "by_distance": {str(d): v for d, v in self.by_distance.items()},
+        }
+
+
+def cosine_matrix(vectors: np.ndarray) -> np.ndarray:
+    """(k, d) -> (k, k) cosine similarities in float64; a zero vector has cosine 0 with everything."""
+    v = np.asarray(vectors, dtype=np.float64)
+    norms = np.linalg.norm(v, axis=1, keepdims=True)
+    u = np.divide(v, norms, out=np.zeros_like(v), where=norms > 0)
+    return np.clip(u @ u.T, -1.0, 1.0)
+
+
+def _average_ranks(x: np.ndarray) -> np.ndarray:
+    _, inverse, counts = np.unique(x, return_inverse=True, return_counts=True)
+    ends = np.cumsum(counts)
+    return (ends - (counts - 1) / 2.0)[inverse]
+
+
+def spearman(x: np.ndarray, y: np.ndarray) -> float:
+    """Spearman rank correlation with average ranks for ties (NaN if either side is constant)."""
+    if len(x) < 2:
+        return float("nan")
+    rx, ry = _average_ranks(np.asarray(x)), _average_ranks(np.asarray(y))
+    rx, ry = rx - rx.mean(), ry - ry.mean()
+    den = np.sqrt((rx * rx).sum() * (ry * ry).sum())
+    return float((rx * ry).sum() / den) if den > 0 else float("nan")
+
+
+def cosine_similarity(vectors: np.ndarray, ids: np.ndarray | None = None, step: int | None = None,
+                      groups: list[str] | None = None) -> SimilarityResult:
+    """Cosine structure of ``vectors`` (k, d), row i belonging to token ``ids[i]``."""
+    k = len(vectors)
+    ids = np.arange(k) if ids is None else np.asarray(ids)
+    m = cosine_matrix(vectors)
+    iu, ju = np.triu_indices(k, 1)
+    pairs = m[iu, ju]
+    dist = np.abs(ids[iu] - ids[ju])
+    by_distance = {int(d): float(pairs[dist == d].mean()) for d in np.unique(dist)}
+    return SimilarityResult(
+        ids=ids, matrix=m,
+        mean_offdiag=float(pairs.mean()) if pairs.size else float("nan"),
+        std_offdiag=float(pairs.std()) if pairs.size else float("nan"),
+        by_distance=by_distance,
+        distance_corr=spearman(dist, pairs),
+        step=step, groups=list(groups or []),
+    )

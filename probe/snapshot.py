@@ -1,0 +1,525 @@
+"""The snapshot file format: the one module that writes and reads run files.
+
+A run is one HDF5 file (see ``schemas/snapshot-v1.json``):
+
+* ``run/``        what never changes: token groups, P^s, the probe batch.
+* ``snapshots/``  time-first datasets, axis 0 = snapshot index, appended under
+  HDF5 SWMR so readers can follow a live run. ``snapshots/step`` is appended
+  last, so its length is the number of *complete* snapshots; extra rows in
+  other datasets belong to an unfinished snapshot and are ignored.
+* ``resume/``     two ping-pong slots of optimizer/RNG state; a slot is marked
+  invalid while it is rewritten, so a kill at any moment leaves one good slot.
+
+Files are written with ``libver=("v110", "v110")`` so HDF5 1.10 tools read them.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from datetime import datetime, timezone
+from typing import Iterable, Mapping, Sequence
+
+import h5py
+import numpy as np
+
+from schemas import path_of, snapshot_schema, version_tuple
+
+from .errors import ProbeError
+
+LIBVER = ("v110", "v110")
+_SCHEMA = snapshot_schema()
+FORMAT = _SCHEMA["format"]
+SCHEMA_VERSION = _SCHEMA["version"]
+METRICS = ("loss", "acc")
+# Chunks of at most this many bytes per snapshot are stored whole; bigger
+# tensors are split into row blocks so a probe that needs a few rows of a
+# 50257 x 768 embedding reads kilobytes, not the whole matrix.
+_WHOLE_CHUNK_BYTES = 1 << 20
+_ROW_BLOCK_BYTES = 1 << 16
+
+P = {name: entry["path"] for name, entry in _SCHEMA["datasets"].items()}
+SNAPSHOTS_GROUP = P["step"].split("/")[0]
+RUN_GROUP = P["token_group"].split("/")[0]
+RESUME_GROUP = P["resume_step"].split("/")[0]
+PARAMS_GROUP = P["param"].rsplit("/", 1)[0]
+WEIGHTS_GROUP = P["token_embedding"].rsplit("/", 1)[0]
+
+
+def _package_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("gamma-probe")
+    except Exception:  # running from a source tree that is not installed
+        return "0+unknown"
+
+
+def _chunks(row_shape: Sequence[int], itemsize: int) -> tuple[int, ...]:
+    row_shape = tuple(int(s) for s in row_shape)
+    nbytes = itemsize * int(np.prod(row_shape, dtype=np.int64))
+    if not row_shape or nbytes <= _WHOLE_CHUNK_BYTES:
+        return (1, *row_shape) if row_shape else (1,)
+    per_row = nbytes // row_shape[0]
+    rows = max(1, min(row_shape[0], _ROW_BLOCK_BYTES // max(per_row, 1)))
+    return (1, rows, *row_shape[1:])
+
+
+# ----------------------------------------------------------------------------
+# Opening
+# ----------------------------------------------------------------------------
+
+def _open_swmr_writer(path: str) -> h5py.File:
+    fapl = h5py.h5p.create(h5py.h5p.FILE_ACCESS)
+    fapl.set_libver_bounds(h5py.h5f.LIBVER_V110, h5py.h5f.LIBVER_V110)
+    # Opening straight into SWMR-write mode leaves no window in which the file
+    # is open for a plain write (that state would not survive a SIGKILL).
+    fid = h5py.h5f.open(os.fsencode(path), h5py.h5f.ACC_RDWR | h5py.h5f.ACC_SWMR_WRITE, fapl=fapl)
+    return h5py.File(fid)
+
+
+def open_h5(path: str | os.PathLike) -> h5py.File:
+    """Open an HDF5 file read-only, live or killed runs included.
+
+    A SWMR writer that is running, or was killed, leaves the file marked as open
+    for writing: only a SWMR read open works then, so that is tried first.
+    """
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise ProbeError(f"{path}: no such file")
+    if os.path.isdir(path):
+        raise ProbeError(f"{path}: is a directory, not a snapshot file")
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(8)
+    except OSError as exc:
+        raise ProbeError(f"{path}: cannot read ({exc.strerror})") from None
+    if head != b"\x89HDF\r\n\x1a\n":
+        raise ProbeError(f"{path}: not an HDF5 file")
+    last: Exception | None = None
+    for kwargs in ({"swmr": True}, {}):
+        try:
+            return h5py.File(path, "r", **kwargs)
+        except (OSError, ValueError) as exc:
+            last = exc
+    msg = str(last).split("(", 1)[0].strip() or type(last).__name__
+    raise ProbeError(f"{path}: cannot open HDF5 file, it is truncated or corrupted ({msg})")
+
+
+def _json_attr(f: h5py.File, key: str, path: str) -> dict:
+    if key not in f.attrs:
+        raise ProbeError(f"{path}: missing root attribute '{key}'")
+    try:
+        return json.loads(f.attrs[key])
+    except (TypeError, ValueError):
+        raise ProbeError(f"{path}: root attribute '{key}' is not valid JSON") from None
+
+
+def check_header(f: h5py.File, path: str) -> tuple[int, int]:
+    """Check the file is a snapshot file this version can read; return its schema version."""
+    fmt = f.attrs.get("format")
+    if isinstance(fmt, bytes):
+        fmt = fmt.decode()
+    if fmt != FORMAT:
+        raise ProbeError(f"{path}: not a gamma-probe snapshot file (no '{FORMAT}' format attribute)")
+    raw = f.attrs.get("schema_version")
+    try:
+        version = version_tuple(raw.decode() if isinstance(raw, bytes) else raw)
+    except (TypeError, ValueError, AttributeError):
+        raise ProbeError(f"{path}: unreadable schema_version attribute {raw!r}") from None
+    if version[0] > version_tuple(SCHEMA_VERSION)[0]:
+        raise ProbeError(
+            f"{path}: written with snapshot schema {version[0]}.{version[1]}, newer than this "
+            f"toolkit's {SCHEMA_VERSION}; upgrade gamma-probe to read it")
+    return version
+
+
+# ----------------------------------------------------------------------------
+# Reading
+# ----------------------------------------------------------------------------
+
+class Run:
+    """Read access to one snapshot file (works while the trainer still writes it).
+
+    >>> with Run("run.h5") as run:
+    ...     emb = run.read("token_embedding", run.step_index("latest"), rows=[11, 12, 13])
+    """
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = os.fspath(path)
+        self._f = open_h5(self.path)
+        try:
+            self.schema_version = check_header(self._f, self.path)
+            self.config = _json_attr(self._f, "config", self.path)
+            self.task = _json_attr(self._f, "task", self.path)
+            self.dims = _json_attr(self._f, "dims", self.path)
+        except BaseException:
+            self._f.close()
+            raise
+        self.package_version = str(self._f.attrs.get("package_version", "?"))
+
+    # context manager -------------------------------------------------------
+    def close(self) -> None:
+        self._f.close()
+
+    def __enter__(self) -> "Run":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def h5(self) -> h5py.File:
+        return self._f
+
+    # datasets --------------------------------------------------------------
+    def dataset(self, entry: str, **fields) -> h5py.Dataset:
+        """The dataset of schema entry ``entry``; a clear error if it is missing."""
+        path = path_of(entry, **fields)
+        return self._get(path)
+
+    def _get(self, path: str) -> h5py.Dataset:
+        try:
+            obj = self._f[path]
+        except KeyError:
+            raise ProbeError(f"{self.path}: missing dataset '{path}'") from None
+        except (OSError, RuntimeError) as exc:
+            raise ProbeError(f"{self.path}: dataset '{path}' is unreadable ({exc})") from None
+        if not isinstance(obj, h5py.Dataset):
+            raise ProbeError(f"{self.path}: '{path}' is a group, not a dataset")
+        if self._f.swmr_mode:
+            obj.refresh()
+        return obj
+
+    @property
+    def steps(self) -> np.ndarray:
+        """Steps of the complete snapshots, in order."""
+        return np.asarray(self.dataset("step")[...], dtype=np.int64)
+
+    @property
+    def n_snapshots(self) -> int:
+        return int(self.dataset("step").shape[0])
+
+    @property
+    def groups(self) -> dict[str, np.ndarray]:
+        grp_path = P["token_group"].rsplit("/", 1)[0]
+        grp = self._f.get(grp_path)
+        if grp is None:
+            return {}
+        return {name: np.asarray(ds[...], dtype=np.int64) for name, ds in grp.items()}
+
+    @property
+    def splits(self) -> list[str]:
+        return list(self.task.get("splits", []))
+
+    def tensors(self) -> dict[str, tuple[int, ...]]:
+        """Every time-first tensor (canonical names, then parameter names) and its per-snapshot shape."""
+        out: dict[str, tuple[int, ...]] = {}
+
+        def visit(prefix: str, group: h5py.Group) -> None:
+            for key, obj in group.items():
+                name = f"{prefix}{key}"
+                if isinstance(obj, h5py.Group):
+                    visit(name + "/", obj)
+                else:
+                    out[name] = tuple(obj.shape[1:])
+
+        for grp in (WEIGHTS_GROUP, PARAMS_GROUP):
+            if grp in self._f:
+                visit("", self._f[grp])
+        return out
+
+    def tensor(self, name: str) -> h5py.Dataset:
+        """A weight tensor by canonical name (``token_embedding``, ``layer0/W_V``) or parameter name."""
+        for grp in (WEIGHTS_GROUP, PARAMS_GROUP):
+            full = f"{grp}/{name}"
+            if full in self._f:
+                return self._get(full)
+        known = ", ".join(sorted(self.tensors())) or "none"
+        raise ProbeError(f"{self.path}: no tensor '{name}'; known tensors: {known}")
+
+    def metrics(self) -> dict[str, dict[str, np.ndarray]]:
+        n = self.n_snapshots
+        out: dict[str, dict[str, np.ndarray]] = {}
+        for split in self.splits:
+            out[split] = {}
+            for metric in METRICS:
+                path = path_of("metric", split=split, metric=metric)
+                if path in self._f:
+                    out[split][metric] = np.asarray(self._get(path)[:n])
+        return out
+
+    # steps -----------------------------------------------------------------
+    def step_indices(self, spec: str | int) -> list[int]:
+        """Snapshot indices for ``latest``, ``all``, a step number or a ``A:B`` step range (half-open)."""
+        steps = self.steps
+        if len(steps) == 0:
+            raise ProbeError(f"{self.path}: has no complete snapshot yet")
+        spec = str(spec).strip()
+        if spec == "latest":
+            return [len(steps) - 1]
+        if spec == "all":
+            return list(range(len(steps)))
+        if re.fullmatch(r"-?\d*:-?\d*", spec):
+            lo_s, hi_s = spec.split(":")
+            lo = int(lo_s) if lo_s else None
+            hi = int(hi_s) if hi_s else None
+            idx = [i for i, s in enumerate(steps) if (lo is None or s >= lo) and (hi is None or s < hi)]
+            if not idx:
+                raise ProbeError(f"{self.path}: no snapshot with step in [{lo_s or 'start'}, {hi_s or 'end'})")
+            return idx
+        try:
+            want = int(spec)
+        except ValueError:
+            raise ProbeError(f"bad --step '{spec}': use latest, all, a step number or A:B") from None
+        hits = np.flatnonzero(steps == want)
+        if len(hits) == 0:
+            shown = ", ".join(str(s) for s in steps[:12]) + (", ..." if len(steps) > 12 else "")
+            raise ProbeError(f"{self.path}: no snapshot at step {want}; steps are {shown}")
+        return [int(hits[0])]
+
+    # reading ---------------------------------------------------------------
+    def read(self, name: str, index: int, rows: Sequence[int] | np.ndarray | None = None) -> np.ndarray:
+        """Tensor ``name`` at snapshot ``index``; with ``rows``, only those rows of its first axis.
+
+        Rows are read as contiguous hyperslabs, so only the chunks holding them are touched.
+        """
+        ds = self.tensor(name)
+        if not 0 <= index < self.n_snapshots:
+            raise ProbeError(f"{self.path}: snapshot index {index} out of range")
+        if rows is None:
+            return np.asarray(ds[index])
+        return read_rows(ds, index, rows)
+
+
+def read_rows(ds: h5py.Dataset, index: int | slice, rows: Sequence[int] | np.ndarray) -> np.ndarray:
+    """``ds[index, rows]`` in the order of ``rows``, reading one hyperslab per run of consecutive ids.
+
+    ``index`` is a snapshot index or a slice of them (then axis 0 of the result is time).
+    Only the chunks that hold the rows are read, never the whole tensor.
+    """
+    rows = np.asarray(rows, dtype=np.int64)
+    axis = 0 if isinstance(index, (int, np.integer)) else 1
+    order = np.unique(rows)
+    if order.size == 0:
+        raise ValueError("no rows asked for")
+    breaks = np.flatnonzero(np.diff(order) != 1) + 1
+    parts = [ds[index, int(run[0]):int(run[-1]) + 1] for run in np.split(order, breaks)]
+    block = np.concatenate(parts, axis=axis) if len(parts) > 1 else parts[0]
+    pos = np.searchsorted(order, rows)
+    if len(pos) == len(order) and np.array_equal(pos, np.arange(len(order))):
+        return block
+    return np.take(block, pos, axis=axis)
+
+
+# ----------------------------------------------------------------------------
+# Writing
+# ----------------------------------------------------------------------------
+
+class Writer:
+    """Appends snapshots to a run file under SWMR. Create with :meth:`create` or :meth:`resume`."""
+
+    def __init__(self, f: h5py.File, path: str):
+        self._f = f
+        self.path = path
+        self._n = int(f[P["step"]].shape[0])
+        self._params = {name: f[f"{PARAMS_GROUP}/{name}"] for name in _dataset_names(f[PARAMS_GROUP])}
+
+    @property
+    def n_snapshots(self) -> int:
+        return self._n
+
+    @classmethod
+    def create(
+        cls,
+        path: str | os.PathLike,
+        *,
+        config: Mapping,
+        task: Mapping,
+        dims: Mapping[str, int],
+        groups: Mapping[str, Iterable[int]],
+        run_arrays: Mapping[str, np.ndarray],
+        params: Mapping[str, tuple[int, ...]],
+        roles: Mapping[str, str],
+        attention_shape: tuple[int, ...] | None,
+        resume_tensors: Mapping[str, tuple[tuple[int, ...], str]],
+    ) -> "Writer":
+        """Create a run file with every dataset it will ever need, then open it for SWMR appends.
+
+        ``run_arrays`` maps schema entries (``label_dist``, ``probe_tokens``, ...) to arrays;
+        ``roles`` maps canonical weight names (``token_embedding``, ``layer0/W_Q``) to
+        parameter names; they become hard links, so nothing is stored twice.
+        The file is built under a temporary name and renamed into place, so a kill
+        during creation never leaves a half-made file at ``path``.
+        """
+        path = os.fspath(path)
+        tmp = path + ".creating"
+        with h5py.File(tmp, "w", libver=LIBVER) as f:
+            f.attrs["format"] = FORMAT
+            f.attrs["schema_version"] = SCHEMA_VERSION
+            f.attrs["package_version"] = _package_version()
+            f.attrs["created"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+            f.attrs["config"] = json.dumps(config, sort_keys=True)
+            f.attrs["task"] = json.dumps(task, sort_keys=True)
+            f.attrs["dims"] = json.dumps(dict(dims), sort_keys=True)
+            for name, ids in groups.items():
+                f.create_dataset(path_of("token_group", group=name), data=np.asarray(list(ids), dtype=np.int64))
+            for entry, arr in run_arrays.items():
+                f.create_dataset(path_of(entry), data=arr)
+
+            def series(p: str, row_shape=(), dtype="f8"):
+                itemsize = np.dtype(dtype).itemsize
+                return f.create_dataset(p, shape=(0, *row_shape), maxshape=(None, *row_shape), dtype=dtype,
+                                        chunks=_chunks(row_shape, itemsize))
+
+            series(P["step"], dtype="i8")
+            for entry in ("epoch", "time", "train_loss"):
+                series(P[entry])
+            for split in task["splits"]:
+                for metric in METRICS:
+                    series(path_of("metric", split=split, metric=metric))
+            for name, shape in params.items():
+                series(path_of("param", name=name), shape, "f4")
+            for role, pname in roles.items():
+                f[f"{WEIGHTS_GROUP}/{role}"] = f[path_of("param", name=pname)]
+            if attention_shape is not None:
+                series(P["attention"], attention_shape, "f4")
+            if resume_tensors:
+                f.create_dataset(P["resume_step"], data=np.full(2, -1, dtype=np.int64))
+                for slot in (0, 1):
+                    for name, (shape, dtype) in resume_tensors.items():
+                        f.create_dataset(path_of("resume_tensor", slot=slot, name=name), shape=shape, dtype=dtype)
+        os.replace(tmp, path)
+        return cls(_open_swmr_writer(path), path)
+
+    def append(
+        self,
+        *,
+        step: int,
+        epoch: float,
+        time: float,
+        train_loss: float,
+        params: Mapping[str, np.ndarray],
+        metrics: Mapping[str, Mapping[str, float]],
+        attention: np.ndarray | None = None,
+    ) -> None:
+        """Append one snapshot; it becomes visible to readers only when complete."""
+        f, n = self._f, self._n
+        missing = set(self._params) - set(params)
+        if missing:
+            raise ValueError(f"snapshot lacks parameters {sorted(missing)}")
+        values: dict[str, object] = {P["epoch"]: epoch, P["time"]: time, P["train_loss"]: train_loss}
+        for split, ms in metrics.items():
+            for metric, v in ms.items():
+                values[path_of("metric", split=split, metric=metric)] = v
+        for name, arr in params.items():
+            values[path_of("param", name=name)] = arr
+        if attention is not None:
+            values[P["attention"]] = attention
+        for p, v in values.items():
+            ds = f[p]
+            ds.resize(n + 1, axis=0)
+            ds[n] = v
+            ds.flush()
+        # The commit: only now does the snapshot count grow.
+        step_ds = f[P["step"]]
+        step_ds.resize(n + 1, axis=0)
+        step_ds[n] = step
+        step_ds.flush()
+        f.flush()
+        self._n = n + 1
+
+    def last(self, entry: str):
+        """Value of time-first schema entry ``entry`` at the newest complete snapshot (None if none)."""
+        return self._f[P[entry]][self._n - 1] if self._n else None
+
+    def save_resume(self, step: int, tensors: Mapping[str, np.ndarray]) -> None:
+        """Store the state needed to continue from ``step`` in the older of the two slots."""
+        f = self._f
+        marks = f[P["resume_step"]]
+        held = marks[...]
+        slot = int(np.argmin(held))
+        held[slot] = -1
+        marks[...] = held
+        marks.flush()
+        for name, arr in tensors.items():
+            ds = f[path_of("resume_tensor", slot=slot, name=name)]
+            ds[...] = arr
+            ds.flush()
+        held[slot] = step
+        marks[...] = held
+        marks.flush()
+        f.flush()
+
+    def close(self) -> None:
+        if self._f.id.valid:
+            self._f.close()
+
+    def __enter__(self) -> "Writer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @classmethod
+    def resume(cls, path: str | os.PathLike) -> tuple["Writer", int, dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """Reopen a run for appending from its newest resumable snapshot.
+
+        Returns ``(writer, step, resume_tensors, params_at_step)``. The file (possibly
+        left by a killed writer, which HDF5 then refuses to reopen for writing) is
+        copied up to that snapshot into a fresh file that atomically replaces it;
+        snapshots after it are dropped, and an uninterrupted run would have written
+        them identically.
+        """
+        path = os.fspath(path)
+        with Run(path) as run:
+            f = run.h5
+            if P["resume_step"] not in f:
+                raise ProbeError(f"{path}: holds no resume state")
+            held = np.asarray(f[P["resume_step"]][...])
+            steps = run.steps
+            slot = int(np.argmax(held))
+            step = int(held[slot])
+            if step < 0 or step not in steps:
+                raise ProbeError(f"{path}: no complete resume state (the run was stopped before its first snapshot finished)")
+            keep = int(np.flatnonzero(steps == step)[0]) + 1
+            tmp = path + ".resuming"
+            with h5py.File(tmp, "w", libver=LIBVER) as g:
+                for k, v in f.attrs.items():
+                    g.attrs[k] = v
+                for grp in (RUN_GROUP, SNAPSHOTS_GROUP, RESUME_GROUP):
+                    f.copy(f[grp], g, name=grp)
+                for ds in _datasets(g[SNAPSHOTS_GROUP]):
+                    if ds.shape[0] != keep:
+                        ds.resize(keep, axis=0)
+                g.flush()
+            with open(tmp, "rb+") as fh:
+                os.fsync(fh.fileno())
+        os.replace(tmp, path)
+        writer = cls(_open_swmr_writer(path), path)
+        g = writer._f
+        state = {name: np.asarray(ds[...]) for name, ds in _named_datasets(g[f"{RESUME_GROUP}/slot{slot}"])}
+        params = {name: np.asarray(ds[keep - 1]) for name, ds in writer._params.items()}
+        return writer, step, state, params
+
+
+def _datasets(group: h5py.Group) -> list[h5py.Dataset]:
+    seen, out = set(), []
+
+    def visit(_name, obj):
+        if isinstance(obj, h5py.Dataset) and hash(obj.id) not in seen:
+            seen.add(hash(obj.id))
+            out.append(obj)
+
+    group.visititems(visit)
+    return out
+
+
+def _named_datasets(group: h5py.Group) -> list[tuple[str, h5py.Dataset]]:
+    out = []
+    group.visititems(lambda name, obj: out.append((name, obj)) if isinstance(obj, h5py.Dataset) else None)
+    return out
+
+
+def _dataset_names(group: h5py.Group) -> list[str]:
+    return [name for name, _ in _named_datasets(group)]

@@ -1,0 +1,20 @@
+"""Trainer for the papers' tasks and models; writes snapshot files (see ``schemas/``)."""
+from .config import PRESETS, RunConfig, preset
+
+__all__ = ["PRESETS", "RunConfig", "preset", "Trainer", "train"]
+
+
+def __getattr__(name):  # torch is imported only when training is asked for
+    if name in ("Trainer", "TrainResult"):
+        from . import trainer
+
+        return getattr(trainer, name)
+    if name == "train":
+        from .trainer import Trainer
+
+        def train(cfg, out, **kw):
+            """Train ``cfg`` and write ``out``; returns a :class:`~train.trainer.TrainResult`."""
+            return Trainer(cfg, out, **kw).run()
+
+        return train
+    raise AttributeError(name)

@@ -1,0 +1,144 @@
+"""Run configuration: one flat dataclass, presets, and overrides.
+
+Every field is a ``probe-train`` flag (``n_samples`` -> ``--n-samples``), so any
+preset value can be overridden from the command line.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field, fields
+
+from probe.errors import ProbeError
+
+
+def _f(default, help: str):  # noqa: A002 - mirrors argparse
+    return field(default=default, metadata={"help": help})
+
+
+@dataclass
+class RunConfig:
+    # --- task (paper 1 anchor functions; defaults are the paper's values) ---
+    task: str = _f("anchor", "task: 'anchor' (paper 1)")
+    key_min: int = _f(21, "smallest key token (keys and noise are key_min..key_max)")
+    key_max: int = _f(120, "largest key token, inclusive")
+    mem_anchor_min: int = _f(1, "smallest memory anchor")
+    mem_anchor_max: int = _f(10, "largest memory anchor, inclusive")
+    rsn_anchor_min: int = _f(11, "smallest reasoning anchor")
+    rsn_anchor_max: int = _f(20, "largest reasoning anchor, inclusive")
+    n_anchors: int = _f(2, "anchors q placed right after the key")
+    seq_len: int = _f(9, "sequence length L")
+    held_out: str = _f("11,13;13,11", "held-out reasoning anchor combinations, ';'-separated")
+    n_samples: int = _f(200_000, "training sequences (equal counts per anchor combination)")
+    vocab_size: int = _f(201, "vocabulary size (must exceed the largest label)")
+    data_seed: int = _f(0, "seed of the dataset and memory lookup table")
+    eval_size: int = _f(1024, "sequences per split used for the metrics at each snapshot")
+    probe_per_split: int = _f(16, "probe-batch sequences per split (their attention maps are stored)")
+    # --- model ---
+    model: str = _f("transformer", "'transformer' (decoder-only) or 'emb-mlp' (paper 1 Definition 1)")
+    gamma: float = _f(0.5, "initialization rate: std = fan_in^-gamma (embeddings: d_model^-gamma)")
+    d_model: int = _f(400, "embedding width")
+    layers: int = _f(2, "transformer layers")
+    heads: int = _f(1, "attention heads")
+    d_head: int = _f(0, "width per head (0: d_model // heads)")
+    d_ff: int = _f(1200, "MLP width (Emb-MLP: hidden width)")
+    norm: str = _f("post", "LayerNorm placement: 'pre' or 'post'")
+    bias: bool = _f(False, "use biases in linear layers")
+    activation: str = _f("relu", "'relu' or 'gelu'")
+    # --- optimisation ---
+    steps: int = _f(100_000, "optimizer steps")
+    batch_size: int = _f(2048, "sequences per step")
+    lr: float = _f(1e-4, "peak learning rate (AdamW)")
+    min_lr_ratio: float = _f(0.0, "final learning rate of the cosine decay, as a fraction of lr")
+    warmup_steps: int = _f(1000, "linear warm-up steps")
+    weight_decay: float = _f(0.01, "AdamW weight decay (matrices only; biases and LayerNorm are not decayed)")
+    beta1: float = _f(0.9, "AdamW beta1")
+    beta2: float = _f(0.999, "AdamW beta2")
+    grad_clip: float = _f(1.0, "clip the gradient norm to this (0: off)")
+    seed: int = _f(0, "seed of the initialization and the batch order")
+    device: str = _f("auto", "'auto' (CUDA when present), 'cpu' or 'cuda[:N]'")
+    threads: int = _f(0, "CPU threads for torch (0: torch's default)")
+    # --- snapshots ---
+    snapshot_every: int = _f(1000, "snapshot every N steps (0: none besides the log-spaced ones and the last)")
+    snapshot_log: bool = _f(True, "also snapshot at steps 0, 1, 2, 4, 8, ... below snapshot_every")
+
+    def __post_init__(self) -> None:
+        self.check()
+
+    def check(self) -> None:
+        def need(ok: bool, msg: str) -> None:
+            if not ok:
+                raise ProbeError(msg)
+
+        need(self.task in ("anchor",), f"unknown task '{self.task}' (known: anchor)")
+        need(self.model in ("transformer", "emb-mlp"), f"unknown model '{self.model}' (known: transformer, emb-mlp)")
+        need(self.norm in ("pre", "post"), f"norm must be 'pre' or 'post', not '{self.norm}'")
+        need(self.activation in ("relu", "gelu"), f"activation must be 'relu' or 'gelu', not '{self.activation}'")
+        need(self.key_min <= self.key_max, "key_min must be <= key_max")
+        need(self.mem_anchor_min <= self.mem_anchor_max, "mem_anchor_min must be <= mem_anchor_max")
+        need(self.rsn_anchor_min <= self.rsn_anchor_max, "rsn_anchor_min must be <= rsn_anchor_max")
+        need(1 <= self.n_anchors < self.seq_len, "need 1 <= n_anchors < seq_len")
+        need(min(self.key_min, self.mem_anchor_min, self.rsn_anchor_min) >= 0, "token ids must be >= 0")
+        max_label = max(self.key_max + self.n_anchors * self.rsn_anchor_max, self.key_max)
+        need(self.vocab_size > max(max_label, self.key_max, self.mem_anchor_max, self.rsn_anchor_max),
+             f"vocab_size {self.vocab_size} too small: labels reach {max_label}")
+        for name in ("d_model", "layers", "heads", "d_ff", "steps", "batch_size", "n_samples", "eval_size"):
+            need(getattr(self, name) > 0, f"{name} must be positive")
+        need(self.d_head > 0 or self.d_model % self.heads == 0, "d_model must be divisible by heads (or set d_head)")
+        need(self.lr > 0, "lr must be positive")
+        need(self.snapshot_every >= 0, "snapshot_every must be >= 0")
+        need(self.gamma > 0, "gamma must be positive")
+        held_out_combos(self)  # parses or raises
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_head or self.d_model // self.heads
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def replace(self, **overrides) -> "RunConfig":
+        unknown = set(overrides) - {f.name for f in fields(self)}
+        if unknown:
+            raise ProbeError(f"unknown config field(s): {', '.join(sorted(unknown))}")
+        return dataclasses.replace(self, **overrides)
+
+
+def held_out_combos(cfg: RunConfig) -> list[tuple[int, ...]]:
+    combos = []
+    for part in filter(None, (p.strip() for p in cfg.held_out.split(";"))):
+        try:
+            combo = tuple(int(x) for x in part.split(","))
+        except ValueError:
+            raise ProbeError(f"bad held_out combination '{part}': use e.g. '11,13;13,11'") from None
+        if len(combo) != cfg.n_anchors or not all(cfg.rsn_anchor_min <= a <= cfg.rsn_anchor_max for a in combo):
+            raise ProbeError(f"held_out combination {part} must be {cfg.n_anchors} reasoning anchors")
+        combos.append(combo)
+    return combos
+
+
+PRESETS: dict[str, dict] = {
+    # The paper-1 task at the paper's sizes. Paper 1 does not publish its width or
+    # optimizer; these borrow paper 2's (post-LN, 1 head, d 400, d_ff 1200, d_head 200,
+    # no biases, ReLU, AdamW wd 0.01, warm-up + cosine, batch 2048, clip 1). For a GPU.
+    "paper1": dict(d_head=200),
+    # CPU-sized: minutes on 2 cores, still showing the effect (see README for what differs).
+    "quick": dict(
+        key_min=21, key_max=40, n_samples=40_000, eval_size=512,
+        d_model=64, d_ff=256, layers=2, heads=1, norm="pre", bias=True, activation="gelu",
+        steps=3000, batch_size=128, lr=1e-3, warmup_steps=200, weight_decay=0.0, grad_clip=1.0,
+        snapshot_every=250,
+    ),
+    # For tests: seconds.
+    "tiny": dict(
+        key_min=21, key_max=30, n_samples=4000, eval_size=128, probe_per_split=4,
+        d_model=16, d_ff=32, layers=2, heads=2, norm="pre", bias=True, activation="gelu",
+        steps=40, batch_size=32, lr=1e-3, warmup_steps=5, weight_decay=0.0,
+        snapshot_every=10,
+    ),
+}
+
+
+def preset(name: str, **overrides) -> RunConfig:
+    if name not in PRESETS:
+        raise ProbeError(f"unknown preset '{name}' (known: {', '.join(PRESETS)})")
+    return RunConfig(**{**PRESETS[name], **overrides})

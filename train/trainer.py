@@ -1,0 +1,297 @@
+"""The training loop: AdamW, warm-up + cosine, last-position loss, SWMR snapshots, resume."""
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from probe.errors import ProbeError
+from probe.snapshot import Writer
+
+from .config import RunConfig
+from .models import build_model
+from .tasks import make_task
+
+
+def snapshot_steps(cfg: RunConfig) -> list[int]:
+    """Step 0, every ``snapshot_every`` steps, log-spaced early steps and the last step."""
+    steps = {0, cfg.steps}
+    if cfg.snapshot_every:
+        steps.update(range(0, cfg.steps + 1, cfg.snapshot_every))
+    if cfg.snapshot_log:
+        limit = cfg.snapshot_every or cfg.steps
+        s = 1
+        while s < limit and s <= cfg.steps:
+            steps.add(s)
+            s *= 2
+    return sorted(steps)
+
+
+def lr_at(cfg: RunConfig, step: int) -> float:
+    if step < cfg.warmup_steps:
+        return cfg.lr * (step + 1) / cfg.warmup_steps
+    span = max(1, cfg.steps - cfg.warmup_steps)
+    progress = min(1.0, (step - cfg.warmup_steps) / span)
+    floor = cfg.lr * cfg.min_lr_ratio
+    return floor + 0.5 * (cfg.lr - floor) * (1 + math.cos(math.pi * progress))
+
+
+def pick_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(name)
+    except RuntimeError:
+        raise ProbeError(f"unknown device '{name}'") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ProbeError("device 'cuda' asked for, but CUDA is not available")
+    return dev
+
+
+@dataclass
+class TrainResult:
+    path: str
+    steps: int
+    snapshots: int
+    seconds: float
+    metrics: dict          # split -> {"loss", "acc"} at the last snapshot
+
+
+class Trainer:
+    """Trains one run and writes its snapshot file.
+
+    >>> Trainer(preset("quick", gamma=0.8), "run.h5").run()
+    """
+
+    def __init__(self, cfg: RunConfig, out: str | os.PathLike, *, resume: bool = False,
+                 overwrite: bool = False, progress: bool = True, snapshots: bool = True):
+        self.cfg = cfg
+        self.out = os.fspath(out)
+        self.resume = resume
+        self.progress = progress
+        self.snapshots = snapshots
+        if not resume and os.path.exists(self.out) and not overwrite:
+            raise ProbeError(f"{self.out} exists; pass --resume to continue it or --overwrite to replace it")
+        if resume and not os.path.exists(self.out):
+            raise ProbeError(f"{self.out}: no such file to resume")
+        if cfg.threads:
+            torch.set_num_threads(cfg.threads)
+        self.device = pick_device(cfg.device)
+        self.task = make_task(cfg)
+        gen = torch.Generator().manual_seed(cfg.seed)
+        torch.manual_seed(cfg.seed)
+        self.model = build_model(cfg, gen).to(self.device)
+        decay = [p for p in self.model.parameters() if p.ndim >= 2]
+        no_decay = [p for p in self.model.parameters() if p.ndim < 2]
+        self.opt = torch.optim.AdamW(
+            [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+            lr=cfg.lr, betas=(cfg.beta1, cfg.beta2))
+        dev = self.device
+        t = self.task
+        self.tokens = torch.as_tensor(t.tokens, device=dev)
+        self.labels = torch.as_tensor(t.labels, device=dev)
+        self.key_pos = torch.as_tensor(t.key_pos, device=dev)
+        self.train_idx = torch.as_tensor(t.train_indices, device=dev)
+        self.eval_idx = {s: torch.as_tensor(t.eval_indices(s), device=dev) for s in t.splits}
+        self.probe_idx = t.probe_indices()
+        self.steps_per_epoch = max(1, len(t.train_indices) // cfg.batch_size)
+
+    # --- data -----------------------------------------------------------------
+    def _batch(self, step: int) -> torch.Tensor:
+        """Indices of the batch at ``step``: a function of (seed, step) only, so resume needs no loader state."""
+        epoch, k = divmod(step, self.steps_per_epoch)
+        if getattr(self, "_perm_epoch", None) != epoch:
+            g = torch.Generator().manual_seed(self.cfg.seed * 1_000_003 + epoch)
+            self._perm = torch.randperm(len(self.train_idx), generator=g).to(self.device)
+            self._perm_epoch = epoch
+        b = self.cfg.batch_size
+        return self.train_idx[self._perm[k * b:(k + 1) * b]]
+
+    # --- state for snapshots and resume ----------------------------------------
+    def _resume_tensors(self) -> dict[str, np.ndarray]:
+        out = {"rng/torch_cpu": torch.get_rng_state().numpy()}
+        names = {id(p): n for n, p in self.model.named_parameters()}
+        for group in self.opt.param_groups:
+            for p in group["params"]:
+                st = self.opt.state.get(p, {})
+                n = names[id(p)]
+                for key in ("exp_avg", "exp_avg_sq"):
+                    v = st.get(key)
+                    out[f"optim/{n}/{key}"] = (v.detach().cpu().numpy() if v is not None
+                                               else np.zeros(tuple(p.shape), np.float32))
+                s = st.get("step")
+                out[f"optim/{n}/step"] = np.asarray(float(s) if s is not None else 0.0, dtype=np.float32)
+        return out
+
+    def _load_resume(self, state: dict[str, np.ndarray], params: dict[str, np.ndarray]) -> None:
+        with torch.no_grad():
+            for n, p in self.model.named_parameters():
+                p.copy_(torch.as_tensor(params[n]))
+        for n, p in self.model.named_parameters():
+            step = float(state[f"optim/{n}/step"])
+            if step > 0:
+                self.opt.state[p] = {
+                    "step": torch.tensor(step, dtype=torch.float32),
+                    "exp_avg": torch.as_tensor(state[f"optim/{n}/exp_avg"]).to(self.device),
+                    "exp_avg_sq": torch.as_tensor(state[f"optim/{n}/exp_avg_sq"]).to(self.device),
+                }
+        torch.set_rng_state(torch.as_tensor(state["rng/torch_cpu"]))
+
+    @torch.no_grad()
+    def evaluate(self) -> dict[str, dict[str, float]]:
+        """Loss and accuracy on each split's evaluation sequences."""
+        self.model.eval()
+        out = {}
+        for split, idx in self.eval_idx.items():
+            if len(idx) == 0:
+                out[split] = {"loss": float("nan"), "acc": float("nan")}
+                continue
+            losses, correct = [], []
+            for chunk in idx.split(4096):
+                logits = self.model(self.tokens[chunk], self.key_pos[chunk])
+                y = self.labels[chunk]
+                losses.append(F.cross_entropy(logits, y, reduction="sum"))
+                correct.append((logits.argmax(-1) == y).sum())
+            n = len(idx)
+            out[split] = {"loss": float(torch.stack(losses).sum()) / n, "acc": float(torch.stack(correct).sum()) / n}
+        self.model.train()
+        return out
+
+    def _create_writer(self) -> Writer:
+        t, cfg = self.task, self.cfg
+        dist, freq = t.label_dist(expected=True)
+        dist_emp, _ = t.label_dist(expected=False)
+        p_idx = self.probe_idx
+        params = {n: tuple(p.shape) for n, p in self.model.named_parameters()}
+        resume = {k: (v.shape, v.dtype) for k, v in self._resume_tensors().items()}
+        dims = {"vocab": cfg.vocab_size, "d_model": cfg.d_model, "seq": cfg.seq_len, "probe": len(p_idx),
+                "layers": cfg.layers if cfg.model == "transformer" else 0, "heads": cfg.heads,
+                "d_head": cfg.head_dim, "d_hidden": cfg.d_ff if cfg.model == "emb-mlp" else cfg.d_model}
+        return Writer.create(
+            self.out,
+            config={**cfg.to_dict(), "device": cfg.device},
+            task=t.describe(),
+            dims=dims,
+            groups=t.groups,
+            run_arrays={
+                "label_dist": dist, "label_dist_empirical": dist_emp, "token_freq": freq,
+                "probe_tokens": t.tokens[p_idx], "probe_labels": t.labels[p_idx],
+                "probe_split": t.split[p_idx], "probe_key_pos": t.key_pos[p_idx],
+            },
+            params=params,
+            roles=self.model.roles(),
+            attention_shape=self.model.attention_shape(len(p_idx)),
+            resume_tensors=resume,
+        )
+
+    def _snapshot(self, writer: Writer, step: int, elapsed: float, train_loss: float) -> dict:
+        metrics = self.evaluate()
+        attn = self.model.attention_maps(torch.as_tensor(self.task.tokens[self.probe_idx], device=self.device))
+        writer.append(
+            step=step,
+            epoch=step * self.cfg.batch_size / len(self.task.train_indices),
+            time=elapsed,
+            train_loss=train_loss,
+            params={n: p.detach().cpu().numpy() for n, p in self.model.named_parameters()},
+            metrics=metrics,
+            attention=None if attn is None else attn.cpu().numpy(),
+        )
+        writer.save_resume(step, self._resume_tensors())
+        return metrics
+
+    # --- the loop ----------------------------------------------------------------
+    def run(self) -> TrainResult:
+        cfg = self.cfg
+        schedule = snapshot_steps(cfg) if self.snapshots else []
+        writer = None
+        start, time_offset = 0, 0.0
+        if self.snapshots:
+            if self.resume:
+                writer, start, state, params = Writer.resume(self.out)
+                self._load_resume(state, params)
+                time_offset = float(writer.last("time"))
+            else:
+                writer = self._create_writer()
+        pending = [s for s in schedule if s > start]
+        metrics: dict = {}
+        t0 = time.perf_counter()
+        loss_sum = torch.zeros((), device=self.device)
+        loss_n = 0
+        try:
+            with _Progress(self.progress, cfg.steps, start) as bar:
+                if writer is not None and not self.resume and 0 in schedule:
+                    metrics = self._snapshot(writer, 0, 0.0, float("nan"))
+                    bar.show_metrics(metrics)
+                self.model.train()
+                for step in range(start, cfg.steps):
+                    lr = lr_at(cfg, step)
+                    for group in self.opt.param_groups:
+                        group["lr"] = lr
+                    idx = self._batch(step)
+                    logits = self.model(self.tokens[idx], self.key_pos[idx])
+                    loss = F.cross_entropy(logits, self.labels[idx])
+                    self.opt.zero_grad(set_to_none=True)
+                    loss.backward()
+                    if cfg.grad_clip > 0:
+                        torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
+                    self.opt.step()
+                    loss_sum += loss.detach()
+                    loss_n += 1
+                    done = step + 1
+                    if pending and done == pending[0]:
+                        pending.pop(0)
+                        elapsed = time_offset + time.perf_counter() - t0
+                        metrics = self._snapshot(writer, done, elapsed, float(loss_sum) / loss_n)
+                        loss_sum.zero_()
+                        loss_n = 0
+                        bar.show_metrics(metrics)
+                    bar.advance(done, loss_sum, loss_n)
+        finally:
+            if writer is not None:
+                writer.close()
+        if not metrics:
+            metrics = self.evaluate()
+        n_snap = len(schedule)
+        return TrainResult(self.out, cfg.steps, n_snap, time.perf_counter() - t0, metrics)
+
+
+class _Progress:
+    """A rich progress bar on stderr with the running loss and the latest split accuracies.
+
+    The loss is read back from the device only every ``every`` steps (no per-step sync on CUDA).
+    """
+
+    def __init__(self, enabled: bool, total: int, start: int, every: int = 25):
+        self.enabled = enabled and sys.stderr is not None
+        self.total, self.start, self.every = total, start, every
+        self.desc = ""
+
+    def __enter__(self):
+        if self.enabled:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+            self._p = Progress(TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(),
+                               TimeRemainingColumn(), TextColumn("{task.description}"),
+                               console=Console(stderr=True), transient=False)
+            self._p.__enter__()
+            self._task = self._p.add_task("", total=self.total, completed=self.start)
+        return self
+
+    def advance(self, done: int, loss_sum: torch.Tensor, loss_n: int) -> None:
+        if self.enabled and (done % self.every == 0 or done == self.total):
+            loss = f"loss {float(loss_sum) / loss_n:.3f} " if loss_n else ""
+            self._p.update(self._task, completed=done, description=loss + self.desc)
+
+    def show_metrics(self, metrics: dict) -> None:
+        self.desc = " ".join(f"{s} {m['acc']:.2f}" for s, m in metrics.items())
+
+    def __exit__(self, *exc):
+        if self.enabled:
+            self._p.__exit__(*exc)
