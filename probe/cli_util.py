@@ -27,6 +27,10 @@ def run_cli(app) -> None:
     except BrokenPipeError:  # e.g. `probe info run.h5 | head`
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(0)
+    except OSError as exc:  # h5py raises OSError for unreadable or corrupted data
+        msg = " ".join(str(exc).split()) or type(exc).__name__
+        print(f"Error: {msg}", file=sys.stderr)
+        sys.exit(EXIT_BAD_INPUT)
     except Exception as exc:  # a bug, not bad input: still no traceback unless asked for
         if os.environ.get("PROBE_DEBUG"):
             raise

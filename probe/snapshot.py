@@ -28,6 +28,7 @@ from schemas import path_of, snapshot_schema, version_tuple
 from .errors import ProbeError
 
 LIBVER = ("v110", "v110")
+_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 _SCHEMA = snapshot_schema()
 FORMAT = _SCHEMA["format"]
 SCHEMA_VERSION = _SCHEMA["version"]
@@ -79,11 +80,7 @@ def _open_swmr_writer(path: str) -> h5py.File:
 
 
 def open_h5(path: str | os.PathLike) -> h5py.File:
-    """Open an HDF5 file read-only, live or killed runs included.
-
-    A SWMR writer that is running, or was killed, leaves the file marked as open
-    for writing: only a SWMR read open works then, so that is tried first.
-    """
+    """Open an HDF5 file read-only, live or killed runs included."""
     path = os.fspath(path)
     if not os.path.exists(path):
         raise ProbeError(f"{path}: no such file")
@@ -91,19 +88,46 @@ def open_h5(path: str | os.PathLike) -> h5py.File:
         raise ProbeError(f"{path}: is a directory, not a snapshot file")
     try:
         with open(path, "rb") as fh:
-            head = fh.read(8)
+            head = fh.read(48)
     except OSError as exc:
         raise ProbeError(f"{path}: cannot read ({exc.strerror})") from None
-    if head != b"\x89HDF\r\n\x1a\n":
+    if head[:8] != _SIGNATURE:
         raise ProbeError(f"{path}: not an HDF5 file")
-    last: Exception | None = None
-    for kwargs in ({"swmr": True}, {}):
+    _check_not_truncated(path, head)
+    try:
+        return h5py.File(path, "r")
+    except (OSError, ValueError) as exc:
+        first = exc
+    if "already open for write" in str(first):
+        # A running or killed SWMR writer left its flag set: only a SWMR read open
+        # works. (Tried second: on a damaged file a SWMR open retries for minutes.)
         try:
-            return h5py.File(path, "r", **kwargs)
+            return h5py.File(path, "r", swmr=True)
         except (OSError, ValueError) as exc:
-            last = exc
-    msg = str(last).split("(", 1)[0].strip() or type(last).__name__
+            first = exc
+    msg = str(first).split("(", 1)[0].strip() or type(first).__name__
     raise ProbeError(f"{path}: cannot open HDF5 file, it is truncated or corrupted ({msg})")
+
+
+def _check_not_truncated(path: str, head: bytes) -> None:
+    """Compare the file size with the end-of-file address of a version 2/3 superblock."""
+    if len(head) >= 36 and head[8] in (2, 3) and head[9] == 8:
+        eof = int.from_bytes(head[28:36], "little")
+        size = os.path.getsize(path)
+        if size < eof:
+            raise ProbeError(f"{path}: truncated HDF5 file ({size} bytes, the superblock says {eof})")
+
+
+def damaged_file_error(exc: BaseException | None, path: str) -> ProbeError | None:
+    """The ProbeError to raise for an HDF5 library error met while reading ``path``, else None.
+
+    HDF5 reports damaged metadata deep inside reads, as OSError, RuntimeError or a
+    KeyError whose text starts with "Unable to"; all mean the file is corrupted.
+    """
+    if isinstance(exc, (OSError, RuntimeError)) or (isinstance(exc, KeyError) and "Unable to" in str(exc)):
+        msg = " ".join(str(exc.args[0] if exc.args else exc).split())
+        return ProbeError(f"{path}: damaged HDF5 file ({msg})")
+    return None
 
 
 def _json_attr(f: h5py.File, key: str, path: str) -> dict:
@@ -153,8 +177,11 @@ class Run:
             self.config = _json_attr(self._f, "config", self.path)
             self.task = _json_attr(self._f, "task", self.path)
             self.dims = _json_attr(self._f, "dims", self.path)
-        except BaseException:
+        except BaseException as exc:
             self._f.close()
+            damaged = damaged_file_error(exc, self.path)
+            if damaged is not None:
+                raise damaged from None
             raise
         self.package_version = str(self._f.attrs.get("package_version", "?"))
 
@@ -165,8 +192,11 @@ class Run:
     def __enter__(self) -> "Run":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, exc_type, exc, tb) -> None:
         self.close()
+        damaged = damaged_file_error(exc, self.path)
+        if damaged is not None:
+            raise damaged from None
 
     @property
     def h5(self) -> h5py.File:

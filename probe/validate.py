@@ -11,7 +11,7 @@ import numpy as np
 
 from schemas import snapshot_schema
 
-from .snapshot import METRICS, P, RESUME_GROUP, check_header, open_h5
+from .snapshot import METRICS, P, RESUME_GROUP, check_header, damaged_file_error, open_h5
 
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
 
@@ -24,8 +24,14 @@ def validate(path: str | os.PathLike) -> list[str]:
     """
     path = os.fspath(path)
     with open_h5(path) as f:
-        check_header(f, path)
-        return _Checker(f).run()
+        try:
+            check_header(f, path)
+            return _Checker(f).run()
+        except Exception as exc:
+            damaged = damaged_file_error(exc, path)
+            if damaged is None:
+                raise
+            raise damaged from None
 
 
 class _Checker:

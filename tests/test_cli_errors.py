@@ -1,0 +1,104 @@
+"""Bad input: one ``Error:`` line on stderr, exit code 2, no traceback, nothing written or changed."""
+import hashlib
+import shutil
+
+import h5py
+import pytest
+
+from conftest import run_cli
+
+
+def _digest(directory):
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.iterdir())}
+
+
+def _assert_clean_error(res, *fragments):
+    assert res.returncode == 2, (res.returncode, res.stdout, res.stderr)
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), res.stderr
+    assert "Traceback" not in res.stderr
+    for frag in fragments:
+        assert frag in lines[0], lines[0]
+
+
+@pytest.fixture()
+def work(tmp_path, tiny_run):
+    good = tmp_path / "good.h5"
+    shutil.copy(tiny_run, good)
+    (tmp_path / "notes.txt").write_text("not hdf5\n")
+    data = good.read_bytes()
+    (tmp_path / "truncated.h5").write_bytes(data[: len(data) // 3])
+    corrupt = bytearray(data)
+    corrupt[48:4096] = b"\xff" * (4096 - 48)  # wreck the root group's metadata after the superblock
+    (tmp_path / "corrupt.h5").write_bytes(bytes(corrupt))
+    newer = tmp_path / "newer.h5"
+    shutil.copy(good, newer)
+    with h5py.File(newer, "a") as f:
+        f.attrs["schema_version"] = "99.0"
+    missing = tmp_path / "missing.h5"
+    shutil.copy(good, missing)
+    with h5py.File(missing, "a") as f:
+        del f["snapshots/weights/token_embedding"]
+        del f["snapshots/params/W_E"]
+    return tmp_path
+
+
+CASES = [
+    (["info", "{d}/nope.h5"], ["no such file"]),
+    (["similarity", "{d}/nope.h5"], ["no such file"]),
+    (["info", "{d}/notes.txt"], ["not an HDF5 file"]),
+    (["validate", "{d}/notes.txt"], ["not an HDF5 file"]),
+    (["similarity", "{d}/truncated.h5"], ["truncated"]),
+    (["validate", "{d}/truncated.h5"], ["truncated"]),
+    (["info", "{d}/corrupt.h5"], []),
+    (["similarity", "{d}/newer.h5"], ["99.0", "upgrade"]),
+    (["validate", "{d}/newer.h5"], ["99.0"]),
+    (["similarity", "{d}/missing.h5"], ["token_embedding"]),
+    (["similarity", "{d}/good.h5", "--tokens", "bogus"], ["unknown token group 'bogus'", "keys, memory, reasoning"]),
+    (["similarity", "{d}/good.h5", "--step", "123456"], ["no snapshot at step 123456"]),
+    (["similarity", "{d}/good.h5", "--step", "soon"], ["bad --step"]),
+    (["similarity", "{d}/good.h5", "--tokens", "195:250"], ["outside the vocabulary"]),
+    (["similarity", "{d}/good.h5", "--tokens", "-3,4"], ["outside the vocabulary"]),
+    (["similarity", "{d}/good.h5", "--tensor", "W_nope"], ["no tensor 'W_nope'"]),
+    (["similarity", "{d}/good.h5", "--plot", "{d}/nodir/x.png"], ["does not exist"]),
+    (["similarity", "{d}/good.h5", "--tokens", "bogus", "--plot", "{d}/fig.png"], ["bogus"]),
+]
+
+
+@pytest.mark.parametrize("args,fragments", CASES, ids=[" ".join(a).replace("{d}/", "") for a, _ in CASES])
+def test_bad_input(work, args, fragments):
+    before = _digest(work)
+    res = run_cli("probe", *[a.format(d=work) for a in args])
+    _assert_clean_error(res, *fragments)
+    assert _digest(work) == before  # nothing written, nothing changed
+
+
+def test_train_cli_bad_input(tmp_path, tiny_run):
+    res = run_cli("probe-train", "--preset", "nope", "--out", tmp_path / "x.h5")
+    _assert_clean_error(res, "unknown preset")
+    res = run_cli("probe-train", "--preset", "tiny", "--vocab-size", "50", "--out", tmp_path / "x.h5")
+    _assert_clean_error(res, "vocab_size")
+    # refuses to clobber an existing run
+    before = hashlib.sha256(tiny_run.read_bytes()).hexdigest()
+    res = run_cli("probe-train", "--preset", "tiny", "--out", tiny_run)
+    _assert_clean_error(res, "exists")
+    assert hashlib.sha256(tiny_run.read_bytes()).hexdigest() == before
+    assert not (tmp_path / "x.h5").exists()
+
+
+def test_good_calls_write_data_to_stdout(work):
+    import json
+
+    res = run_cli("probe", "similarity", work / "good.h5", "--tokens", "reasoning,3,5", "--format", "json",
+                  "--plot", work / "fig.png")
+    assert res.returncode == 0, res.stderr
+    d = json.loads(res.stdout)
+    assert d["results"][0]["ids"] == list(range(11, 21)) + [3, 5]
+    assert (work / "fig.png").stat().st_size > 1000
+    res = run_cli("probe", "similarity", work / "good.h5", "--tokens", "11:14", "--step", "all", "--format", "csv")
+    assert res.returncode == 0
+    lines = res.stdout.strip().splitlines()
+    assert lines[0] == "step,metric,token_i,token_j,distance,value"
+    assert any(",distance_corr," in x for x in lines)
+    info = run_cli("probe", "info", work / "good.h5", "--format", "json")
+    assert json.loads(info.stdout)["groups"]["reasoning"] == list(range(11, 21))

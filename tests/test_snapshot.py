@@ -1,0 +1,151 @@
+import time
+
+import h5py
+import numpy as np
+import pytest
+
+from probe.errors import ProbeError
+from probe.snapshot import P, Run, Writer, read_rows
+from probe.validate import validate
+
+from conftest import popen_cli, run_cli
+
+
+def _make(path, n_steps=3, vocab=50, d=8):
+    rng = np.random.default_rng(0)
+    params = {"W_E": (vocab, d), "W_pos": (5, d), "blocks.0.attn.W_V": (2, d, 4), "blocks.0.attn.W_O": (2, 4, d),
+              "b": (d,)}
+    w = Writer.create(
+        path, config={"gamma": 0.8}, task={"kind": "anchor", "splits": ["mem", "rsn_test"]},
+        dims={"vocab": vocab, "d_model": d, "seq": 5, "probe": 3, "layers": 1, "heads": 2, "d_head": 4,
+              "d_hidden": d},
+        groups={"reasoning": [11, 12, 13]},
+        run_arrays={"probe_tokens": np.zeros((3, 5), np.int64), "probe_labels": np.zeros(3, np.int64),
+                    "probe_split": np.zeros(3, np.int64), "probe_key_pos": np.zeros(3, np.int64)},
+        params=params,
+        roles={"token_embedding": "W_E", "layer0/W_V": "blocks.0.attn.W_V", "layer0/W_Q": "blocks.0.attn.W_V",
+               "layer0/W_K": "blocks.0.attn.W_V", "layer0/W_O": "blocks.0.attn.W_O",
+               "position_embedding": "W_pos"},
+        attention_shape=(1, 2, 3, 5, 5),
+        resume_tensors={"optim/x": ((4,), np.float32)},
+    )
+    written = []
+    for i in range(n_steps):
+        vals = {k: rng.standard_normal(s).astype(np.float32) for k, s in params.items()}
+        written.append(vals)
+        w.append(step=10 * i, epoch=i / 2, time=float(i), train_loss=1.0 / (i + 1), params=vals,
+                 metrics={"mem": {"loss": 2.0, "acc": 0.5}, "rsn_test": {"loss": 3.0, "acc": 0.25}},
+                 attention=np.full((1, 2, 3, 5, 5), 0.2, np.float32))
+        w.save_resume(10 * i, {"optim/x": np.full(4, i, np.float32)})
+    return w, written
+
+
+def test_round_trip_and_hard_links(tmp_path):
+    path = tmp_path / "r.h5"
+    w, written = _make(path)
+    w.close()
+    with Run(path) as run:
+        assert list(run.steps) == [0, 10, 20]
+        assert run.groups["reasoning"].tolist() == [11, 12, 13]
+        for i, vals in enumerate(written):
+            for k, v in vals.items():
+                assert np.array_equal(run.read(k, i), v)
+            assert np.array_equal(run.read("token_embedding", i), vals["W_E"])
+        # canonical names are hard links, not copies
+        f = run.h5
+        assert f["snapshots/weights/token_embedding"].id == f["snapshots/params/W_E"].id
+        assert run.metrics()["rsn_test"]["acc"].tolist() == [0.25] * 3
+        assert run.step_indices("10:21") == [1, 2]
+        with pytest.raises(ProbeError, match="no snapshot at step 5"):
+            run.step_indices("5")
+    assert validate(path) == []
+    # superblock version 3: SWMR-capable and readable by HDF5 1.10 tools
+    assert path.read_bytes()[8] == 3
+
+
+def test_read_rows_reads_requested_rows_in_order(tmp_path):
+    path = tmp_path / "rows.h5"
+    data = np.arange(4 * 100 * 3, dtype=np.float32).reshape(4, 100, 3)
+    with h5py.File(path, "w") as f:
+        f.create_dataset("x", data=data, chunks=(1, 7, 3))
+    with h5py.File(path, "r") as f:
+        rows = [50, 3, 4, 5, 99, 3]
+        assert np.array_equal(read_rows(f["x"], 2, rows), data[2, rows])
+        assert np.array_equal(read_rows(f["x"], slice(1, 4), rows), data[1:4][:, rows])
+
+
+def test_large_tensors_are_chunked_in_row_blocks(tmp_path):
+    path = tmp_path / "big.h5"
+    w = Writer.create(path, config={}, task={"splits": ["mem"]},
+                      dims={"vocab": 5000, "d_model": 128, "seq": 2, "probe": 1, "layers": 0, "heads": 1,
+                            "d_head": 1, "d_hidden": 1},
+                      groups={"all": [0]}, run_arrays={}, params={"W_E": (5000, 128)},
+                      roles={"token_embedding": "W_E"}, attention_shape=None, resume_tensors={})
+    w.close()
+    with h5py.File(path, "r") as f:
+        chunks = f["snapshots/params/W_E"].chunks
+    assert chunks[0] == 1 and chunks[1] < 5000 and chunks[1] * 128 * 4 <= 1 << 16
+
+
+def test_unfinished_snapshot_rows_are_invisible(tmp_path):
+    path = tmp_path / "u.h5"
+    w, _ = _make(path, n_steps=2)
+    # a writer killed mid-snapshot leaves rows in some datasets but no new step
+    ds = w._f[P["param"].format(name="W_E")]
+    ds.resize(3, axis=0)
+    ds.flush()
+    w.close()
+    with Run(path) as run:
+        assert run.n_snapshots == 2
+    assert validate(path) == []
+
+
+def test_validate_reports_findings(tmp_path):
+    path = tmp_path / "v.h5"
+    w, _ = _make(path)
+    w.close()
+    with h5py.File(path, "a") as f:
+        del f["snapshots/metrics/mem/acc"]
+        del f["run/probe_batch/labels"]
+        f["snapshots/step"][1] = 100  # no longer increasing
+    findings = validate(path)
+    assert any("snapshots/metrics/mem/acc" in x for x in findings)
+    assert any("run/probe_batch/labels" in x for x in findings)
+    assert any("strictly increasing" in x for x in findings)
+    res = run_cli("probe", "validate", path)
+    assert res.returncode == 1
+    assert "snapshots/metrics/mem/acc" in res.stdout
+
+
+def test_probe_reads_a_file_while_the_trainer_writes_it(tmp_path):
+    out = tmp_path / "live.h5"
+    proc = popen_cli("probe-train", "--preset", "tiny", "--steps", "3000", "--snapshot-every", "20",
+                     "--out", out, "--quiet", "--threads", "1")
+    try:
+        deadline = time.time() + 120
+        n = 0
+        while time.time() < deadline and n < 3:
+            time.sleep(0.3)
+            if out.exists():
+                try:
+                    with Run(out) as run:
+                        n = run.n_snapshots
+                except ProbeError:
+                    pass
+        assert n >= 3, "trainer produced no snapshots"
+        assert proc.poll() is None, "trainer finished before the live read"
+        sim = run_cli("probe", "similarity", out, "--tokens", "reasoning", "--format", "json")
+        assert sim.returncode == 0, sim.stderr
+        val = run_cli("probe", "validate", out)
+        assert val.returncode == 0, val.stdout + val.stderr
+        # a reader that stays open sees the file grow
+        with Run(out) as run:
+            first = run.n_snapshots
+            deadline = time.time() + 60
+            while run.n_snapshots == first and time.time() < deadline:
+                time.sleep(0.3)
+            assert run.n_snapshots > first
+        assert proc.poll() is None
+    finally:
+        proc.kill()
+        proc.wait()
