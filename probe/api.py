@@ -5,7 +5,7 @@ import os
 
 import numpy as np
 
-from .similarity import SimilarityResult, cosine_similarity
+from .analyses.similarity import SimilarityResult, cosine_similarity
 from .snapshot import Run, read_rows
 from .tokens import parse_tokens
 from .validate import validate

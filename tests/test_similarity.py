@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
-from probe.similarity import cosine_matrix, cosine_similarity, spearman
+from probe.analyses.similarity import cosine_matrix, cosine_similarity, spearman
 
 
 def test_cosine_matrix_matches_definition():

@@ -1,0 +1,98 @@
+"""A SIGKILL at any moment leaves a valid file; --resume continues it exactly."""
+import signal
+import time
+
+import numpy as np
+import pytest
+
+from probe.errors import ProbeError
+from probe.snapshot import Run
+
+from conftest import popen_cli, run_cli
+
+ARGS = ["--preset", "tiny", "--steps", "300", "--snapshot-every", "10", "--quiet", "--threads", "1"]
+
+
+def _snapshots(path) -> int:
+    try:
+        with Run(path) as run:
+            return run.n_snapshots
+    except ProbeError:
+        return 0
+
+
+def _kill_when(out, min_snapshots=None, after=None):
+    proc = popen_cli("probe-train", *ARGS, "--out", out)
+    start = time.time()
+    try:
+        while time.time() - start < 120 and proc.poll() is None:
+            if after is not None and time.time() - start >= after:
+                break
+            if min_snapshots is not None and out.exists() and _snapshots(out) >= min_snapshots:
+                break
+            time.sleep(0.05)
+        assert proc.poll() is None, "the trainer ended before it was killed"
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    ref = tmp_path_factory.mktemp("ref") / "ref.h5"
+    res = run_cli("probe-train", *ARGS, "--out", ref)
+    assert res.returncode == 0, res.stderr
+    return ref
+
+
+def test_killed_run_validates_is_readable_and_resumes_exactly(tmp_path, reference):
+    out = tmp_path / "killed.h5"
+    _kill_when(out, min_snapshots=12)
+    n_killed = _snapshots(out)
+    assert 12 <= n_killed
+    val = run_cli("probe", "validate", out)
+    assert val.returncode == 0, val.stdout + val.stderr
+    sim = run_cli("probe", "similarity", out, "--tokens", "reasoning", "--step", "all", "--format", "json")
+    assert sim.returncode == 0, sim.stderr
+
+    res = run_cli("probe-train", "--resume", "--out", out, "--quiet")
+    assert res.returncode == 0, res.stderr
+    assert run_cli("probe", "validate", out).returncode == 0
+    with Run(reference) as ref, Run(out) as run:
+        assert np.array_equal(run.steps, ref.steps)
+        for name in ref.tensors():
+            a = ref.tensor(name)[: ref.n_snapshots]
+            b = run.tensor(name)[: run.n_snapshots]
+            np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6, err_msg=name)
+        for split, ms in ref.metrics().items():
+            for metric, v in ms.items():
+                np.testing.assert_allclose(run.metrics()[split][metric], v, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(run.h5["snapshots/attention"][: run.n_snapshots],
+                                   ref.h5["snapshots/attention"][: ref.n_snapshots], rtol=1e-5, atol=1e-6)
+        # time keeps counting across the resume
+        assert np.all(np.diff(run.h5["snapshots/time"][: run.n_snapshots]) >= 0)
+
+
+@pytest.mark.parametrize("delay", [0.3, 1.5, 3.0, 4.5, 6.0])
+def test_kill_at_any_moment_leaves_a_valid_file(tmp_path, delay):
+    out = tmp_path / "k.h5"
+    _kill_when(out, after=delay)
+    if not out.exists():
+        return  # killed before the file was created: nothing half-made at the path
+    val = run_cli("probe", "validate", out)
+    assert val.returncode == 0, val.stdout + val.stderr
+    if _snapshots(out):
+        assert run_cli("probe", "info", out).returncode == 0
+        res = run_cli("probe-train", "--resume", "--out", out, "--quiet", "--steps", "300")
+        assert res.returncode == 0, res.stderr
+
+
+def test_resume_refuses_config_changes(tmp_path, reference):
+    import shutil
+
+    out = tmp_path / "r.h5"
+    shutil.copy(reference, out)
+    res = run_cli("probe-train", "--resume", "--out", out, "--gamma", "0.1")
+    assert res.returncode == 2 and "cannot change gamma" in res.stderr
+    res = run_cli("probe-train", "--resume", "--out", tmp_path / "none.h5")
+    assert res.returncode == 2 and "no such file" in res.stderr
