@@ -14,7 +14,7 @@ import typer
 
 from .cli_util import run_cli
 
-app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, no_args_is_help=True,
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Probe training snapshots for reasoning vs memorizing structure.")
 
 

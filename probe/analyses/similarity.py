@@ -73,7 +73,9 @@ def cosine_similarity(vectors: np.ndarray, ids: np.ndarray | None = None, step: 
     iu, ju = np.triu_indices(k, 1)
     pairs = m[iu, ju]
     dist = np.abs(ids[iu] - ids[ju])
-    by_distance = {int(d): float(pairs[dist == d].mean()) for d in np.unique(dist)}
+    uniq, inv = np.unique(dist, return_inverse=True)
+    means = np.bincount(inv, weights=pairs, minlength=len(uniq)) / np.bincount(inv, minlength=len(uniq))
+    by_distance = {int(d): float(v) for d, v in zip(uniq, means)}
     return SimilarityResult(
         ids=ids, matrix=m,
         mean_offdiag=float(pairs.mean()) if pairs.size else float("nan"),
