@@ -175,7 +175,7 @@ class Trainer:
                 "d_head": cfg.head_dim, "d_hidden": cfg.d_ff if cfg.model == "emb-mlp" else cfg.d_model}
         return Writer.create(
             self.out,
-            config={**cfg.to_dict(), "device": cfg.device},
+            config=cfg.to_dict(),
             task=t.describe(),
             dims=dims,
             groups=t.groups,

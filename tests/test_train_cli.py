@@ -1,0 +1,65 @@
+import json
+
+import h5py
+import torch
+
+from train.config import preset
+from train.models import build_model
+from train.trainer import lr_at, snapshot_steps
+
+from conftest import run_cli
+
+
+def test_emb_mlp_run_writes_a_valid_file_without_attention(tmp_path):
+    out = tmp_path / "emb.h5"
+    res = run_cli("probe-train", "--preset", "tiny", "--model", "emb-mlp", "--gamma", "0.8", "--out", out,
+                  "--quiet", "--threads", "1")
+    assert res.returncode == 0, res.stderr
+    assert run_cli("probe", "validate", out).returncode == 0
+    with h5py.File(out, "r", swmr=True) as f:
+        assert "snapshots/attention" not in f
+        assert f["snapshots/weights/token_embedding"].id == f["snapshots/params/W_E"].id
+        assert json.loads(f.attrs["config"])["model"] == "emb-mlp"
+    sim = run_cli("probe", "similarity", out, "--tokens", "keys", "--format", "json")
+    assert sim.returncode == 0, sim.stderr
+
+
+def test_flags_override_the_preset(tmp_path):
+    out = tmp_path / "o.h5"
+    res = run_cli("probe-train", "--preset", "tiny", "--gamma", "0.3", "--d-model", "24", "--steps", "12",
+                  "--snapshot-every", "6", "--no-snapshot-log", "--norm", "post",
+                  "--no-bias", "--out", out, "--quiet")
+    assert res.returncode == 0, res.stderr
+    info = json.loads(run_cli("probe", "info", out, "--format", "json").stdout)
+    c = info["config"]
+    assert (c["gamma"], c["d_model"], c["steps"], c["norm"], c["bias"]) == (0.3, 24, 12, "post", False)
+    assert info["steps"] == [0, 6, 12]
+    assert info["tensors"]["token_embedding"] == [201, 24]
+    assert "blocks.0.attn.b_Q" not in info["tensors"]
+    # final metrics go to stdout, one line per split
+    assert [ln.split("\t")[0] for ln in res.stdout.strip().splitlines()] == ["mem", "rsn_train", "rsn_test"]
+
+
+def test_python_m_train_help_lists_every_config_flag():
+    res = run_cli("probe-train", "--help")
+    assert res.returncode == 0
+    for flag in ("--gamma", "--key-min", "--held-out", "--snapshot-every", "--weight-decay", "--resume"):
+        assert flag in res.stdout
+
+
+def test_paper1_preset_is_the_paper_task_with_paper2_model_sizes():
+    cfg = preset("paper1", gamma=0.8)
+    assert (cfg.key_min, cfg.key_max, cfg.n_samples, cfg.seq_len, cfg.vocab_size) == (21, 120, 200_000, 9, 201)
+    assert (cfg.d_model, cfg.d_ff, cfg.head_dim, cfg.heads, cfg.norm, cfg.bias) == (400, 1200, 200, 1, "post", False)
+    m = build_model(cfg)
+    assert m.blocks[0].attn.W_V.shape == (1, 400, 200)
+    logits = m(torch.randint(21, 121, (2, 9)))
+    assert logits.shape == (2, 201)
+
+
+def test_schedules():
+    cfg = preset("tiny", steps=100, snapshot_every=30)
+    assert snapshot_steps(cfg) == [0, 1, 2, 4, 8, 16, 30, 60, 90, 100]
+    cfg = preset("tiny", steps=1000, warmup_steps=10, lr=1.0, min_lr_ratio=0.1)
+    assert lr_at(cfg, 0) == 0.1 and lr_at(cfg, 9) == 1.0
+    assert abs(lr_at(cfg, 1000) - 0.1) < 1e-9 and lr_at(cfg, 500) < lr_at(cfg, 100)
