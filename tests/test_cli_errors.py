@@ -84,6 +84,8 @@ def test_train_cli_bad_input(tmp_path, tiny_run):
     _assert_clean_error(res, "exists")
     assert hashlib.sha256(tiny_run.read_bytes()).hexdigest() == before
     assert not (tmp_path / "x.h5").exists()
+    res = run_cli("probe-train", "--preset", "tiny", "--out", tmp_path / "no" / "x.h5")
+    _assert_clean_error(res, "does not exist")
 
 
 def test_good_calls_write_data_to_stdout(work):

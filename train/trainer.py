@@ -80,6 +80,9 @@ class Trainer:
             raise ProbeError(f"{self.out} exists; pass --resume to continue it or --overwrite to replace it")
         if resume and not os.path.exists(self.out):
             raise ProbeError(f"{self.out}: no such file to resume")
+        parent = os.path.dirname(os.path.abspath(self.out))
+        if not os.path.isdir(parent):
+            raise ProbeError(f"cannot write {self.out}: directory {parent} does not exist")
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
         self.device = pick_device(cfg.device)
