@@ -1,16 +1,29 @@
-"""The Python API behind the ``probe`` CLI: each function takes a path, returns plain results."""
+"""The Python API behind the ``probe`` CLI: each function takes a path and returns results.
+
+Functions that accept ``step`` return one result per selected snapshot (``latest``,
+``all``, a step number, or ``A:B``); with several steps each dataset is read once.
+"""
 from __future__ import annotations
 
 import os
 
 import numpy as np
 
+from .analyses.align import AlignResult, align as _align
+from .analyses.attention import AttentionResult, attention_stats
+from .analyses.bias import BiasResult, reasoning_bias
+from .analyses.condense import CondenseResult, condense as _condense
+from .analyses.ood import OODResult, loss_acc
+from .analyses.pca import PCAResult, pca as _pca
 from .analyses.similarity import SimilarityResult, cosine_similarity
-from .snapshot import Run, read_rows
+from .analyses.theory import TheoryResult, theory as _theory
+from .errors import ProbeError
+from .snapshot import P, Run, read_rows
 from .tokens import parse_tokens
 from .validate import validate
 
-__all__ = ["Run", "info", "similarity", "validate", "select_tokens"]
+__all__ = ["Run", "info", "similarity", "validate", "select_tokens", "pca", "align", "condense", "theory",
+           "ood", "attention", "bias"]
 
 
 def info(path: str | os.PathLike) -> dict:
@@ -38,22 +51,216 @@ def select_tokens(run: Run, tokens: str, tensor: str = "token_embedding") -> tup
     return parse_tokens(tokens, run.groups, rows)
 
 
+def _read(ds, indices: list[int], rows=None) -> list[np.ndarray]:
+    """ds at each snapshot index (optionally only ``rows``); one read when the indices are contiguous."""
+    if len(indices) > 1 and indices == list(range(indices[0], indices[-1] + 1)):
+        sl = slice(indices[0], indices[-1] + 1)
+        return list(ds[sl] if rows is None else read_rows(ds, sl, rows))
+    return [ds[i] if rows is None else read_rows(ds, i, rows) for i in indices]
+
+
+def _group_of(run: Run, ids: np.ndarray, labels: list[str]) -> list[str]:
+    """Group of each id: its --tokens group, else the first stored group holding it, else ''."""
+    groups = run.groups
+    out = []
+    for i, lab in zip(ids, labels):
+        out.append(lab or next((g for g, v in groups.items() if i in v), ""))
+    return out
+
+
 def similarity(path: str | os.PathLike, tokens: str = "reasoning", *, tensor: str = "token_embedding",
                step: str | int = "latest") -> list[SimilarityResult]:
     """Cosine-similarity structure of the chosen rows of ``tensor`` at each selected step.
 
-    Returns one :class:`SimilarityResult` per snapshot in ``step`` (``latest``, ``all``,
-    a step number or ``A:B``). Only the requested rows are read from the file.
+    Only the requested rows are read from the file.
     """
     with Run(path) as run:
         ids, groups = select_tokens(run, tokens, tensor)
         indices = run.step_indices(step)
-        ds = run.tensor(tensor)
+        vectors = _read(run.tensor(tensor), indices, ids)
         steps = run.steps
-        if len(indices) > 1 and indices == list(range(indices[0], indices[-1] + 1)):
-            block = read_rows(ds, slice(indices[0], indices[-1] + 1), ids)  # one read for the trajectory
-            vectors = list(block)
-        else:
-            vectors = [read_rows(ds, i, ids) for i in indices]
     return [cosine_similarity(v.reshape(len(ids), -1), ids, step=int(steps[i]), groups=groups)
             for v, i in zip(vectors, indices)]
+
+
+def pca(path: str | os.PathLike, tokens: str = "keys,reasoning,memory", *, tensor: str = "token_embedding",
+        step: str | int = "latest", n_components: int = 3) -> list[PCAResult]:
+    """PCA of the chosen token vectors with an order score per numeric group."""
+    with Run(path) as run:
+        ids, labels = select_tokens(run, tokens, tensor)
+        groups = _group_of(run, ids, labels)
+        indices = run.step_indices(step)
+        vectors = _read(run.tensor(tensor), indices, ids)
+        steps = run.steps
+    return [_pca(v.reshape(len(ids), -1), ids, groups, n_components, step=int(steps[i]))
+            for v, i in zip(vectors, indices)]
+
+
+def _layer_check(run: Run, layer: int, head: int | None = None) -> None:
+    layers = int(run.dims.get("layers", 0))
+    if layers == 0:
+        raise ProbeError(f"{run.path}: the model has no attention layers")
+    if not 0 <= layer < layers:
+        raise ProbeError(f"layer {layer} out of range: the model has layers 0..{layers - 1}")
+    heads = int(run.dims.get("heads", 1))
+    if head is not None and not 0 <= head < heads:
+        raise ProbeError(f"head {head} out of range: the model has heads 0..{heads - 1}")
+
+
+def align(path: str | os.PathLike, layer: int = 0, head: int = 0, *, step: str | int = "latest",
+          top_k: int = 3) -> list[AlignResult]:
+    """Singular vectors of W_V (and W_V W_O) of one head against every token embedding."""
+    with Run(path) as run:
+        _layer_check(run, layer, head)
+        indices = run.step_indices(step)
+        wv = _read(run.tensor(f"layer{layer}/W_V"), indices)
+        wo = _read(run.tensor(f"layer{layer}/W_O"), indices)
+        emb = _read(run.tensor("token_embedding"), indices)
+        groups = run.groups
+        steps = run.steps
+    return [_align(v[head], o[head], e, groups, top_k, layer, head, step=int(steps[i]))
+            for v, o, e, i in zip(wv, wo, emb, indices)]
+
+
+def _neurons(W: np.ndarray) -> np.ndarray:
+    """Neuron input-weight vectors of an x @ W tensor: (in, out) -> (out, in); per head (H, in, e) -> (H*e, in)."""
+    if W.ndim == 3:
+        return np.concatenate([w.T for w in W])
+    if W.ndim == 2:
+        return W.T
+    raise ProbeError(f"cannot group neurons of a {W.ndim}-D tensor")
+
+
+def condense(path: str | os.PathLike, *, tensor: str = "token_embedding", tokens: str | None = None,
+             neurons: str | None = "layer0/W_Q", threshold: float = 0.7, step: str | int = "latest",
+             top_k: tuple[int, ...] = (1, 2, 5)) -> list[CondenseResult]:
+    """Covariance spectrum of ``tensor``'s rows (all, or ``tokens``), neuron groups of ``neurons``
+    and the singular values of every weight matrix."""
+    with Run(path) as run:
+        ids = select_tokens(run, tokens, tensor)[0] if tokens else None
+        indices = run.step_indices(step)
+        vectors = _read(run.tensor(tensor), indices, ids)
+        if neurons and neurons not in run.tensors():
+            if neurons == "layer0/W_Q" and int(run.dims.get("layers", 0)) == 0:
+                neurons = None  # the Emb-MLP has no W_Q
+            else:
+                run.tensor(neurons)  # raises the 'no tensor' error
+        neuron_w = _read(run.tensor(neurons), indices) if neurons else [None] * len(indices)
+        names = [n for n, shape in run.tensors().items()     # weight matrices, by parameter name
+                 if n in run.h5[P["param"].rsplit("/", 1)[0]] and len(shape) >= 2
+                 and n.rsplit(".", 1)[-1].startswith("W")]
+        layer_w = {n: _read(run.tensor(n), indices) for n in names}
+        steps = run.steps
+    out = []
+    for k, i in enumerate(indices):
+        v = vectors[k].reshape(vectors[k].shape[0], -1)
+        nw = None if neuron_w[k] is None else _neurons(neuron_w[k])
+        out.append(_condense(v, top_k, nw, neurons, threshold, {n: w[k] for n, w in layer_w.items()},
+                             step=int(steps[i])))
+    return out
+
+
+def theory(path: str | os.PathLike, tokens: str = "reasoning", *, anchor: int | None = None,
+           step: str | int = "latest", dim: int | None = None, seed: int = 0) -> list[TheoryResult]:
+    """Measured embedding cosines against the P^s prediction and paper 1's eq. 14 reconstruction."""
+    with Run(path) as run:
+        ids, labels = select_tokens(run, tokens)
+        if P["label_dist"] not in run.h5:
+            raise ProbeError(f"{run.path}: holds no label distribution P^s ('{P['label_dist']}')")
+        Pmat = np.asarray(run.dataset("label_dist")[...])
+        groups = _group_of(run, ids, labels)
+        kinds = ["reasoning" if g == "reasoning" else "key" if g == "keys" else g for g in groups]
+        if anchor is None:
+            anchor = int(ids[len(ids) // 2])
+        if anchor not in ids:
+            raise ProbeError(f"--anchor {anchor} is not among the chosen tokens")
+        indices = run.step_indices(step)
+        vectors = _read(run.tensor("token_embedding"), indices, ids)
+        d_m = int(run.dims["d_model"])
+        gamma = float(run.config.get("gamma", 0.5))
+        steps = run.steps
+    return [_theory(v, Pmat, ids, kinds, anchor, d_m, gamma, dim, seed, step=int(steps[i]))
+            for v, i in zip(vectors, indices)]
+
+
+def attention(path: str | os.PathLike, *, layer: int | None = None, step: str | int = "latest"
+              ) -> list[AttentionResult]:
+    """How close attention on the stored probe batch is to causal averaging, per layer and head."""
+    with Run(path) as run:
+        if layer is not None:
+            _layer_check(run, layer)
+        if P["attention"] not in run.h5:
+            raise ProbeError(f"{run.path}: holds no attention maps (an Emb-MLP run?)")
+        indices = run.step_indices(step)
+        maps = _read(run.dataset("attention"), indices)
+        key_pos = np.asarray(run.dataset("probe_key_pos")[...])
+        n_anchors = int(run.task.get("n_anchors", 2))
+        steps = run.steps
+    out = []
+    for A, i in zip(maps, indices):
+        if layer is not None:
+            A = A[layer:layer + 1]
+        out.append(attention_stats(A, key_pos, n_anchors, step=int(steps[i])))
+    return out
+
+
+def bias(path: str | os.PathLike, splits: tuple[str, str] | None = None, *, step: str | int = "all"
+         ) -> list[BiasResult]:
+    """Reasoning bias Delta L = (L_A - L_B) / L_B from the stored per-split losses."""
+    with Run(path) as run:
+        known = run.splits
+        if splits is None:
+            splits = ("mem", "rsn_train") if run.task.get("kind") == "anchor" else (known[0], known[-1])
+        for s in splits:
+            if s not in known:
+                raise ProbeError(f"unknown split '{s}'; this run has {', '.join(known)}")
+        indices = run.step_indices(step)
+        m = run.metrics()
+        steps = run.steps
+    return reasoning_bias(m[splits[0]]["loss"][indices], m[splits[1]]["loss"][indices], steps[indices],
+                          splits[0], splits[1])
+
+
+def ood(path: str | os.PathLike, *, step: str | int = "latest", full: bool = False) -> list[OODResult]:
+    """Rebuild the model from the stored weights and evaluate every split, per anchor combination on
+    the held-out data; for the composite task also the inferential and symmetric accuracy.
+
+    By default each split is evaluated on the sequences the trainer used for its metrics, so the
+    numbers equal the logged ones; ``full`` evaluates every sequence of each split.
+    """
+    import torch
+
+    from train.evaluate import evaluate
+    from train.tasks import make_task
+
+    from .models import load_model, run_config
+
+    with Run(path) as run:
+        cfg = run_config(run)
+        task = make_task(cfg)
+        indices = run.step_indices(step)
+        steps = run.steps
+        models = [load_model(run, i)[0] for i in indices]
+    held_out = "rsn_test" if cfg.task == "anchor" else "ood_inferential"
+    out = []
+    for model, i in zip(models, indices):
+        res = OODResult(step=int(steps[i]))
+        logits_of = {}
+        for split in task.splits:
+            idx = task.indices(split) if full else task.eval_indices(split)
+            loss, acc, logits = evaluate(model, torch.as_tensor(task.tokens[idx]),
+                                         torch.as_tensor(task.key_pos[idx]), torch.as_tensor(task.labels[idx]))
+            logits_of[split] = (idx, logits.numpy())
+            res.splits[split] = {"loss": loss, "acc": acc, "n": int(len(idx))}
+        idx, logits = logits_of[held_out]
+        for c in np.unique(task.combo[idx]):
+            sel = task.combo[idx] == c
+            loss, acc = loss_acc(logits[sel], task.labels[idx][sel])
+            res.combos[",".join(map(str, task.combos[c]))] = {"loss": loss, "acc": acc, "n": int(sel.sum())}
+        if cfg.task == "composite":
+            for name in ("ood_inferential", "ood_symmetric"):
+                idx, logits = logits_of[name]
+                res.targets[name.removeprefix("ood_")] = {
+                    "acc": float((logits.argmax(-1) == task.labels[idx]).mean()), "n": int(len(idx))}
+        out.append(res)
+    return out

@@ -13,6 +13,7 @@ from typing import Optional
 import typer
 
 from .cli_util import run_cli
+from .errors import ProbeError
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Probe training snapshots for reasoning vs memorizing structure.")
@@ -149,6 +150,184 @@ def _similarity_table(results, tokens: str, tensor: str) -> None:
     output.table(["step", "mean_offdiag", "std_offdiag", "distance_corr"] + [f"d={d}" for d in dists],
                  [[r.step, r.mean_offdiag, r.std_offdiag, r.distance_corr]
                   + [r.by_distance.get(d, float("nan")) for d in dists] for r in results])
+
+
+# --- the probe suite: one generic renderer for every result type -------------------------
+
+TOKENS_ALL = typer.Option("keys,reasoning,memory", "--tokens", "-t",
+                          help="group name(s), ids 3,5,7 or a half-open range 11:21")
+PLOT = typer.Option(None, help="write a figure to this .png/.pdf/.svg")
+
+
+def _emit(results, fmt: Format, file: str, probe_name: str, plot: Optional[str], single_table=None) -> None:
+    """Results to stdout as a table (one row per step), JSON or tidy CSV; the figure to --plot."""
+    from . import output
+
+    if fmt is Format.json:
+        output.write_json({"file": file, "probe": probe_name, "results": [r.to_dict() for r in results]})
+    elif fmt is Format.csv:
+        output.write_csv(["step", "metric", "key", "value"],
+                         [(r.step, m, k, v) for r in results for m, k, v in r.rows()])
+    else:
+        if len(results) == 1 and single_table is not None:
+            single_table(results[0])
+            print()
+        keys = list(dict.fromkeys(k for r in results for k in r.summary()))
+        rows = [[r.step] + [r.summary().get(k, float("nan")) for k in keys] for r in results]
+        if len(keys) > 8:  # long summaries read better transposed
+            output.table(["metric"] + [f"step {r.step}" for r in results],
+                         [[k] + [row[1 + j] for row in rows] for j, k in enumerate(keys)])
+        else:
+            output.table(["step"] + keys, rows)
+    if plot:
+        from . import plotting
+
+        plotting.plot_results(probe_name, results, plot, title=f"{file}: {probe_name}")
+        print(f"wrote {plot}", file=sys.stderr)
+
+
+def _check_plot(plot: Optional[str]) -> None:
+    if plot:
+        from .plotting import check_writable
+
+        check_writable(plot)
+
+
+@app.command()
+def pca(file: str = FILE, tokens: str = TOKENS_ALL,
+        tensor: str = typer.Option("token_embedding", help="tensor whose rows are analysed"),
+        components: int = typer.Option(3, min=1, help="principal components to report"),
+        step: str = STEP, fmt: Format = FORMAT, plot: Optional[str] = PLOT) -> None:
+    """PCA of token vectors: explained variance, coordinates, and how ordered each group lies (number line)."""
+    from . import api
+
+    _check_plot(plot)
+    res = api.pca(file, tokens, tensor=tensor, step=step, n_components=components)
+
+    def coords(r):
+        from . import output
+
+        output.table(["token", "group"] + [f"PC{i + 1}" for i in range(r.coords.shape[1])],
+                     [[int(i), g] + list(map(float, c)) for i, g, c in zip(r.ids, r.groups, r.coords)])
+
+    _emit(res, fmt, file, "pca", plot, coords)
+
+
+@app.command()
+def align(file: str = FILE, layer: int = typer.Option(0, "--layer", "-l", help="attention layer"),
+          head: int = typer.Option(0, "--head", help="attention head"),
+          top: int = typer.Option(3, min=1, help="singular vectors compared with the embeddings"),
+          step: str = STEP, fmt: Format = FORMAT, plot: Optional[str] = PLOT) -> None:
+    """Singular values of W_V and W_V W_O, and |cos| of W_V's top singular vectors with each token group."""
+    from . import api
+
+    _check_plot(plot)
+    res = api.align(file, layer, head, step=step, top_k=top)
+
+    def detail(r):
+        from . import output
+
+        print(f"layer {r.layer} head {r.head}: singular values of W_V " +
+              " ".join(f"{v:.3f}" for v in r.singular_values[:8]))
+        print("  of W_V W_O " + " ".join(f"{v:.3f}" for v in r.ov_singular_values[:8]))
+        output.table(["group"] + [f"|cos| v{i + 1}" for i in range(len(next(iter(r.group_mean.values()), [])))],
+                     [[g] + v for g, v in r.group_mean.items()])
+
+    _emit(res, fmt, file, "align", plot, detail)
+
+
+@app.command()
+def condense(file: str = FILE,
+             tensor: str = typer.Option("token_embedding", help="vectors whose covariance spectrum is taken"),
+             tokens: Optional[str] = typer.Option(None, "--tokens", "-t", help="only these rows (default: all)"),
+             neurons: str = typer.Option("layer0/W_Q", help="weight whose neurons are grouped by cosine ('' : none)"),
+             threshold: float = typer.Option(0.7, help="cosine above which two neurons are grouped"),
+             step: str = STEP, fmt: Format = FORMAT, plot: Optional[str] = PLOT) -> None:
+    """Condensation: covariance eigenvalues (centred, unscaled, / (k-1)), effective and stable rank,
+    neuron groups, and the singular values of every weight matrix."""
+    from . import api
+
+    _check_plot(plot)
+    res = api.condense(file, tensor=tensor, tokens=tokens, neurons=neurons or None, threshold=threshold, step=step)
+
+    def detail(r):
+        print("covariance eigenvalues: " + " ".join(f"{v:.3g}" for v in r.eigenvalues[:10]))
+        if r.neuron_tensor:
+            print(f"neuron groups of {r.neuron_tensor} (cos > {r.threshold}): sizes {r.neuron_groups[:10]}")
+
+    _emit(res, fmt, file, "condense", plot, detail)
+
+
+@app.command()
+def theory(file: str = FILE, tokens: str = typer.Option("reasoning", "--tokens", "-t", help="tokens compared"),
+           anchor: Optional[int] = typer.Option(None, help="s0 of the cos(w(s0), w(s_j)) profile (default: middle token)"),
+           dim: Optional[int] = typer.Option(None, help="length of the eq. 14 vectors (default: vocabulary size)"),
+           seed: int = typer.Option(0, help="seed of the eq. 14 noise"),
+           step: str = STEP, fmt: Format = FORMAT, plot: Optional[str] = PLOT) -> None:
+    """Paper 1's theory: cos of P^s - 1/d_vob against the measured embedding cosines, and the eq. 14
+    reconstruction's cos(w(s0), w(s_j)) profile against the measured one."""
+    from . import api
+
+    _check_plot(plot)
+    res = api.theory(file, tokens, anchor=anchor, step=step, dim=dim, seed=seed)
+
+    def detail(r):
+        from . import output
+
+        print(f"profile cos(w({r.anchor}), w(s_j))")
+        output.table(["token", "measured", "eq14", "P^s theory"],
+                     [[int(t), float(a), float(b), float(c)] for t, a, b, c in
+                      zip(r.ids, r.profile_measured, r.profile_reconstructed,
+                          r.predicted[list(r.ids).index(r.anchor)])])
+
+    _emit(res, fmt, file, "theory", plot, detail)
+
+
+@app.command()
+def ood(file: str = FILE, full: bool = typer.Option(False, help="every sequence of each split, not the logged subset"),
+        step: str = STEP, fmt: Format = FORMAT, plot: Optional[str] = PLOT) -> None:
+    """Rebuild the model from the stored weights; accuracy and loss per split and per held-out anchor
+    combination (composite task: inferential vs symmetric accuracy on the unseen pair)."""
+    from . import api
+
+    _check_plot(plot)
+    res = api.ood(file, step=step, full=full)
+
+    def detail(r):
+        from . import output
+
+        output.table(["split / combination", "n", "loss", "acc"],
+                     [[s, m["n"], m["loss"], m["acc"]] for s, m in r.splits.items()]
+                     + [[f"  held-out {c}", m["n"], m["loss"], m["acc"]] for c, m in r.combos.items()]
+                     + [[f"  target {t}", m["n"], float("nan"), m["acc"]] for t, m in r.targets.items()])
+
+    _emit(res, fmt, file, "ood", plot, detail)
+
+
+@app.command()
+def attention(file: str = FILE, layer: Optional[int] = typer.Option(None, "--layer", "-l", help="only this layer"),
+              step: str = STEP, fmt: Format = FORMAT, plot: Optional[str] = PLOT) -> None:
+    """Attention on the stored probe batch: distance from causal averaging (mean |A_ij - 1/i|, entropy
+    relative to uniform) and where the last position attends (key, anchors)."""
+    from . import api
+
+    _check_plot(plot)
+    _emit(api.attention(file, layer=layer, step=step), fmt, file, "attention", plot)
+
+
+@app.command()
+def bias(file: str = FILE,
+         splits: Optional[list[str]] = typer.Option(None, "--splits", help="split A then split B (give twice); "
+                                                    "default mem then rsn_train"),
+         step: str = typer.Option("all", "--step", "-s", help="latest, all, a step number, or A:B"),
+         fmt: Format = FORMAT, plot: Optional[str] = PLOT) -> None:
+    """Reasoning bias Delta L = (L_A - L_B) / L_B over training, from the stored per-split losses."""
+    from . import api
+
+    if splits is not None and len(splits) != 2:
+        raise ProbeError("--splits takes exactly two splits: --splits A --splits B")
+    _check_plot(plot)
+    _emit(api.bias(file, tuple(splits) if splits else None, step=step), fmt, file, "bias", plot)
 
 
 def main() -> None:

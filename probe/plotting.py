@@ -53,3 +53,127 @@ def similarity_heatmaps(results: Sequence, path: str, title: str) -> None:
     fig.suptitle(title, fontsize=10)
     fig.savefig(path, dpi=150)
     plt.close(fig)
+
+
+def _trajectory(results: Sequence, path: str, title: str) -> None:
+    """Every summary number against the step, a panel per kind of number."""
+    plt = _pyplot()
+    keys = list(dict.fromkeys(k for r in results for k in r.summary()))
+    families: dict[str, list[str]] = {}
+    for k in keys:
+        families.setdefault(k.split("[")[0], []).append(k)
+    n = len(families)
+    cols = min(3, n)
+    rows_n = (n + cols - 1) // cols
+    fig, axes = plt.subplots(rows_n, cols, figsize=(4.2 * cols, 3.0 * rows_n), squeeze=False,
+                             constrained_layout=True)
+    steps = np.array([r.step for r in results], dtype=float)
+    for ax, (fam, ks) in zip(axes.flat, families.items()):
+        for k in ks[:12]:
+            ax.plot(steps, [r.summary().get(k, np.nan) for r in results], marker=".",
+                    label=k[len(fam):].strip("[]") or fam)
+        ax.set_title(fam, fontsize=9)
+        ax.set_xlabel("step")
+        if steps.max() > 0 and (steps > 0).sum() > 2 and steps[steps > 0].min() * 50 < steps.max():
+            ax.set_xscale("symlog", linthresh=max(1.0, steps[steps > 0].min()))
+        if len(ks) > 1:
+            ax.legend(fontsize=7)
+    for ax in list(axes.flat)[n:]:
+        ax.axis("off")
+    fig.suptitle(title, fontsize=10)
+    fig.savefig(path, dpi=150)
+    plt.close(fig)
+
+
+def _pca_panel(ax, r) -> None:
+    groups = list(dict.fromkeys(r.groups))
+    cmap = _pyplot().get_cmap("tab10")
+    for gi, g in enumerate(groups):
+        m = np.array([x == g for x in r.groups])
+        ax.scatter(r.coords[m, 0], r.coords[m, 1] if r.coords.shape[1] > 1 else 0 * r.coords[m, 0],
+                   s=18, color=cmap(gi % 10), label=g or "ids")
+        for t, xy in zip(r.ids[m], r.coords[m]):
+            ax.annotate(str(t), (xy[0], xy[1] if len(xy) > 1 else 0), fontsize=5, alpha=0.7)
+    ex = r.explained
+    ax.set_xlabel(f"PC1 ({100 * ex[0]:.0f}%)")
+    ax.set_ylabel(f"PC2 ({100 * ex[1]:.0f}%)" if len(ex) > 1 else "")
+    ax.set_title(f"step {r.step}", fontsize=9)
+    ax.legend(fontsize=7)
+
+
+def _single(name: str, r, path: str, title: str) -> bool:
+    """A probe-specific figure for one step; False if the probe has none."""
+    plt = _pyplot()
+    if name == "pca":
+        fig, ax = plt.subplots(figsize=(5, 4.5), constrained_layout=True)
+        _pca_panel(ax, r)
+    elif name == "theory":
+        fig, axes = plt.subplots(1, 3, figsize=(13, 4), constrained_layout=True)
+        for ax, m, t in ((axes[0], r.measured, "measured cos(w_i, w_j)"),
+                         (axes[1], r.predicted, "theory cos(P^si - 1/d, P^sj - 1/d)")):
+            im = ax.imshow(m, vmin=-1, vmax=1, cmap="RdBu_r")
+            ax.set_xticks(range(len(r.ids)), r.ids, fontsize=6, rotation=90)
+            ax.set_yticks(range(len(r.ids)), r.ids, fontsize=6)
+            ax.set_title(t, fontsize=9)
+        fig.colorbar(im, ax=list(axes[:2]), shrink=0.8, label="cosine similarity")
+        axes[2].plot(r.ids, r.profile_measured, "o-", label="measured")
+        axes[2].plot(r.ids, r.profile_reconstructed, "s--", label="eq. 14 reconstruction")
+        axes[2].set_xlabel("token s_j")
+        axes[2].set_ylabel(f"cos(w({r.anchor}), w(s_j))")
+        axes[2].legend(fontsize=8)
+        axes[2].set_title(f"Pearson r {r.pearson_r:.2f} (matrix), {r.profile_r:.2f} (profile)", fontsize=9)
+    elif name == "align":
+        fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), constrained_layout=True)
+        axes[0].semilogy(np.arange(1, len(r.singular_values) + 1), r.singular_values, "o-", label="W_V")
+        if len(r.ov_singular_values):
+            axes[0].semilogy(np.arange(1, len(r.ov_singular_values) + 1), r.ov_singular_values, "s--",
+                             label="W_V W_O")
+        axes[0].set_xlabel("index")
+        axes[0].set_ylabel("singular value")
+        axes[0].legend(fontsize=8)
+        width = 0.8 / max(1, len(r.group_mean))
+        for gi, (g, v) in enumerate(r.group_mean.items()):
+            axes[1].bar(np.arange(len(v)) + gi * width, v, width, label=g)
+        axes[1].set_xlabel("singular vector of W_V")
+        axes[1].set_ylabel("mean |cos| with the group's embeddings")
+        axes[1].legend(fontsize=8)
+    elif name == "condense":
+        fig, ax = plt.subplots(figsize=(5, 3.8), constrained_layout=True)
+        ev = r.eigenvalues[r.eigenvalues > 0]
+        ax.semilogy(np.arange(1, len(ev) + 1), ev, "o-", ms=3)
+        ax.set_xlabel("index")
+        ax.set_ylabel("covariance eigenvalue")
+        ax.set_title(f"step {r.step}: effective rank {r.effective_rank:.1f}", fontsize=9)
+    elif name == "attention":
+        L, H, T = r.last_profile.shape
+        fig, axes = plt.subplots(1, L, figsize=(4 * L, 3.4), squeeze=False, constrained_layout=True)
+        for l in range(L):
+            ax = axes[0][l]
+            for h in range(H):
+                ax.plot(np.arange(T), r.last_profile[l, h], "o-", label=f"head {h}")
+            ax.axhline(1.0 / T, color="grey", ls=":", label="uniform")
+            ax.set_xlabel("key position")
+            ax.set_ylabel("attention of the last position")
+            ax.set_title(f"layer {l}: mean |A_ij - 1/i| {r.avg_dev[l].mean():.3f}", fontsize=9)
+            ax.legend(fontsize=7)
+    elif name == "ood":
+        fig, ax = plt.subplots(figsize=(6, 3.8), constrained_layout=True)
+        names = list(r.splits) + [f"held-out {c}" for c in r.combos] + [f"target {t}" for t in r.targets]
+        vals = [m["acc"] for m in r.splits.values()] + [m["acc"] for m in r.combos.values()] \
+            + [m["acc"] for m in r.targets.values()]
+        ax.barh(names, vals)
+        ax.set_xlim(0, 1)
+        ax.set_xlabel("accuracy")
+    else:
+        return False
+    fig.suptitle(title, fontsize=10)
+    fig.savefig(path, dpi=150)
+    plt.close(fig)
+    return True
+
+
+def plot_results(name: str, results: Sequence, path: str, title: str) -> None:
+    """The figure of probe ``name``: its own picture for one step, the trajectory for several."""
+    if len(results) == 1 and _single(name, results[0], path, f"{title}, step {results[0].step}"):
+        return
+    _trajectory(results, path, title)

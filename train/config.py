@@ -18,7 +18,7 @@ def _f(default, help: str):  # noqa: A002 - mirrors argparse
 @dataclass
 class RunConfig:
     # --- task (paper 1 anchor functions; defaults are the paper's values) ---
-    task: str = _f("anchor", "task: 'anchor' (paper 1)")
+    task: str = _f("anchor", "task: 'anchor' (paper 1) or 'composite' (paper 2)")
     key_min: int = _f(21, "smallest key token (keys and noise are key_min..key_max)")
     key_max: int = _f(120, "largest key token, inclusive")
     mem_anchor_min: int = _f(1, "smallest memory anchor")
@@ -29,6 +29,11 @@ class RunConfig:
     seq_len: int = _f(9, "sequence length L")
     held_out: str = _f("11,13;13,11", "held-out reasoning anchor combinations, ';'-separated")
     n_samples: int = _f(200_000, "training sequences (equal counts per anchor combination)")
+    shifts: str = _f("5,1,-2,-8", "composite: g(x; a) = x + shift of anchor a = 1, 2, ...")
+    unseen_pair: str = _f("4,3", "composite: anchor pair never trained (the OOD task)")
+    swapped_pair: str = _f("3,4", "composite: pair trained on a non-inferential target")
+    swapped_shift: int = _f(-6, "composite: total shift taught for swapped_pair (the rule gives the sum)")
+    key_split_mod: int = _f(9, "composite: test keys have x mod this == their position, training keys do not")
     vocab_size: int = _f(201, "vocabulary size (must exceed the largest label)")
     data_seed: int = _f(0, "seed of the dataset and memory lookup table")
     eval_size: int = _f(1024, "sequences per split used for the metrics at each snapshot")
@@ -69,7 +74,7 @@ class RunConfig:
             if not ok:
                 raise ProbeError(msg)
 
-        need(self.task in ("anchor",), f"unknown task '{self.task}' (known: anchor)")
+        need(self.task in ("anchor", "composite"), f"unknown task '{self.task}' (known: anchor, composite)")
         need(self.model in ("transformer", "emb-mlp"), f"unknown model '{self.model}' (known: transformer, emb-mlp)")
         need(self.norm in ("pre", "post"), f"norm must be 'pre' or 'post', not '{self.norm}'")
         need(self.activation in ("relu", "gelu"), f"activation must be 'relu' or 'gelu', not '{self.activation}'")
@@ -78,7 +83,20 @@ class RunConfig:
         need(self.rsn_anchor_min <= self.rsn_anchor_max, "rsn_anchor_min must be <= rsn_anchor_max")
         need(1 <= self.n_anchors < self.seq_len, "need 1 <= n_anchors < seq_len")
         need(min(self.key_min, self.mem_anchor_min, self.rsn_anchor_min) >= 0, "token ids must be >= 0")
-        max_label = max(self.key_max + self.n_anchors * self.rsn_anchor_max, self.key_max)
+        if self.task == "composite":
+            shifts = composite_shifts(self)
+            need(self.n_anchors == 2, "the composite task uses n_anchors = 2")
+            pairs = [composite_pair(self.unseen_pair, "unseen_pair", len(shifts)),
+                     composite_pair(self.swapped_pair, "swapped_pair", len(shifts))]
+            need(pairs[0] != pairs[1], "unseen_pair and swapped_pair must differ")
+            need(self.key_min > len(shifts), f"keys must be above the anchors 1..{len(shifts)}")
+            lo = self.key_min + min(2 * min(shifts), self.swapped_shift)
+            max_label = self.key_max + max(2 * max(shifts), self.swapped_shift)
+            need(lo >= 0, "shifts take labels below 0")
+            need(self.key_split_mod > 0, "key_split_mod must be positive")
+        else:
+            max_label = max(self.key_max + self.n_anchors * self.rsn_anchor_max, self.key_max)
+            held_out_combos(self)  # parses or raises
         need(self.vocab_size > max(max_label, self.key_max, self.mem_anchor_max, self.rsn_anchor_max),
              f"vocab_size {self.vocab_size} too small: labels reach {max_label}")
         for name in ("d_model", "layers", "heads", "d_ff", "steps", "batch_size", "n_samples", "eval_size"):
@@ -87,7 +105,6 @@ class RunConfig:
         need(self.lr > 0, "lr must be positive")
         need(self.snapshot_every >= 0, "snapshot_every must be >= 0")
         need(self.gamma > 0, "gamma must be positive")
-        held_out_combos(self)  # parses or raises
 
     @property
     def head_dim(self) -> int:
@@ -116,6 +133,26 @@ def held_out_combos(cfg: RunConfig) -> list[tuple[int, ...]]:
     return combos
 
 
+def composite_shifts(cfg: RunConfig) -> list[int]:
+    try:
+        shifts = [int(x) for x in cfg.shifts.split(",")]
+    except ValueError:
+        raise ProbeError(f"bad shifts '{cfg.shifts}': use e.g. '5,1,-2,-8'") from None
+    if not shifts:
+        raise ProbeError("shifts is empty")
+    return shifts
+
+
+def composite_pair(text: str, name: str, n: int) -> tuple[int, int]:
+    try:
+        a, b = (int(x) for x in text.split(","))
+    except ValueError:
+        raise ProbeError(f"bad {name} '{text}': use two anchors such as '4,3'") from None
+    if not (1 <= a <= n and 1 <= b <= n):
+        raise ProbeError(f"{name} {text} must be two anchors in 1..{n}")
+    return a, b
+
+
 PRESETS: dict[str, dict] = {
     # The paper-1 task at the paper's sizes. Paper 1 does not publish its width or
     # optimizer; these borrow paper 2's (post-LN, 1 head, d 400, d_ff 1200, d_head 200,
@@ -125,6 +162,27 @@ PRESETS: dict[str, dict] = {
     "quick": dict(
         key_min=21, key_max=40, n_samples=40_000, eval_size=512,
         d_model=64, d_ff=256, layers=2, heads=1, norm="pre", bias=True, activation="gelu",
+        steps=3000, batch_size=128, lr=1e-3, warmup_steps=200, weight_decay=0.0, grad_clip=1.0,
+        snapshot_every=250,
+    ),
+    # Paper 2's composite task, model and optimiser (for a GPU): post-LN, 1 head, d 400,
+    # d_ff 1200, d_k = d_v = 200, no biases, ReLU, AdamW with warm-up and cosine, weight
+    # decay 0.01, batch 2048, clip 1; 900k training sequences, 210 epochs.
+    "composite-paper": dict(
+        task="composite", key_min=20, key_max=99, n_samples=900_000, d_head=200,
+        steps=92_000, batch_size=2048, lr=1e-4, warmup_steps=2000, snapshot_every=2000,
+    ),
+    # The composite task sized for a CPU (see README for what differs).
+    "composite-quick": dict(
+        task="composite", key_min=20, key_max=99, n_samples=30_000, eval_size=512,
+        d_model=64, d_ff=256, layers=2, heads=1, norm="pre", bias=True, activation="gelu",
+        steps=3000, batch_size=128, lr=1e-3, warmup_steps=200, weight_decay=0.0, grad_clip=1.0,
+        snapshot_every=250,
+    ),
+    # Paper 1 Fig. 3B: the Emb-MLP on the anchor task, sized for a CPU.
+    "emb-mlp-quick": dict(
+        model="emb-mlp", key_min=21, key_max=60, n_samples=60_000, eval_size=512,
+        d_model=64, d_ff=256, activation="relu", bias=False,
         steps=3000, batch_size=128, lr=1e-3, warmup_steps=200, weight_decay=0.0, grad_clip=1.0,
         snapshot_every=250,
     ),

@@ -15,6 +15,7 @@ from probe.errors import ProbeError
 from probe.snapshot import Writer
 
 from .config import RunConfig
+from .evaluate import evaluate
 from .models import build_model
 from .tasks import make_task
 
@@ -146,24 +147,12 @@ class Trainer:
                 }
         torch.set_rng_state(torch.as_tensor(state["rng/torch_cpu"]))
 
-    @torch.no_grad()
     def evaluate(self) -> dict[str, dict[str, float]]:
         """Loss and accuracy on each split's evaluation sequences."""
-        self.model.eval()
         out = {}
         for split, idx in self.eval_idx.items():
-            if len(idx) == 0:
-                out[split] = {"loss": float("nan"), "acc": float("nan")}
-                continue
-            losses, correct = [], []
-            for chunk in idx.split(4096):
-                logits = self.model(self.tokens[chunk], self.key_pos[chunk])
-                y = self.labels[chunk]
-                losses.append(F.cross_entropy(logits, y, reduction="sum"))
-                correct.append((logits.argmax(-1) == y).sum())
-            n = len(idx)
-            out[split] = {"loss": float(torch.stack(losses).sum()) / n, "acc": float(torch.stack(correct).sum()) / n}
-        self.model.train()
+            loss, acc, _ = evaluate(self.model, self.tokens[idx], self.key_pos[idx], self.labels[idx])
+            out[split] = {"loss": loss, "acc": acc}
         return out
 
     def _create_writer(self) -> Writer:

@@ -1,0 +1,68 @@
+"""Singular vectors of W^V (and of W^V W^O, in factored form) against token embeddings."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .base import Result
+
+
+def factored_svd(A: np.ndarray, B: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """SVD of A @ B without forming it: A (n, r), B (r, m) -> U (n, r'), S (r',), Vt (r', m).
+
+    With A = Qa Ra and B^T = Qb Rb, A B = Qa (Ra Rb^T) Qb^T, so only the small r x r
+    core is decomposed (as TransformerLens' FactoredMatrix does).
+    """
+    Qa, Ra = np.linalg.qr(A)
+    Qb, Rb = np.linalg.qr(B.T)
+    Uc, S, Vct = np.linalg.svd(Ra @ Rb.T)
+    return Qa @ Uc, S, Vct @ Qb.T
+
+
+@dataclass
+class AlignResult(Result):
+    """Alignment of one head's value map with the token embeddings.
+
+    singular_values     (r,)      singular values of W_V[h] (d_model x d_head)
+    ov_singular_values  (r,)      singular values of W_V[h] @ W_O[h] (d_model x d_model), factored
+    top_share           float     s_1^2 / sum s_i^2 of W_V: near 1 when the top direction dominates
+    cos                 (k, V)    |cos| between the top-k left singular vectors (embedding space)
+                                  and every token embedding
+    group_mean          {group: [mean |cos| with vector 1, ..., vector k]}
+    """
+
+    layer: int = 0
+    head: int = 0
+    singular_values: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    ov_singular_values: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    top_share: float = float("nan")
+    cos: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    group_mean: dict[str, list[float]] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, float]:
+        out = {"sv1": float(self.singular_values[0]), "sv1_share": self.top_share,
+               "ov_sv1": float(self.ov_singular_values[0])}
+        for g, v in self.group_mean.items():
+            out[f"cos_top1[{g}]"] = v[0]
+        return out
+
+    def to_dict(self) -> dict:
+        d = super().to_dict()
+        d.pop("cos")  # vocab-sized; summarised by group_mean (the API object keeps it)
+        return d
+
+
+def align(W_V: np.ndarray, W_O: np.ndarray | None, embeddings: np.ndarray, groups: dict[str, np.ndarray],
+          top_k: int = 3, layer: int = 0, head: int = 0, step: int | None = None) -> AlignResult:
+    """W_V (d, e), W_O (e, d) or None, embeddings (V, d), groups name -> token ids."""
+    U, S, _ = np.linalg.svd(np.asarray(W_V, dtype=np.float64), full_matrices=False)
+    ov = factored_svd(np.asarray(W_V, np.float64), np.asarray(W_O, np.float64))[1] if W_O is not None else S[:0]
+    k = min(top_k, U.shape[1])
+    E = np.asarray(embeddings, dtype=np.float64)
+    norms = np.linalg.norm(E, axis=1)
+    cos = np.abs(U[:, :k].T @ E.T) / np.where(norms > 0, norms, np.inf)[None, :]
+    group_mean = {g: [float(cos[i, ids].mean()) for i in range(k)] for g, ids in groups.items() if len(ids)}
+    share = float(S[0] ** 2 / (S ** 2).sum()) if S.size and (S ** 2).sum() > 0 else float("nan")
+    return AlignResult(step=step, layer=layer, head=head, singular_values=S, ov_singular_values=ov,
+                       top_share=share, cos=cos, group_mean=group_mean)

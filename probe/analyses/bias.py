@@ -1,0 +1,32 @@
+"""Paper 1's reasoning-bias metric from per-split losses."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .base import Result
+
+
+@dataclass
+class BiasResult(Result):
+    """Delta L = (L_A - L_B) / L_B at one step: > 0 when split B (reasoning) is learned faster."""
+
+    split_a: str = ""
+    split_b: str = ""
+    loss_a: float = float("nan")
+    loss_b: float = float("nan")
+    delta: float = float("nan")
+
+    def summary(self) -> dict[str, float]:
+        return {f"loss[{self.split_a}]": self.loss_a, f"loss[{self.split_b}]": self.loss_b, "delta_L": self.delta}
+
+
+def reasoning_bias(loss_a: np.ndarray, loss_b: np.ndarray, steps: np.ndarray, split_a: str, split_b: str
+                   ) -> list[BiasResult]:
+    """One result per step; loss_a, loss_b, steps are aligned (n,) arrays."""
+    loss_a, loss_b = np.asarray(loss_a, float), np.asarray(loss_b, float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        delta = (loss_a - loss_b) / loss_b
+    return [BiasResult(step=int(s), split_a=split_a, split_b=split_b, loss_a=float(a), loss_b=float(b),
+                       delta=float(d)) for s, a, b, d in zip(steps, loss_a, loss_b, delta)]

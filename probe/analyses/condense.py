@@ -1,0 +1,118 @@
+"""Condensation: covariance spectra, neuron groups, singular values of linear layers."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .base import Result
+
+
+def covariance_eigenvalues(X: np.ndarray) -> np.ndarray:
+    """Eigenvalues (descending) of the covariance of the rows of X (k, d).
+
+    Rows are centred on their mean and the covariance is X_c^T X_c / (k - 1); no scaling
+    to unit variance. It is computed from the smaller of the d x d covariance and the
+    k x k Gram matrix, which share their nonzero eigenvalues.
+    """
+    X = np.asarray(X, dtype=np.float64)
+    k = X.shape[0]
+    Xc = X - X.mean(axis=0)
+    M = Xc.T @ Xc if X.shape[1] <= k else Xc @ Xc.T
+    ev = np.linalg.eigvalsh(M / max(k - 1, 1))[::-1]
+    return np.clip(ev, 0.0, None)
+
+
+def effective_rank(ev: np.ndarray) -> float:
+    """exp(entropy) of the normalised spectrum (Roy & Vetterli); 1 = one direction."""
+    total = ev.sum()
+    if total <= 0:
+        return float("nan")
+    p = ev[ev > 0] / total
+    return float(np.exp(-(p * np.log(p)).sum()))
+
+
+def stable_rank(ev: np.ndarray) -> float:
+    """sum(lambda) / max(lambda) for a covariance spectrum (= ||X||_F^2 / ||X||_2^2)."""
+    return float(ev.sum() / ev[0]) if ev.size and ev[0] > 0 else float("nan")
+
+
+def neuron_groups(W: np.ndarray, threshold: float = 0.7) -> tuple[np.ndarray, list[list[int]]]:
+    """Cosine similarity of neurons (rows of W, each a neuron's input weights) and the groups
+    of neurons linked by cos > threshold (connected components). Returns (cos, groups), largest first."""
+    W = np.asarray(W, dtype=np.float64)
+    norms = np.linalg.norm(W, axis=1, keepdims=True)
+    U = np.divide(W, norms, out=np.zeros_like(W), where=norms > 0)
+    cos = U @ U.T
+    n = len(W)
+    parent = list(range(n))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for i, j in zip(*np.nonzero(np.triu(cos > threshold, 1))):
+        parent[find(i)] = find(j)
+    comps: dict[int, list[int]] = {}
+    for i in range(n):
+        comps.setdefault(find(i), []).append(i)
+    return cos, sorted(comps.values(), key=len, reverse=True)
+
+
+@dataclass
+class CondenseResult(Result):
+    """Condensation numbers at one step.
+
+    eigenvalues       (r,)   covariance eigenvalues of the chosen vectors (descending)
+    top_share         {k: fraction of the total variance in the top k eigenvalues}
+    effective_rank    exp(entropy) of the normalised spectrum
+    stable_rank       sum / max of the spectrum
+    neuron_tensor     the weight whose neurons were grouped (None if not asked)
+    neuron_groups     sizes of the neuron groups with cos > threshold, largest first
+    layer_singular_values  {tensor name: singular values (per head for per-head tensors)}
+    """
+
+    eigenvalues: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    top_share: dict[int, float] = field(default_factory=dict)
+    effective_rank: float = float("nan")
+    stable_rank: float = float("nan")
+    neuron_tensor: str | None = None
+    threshold: float = 0.7
+    neuron_groups: list[int] = field(default_factory=list)
+    layer_singular_values: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, float]:
+        out = {"eig1": float(self.eigenvalues[0]) if self.eigenvalues.size else float("nan")}
+        if self.eigenvalues.size > 1:
+            out["eig2"] = float(self.eigenvalues[1])
+        out.update({f"top{k}_share": v for k, v in self.top_share.items()})
+        out["effective_rank"] = self.effective_rank
+        out["stable_rank"] = self.stable_rank
+        if self.neuron_tensor:
+            n = sum(self.neuron_groups)
+            out["largest_neuron_group"] = float(self.neuron_groups[0]) / n if n else float("nan")
+            out["neuron_groups"] = float(len(self.neuron_groups))
+        for name, sv in self.layer_singular_values.items():
+            out[f"sv1[{name}]"] = float(np.max(sv)) if sv.size else float("nan")
+        return out
+
+
+def condense(vectors: np.ndarray, top_k: tuple[int, ...] = (1, 2, 5), neurons: np.ndarray | None = None,
+             neuron_tensor: str | None = None, threshold: float = 0.7,
+             layers: dict[str, np.ndarray] | None = None, step: int | None = None) -> CondenseResult:
+    """vectors (k, d); neurons (n, fan_in) or None; layers name -> weight (2-D, or 3-D per head)."""
+    ev = covariance_eigenvalues(vectors)
+    total = ev.sum()
+    shares = {k: float(ev[:k].sum() / total) if total > 0 else float("nan") for k in top_k}
+    sizes: list[int] = []
+    if neurons is not None:
+        sizes = [len(g) for g in neuron_groups(neurons, threshold)[1]]
+    svs = {}
+    for name, W in (layers or {}).items():
+        W = np.asarray(W, dtype=np.float64)
+        svs[name] = np.linalg.svd(W, compute_uv=False) if W.ndim >= 2 else np.zeros(0)
+    return CondenseResult(step=step, eigenvalues=ev, top_share=shares, effective_rank=effective_rank(ev),
+                          stable_rank=stable_rank(ev), neuron_tensor=neuron_tensor, threshold=threshold,
+                          neuron_groups=sizes, layer_singular_values=svs)

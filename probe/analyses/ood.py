@@ -1,0 +1,53 @@
+"""Loss and accuracy of logits against targets, overall and per group of sequences."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .base import Result
+
+
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    z = logits - logits.max(axis=-1, keepdims=True)
+    return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+
+
+def loss_acc(logits: np.ndarray, targets: np.ndarray) -> tuple[float, float]:
+    """Mean cross-entropy and accuracy of logits (n, V) against integer targets (n,)."""
+    if len(targets) == 0:
+        return float("nan"), float("nan")
+    lp = log_softmax(np.asarray(logits, dtype=np.float64))
+    loss = float(-lp[np.arange(len(targets)), targets].mean())
+    acc = float((logits.argmax(-1) == targets).mean())
+    return loss, acc
+
+
+@dataclass
+class OODResult(Result):
+    """Evaluation of a stored model.
+
+    splits   {split: {"loss", "acc", "n"}}
+    combos   {"a1,a2": {"loss", "acc", "n"}} for the held-out split, per anchor combination
+    targets  {name: {"acc", "n"}}: accuracy against alternative targets (composite task:
+             'inferential' x-10 and 'symmetric' x-6 on the unseen pair)
+    """
+
+    splits: dict[str, dict[str, float]] = field(default_factory=dict)
+    combos: dict[str, dict[str, float]] = field(default_factory=dict)
+    targets: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, float]:
+        out = {}
+        for s, m in self.splits.items():
+            out[f"acc[{s}]"] = m["acc"]
+            out[f"loss[{s}]"] = m["loss"]
+        for name, m in self.targets.items():
+            out[f"acc[{name}]"] = m["acc"]
+        return out
+
+    def rows(self):
+        rows = [(f"{m}", s, v[m]) for s, v in self.splits.items() for m in ("loss", "acc")]
+        rows += [(f"combo_{m}", c, v[m]) for c, v in self.combos.items() for m in ("loss", "acc")]
+        rows += [("target_acc", t, v["acc"]) for t, v in self.targets.items()]
+        return rows

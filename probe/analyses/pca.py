@@ -1,0 +1,73 @@
+"""PCA of token vectors and how well numeric groups line up along it."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .base import Result
+from .similarity import spearman
+
+
+@dataclass
+class PCAResult(Result):
+    """PCA of k token vectors.
+
+    ids        (k,)            token ids
+    groups     (k,)            group of each token ('' for plain ids)
+    explained  (c,)            explained-variance ratio of each component
+    coords     (k, c)          coordinates of each token on the components
+    order      {group: score}  |Spearman(id, PC1 coordinate)| per numeric group of >= 3
+                               tokens: 1 = the group lies in id order along PC1 (a number line)
+    order_arc  {group: score}  the same along the arc the group traces in the PC1-PC2 plane
+                               (angle around the group's centre), for curved lines
+    """
+
+    ids: np.ndarray = field(default_factory=lambda: np.zeros(0, int))
+    groups: list[str] = field(default_factory=list)
+    explained: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    coords: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    order: dict[str, float] = field(default_factory=dict)
+    order_arc: dict[str, float] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, float]:
+        out = {f"explained_pc{i + 1}": float(v) for i, v in enumerate(self.explained[:3])}
+        out.update({f"order_pc1[{g}]": v for g, v in self.order.items()})
+        out.update({f"order_arc[{g}]": v for g, v in self.order_arc.items()})
+        return out
+
+
+def _arc_order(ids: np.ndarray, xy: np.ndarray) -> float:
+    centred = xy - xy.mean(axis=0)
+    angle = np.arctan2(centred[:, 1], centred[:, 0])
+    # cut the circle at the widest gap between consecutive tokens' angles
+    srt = np.sort(angle)
+    gaps = np.diff(np.concatenate([srt, srt[:1] + 2 * np.pi]))
+    cut = srt[(np.argmax(gaps) + 1) % len(srt)]
+    position = np.mod(angle - cut, 2 * np.pi)
+    return abs(spearman(ids, position))
+
+
+def pca(vectors: np.ndarray, ids: np.ndarray, groups: list[str] | None = None, n_components: int = 3,
+        step: int | None = None) -> PCAResult:
+    """PCA of ``vectors`` (k, d), centred on their mean (no scaling)."""
+    X = np.asarray(vectors, dtype=np.float64)
+    ids = np.asarray(ids)
+    groups = list(groups) if groups else [""] * len(ids)
+    Xc = X - X.mean(axis=0)
+    # the k x k Gram matrix is enough: k tokens, d dims, k usually << d
+    _, s, vt = np.linalg.svd(Xc, full_matrices=False)
+    var = s ** 2
+    total = var.sum()
+    c = min(n_components, len(s))
+    explained = var[:c] / total if total > 0 else np.zeros(c)
+    coords = Xc @ vt[:c].T
+    order, order_arc = {}, {}
+    for g in dict.fromkeys(groups):
+        mask = np.array([x == g for x in groups])
+        if g and mask.sum() >= 3 and c >= 1:
+            order[g] = abs(spearman(ids[mask], coords[mask, 0]))
+            if c >= 2:
+                order_arc[g] = _arc_order(ids[mask], coords[mask, :2])
+    return PCAResult(step=step, ids=ids, groups=groups, explained=explained, coords=coords,
+                     order=order, order_arc=order_arc)
