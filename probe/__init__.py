@@ -2,16 +2,20 @@
 
     >>> import probe
     >>> probe.similarity("run.h5", tokens="reasoning")[0].distance_corr
+    >>> probe.theory("run.h5")[0].pearson_r
 
+Every probe takes a path and ``step`` and returns one result per selected snapshot.
 Submodules are imported on first use, so ``import probe`` is cheap.
 """
 from .errors import ProbeError
 
-__all__ = ["ProbeError", "Run", "info", "similarity", "validate"]
+_API = ("Run", "info", "validate", "select_tokens", "similarity", "pca", "align", "condense", "theory",
+        "ood", "attention", "bias")
+__all__ = ["ProbeError", *_API]
 
 
 def __getattr__(name):
-    if name in ("Run", "info", "similarity", "validate", "select_tokens"):
+    if name in _API:
         from . import api
 
         return getattr(api, name)

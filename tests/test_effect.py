@@ -32,3 +32,68 @@ def test_small_init_orders_reasoning_anchors_into_a_band(runs):
     # memory anchors: no order at all, whatever the scale
     mem = probe.similarity(runs[0.8].path, "memory")[0]
     assert abs(mem.distance_corr) < 0.4
+
+
+# --- the probe suite on the same runs: each effect's direction (paper 1) ---------------------
+
+def _both(fn, **kw):
+    return fn(_path(0.8), **kw)[0], fn(_path(0.3), **kw)[0]
+
+
+_PATHS = {}
+
+
+def _path(g):
+    return _PATHS[g]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _register(runs):
+    _PATHS.update({g: r.path for g, r in runs.items()})
+
+
+def test_pca_reasoning_anchors_form_a_number_line_at_small_init():
+    small, large = _both(probe.pca, tokens="keys,reasoning,memory")
+    assert small.order["reasoning"] > 0.9
+    assert small.order["reasoning"] > large.order["reasoning"] + 0.1
+    assert small.order["memory"] < 0.6
+
+
+def test_wv_top_singular_vector_aligns_with_reasoning_not_memory_at_small_init():
+    small, large = _both(probe.align, layer=0)
+    gap_small = small.group_mean["reasoning"][0] - small.group_mean["memory"][0]
+    gap_large = large.group_mean["reasoning"][0] - large.group_mean["memory"][0]
+    assert gap_small > 0.15
+    assert gap_small > gap_large + 0.1
+
+
+def test_theory_agrees_better_at_small_init():
+    small, large = _both(probe.theory, tokens="reasoning")
+    assert small.pearson_r > 0.8
+    assert small.pearson_r > large.pearson_r + 0.3
+
+
+def test_top_eigenvalue_share_larger_at_small_init():
+    small, large = _both(probe.condense, tensor="token_embedding", tokens="keys,reasoning,memory")
+    assert small.top_share[1] > large.top_share[1]
+    assert small.effective_rank < large.effective_rank
+
+
+def test_first_layer_attention_closer_to_averaging_at_small_init():
+    small, large = _both(probe.attention, step="500")
+    assert small.avg_dev[0].mean() < large.avg_dev[0].mean()
+    assert small.entropy_ratio[0].mean() > large.entropy_ratio[0].mean()
+
+
+def test_reasoning_bias_is_larger_at_small_init():
+    small, large = _both(probe.bias, step="latest")
+    assert small.delta > large.delta + 1.0
+
+
+def test_ood_from_stored_weights_equals_the_logged_metrics(runs):
+    for g, run in runs.items():
+        res = probe.ood(run.path)[0]
+        for split, m in run.metrics.items():
+            assert res.splits[split]["acc"] == m["acc"]
+            assert res.splits[split]["loss"] == m["loss"]
+        assert set(res.combos) == {"11,13", "13,11"}

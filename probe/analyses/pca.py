@@ -17,10 +17,11 @@ class PCAResult(Result):
     groups     (k,)            group of each token ('' for plain ids)
     explained  (c,)            explained-variance ratio of each component
     coords     (k, c)          coordinates of each token on the components
-    order      {group: score}  |Spearman(id, PC1 coordinate)| per numeric group of >= 3
-                               tokens: 1 = the group lies in id order along PC1 (a number line)
-    order_arc  {group: score}  the same along the arc the group traces in the PC1-PC2 plane
-                               (angle around the group's centre), for curved lines
+    order      {group: score}  |Spearman(id, PC1 coordinate)| per numeric group of >= 3 tokens,
+                               PC1 of the group's own PCA: 1 = the group lies in id order along
+                               its main axis (a number line)
+    order_arc  {group: score}  the same along the arc the group traces in its own PC1-PC2
+                               plane (angle around the group's centre), for curved lines
     """
 
     ids: np.ndarray = field(default_factory=lambda: np.zeros(0, int))
@@ -65,9 +66,13 @@ def pca(vectors: np.ndarray, ids: np.ndarray, groups: list[str] | None = None, n
     order, order_arc = {}, {}
     for g in dict.fromkeys(groups):
         mask = np.array([x == g for x in groups])
-        if g and mask.sum() >= 3 and c >= 1:
-            order[g] = abs(spearman(ids[mask], coords[mask, 0]))
-            if c >= 2:
-                order_arc[g] = _arc_order(ids[mask], coords[mask, :2])
+        if g and mask.sum() >= 3:
+            # the group's own principal axes: the joint PCA's PC1 often just separates groups
+            Xg = X[mask] - X[mask].mean(axis=0)
+            _, sg, vg = np.linalg.svd(Xg, full_matrices=False)
+            own = Xg @ vg[:2].T
+            order[g] = abs(spearman(ids[mask], own[:, 0]))
+            if own.shape[1] >= 2 and sg[1] > 0:
+                order_arc[g] = _arc_order(ids[mask], own)
     return PCAResult(step=step, ids=ids, groups=groups, explained=explained, coords=coords,
                      order=order, order_arc=order_arc)
