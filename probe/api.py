@@ -20,7 +20,7 @@ from .analyses.theory import TheoryResult, theory as _theory
 from .errors import ProbeError
 from .snapshot import P, Run, read_rows
 from .tokens import parse_tokens
-from .validate import validate
+from .schema_check import validate
 
 __all__ = ["Run", "info", "similarity", "validate", "select_tokens", "pca", "align", "condense", "theory",
            "ood", "attention", "bias"]

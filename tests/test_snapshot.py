@@ -6,7 +6,7 @@ import pytest
 
 from probe.errors import ProbeError
 from probe.snapshot import P, Run, Writer, read_rows
-from probe.validate import validate
+from probe.schema_check import validate
 
 from conftest import popen_cli, run_cli
 

@@ -172,11 +172,12 @@ PRESETS: dict[str, dict] = {
         task="composite", key_min=20, key_max=99, n_samples=900_000, d_head=200,
         steps=92_000, batch_size=2048, lr=1e-4, warmup_steps=2000, snapshot_every=2000,
     ),
-    # The composite task sized for a CPU (see README for what differs).
+    # The composite task sized for a CPU, paper 2's post-LN / ReLU / no-bias model at d 64
+    # (see README for what differs and what it shows).
     "composite-quick": dict(
         task="composite", key_min=20, key_max=99, n_samples=30_000, eval_size=512,
-        d_model=64, d_ff=256, layers=2, heads=1, norm="pre", bias=True, activation="gelu",
-        steps=3000, batch_size=128, lr=1e-3, warmup_steps=200, weight_decay=0.0, grad_clip=1.0,
+        d_model=64, d_ff=256, layers=2, heads=1, norm="post", bias=False, activation="relu",
+        steps=4000, batch_size=128, lr=2e-3, warmup_steps=200, weight_decay=0.1, grad_clip=1.0,
         snapshot_every=250,
     ),
     # Paper 1 Fig. 3B: the Emb-MLP on the anchor task, sized for a CPU.
