@@ -97,3 +97,13 @@ def test_ood_from_stored_weights_equals_the_logged_metrics(runs):
             assert res.splits[split]["acc"] == m["acc"]
             assert res.splits[split]["loss"] == m["loss"]
         assert set(res.combos) == {"11,13", "13,11"}
+
+
+def test_emb_mlp_small_init_reasons_large_init_memorizes(tmp_path):
+    """Paper 1 Fig. 3B with the Emb-MLP preset, shortened."""
+    acc = {}
+    for gamma in (0.3, 0.8):
+        cfg = preset("emb-mlp-quick", gamma=gamma, steps=1000, snapshot_every=500, snapshot_log=False)
+        acc[gamma] = Trainer(cfg, tmp_path / f"e{gamma}.h5", progress=False).run().metrics
+    assert acc[0.8]["rsn_test"]["acc"] > acc[0.3]["rsn_test"]["acc"] + 0.15
+    assert acc[0.3]["mem"]["acc"] > acc[0.8]["mem"]["acc"]
