@@ -8,17 +8,26 @@ import numpy as np
 from .base import Result
 
 
-def covariance_eigenvalues(X: np.ndarray) -> np.ndarray:
+def covariance_eigenvalues(X: np.ndarray, block: int = 8192) -> np.ndarray:
     """Eigenvalues (descending) of the covariance of the rows of X (k, d).
 
     Rows are centred on their mean and the covariance is X_c^T X_c / (k - 1); no scaling
-    to unit variance. It is computed from the smaller of the d x d covariance and the
-    k x k Gram matrix, which share their nonzero eigenvalues.
+    to unit variance. It is the eigen-decomposition of the smaller of the d x d covariance
+    and the k x k Gram matrix (they share their nonzero eigenvalues), never an SVD of
+    X; the d x d case is accumulated over row blocks in float64, so a 50257 x 768 float32
+    input needs no float64 copy of itself.
     """
-    X = np.asarray(X, dtype=np.float64)
-    k = X.shape[0]
-    Xc = X - X.mean(axis=0)
-    M = Xc.T @ Xc if X.shape[1] <= k else Xc @ Xc.T
+    X = np.asarray(X)
+    k, d = X.shape
+    mean = X.mean(axis=0, dtype=np.float64)
+    if d <= k:
+        M = np.zeros((d, d))
+        for start in range(0, k, block):
+            B = X[start:start + block].astype(np.float64) - mean
+            M += B.T @ B
+    else:
+        Xc = X.astype(np.float64) - mean
+        M = Xc @ Xc.T
     ev = np.linalg.eigvalsh(M / max(k - 1, 1))[::-1]
     return np.clip(ev, 0.0, None)
 
