@@ -60,3 +60,19 @@ def test_attention_on_an_emb_mlp_run_is_a_clear_error(tmp_path):
     assert res.returncode == 2 and "no attention maps" in res.stderr
     res = run_cli("probe", "condense", out, "--format", "json")  # no W_Q: neurons skipped, not an error
     assert res.returncode == 0, res.stderr
+
+
+@pytest.mark.parametrize("cmd", COMMANDS, ids=[c[0] for c in COMMANDS])
+def test_cli_json_equals_python_api(tiny_run, cmd):
+    import probe
+
+    res = run_cli("probe", cmd[0], tiny_run, *cmd[1:], "--format", "json", "--step", "all")
+    assert res.returncode == 0, res.stderr
+    kwargs = {
+        "pca": dict(tokens="keys,reasoning,memory"), "align": dict(layer=1, head=1),
+        "condense": dict(neurons="layer0/W_Q"), "theory": dict(tokens="reasoning", anchor=15),
+        "ood": {}, "attention": dict(layer=0), "bias": dict(splits=("mem", "rsn_test")),
+    }[cmd[0]]
+    api = getattr(probe, cmd[0])(tiny_run, step="all", **kwargs)
+    from_api = json.loads(json.dumps([r.to_dict() for r in api], default=float))
+    assert json.loads(res.stdout)["results"] == from_api
