@@ -11,7 +11,7 @@ import numpy as np
 
 from schemas import snapshot_schema
 
-from .snapshot import METRICS, P, RESUME_GROUP, check_header, damaged_file_error, open_h5
+from .snapshot import METRICS, P, RESUME_GROUP, check_header, damaged_file_error, named_datasets, open_h5
 
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
 
@@ -115,9 +115,7 @@ class _Checker:
         grp = self.f.get(base)
         if not isinstance(grp, h5py.Group):
             return []
-        out = []
-        grp.visititems(lambda name, obj: out.append(f"{base}/{name}") if isinstance(obj, h5py.Dataset) else None)
-        return out
+        return [f"{base}/{name}" for name, _ in named_datasets(grp)]
 
     def _check(self, entry: str, spec: dict, path: str, dims: dict, n: int) -> None:
         obj = self.f.get(path)

@@ -528,7 +528,7 @@ class Writer:
         os.replace(tmp, path)
         writer = cls(_open_swmr_writer(path), path)
         g = writer._f
-        state = {name: np.asarray(ds[...]) for name, ds in _named_datasets(g[f"{RESUME_GROUP}/slot{slot}"])}
+        state = {name: np.asarray(ds[...]) for name, ds in named_datasets(g[f"{RESUME_GROUP}/slot{slot}"])}
         params = {name: np.asarray(ds[keep - 1]) for name, ds in writer._params.items()}
         return writer, step, state, params
 
@@ -545,11 +545,11 @@ def _datasets(group: h5py.Group) -> list[h5py.Dataset]:
     return out
 
 
-def _named_datasets(group: h5py.Group) -> list[tuple[str, h5py.Dataset]]:
+def named_datasets(group: h5py.Group) -> list[tuple[str, h5py.Dataset]]:
     out = []
     group.visititems(lambda name, obj: out.append((name, obj)) if isinstance(obj, h5py.Dataset) else None)
     return out
 
 
 def _dataset_names(group: h5py.Group) -> list[str]:
-    return [name for name, _ in _named_datasets(group)]
+    return [name for name, _ in named_datasets(group)]
