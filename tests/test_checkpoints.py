@@ -1,0 +1,155 @@
+"""Checkpoint readers and canonical names, on files the tests write with torch and safetensors."""
+import json
+import os
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from probe.checkpoints import open_checkpoint, step_from_name
+from probe.errors import ProbeError
+from probe.layouts import CanonicalReader
+
+H, E, D, FF, V = 2, 3, 6, 12, 11
+rng = np.random.default_rng(0)
+Q, K, Vv = (rng.standard_normal((H, D, E)).astype(np.float32) for _ in range(3))
+O = rng.standard_normal((H, E, D)).astype(np.float32)
+WE = rng.standard_normal((V, D)).astype(np.float32)
+WIN = rng.standard_normal((D, FF)).astype(np.float32)
+WOUT = rng.standard_normal((FF, D)).astype(np.float32)
+
+
+def flat_in(W):  # (H, d, e) -> (d, H*e), x @ W layout
+    return W.transpose(1, 0, 2).reshape(D, H * E)
+
+
+def t(x):
+    return torch.from_numpy(np.ascontiguousarray(x))
+
+
+def gpt2_state(conv1d: bool):
+    fused = np.concatenate([flat_in(Q), flat_in(K), flat_in(Vv)], axis=1)      # (d, 3d)
+    proj = O.reshape(H * E, D)
+    sd = {"transformer.wte.weight": WE, "transformer.wpe.weight": WE[:5],
+          "transformer.h.0.attn.c_attn.weight": fused if conv1d else fused.T,
+          "transformer.h.0.attn.c_proj.weight": proj if conv1d else proj.T,
+          "transformer.h.0.mlp.c_fc.weight": WIN if conv1d else WIN.T,
+          "transformer.h.0.mlp.c_proj.weight": WOUT if conv1d else WOUT.T}
+    return {k: t(v) for k, v in sd.items()}
+
+
+def check(reader, layers=1):
+    assert reader.layout.layers == layers
+    np.testing.assert_allclose(reader.read("token_embedding"), WE)
+    np.testing.assert_allclose(reader.read("layer0/W_Q"), Q, rtol=1e-6)
+    np.testing.assert_allclose(reader.read("layer0/W_K"), K, rtol=1e-6)
+    np.testing.assert_allclose(reader.read("layer0/W_V"), Vv, rtol=1e-6)
+    np.testing.assert_allclose(reader.read("layer0/W_O"), O, rtol=1e-6)
+    np.testing.assert_allclose(reader.read("layer0/W_in"), WIN, rtol=1e-6)
+    np.testing.assert_allclose(reader.read("layer0/W_out"), WOUT, rtol=1e-6)
+
+
+def test_hf_gpt2_folder_safetensors_and_bin(tmp_path):
+    for fname, save in (("model.safetensors", save_file), ("pytorch_model.bin", torch.save)):
+        d = tmp_path / fname.split(".")[0]
+        d.mkdir()
+        (d / "config.json").write_text(json.dumps({"model_type": "gpt2", "n_head": H}))
+        save(gpt2_state(conv1d=True), str(d / fname))
+        r = CanonicalReader(open_checkpoint(d))
+        assert r.layout.name == "gpt2"
+        check(r)
+        np.testing.assert_allclose(r.read("unembedding"), WE.T)   # tied to wte
+
+
+def test_sharded_safetensors_keep_layer_order(tmp_path):
+    sd = gpt2_state(conv1d=True)
+    names = list(sd)
+    save_file({k: sd[k] for k in names[:3]}, str(tmp_path / "model-00001-of-00002.safetensors"))
+    save_file({k: sd[k] for k in names[3:]}, str(tmp_path / "model-00002-of-00002.safetensors"))
+    wm = {k: ("model-00001-of-00002.safetensors" if i < 3 else "model-00002-of-00002.safetensors")
+          for i, k in enumerate(names)}
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"weight_map": wm}))
+    (tmp_path / "config.json").write_text(json.dumps({"n_head": H}))
+    check(CanonicalReader(open_checkpoint(tmp_path)))
+
+
+def test_nanogpt_checkpoint_with_compile_prefix(tmp_path):
+    sd = {"_orig_mod." + k: v for k, v in gpt2_state(conv1d=False).items()}
+    sd["_orig_mod.lm_head.weight"] = t(WE)
+    path = tmp_path / "ckpt.pt"
+    torch.save({"model": sd, "model_args": {"n_head": H, "n_layer": 1, "n_embd": D}, "iter_num": 500,
+                "optimizer": {}}, path)
+    src = open_checkpoint(path)
+    assert src.step == 500
+    r = CanonicalReader(src)
+    assert r.layout.name == "nanogpt"
+    check(r)
+
+
+def test_neox_llama_bert_layouts(tmp_path):
+    # GPT-NeoX: query_key_value rows grouped per head as (H, 3, e)
+    qkv = np.stack([Q.transpose(0, 2, 1), K.transpose(0, 2, 1), Vv.transpose(0, 2, 1)], axis=1).reshape(3 * H * E, D)
+    neox = {"gpt_neox.embed_in.weight": WE, "gpt_neox.layers.0.attention.query_key_value.weight": qkv,
+            "gpt_neox.layers.0.attention.dense.weight": O.reshape(H * E, D).T,
+            "gpt_neox.layers.0.mlp.dense_h_to_4h.weight": WIN.T, "gpt_neox.layers.0.mlp.dense_4h_to_h.weight": WOUT.T,
+            "embed_out.weight": WE.copy()}
+    llama = {"model.embed_tokens.weight": WE, "model.layers.0.self_attn.q_proj.weight": flat_in(Q).T,
+             "model.layers.0.self_attn.k_proj.weight": flat_in(K).T,
+             "model.layers.0.self_attn.v_proj.weight": flat_in(Vv).T,
+             "model.layers.0.self_attn.o_proj.weight": O.reshape(H * E, D).T,
+             "model.layers.0.mlp.up_proj.weight": WIN.T, "model.layers.0.mlp.gate_proj.weight": WIN.T.copy(),
+             "model.layers.0.mlp.down_proj.weight": WOUT.T}
+    bert = {"embeddings.word_embeddings.weight": WE, "embeddings.position_embeddings.weight": WE[:4].copy(),
+            "encoder.layer.0.attention.self.query.weight": flat_in(Q).T,
+            "encoder.layer.0.attention.self.key.weight": flat_in(K).T,
+            "encoder.layer.0.attention.self.value.weight": flat_in(Vv).T,
+            "encoder.layer.0.attention.output.dense.weight": O.reshape(H * E, D).T,
+            "encoder.layer.0.intermediate.dense.weight": WIN.T, "encoder.layer.0.output.dense.weight": WOUT.T}
+    for name, sd in (("gpt-neox", neox), ("llama", llama), ("bert", bert)):
+        d = tmp_path / name
+        d.mkdir()
+        (d / "config.json").write_text(json.dumps({"num_attention_heads": H}))
+        save_file({k: t(v) for k, v in sd.items()}, str(d / "model.safetensors"))
+        r = CanonicalReader(open_checkpoint(d))
+        assert r.layout.name == name
+        check(r)
+
+
+def test_own_snapshot_through_the_same_interface(tiny_run):
+    from probe.snapshot import Run
+
+    r = CanonicalReader(open_checkpoint(tiny_run))
+    assert r.layout.name == "gamma-probe" and r.layout.layers == 2
+    with Run(tiny_run) as run:
+        np.testing.assert_array_equal(r.read("layer1/W_V"), run.read("layer1/W_V", run.n_snapshots - 1))
+
+
+class _Evil:
+    def __reduce__(self):
+        return (os.system, ("touch pwned_by_pickle",))
+
+
+def test_pickle_that_runs_code_is_refused_not_executed(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "evil.pt"
+    torch.save({"w": torch.zeros(2), "x": _Evil()}, path)
+    with pytest.raises(ProbeError, match="refused"):
+        open_checkpoint(path)
+    assert not (tmp_path / "pwned_by_pickle").exists()
+
+
+def test_unknown_layout_lists_tensors(tmp_path):
+    save_file({"foo.weight": torch.zeros(2, 2)}, str(tmp_path / "m.safetensors"))
+    with pytest.raises(ProbeError, match="unknown checkpoint layout; tensors found: foo.weight"):
+        CanonicalReader(open_checkpoint(tmp_path / "m.safetensors"))
+    mapping = tmp_path / "map.json"
+    mapping.write_text(json.dumps({"heads": 1, "token_embedding": "foo.weight"}))
+    r = CanonicalReader(open_checkpoint(tmp_path / "m.safetensors"), str(mapping))
+    assert r.read("token_embedding").shape == (2, 2)
+
+
+@pytest.mark.parametrize("name,step", [("step1000", 1000), ("model_20.pt", 20), ("checkpoint-500", 500),
+                                       ("ckpt.pt", None), ("run-iter_300.pt", 300)])
+def test_step_from_name(name, step):
+    assert step_from_name(name) == step
