@@ -19,6 +19,7 @@ from .analyses.similarity import SimilarityResult, cosine_similarity
 from .analyses.theory import TheoryResult, theory as _theory
 from .errors import ProbeError
 from .snapshot import P, Run, read_rows
+from .sources import open_source
 from .tokens import parse_tokens
 from .schema_check import validate
 
@@ -47,6 +48,8 @@ def info(path: str | os.PathLike) -> dict:
 
 def select_tokens(run: Run, tokens: str, tensor: str = "token_embedding") -> tuple[np.ndarray, list[str]]:
     """Ids chosen by a ``--tokens`` spec, checked against the rows of ``tensor``."""
+    if tokens is None:
+        raise ProbeError("--tokens is required")
     rows = run.tensor(tensor).shape[1]
     return parse_tokens(tokens, run.groups, rows)
 
@@ -69,12 +72,13 @@ def _group_of(run: Run, ids: np.ndarray, labels: list[str]) -> list[str]:
 
 
 def similarity(path: str | os.PathLike, tokens: str = "reasoning", *, tensor: str = "token_embedding",
-               step: str | int = "latest") -> list[SimilarityResult]:
+               step: str | int = "latest", groups: str | None = None, mapping: str | None = None
+               ) -> list[SimilarityResult]:
     """Cosine-similarity structure of the chosen rows of ``tensor`` at each selected step.
 
     Only the requested rows are read from the file.
     """
-    with Run(path) as run:
+    with open_source(path, groups, mapping) as run:
         ids, groups = select_tokens(run, tokens, tensor)
         indices = run.step_indices(step)
         vectors = _read(run.tensor(tensor), indices, ids)
@@ -84,9 +88,10 @@ def similarity(path: str | os.PathLike, tokens: str = "reasoning", *, tensor: st
 
 
 def pca(path: str | os.PathLike, tokens: str = "keys,reasoning,memory", *, tensor: str = "token_embedding",
-        step: str | int = "latest", n_components: int = 3) -> list[PCAResult]:
+        step: str | int = "latest", n_components: int = 3, groups: str | None = None,
+        mapping: str | None = None) -> list[PCAResult]:
     """PCA of the chosen token vectors with an order score per numeric group."""
-    with Run(path) as run:
+    with open_source(path, groups, mapping) as run:
         ids, labels = select_tokens(run, tokens, tensor)
         groups = _group_of(run, ids, labels)
         indices = run.step_indices(step)
@@ -108,15 +113,19 @@ def _layer_check(run: Run, layer: int, head: int | None = None) -> None:
 
 
 def align(path: str | os.PathLike, layer: int = 0, head: int = 0, *, step: str | int = "latest",
-          top_k: int = 3) -> list[AlignResult]:
+          top_k: int = 3, groups: str | None = None, mapping: str | None = None) -> list[AlignResult]:
     """Singular vectors of W_V (and W_V W_O) of one head against every token embedding."""
-    with Run(path) as run:
+    with open_source(path, groups, mapping) as run:
         _layer_check(run, layer, head)
         indices = run.step_indices(step)
         wv = _read(run.tensor(f"layer{layer}/W_V"), indices)
         wo = _read(run.tensor(f"layer{layer}/W_O"), indices)
         emb = _read(run.tensor("token_embedding"), indices)
         groups = run.groups
+        vocab = emb[0].shape[0]
+        for g, ids in groups.items():
+            if ids.size and (ids.min() < 0 or ids.max() >= vocab):
+                raise ProbeError(f"token group '{g}' has ids outside the vocabulary (0..{vocab - 1})")
         steps = run.steps
     return [_align(v[head], o[head], e, groups, top_k, layer, head, step=int(steps[i]))
             for v, o, e, i in zip(wv, wo, emb, indices)]
@@ -133,23 +142,18 @@ def _neurons(W: np.ndarray) -> np.ndarray:
 
 def condense(path: str | os.PathLike, *, tensor: str = "token_embedding", tokens: str | None = None,
              neurons: str | None = "layer0/W_Q", threshold: float = 0.7, step: str | int = "latest",
-             top_k: tuple[int, ...] = (1, 2, 5)) -> list[CondenseResult]:
+             top_k: tuple[int, ...] = (1, 2, 5), groups: str | None = None, mapping: str | None = None
+             ) -> list[CondenseResult]:
     """Covariance spectrum of ``tensor``'s rows (all, or ``tokens``), neuron groups of ``neurons``
     and the singular values of every weight matrix."""
-    with Run(path) as run:
+    with open_source(path, groups, mapping) as run:
         ids = select_tokens(run, tokens, tensor)[0] if tokens else None
         indices = run.step_indices(step)
         vectors = _read(run.tensor(tensor), indices, ids)
-        if neurons and neurons not in run.tensors():
-            if neurons == "layer0/W_Q" and int(run.dims.get("layers", 0)) == 0:
-                neurons = None  # the Emb-MLP has no W_Q
-            else:
-                run.tensor(neurons)  # raises the 'no tensor' error
+        if neurons == "layer0/W_Q" and int(run.dims.get("layers", 0)) == 0:
+            neurons = None  # the default, on a model without attention (the Emb-MLP)
         neuron_w = _read(run.tensor(neurons), indices) if neurons else [None] * len(indices)
-        names = [n for n, shape in run.tensors().items()     # weight matrices, by parameter name
-                 if n in run.h5[P["param"].rsplit("/", 1)[0]] and len(shape) >= 2
-                 and n.rsplit(".", 1)[-1].startswith("W")]
-        layer_w = {n: _read(run.tensor(n), indices) for n in names}
+        layer_w = {n: _read(run.tensor(n), indices) for n in run.weight_matrices()}
         steps = run.steps
     out = []
     for k, i in enumerate(indices):

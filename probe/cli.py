@@ -26,6 +26,10 @@ class Format(str, Enum):
 
 
 FILE = typer.Argument(..., help="snapshot file (.h5) written by probe-train")
+SOURCE = typer.Argument(..., help="snapshot file, or a checkpoint: Hugging Face folder, .safetensors, "
+                                  ".pt/.pth/.bin state dict, nanoGPT ckpt.pt")
+GROUPS = typer.Option(None, "--groups", help="JSON/YAML file: group name -> token ids (adds --tokens names)")
+MAPPING = typer.Option(None, "--mapping", help="JSON name-mapping file for an unknown checkpoint layout")
 FORMAT = typer.Option(Format.table, "--format", "-f", help="output format")
 STEP = typer.Option("latest", "--step", "-s", help="latest, all, a step number, or A:B (half-open step range)")
 
@@ -95,7 +99,7 @@ def validate(file: str = FILE, fmt: Format = FORMAT) -> None:
 
 @app.command()
 def similarity(
-    file: str = FILE,
+    file: str = SOURCE, groups: Optional[str] = GROUPS, mapping: Optional[str] = MAPPING,
     tokens: str = typer.Option("reasoning", "--tokens", "-t",
                                help="group name(s) (reasoning, memory, keys), ids 3,5,7 or a half-open range 11:21"),
     tensor: str = typer.Option("token_embedding", help="tensor whose rows are compared (see probe info)"),
@@ -110,7 +114,7 @@ def similarity(
         from .plotting import check_writable
 
         check_writable(plot)
-    results = api.similarity(file, tokens, tensor=tensor, step=step)
+    results = api.similarity(file, tokens, tensor=tensor, step=step, groups=groups, mapping=mapping)
     if fmt is Format.json:
         output.write_json({"file": file, "tensor": tensor, "tokens": tokens,
                            "results": [r.to_dict() for r in results]})
@@ -194,7 +198,7 @@ def _check_plot(plot: Optional[str]) -> None:
 
 
 @app.command()
-def pca(file: str = FILE, tokens: str = TOKENS_ALL,
+def pca(file: str = SOURCE, groups: Optional[str] = GROUPS, mapping: Optional[str] = MAPPING, tokens: str = TOKENS_ALL,
         tensor: str = typer.Option("token_embedding", help="tensor whose rows are analysed"),
         components: int = typer.Option(3, min=1, help="principal components to report"),
         step: str = STEP, fmt: Format = FORMAT, plot: Optional[str] = PLOT) -> None:
@@ -202,7 +206,7 @@ def pca(file: str = FILE, tokens: str = TOKENS_ALL,
     from . import api
 
     _check_plot(plot)
-    res = api.pca(file, tokens, tensor=tensor, step=step, n_components=components)
+    res = api.pca(file, tokens, tensor=tensor, step=step, n_components=components, groups=groups, mapping=mapping)
 
     def coords(r):
         from . import output
@@ -214,7 +218,7 @@ def pca(file: str = FILE, tokens: str = TOKENS_ALL,
 
 
 @app.command()
-def align(file: str = FILE, layer: int = typer.Option(0, "--layer", "-l", help="attention layer"),
+def align(file: str = SOURCE, groups: Optional[str] = GROUPS, mapping: Optional[str] = MAPPING, layer: int = typer.Option(0, "--layer", "-l", help="attention layer"),
           head: int = typer.Option(0, "--head", help="attention head"),
           top: int = typer.Option(3, min=1, help="singular vectors compared with the embeddings"),
           step: str = STEP, fmt: Format = FORMAT, plot: Optional[str] = PLOT) -> None:
@@ -222,7 +226,7 @@ def align(file: str = FILE, layer: int = typer.Option(0, "--layer", "-l", help="
     from . import api
 
     _check_plot(plot)
-    res = api.align(file, layer, head, step=step, top_k=top)
+    res = api.align(file, layer, head, step=step, top_k=top, groups=groups, mapping=mapping)
 
     def detail(r):
         from . import output
@@ -237,7 +241,7 @@ def align(file: str = FILE, layer: int = typer.Option(0, "--layer", "-l", help="
 
 
 @app.command()
-def condense(file: str = FILE,
+def condense(file: str = SOURCE, groups: Optional[str] = GROUPS, mapping: Optional[str] = MAPPING,
              tensor: str = typer.Option("token_embedding", help="vectors whose covariance spectrum is taken"),
              tokens: Optional[str] = typer.Option(None, "--tokens", "-t", help="only these rows (default: all)"),
              neurons: str = typer.Option("layer0/W_Q", help="weight whose neurons are grouped by cosine ('' : none)"),
@@ -248,7 +252,8 @@ def condense(file: str = FILE,
     from . import api
 
     _check_plot(plot)
-    res = api.condense(file, tensor=tensor, tokens=tokens, neurons=neurons or None, threshold=threshold, step=step)
+    res = api.condense(file, tensor=tensor, tokens=tokens, neurons=neurons or None, threshold=threshold, step=step,
+                       groups=groups, mapping=mapping)
 
     def detail(r):
         print("covariance eigenvalues: " + " ".join(f"{v:.3g}" for v in r.eigenvalues[:10]))

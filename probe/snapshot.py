@@ -184,6 +184,7 @@ class Run:
                 raise damaged from None
             raise
         self.package_version = str(self._f.attrs.get("package_version", "?"))
+        self.extra_groups: dict[str, np.ndarray] = {}
 
     # context manager -------------------------------------------------------
     def close(self) -> None:
@@ -234,9 +235,8 @@ class Run:
     def groups(self) -> dict[str, np.ndarray]:
         grp_path = P["token_group"].rsplit("/", 1)[0]
         grp = self._f.get(grp_path)
-        if grp is None:
-            return {}
-        return {name: np.asarray(ds[...], dtype=np.int64) for name, ds in grp.items()}
+        stored = {} if grp is None else {name: np.asarray(ds[...], dtype=np.int64) for name, ds in grp.items()}
+        return {**stored, **self.extra_groups}
 
     @property
     def splits(self) -> list[str]:
@@ -267,6 +267,12 @@ class Run:
                 return self._get(full)
         known = ", ".join(sorted(self.tensors())) or "none"
         raise ProbeError(f"{self.path}: no tensor '{name}'; known tensors: {known}")
+
+    def weight_matrices(self) -> list[str]:
+        """Parameter names of the weight matrices (2-D or per-head 3-D, named W...)."""
+        params = self._f.get(PARAMS_GROUP, {})
+        return [n for n in _dataset_names(params) if params[n].ndim >= 3 and n.rsplit(".", 1)[-1].startswith("W")] \
+            if params else []
 
     def metrics(self) -> dict[str, dict[str, np.ndarray]]:
         n = self.n_snapshots

