@@ -16,6 +16,7 @@ from .analyses.condense import CondenseResult, condense as _condense
 from .analyses.ood import OODResult, loss_acc
 from .analyses.pca import PCAResult, pca as _pca
 from .analyses.similarity import SimilarityResult, cosine_similarity
+from .analyses.spectrum import SpectrumResult, spectrum as _spectrum
 from .analyses.theory import TheoryResult, theory as _theory
 from .errors import ProbeError
 from .snapshot import P, Run, read_rows
@@ -24,7 +25,7 @@ from .tokens import parse_tokens
 from .schema_check import validate
 
 __all__ = ["Run", "info", "similarity", "validate", "select_tokens", "pca", "align", "condense", "theory",
-           "ood", "attention", "bias"]
+           "ood", "attention", "bias", "spectrum"]
 
 
 def info(path: str | os.PathLike) -> dict:
@@ -268,3 +269,48 @@ def ood(path: str | os.PathLike, *, step: str | int = "latest", full: bool = Fal
                     "acc": float((logits.argmax(-1) == task.labels[idx]).mean()), "n": int(len(idx))}
         out.append(res)
     return out
+
+
+def _as_matrix(name: str, W: np.ndarray) -> np.ndarray:
+    """Per-head tensors back to the full linear map: (H, d, e) -> (d, H*e); W_O (H, e, d) -> (H*e, d)."""
+    if W.ndim == 3:
+        if name.endswith("W_O"):
+            return W.reshape(-1, W.shape[-1])
+        return W.transpose(1, 0, 2).reshape(W.shape[1], -1)
+    return W
+
+
+def spectrum(path: str | os.PathLike, *, step: str | int = "latest", mapping: str | None = None,
+             progress=None) -> list[SpectrumResult]:
+    """Spectral metrics (WeightWatcher's: spectral norm, Frobenius norm, stable rank, alpha, ...)
+    of every linear layer, one matrix in memory at a time.
+
+    Snapshot files: every weight matrix parameter (per-head tensors as the full map); other
+    checkpoints: every 2-D tensor in the file, in the file's own order.
+    """
+    out = []
+    with open_source(path, None, mapping) as run:
+        indices = run.step_indices(step)
+        steps = run.steps
+        if isinstance(run, Run):
+            names = run.weight_matrices() + [n for n in run.tensors() if n in ("W_E", "W_pos", "W_U")]
+            names = list(dict.fromkeys(sorted(names, key=_natural)))
+            fetch = lambda n, i: _as_matrix(n, run.read(n, i))  # noqa: E731
+        else:
+            shapes = run.source.shapes()
+            names = sorted((n for n, s in shapes.items() if len(s) == 2 and min(s) > 1), key=_natural)
+            fetch = lambda n, i: run.source.read(n)  # noqa: E731
+        for i in indices:
+            mats = {}
+            for n in names:
+                mats[n] = fetch(n, i)
+                if progress:
+                    progress(n)
+            out.append(_spectrum(mats, step=int(steps[i])))
+    return out
+
+
+def _natural(name: str):
+    import re
+
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]

@@ -335,6 +335,55 @@ def bias(file: str = FILE,
     _emit(api.bias(file, tuple(splits) if splits else None, step=step), fmt, file, "bias", plot)
 
 
+@app.command()
+def spectrum(file: str = SOURCE, mapping: Optional[str] = MAPPING, step: str = STEP, fmt: Format = FORMAT,
+             plot: Optional[str] = PLOT) -> None:
+    """Per linear layer: spectral norm, Frobenius norm, stable and effective rank, and the power-law
+    exponent alpha of the eigenvalue density with its fit range (WeightWatcher's metrics)."""
+    from . import api, output
+
+    _check_plot(plot)
+    with _progress("spectrum") as tick:
+        res = api.spectrum(file, step=step, mapping=mapping, progress=tick)
+    if fmt is Format.table:
+        for r in res:
+            print(f"step {r.step}")
+            output.table(["layer", "shape", "spectral_norm", "log_norm", "stable_rank", "eff_rank", "alpha",
+                          "xmin", "xmax", "ks"],
+                         [[l.name, "x".join(map(str, l.shape)), l.spectral_norm, l.log_norm, l.stable_rank,
+                           l.effective_rank, l.alpha, l.xmin, l.xmax, l.ks_distance] for l in r.layers])
+        if plot:
+            from . import plotting
+
+            plotting.plot_results("spectrum", res, plot, title=f"{file}: spectrum")
+            print(f"wrote {plot}", file=sys.stderr)
+        return
+    _emit(res, fmt, file, "spectrum", plot)
+
+
+class _progress:
+    """A rich progress line on stderr (only when stderr is a terminal); yields a tick(label) callable."""
+
+    def __init__(self, what: str):
+        self.what = what
+
+    def __enter__(self):
+        if not sys.stderr.isatty():
+            return lambda label: None
+        from rich.console import Console
+        from rich.progress import Progress, SpinnerColumn, TextColumn
+
+        self._p = Progress(SpinnerColumn(), TextColumn("{task.description}"), console=Console(stderr=True),
+                           transient=True)
+        self._p.__enter__()
+        task = self._p.add_task(self.what)
+        return lambda label: self._p.update(task, description=f"{self.what}: {label}")
+
+    def __exit__(self, *exc):
+        if hasattr(self, "_p"):
+            self._p.__exit__(*exc)
+
+
 def main() -> None:
     run_cli(app)
 

@@ -156,6 +156,15 @@ def _single(name: str, r, path: str, title: str) -> bool:
             ax.set_ylabel("attention of the last position")
             ax.set_title(f"layer {l}: mean |A_ij - 1/i| {r.avg_dev[l].mean():.3f}", fontsize=9)
             ax.legend(fontsize=7)
+    elif name == "spectrum":
+        fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), constrained_layout=True)
+        names = [l.name for l in r.layers]
+        axes[0].plot([l.alpha for l in r.layers], "o-")
+        axes[0].set_ylabel("alpha")
+        axes[1].plot([l.log_norm for l in r.layers], "o-")
+        axes[1].set_ylabel("log10 ||W||_F^2")
+        for ax in axes:
+            ax.set_xticks(range(len(names)), names, fontsize=5, rotation=90)
     elif name == "ood":
         fig, ax = plt.subplots(figsize=(6, 3.8), constrained_layout=True)
         names = list(r.splits) + [f"held-out {c}" for c in r.combos] + [f"target {t}" for t in r.targets]

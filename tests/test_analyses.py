@@ -115,3 +115,22 @@ def test_bias_and_loss_acc():
     assert loss == pytest.approx(torch.nn.functional.cross_entropy(torch.tensor(logits), torch.tensor(y)).item(),
                                  rel=1e-5)
     assert acc == pytest.approx(np.mean(logits.argmax(1) == y))
+
+
+def test_spectrum_metrics_match_their_definitions():
+    from probe.analyses.spectrum import layer_spectrum, powerlaw_alpha
+
+    rng = np.random.default_rng(6)
+    W = rng.standard_normal((80, 30))
+    s = np.linalg.svd(W, compute_uv=False)
+    l = layer_spectrum("W", W)
+    assert l.spectral_norm == pytest.approx(s[0] ** 2)
+    assert l.norm == pytest.approx((W ** 2).sum())
+    assert l.log_norm == pytest.approx(np.log10((W ** 2).sum()))
+    assert l.stable_rank == pytest.approx((W ** 2).sum() / s[0] ** 2)
+    assert layer_spectrum("W", W.T).alpha == pytest.approx(l.alpha)   # orientation does not matter
+    # a Pareto tail with density exponent alpha = 2.5 is recovered
+    x = (1 - rng.random(4000)) ** (-1 / 1.5)
+    alpha, xmin, xmax, ks = powerlaw_alpha(x)
+    assert alpha == pytest.approx(2.5, abs=0.15)
+    assert xmin >= x.min() and xmax == x.max() and 0 <= ks < 0.1

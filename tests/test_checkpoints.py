@@ -263,3 +263,20 @@ def test_external_checkpoint_bad_input(tmp_path):
     bad.write_text("{not json: [")
     res = run_cli("probe", "align", _minilm(), "--groups", bad)
     assert res.returncode == 2 and "groups file" in res.stderr
+
+
+def test_spectrum_on_minilm_and_a_snapshot(tiny_run):
+    from conftest import run_cli
+
+    res = run_cli("probe", "spectrum", _minilm(), "--format", "json")
+    assert res.returncode == 0, res.stderr
+    layers = json.loads(res.stdout)["results"][0]["layers"]
+    names = [l["name"] for l in layers]
+    assert len(layers) == 40
+    # natural layer order, not name order (encoder.layer.2 before encoder.layer.10 style)
+    firsts = [n for n in names if n.endswith("attention.self.query.weight")]
+    assert firsts == [f"encoder.layer.{i}.attention.self.query.weight" for i in range(6)]
+    assert all(l["alpha"] is None or l["alpha"] > 1 for l in layers)
+    res = run_cli("probe", "spectrum", tiny_run, "--step", "all", "--format", "csv")
+    assert res.returncode == 0, res.stderr
+    assert "alpha,blocks.0.attn.W_Q" in res.stdout
