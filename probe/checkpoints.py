@@ -123,19 +123,18 @@ class StateDictSource:
 
         self.path, self.config, self.step = path, dict(config or {}), step
         try:
-            obj = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-        except pickle.UnpicklingError as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            raise ProbeError(f"{path}: refused: unpickling it would run code or load objects other than "
-                             f"tensors ({first[:120]}); only plain state dicts are read") from None
-        except RuntimeError:
-            try:  # old (non-zip) checkpoints cannot be memory-mapped
+            try:
+                obj = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+            except RuntimeError:  # old (non-zip) checkpoints cannot be memory-mapped
                 obj = torch.load(path, map_location="cpu", weights_only=True)
-            except pickle.UnpicklingError:
-                raise ProbeError(f"{path}: refused: unpickling it would run code; only plain state dicts "
-                                 "are read") from None
-            except Exception as exc:
-                raise ProbeError(f"{path}: not a PyTorch checkpoint ({type(exc).__name__})") from None
+        except pickle.UnpicklingError as exc:
+            # torch names the callable a pickle asks for ("unsupported GLOBAL posix.system"); any
+            # other failure of the weights-only unpickler means the bytes are not a checkpoint
+            why = [ln.strip() for ln in str(exc).splitlines() if "GLOBAL" in ln]
+            if not why:
+                raise ProbeError(f"{path}: not a PyTorch checkpoint (unreadable pickle)") from None
+            raise ProbeError(f"{path}: refused: unpickling it would run code or build objects other than "
+                             f"tensors ({why[0][:120]}); only plain state dicts are read") from None
         except Exception as exc:
             raise ProbeError(f"{path}: not a PyTorch checkpoint ({type(exc).__name__}: {str(exc)[:100]})") from None
         if isinstance(obj, dict) and "model" in obj and "model_args" in obj:  # nanoGPT

@@ -6,6 +6,7 @@ Heavy modules (h5py, numpy, matplotlib) are imported inside the commands so
 """
 from __future__ import annotations
 
+import os
 import sys
 from enum import Enum
 from typing import Optional
@@ -333,6 +334,45 @@ def bias(file: str = FILE,
         raise ProbeError("--splits takes exactly two splits: --splits A --splits B")
     _check_plot(plot)
     _emit(api.bias(file, tuple(splits) if splits else None, step=step), fmt, file, "bias", plot)
+
+
+@app.command()
+def batch(
+    paths: list[str] = typer.Argument(..., help="checkpoints: files, folders (a model folder, or a folder of "
+                                                "checkpoints) and globs"),
+    probes: list[str] = typer.Option(..., "--probe", "-p", help="probe to run (repeat for several): similarity, "
+                                     "pca, align, condense, spectrum; on snapshot files also theory, attention, "
+                                     "bias, ood"),
+    out: Optional[str] = typer.Option(None, "--out", "-o", help="results .csv or .json; re-running skips "
+                                      "checkpoints already in it"),
+    jobs: int = typer.Option(1, "--jobs", "-j", min=1, help="local worker processes"),
+    scheduler: Optional[str] = typer.Option(None, help="address of a running Dask scheduler (tcp://host:8786)"),
+    tokens: Optional[str] = typer.Option(None, "--tokens", "-t", help="token selection for similarity/pca/condense"),
+    tensor: Optional[str] = typer.Option(None, help="tensor for similarity/pca/condense"),
+    layer: Optional[int] = typer.Option(None, "--layer", "-l", help="layer for align/attention"),
+    head: Optional[int] = typer.Option(None, help="head for align"),
+    neurons: Optional[str] = typer.Option(None, help="weight whose neurons condense groups"),
+    groups: Optional[str] = GROUPS, mapping: Optional[str] = MAPPING,
+    step: Optional[str] = typer.Option(None, "--step", "-s", help="snapshot files: which steps (default latest)"),
+    fmt: Format = typer.Option(Format.csv, "--format", "-f", help="stdout format when no --out is given"),
+) -> None:
+    """Run probes over many checkpoints into one tidy table (path, step, probe, key, metric, value),
+    sorted by step; a failing checkpoint is recorded as an error row and the batch goes on."""
+    from . import batch as B, output
+
+    options = {"tokens": tokens, "tensor": tensor, "layer": layer, "head": head, "neurons": neurons,
+               "groups": os.path.abspath(groups) if groups else None,
+               "mapping": os.path.abspath(mapping) if mapping else None, "step": step}
+    with _progress("batch") as tick:
+        rows = B.batch(paths, probes, options, out=out, jobs=jobs, scheduler=scheduler,
+                       progress=lambda n, total: tick(f"{n}/{total} tasks"))
+    errors = sum(1 for r in rows if r[4] == "error")
+    if out:
+        print(f"wrote {out}: {len(rows)} rows, {errors} error rows", file=sys.stderr)
+    elif fmt is Format.json:
+        output.write_json([dict(zip(B.COLUMNS, r)) for r in rows])
+    else:
+        output.write_csv(B.COLUMNS, rows)
 
 
 @app.command()

@@ -28,6 +28,16 @@ class SimilarityResult:
     step: int | None = None
     groups: list[str] = field(default_factory=list)
 
+    def summary(self) -> dict[str, float]:
+        out = {"mean_offdiag": self.mean_offdiag, "std_offdiag": self.std_offdiag,
+               "distance_corr": self.distance_corr}
+        out.update({f"by_distance[{d}]": v for d, v in self.by_distance.items()})
+        return out
+
+    def rows(self) -> list[tuple[str, str, float]]:
+        rows = [(k, "", getattr(self, k)) for k in ("mean_offdiag", "std_offdiag", "distance_corr")]
+        return rows + [("by_distance", str(d), v) for d, v in self.by_distance.items()]
+
     def to_dict(self) -> dict:
         return {
             "step": self.step,

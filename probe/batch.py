@@ -1,0 +1,182 @@
+"""Batch analysis: many checkpoints x many probes -> one tidy, step-sorted table.
+
+Rows are ``(path, step, probe, key, metric, value)``; ``key`` names the layer, head or
+group a number belongs to. A checkpoint that fails gives one ``error`` row and the batch
+goes on. Work runs in-process, in local worker processes (``jobs``) or on an existing
+Dask distributed cluster (``scheduler``); each task opens one checkpoint, so memory stays
+bounded by one checkpoint per worker.
+"""
+from __future__ import annotations
+
+import csv
+import glob
+import json
+import os
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+from .checkpoints import step_from_name
+from .errors import ProbeError
+
+COLUMNS = ("path", "step", "probe", "key", "metric", "value")
+WEIGHT_PROBES = ("similarity", "pca", "align", "condense", "spectrum")
+SNAPSHOT_PROBES = ("theory", "attention", "bias", "ood")
+PROBES = WEIGHT_PROBES + SNAPSHOT_PROBES
+_CHECKPOINT_EXT = (".h5", ".hdf5", ".safetensors", ".pt", ".pth", ".bin", ".ckpt")
+# the options each probe's API function takes
+_OPTIONS = {
+    "similarity": ("tokens", "tensor", "groups", "mapping", "step"),
+    "pca": ("tokens", "tensor", "groups", "mapping", "step"),
+    "align": ("layer", "head", "groups", "mapping", "step"),
+    "condense": ("tensor", "tokens", "neurons", "groups", "mapping", "step"),
+    "spectrum": ("mapping", "step"),
+    "theory": ("tokens", "step"),
+    "attention": ("layer", "step"),
+    "bias": ("step",),
+    "ood": ("step",),
+}
+
+
+def discover(paths: Iterable[str]) -> list[str]:
+    """Checkpoints named by files, folders (a model folder, or a folder of checkpoints) and globs."""
+    found: list[str] = []
+    for p in paths:
+        matches = sorted(glob.glob(p)) if any(c in p for c in "*?[") else [p]
+        if not matches:
+            raise ProbeError(f"no checkpoint matches '{p}'")
+        for m in matches:
+            if not os.path.exists(m):
+                raise ProbeError(f"{m}: no such file or folder")
+            if os.path.isdir(m) and not os.path.exists(os.path.join(m, "config.json")):
+                inner = sorted(os.path.join(m, x) for x in os.listdir(m))
+                found += [x for x in inner if (os.path.isfile(x) and x.endswith(_CHECKPOINT_EXT))
+                          or os.path.exists(os.path.join(x, "config.json"))]
+            else:
+                found.append(m)
+    return list(dict.fromkeys(os.path.abspath(f) for f in found))
+
+
+@dataclass(frozen=True)
+class Task:
+    path: str
+    probe: str
+    options: tuple  # sorted (name, value) pairs
+
+
+def run_task(task: Task) -> list[tuple]:
+    """Rows of one probe on one checkpoint; a failure becomes an ``error`` row."""
+    from . import api
+
+    opts = dict(task.options)
+    fn = getattr(api, task.probe)
+    kwargs = {k: v for k, v in opts.items() if k in _OPTIONS[task.probe] and v is not None}
+    try:
+        if task.probe in SNAPSHOT_PROBES:
+            with open(task.path, "rb") as fh:
+                if fh.read(8) != b"\x89HDF\r\n\x1a\n":
+                    raise ProbeError(f"probe {task.probe} needs a snapshot file written by probe-train")
+        results = fn(task.path, **kwargs)
+        return [(task.path, r.step, task.probe, key, metric, value)
+                for r in results for metric, key, value in r.rows()]
+    except ProbeError as exc:
+        return [(task.path, step_from_name(task.path), task.probe, "", "error", str(exc))]
+    except Exception as exc:  # one bad checkpoint must not stop the batch
+        return [(task.path, step_from_name(task.path), task.probe, "", "error", f"{type(exc).__name__}: {exc}")]
+
+
+def _sort_key(row):
+    step = row[1]
+    return (step is None or step == "", int(step) if step not in (None, "") else 0, row[0], row[2], str(row[3]),
+            row[4])
+
+
+def read_table(path: str) -> list[tuple]:
+    if not os.path.exists(path):
+        return []
+    if path.endswith(".json"):
+        with open(path) as fh:
+            return [tuple(r[c] for c in COLUMNS) for r in json.load(fh)]
+    with open(path, newline="") as fh:
+        rows = []
+        for r in csv.DictReader(fh):
+            step = int(r["step"]) if r["step"] not in ("", None) else None
+            rows.append((r["path"], step, r["probe"], r["key"], r["metric"], r["value"]))
+        return rows
+
+
+def write_table(path: str, rows: list[tuple]) -> None:
+    """Atomically replace ``path`` with the rows, sorted by step (then path, probe, key, metric)."""
+    rows = sorted(rows, key=_sort_key)
+    tmp = path + ".tmp"
+    with open(tmp, "w", newline="") as fh:
+        if path.endswith(".json"):
+            json.dump([dict(zip(COLUMNS, r)) for r in rows], fh, indent=1, default=str)
+            fh.write("\n")
+        else:
+            w = csv.writer(fh, lineterminator="\n")
+            w.writerow(COLUMNS)
+            w.writerows(rows)
+    os.replace(tmp, path)
+
+
+def batch(paths: Iterable[str], probes: Iterable[str], options: dict, out: str | None = None,
+          jobs: int = 1, scheduler: str | None = None, progress: Callable[[int, int], None] | None = None
+          ) -> list[tuple]:
+    """Run every probe on every checkpoint; with ``out``, skip what it already holds and rewrite it."""
+    probes = list(dict.fromkeys(probes))
+    for p in probes:
+        if p not in PROBES:
+            raise ProbeError(f"unknown probe '{p}' (known: {', '.join(PROBES)})")
+    if out and not out.endswith((".csv", ".json")):
+        raise ProbeError(f"output {out}: use a .csv or .json name")
+    checkpoints = discover(paths)
+    if not checkpoints:
+        raise ProbeError("no checkpoints found")
+    existing = read_table(out) if out else []
+    done = {(r[0], r[2]) for r in existing if r[4] != "error"}
+    kept = [r for r in existing if (r[0], r[2]) in done]
+    opts = tuple(sorted(options.items()))
+    tasks = [Task(c, p, opts) for c in checkpoints for p in probes if (c, p) not in done]
+    rows: list[tuple] = []
+    if scheduler:
+        rows = _run_dask(tasks, scheduler, progress)
+    elif jobs > 1 and len(tasks) > 1:
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn")) as pool:
+            futures = [pool.submit(run_task, t) for t in tasks]
+            for n, fut in enumerate(as_completed(futures), 1):
+                rows += fut.result()
+                if progress:
+                    progress(n, len(tasks))
+    else:
+        for n, t in enumerate(tasks, 1):
+            rows += run_task(t)
+            if progress:
+                progress(n, len(tasks))
+    table = sorted(kept + rows, key=_sort_key)
+    if out:
+        write_table(out, table)
+    return table
+
+
+def _run_dask(tasks: list[Task], scheduler: str, progress) -> list[tuple]:
+    try:
+        from distributed import Client, as_completed
+    except ImportError:
+        raise ProbeError("--scheduler needs dask.distributed: pip install 'dask[distributed]'") from None
+    try:
+        client = Client(scheduler, timeout="10s")
+    except (OSError, TimeoutError) as exc:
+        raise ProbeError(f"cannot reach the Dask scheduler at {scheduler} ({exc})") from None
+    rows: list[tuple] = []
+    try:
+        futures = client.map(run_task, tasks, pure=False)
+        for n, fut in enumerate(as_completed(futures), 1):
+            rows += fut.result()
+            if progress:
+                progress(n, len(tasks))
+    finally:
+        client.close()
+    return rows

@@ -1,0 +1,86 @@
+"""probe batch over a folder of checkpoints: sorted tidy table, errors recorded, resume, local and Dask workers."""
+import csv
+import json
+
+import pytest
+import torch
+
+from probe.batch import COLUMNS, batch, discover
+
+from conftest import run_cli
+
+D = 16
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    d = tmp_path_factory.mktemp("ckpts")
+    torch.manual_seed(0)
+    for ep in (10, 2, 5):
+        sd = {"transformer.wte.weight": torch.randn(30, D), "transformer.h.0.attn.c_attn.weight": torch.randn(3 * D, D),
+              "transformer.h.0.attn.c_proj.weight": torch.randn(D, D),
+              "transformer.h.0.mlp.c_fc.weight": torch.randn(4 * D, D),
+              "transformer.h.0.mlp.c_proj.weight": torch.randn(D, 4 * D)}
+        torch.save({"model": sd, "model_args": {"n_head": 2}}, d / f"model_{ep}.pt")
+    (d / "broken_7.pt").write_bytes(b"not a checkpoint")
+    (d / "notes.txt").write_text("ignored")
+    return d
+
+
+def _rows(path):
+    with open(path, newline="") as fh:
+        return list(csv.reader(fh))
+
+
+def test_batch_table_is_sorted_tidy_and_records_errors(folder, tmp_path):
+    out = tmp_path / "r.csv"
+    res = run_cli("probe", "batch", folder, "--probe", "spectrum", "--probe", "similarity", "--tokens", "1:5",
+                  "-o", out)
+    assert res.returncode == 0, res.stderr
+    rows = _rows(out)
+    assert tuple(rows[0]) == COLUMNS
+    steps = [int(r[1]) for r in rows[1:]]
+    assert steps == sorted(steps) and set(steps) == {2, 5, 7, 10}
+    errors = [r for r in rows[1:] if r[4] == "error"]
+    assert len(errors) == 2 and all("broken_7.pt" in r[0] and "not a PyTorch checkpoint" in r[5] for r in errors)
+    assert any(r[2] == "spectrum" and r[4] == "alpha" and r[3] == "transformer.h.0.attn.c_attn.weight"
+               for r in rows[1:])
+    # re-running skips finished checkpoints: the table is unchanged, only the failed file is retried
+    before = out.read_text()
+    res = run_cli("probe", "batch", folder, "--probe", "spectrum", "--probe", "similarity", "--tokens", "1:5",
+                  "-o", out)
+    assert res.returncode == 0 and out.read_text() == before
+
+
+def test_jobs_and_dask_give_the_same_table(folder, tmp_path):
+    opts = {"tokens": "1:5"}
+    one = batch([str(folder)], ["spectrum", "similarity"], opts, jobs=1)
+    two = batch([str(folder)], ["spectrum", "similarity"], opts, jobs=2)
+    assert one == two and len(one) > 50
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        dask_rows = batch([str(folder)], ["spectrum", "similarity"], opts, scheduler=cluster.scheduler_address)
+    assert dask_rows == one
+
+
+def test_batch_over_snapshots_and_json_output(tiny_run, tmp_path):
+    out = tmp_path / "r.json"
+    res = run_cli("probe", "batch", tiny_run, "--probe", "bias", "--probe", "align", "--step", "all", "-o", out)
+    assert res.returncode == 0, res.stderr
+    rows = json.loads(out.read_text())
+    assert {r["probe"] for r in rows} == {"bias", "align"}
+    assert len({r["step"] for r in rows}) > 3
+
+
+def test_batch_bad_input(folder, tmp_path):
+    res = run_cli("probe", "batch", folder, "--probe", "nope")
+    assert res.returncode == 2 and "unknown probe 'nope'" in res.stderr
+    res = run_cli("probe", "batch", tmp_path / "none*.pt", "--probe", "spectrum")
+    assert res.returncode == 2 and "no checkpoint matches" in res.stderr
+    res = run_cli("probe", "batch", folder, "--probe", "spectrum", "-o", tmp_path / "x.txt")
+    assert res.returncode == 2 and ".csv or .json" in res.stderr
+    res = run_cli("probe", "batch", folder, "--probe", "spectrum", "--scheduler", "tcp://127.0.0.1:9")
+    assert res.returncode == 2 and "cannot reach the Dask scheduler" in res.stderr
+    assert [p.rsplit("/", 1)[-1] for p in discover([str(folder)])] == ["broken_7.pt", "model_10.pt", "model_2.pt",
+                                                                        "model_5.pt"]
