@@ -31,6 +31,19 @@ SOURCE = typer.Argument(..., help="snapshot file, or a checkpoint: Hugging Face 
                                   ".pt/.pth/.bin state dict, nanoGPT ckpt.pt")
 GROUPS = typer.Option(None, "--groups", help="JSON/YAML file: group name -> token ids (adds --tokens names)")
 MAPPING = typer.Option(None, "--mapping", help="JSON name-mapping file for an unknown checkpoint layout")
+WORDS = typer.Option(None, "--words", help="comma-separated words, turned into ids by the checkpoint's tokenizer "
+                                           "(replaces --tokens)")
+WORDS_FILE = typer.Option(None, "--words-file", help="file of words (one per line or comma-separated)")
+
+
+def _words_tokens(file: str, tokens, words, words_file):
+    """--words / --words-file as a --tokens id list (multi-token words left out with a warning)."""
+    if not words and not words_file:
+        return tokens
+    from .words import read_words_file, words_to_ids
+
+    wl = (words.split(",") if words else []) + (read_words_file(words_file) if words_file else [])
+    return ",".join(str(i) for i in words_to_ids(file, wl))
 FORMAT = typer.Option(Format.table, "--format", "-f", help="output format")
 STEP = typer.Option("latest", "--step", "-s", help="latest, all, a step number, or A:B (half-open step range)")
 
@@ -107,10 +120,12 @@ def similarity(
     step: str = STEP,
     fmt: Format = FORMAT,
     plot: Optional[str] = typer.Option(None, help="write heat map(s) to this .png/.pdf/.svg"),
+    words: Optional[str] = WORDS, words_file: Optional[str] = WORDS_FILE,
 ) -> None:
     """Cosine-similarity matrix of token vectors, with its mean and its fall-off with |i - j|."""
     from . import api, output
 
+    tokens = _words_tokens(file, tokens, words, words_file)
     if plot:
         from .plotting import check_writable
 
@@ -202,10 +217,12 @@ def _check_plot(plot: Optional[str]) -> None:
 def pca(file: str = SOURCE, groups: Optional[str] = GROUPS, mapping: Optional[str] = MAPPING, tokens: str = TOKENS_ALL,
         tensor: str = typer.Option("token_embedding", help="tensor whose rows are analysed"),
         components: int = typer.Option(3, min=1, help="principal components to report"),
-        step: str = STEP, fmt: Format = FORMAT, plot: Optional[str] = PLOT) -> None:
+        step: str = STEP, fmt: Format = FORMAT, plot: Optional[str] = PLOT,
+        words: Optional[str] = WORDS, words_file: Optional[str] = WORDS_FILE) -> None:
     """PCA of token vectors: explained variance, coordinates, and how ordered each group lies (number line)."""
     from . import api
 
+    tokens = _words_tokens(file, tokens, words, words_file)
     _check_plot(plot)
     res = api.pca(file, tokens, tensor=tensor, step=step, n_components=components, groups=groups, mapping=mapping)
 

