@@ -15,7 +15,7 @@ from .analyses.bias import BiasResult, reasoning_bias
 from .analyses.condense import CondenseResult, condense as _condense
 from .analyses.ood import OODResult, loss_acc
 from .analyses.pca import PCAResult, pca as _pca
-from .analyses.similarity import SimilarityResult, cosine_similarity
+from .analyses.similarity import BLOCKED_ABOVE, SimilarityResult, cosine_similarity, cosine_similarity_blocked
 from .analyses.spectrum import SpectrumResult, spectrum as _spectrum
 from .analyses.theory import TheoryResult, theory as _theory
 from .errors import ProbeError
@@ -84,8 +84,8 @@ def similarity(path: str | os.PathLike, tokens: str = "reasoning", *, tensor: st
         indices = run.step_indices(step)
         vectors = _read(run.tensor(tensor), indices, ids)
         steps = run.steps
-    return [cosine_similarity(v.reshape(len(ids), -1), ids, step=int(steps[i]), groups=groups)
-            for v, i in zip(vectors, indices)]
+    fn = cosine_similarity if len(ids) <= BLOCKED_ABOVE else cosine_similarity_blocked
+    return [fn(v.reshape(len(ids), -1), ids, step=int(steps[i]), groups=groups) for v, i in zip(vectors, indices)]
 
 
 def pca(path: str | os.PathLike, tokens: str = "keys,reasoning,memory", *, tensor: str = "token_embedding",

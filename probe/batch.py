@@ -144,12 +144,23 @@ def batch(paths: Iterable[str], probes: Iterable[str], options: dict, out: str |
         import multiprocessing as mp
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn")) as pool:
-            futures = [pool.submit(run_task, t) for t in tasks]
-            for n, fut in enumerate(as_completed(futures), 1):
-                rows += fut.result()
-                if progress:
-                    progress(n, len(tasks))
+        # one BLAS/torch thread per worker: N workers x N threads on N cores thrash
+        saved = {k: os.environ.get(k) for k in _THREAD_VARS}
+        os.environ.update({k: "1" for k in _THREAD_VARS})
+        try:
+            with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"),
+                                     initializer=_single_thread) as pool:
+                futures = [pool.submit(run_task, t) for t in tasks]
+                for n, fut in enumerate(as_completed(futures), 1):
+                    rows += fut.result()
+                    if progress:
+                        progress(n, len(tasks))
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
     else:
         for n, t in enumerate(tasks, 1):
             rows += run_task(t)
@@ -159,6 +170,18 @@ def batch(paths: Iterable[str], probes: Iterable[str], options: dict, out: str |
     if out:
         write_table(out, table)
     return table
+
+
+_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def _single_thread() -> None:
+    try:
+        import torch
+
+        torch.set_num_threads(1)
+    except ImportError:
+        pass
 
 
 def _run_dask(tasks: list[Task], scheduler: str, progress) -> list[tuple]:

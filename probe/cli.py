@@ -137,7 +137,7 @@ def similarity(
     elif fmt is Format.csv:
         rows = []
         for r in results:
-            k = len(r.ids)
+            k = len(r.ids) if r.matrix is not None else 0   # large selections: summaries only
             for i in range(k):
                 for j in range(k):
                     rows.append((r.step, "cosine", r.ids[i], r.ids[j], abs(int(r.ids[i]) - int(r.ids[j])),
@@ -160,7 +160,7 @@ def _similarity_table(results, tokens: str, tensor: str) -> None:
     from . import output
 
     max_d = 10
-    if len(results) == 1:
+    if len(results) == 1 and results[0].matrix is not None:
         r = results[0]
         print(f"cosine similarity of {tensor} rows, tokens {tokens}, step {r.step}")
         output.table(["token"] + [str(i) for i in r.ids],

@@ -52,16 +52,28 @@ def test_batch_table_is_sorted_tidy_and_records_errors(folder, tmp_path):
     assert res.returncode == 0 and out.read_text() == before
 
 
+def _same(a, b):
+    """Same rows; numbers equal up to the last bits that BLAS thread counts may change."""
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+        assert x[:5] == y[:5]
+        if isinstance(x[5], float):
+            assert x[5] == pytest.approx(y[5], rel=1e-9, abs=1e-12, nan_ok=True)
+        else:
+            assert x[5] == y[5]
+
+
 def test_jobs_and_dask_give_the_same_table(folder, tmp_path):
     opts = {"tokens": "1:5"}
     one = batch([str(folder)], ["spectrum", "similarity"], opts, jobs=1)
     two = batch([str(folder)], ["spectrum", "similarity"], opts, jobs=2)
-    assert one == two and len(one) > 50
+    assert len(one) > 50
+    _same(one, two)
     from distributed import LocalCluster
 
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
         dask_rows = batch([str(folder)], ["spectrum", "similarity"], opts, scheduler=cluster.scheduler_address)
-    assert dask_rows == one
+    _same(dask_rows, one)
 
 
 def test_batch_over_snapshots_and_json_output(tiny_run, tmp_path):

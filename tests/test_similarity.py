@@ -40,3 +40,19 @@ def test_band_vs_uniform_structure():
     assert abs(uni.distance_corr) < 0.5
     d = uni.to_dict()
     assert d["ids"] == ids.tolist() and len(d["matrix"]) == 10
+
+
+def test_blocked_summary_equals_the_full_computation():
+    from probe.analyses.similarity import cosine_similarity_blocked
+
+    rng = np.random.default_rng(7)
+    ids = np.arange(100, 400)
+    X = rng.standard_normal((300, 16)) + np.outer(np.sin(ids / 30.0), np.ones(16))
+    full = cosine_similarity(X, ids)
+    blocked = cosine_similarity_blocked(X, ids, block=37, sample_pairs=40_000)
+    assert blocked.matrix is None
+    assert blocked.mean_offdiag == pytest.approx(full.mean_offdiag, abs=1e-6)
+    assert blocked.std_offdiag == pytest.approx(full.std_offdiag, abs=1e-6)
+    assert blocked.by_distance.keys() == full.by_distance.keys()
+    assert all(blocked.by_distance[d] == pytest.approx(full.by_distance[d], abs=1e-5) for d in full.by_distance)
+    assert blocked.distance_corr == pytest.approx(full.distance_corr, abs=0.03)   # sampled pairs

@@ -20,7 +20,7 @@ class SimilarityResult:
     """
 
     ids: np.ndarray
-    matrix: np.ndarray
+    matrix: np.ndarray | None
     mean_offdiag: float
     std_offdiag: float
     by_distance: dict[int, float]
@@ -42,7 +42,7 @@ class SimilarityResult:
         return {
             "step": self.step,
             "ids": [int(i) for i in self.ids],
-            "matrix": np.round(self.matrix, 6).tolist(),
+            "matrix": None if self.matrix is None else np.round(self.matrix, 6).tolist(),
             "mean_offdiag": self.mean_offdiag,
             "std_offdiag": self.std_offdiag,
             "distance_corr": self.distance_corr,
@@ -94,3 +94,54 @@ def cosine_similarity(vectors: np.ndarray, ids: np.ndarray | None = None, step: 
         distance_corr=spearman(dist, pairs),
         step=step, groups=list(groups or []),
     )
+
+
+BLOCKED_ABOVE = 4096  # selections larger than this are summarised block by block
+
+
+def cosine_similarity_blocked(vectors: np.ndarray, ids: np.ndarray | None = None, step: int | None = None,
+                              groups: list[str] | None = None, block: int = 256, sample_pairs: int = 200_000,
+                              seed: int = 0) -> SimilarityResult:
+    """The structure numbers of :func:`cosine_similarity` for a large k, never forming the k x k matrix.
+
+    Mean and spread off the diagonal and the mean at each id distance are exact, accumulated over
+    row blocks (memory ~ block x k); ``distance_corr`` is the Spearman correlation over a seeded
+    random sample of ``sample_pairs`` pairs (the exact one would rank k^2 / 2 numbers).
+    ``matrix`` is None.
+    """
+    v = np.asarray(vectors, dtype=np.float32)
+    k = len(v)
+    ids = np.arange(k) if ids is None else np.asarray(ids)
+    norms = np.linalg.norm(v, axis=1, keepdims=True)
+    u = np.divide(v, norms, out=np.zeros_like(v), where=norms > 0)
+    span = int(ids.max() - ids.min()) + 1 if k else 1
+    off = ids.min() if k else 0
+    by_sum = np.zeros(span)
+    by_cnt = np.zeros(span)
+    total = total_sq = 0.0
+    rel = (ids - off).astype(np.int64)
+    for start in range(0, k, block):
+        stop = min(start + block, k)
+        c = (u[start:stop] @ u[start:].T).astype(np.float64)      # (b, k - start): the upper part only
+        upper = np.arange(start, k)[None, :] > np.arange(start, stop)[:, None]
+        vals = c[upper]
+        total += vals.sum()
+        total_sq += vals @ vals
+        d = np.abs(rel[start:stop, None] - rel[None, start:])[upper]
+        by_sum += np.bincount(d, weights=vals, minlength=span)
+        by_cnt += np.bincount(d, minlength=span)
+        del c, upper, vals, d
+    n_pairs = k * (k - 1) / 2
+    mean = total / n_pairs if n_pairs else float("nan")
+    std = float(np.sqrt(max(total_sq / n_pairs - mean * mean, 0.0))) if n_pairs else float("nan")
+    by_distance = {int(d): float(by_sum[d] / by_cnt[d]) for d in np.flatnonzero(by_cnt)}
+    rng = np.random.default_rng(seed)
+    a = rng.integers(0, k, sample_pairs)
+    b = rng.integers(0, k, sample_pairs)
+    keep = a != b
+    a, b = a[keep], b[keep]
+    cs = np.concatenate([np.einsum("ij,ij->i", u[a[s:s + 8192]].astype(np.float64), u[b[s:s + 8192]])
+                         for s in range(0, len(a), 8192)]) if len(a) else np.zeros(0)
+    return SimilarityResult(ids=ids, matrix=None, mean_offdiag=float(mean), std_offdiag=std,
+                            by_distance=by_distance, distance_corr=spearman(np.abs(ids[a] - ids[b]), cs),
+                            step=step, groups=list(groups or []))
