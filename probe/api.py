@@ -280,34 +280,48 @@ def _as_matrix(name: str, W: np.ndarray) -> np.ndarray:
     return W
 
 
-def spectrum(path: str | os.PathLike, *, step: str | int = "latest", mapping: str | None = None,
-             progress=None) -> list[SpectrumResult]:
+def spectrum(path: str | os.PathLike, *, step: str | int = "latest", progress=None) -> list[SpectrumResult]:
     """Spectral metrics (WeightWatcher's: spectral norm, Frobenius norm, stable rank, alpha, ...)
     of every linear layer, one matrix in memory at a time.
 
     Snapshot files: every weight matrix parameter (per-head tensors as the full map); other
-    checkpoints: every 2-D tensor in the file, in the file's own order.
+    checkpoints, whatever their layout: every 2-D tensor, in natural order (layer 2 before 10).
     """
     out = []
-    with open_source(path, None, mapping) as run:
-        indices = run.step_indices(step)
-        steps = run.steps
-        if isinstance(run, Run):
+    if _is_snapshot(path):
+        with Run(path) as run:
+            indices = run.step_indices(step)
             names = run.weight_matrices() + [n for n in run.tensors() if n in ("W_E", "W_pos", "W_U")]
             names = list(dict.fromkeys(sorted(names, key=_natural)))
-            fetch = lambda n, i: _as_matrix(n, run.read(n, i))  # noqa: E731
-        else:
-            shapes = run.source.shapes()
-            names = sorted((n for n, s in shapes.items() if len(s) == 2 and min(s) > 1), key=_natural)
-            fetch = lambda n, i: run.source.read(n)  # noqa: E731
-        for i in indices:
-            mats = {}
-            for n in names:
-                mats[n] = fetch(n, i)
-                if progress:
-                    progress(n)
-            out.append(_spectrum(mats, step=int(steps[i])))
-    return out
+            for i in indices:
+                mats = {}
+                for n in names:
+                    mats[n] = _as_matrix(n, run.read(n, i))
+                    if progress:
+                        progress(n)
+                out.append(_spectrum(mats, step=int(run.steps[i])))
+        return out
+    # any checkpoint, known layout or not: every 2-D tensor, in natural order
+    from .checkpoints import open_checkpoint
+
+    src = open_checkpoint(path)
+    if str(step) not in ("latest", "all", str(src.step)):
+        raise ProbeError(f"{path}: a checkpoint holds one step; use --step latest")
+    names = sorted((n for n, s in src.shapes().items() if len(s) == 2 and min(s) > 1), key=_natural)
+    mats = {}
+    for n in names:
+        mats[n] = src.read(n)
+        if progress:
+            progress(n)
+    return [_spectrum(mats, step=src.step if src.step is not None else 0)]
+
+
+def _is_snapshot(path) -> bool:
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        return False
+    with open(path, "rb") as fh:
+        return fh.read(8) == b"\x89HDF\r\n\x1a\n"
 
 
 def _natural(name: str):

@@ -29,7 +29,7 @@ _OPTIONS = {
     "pca": ("tokens", "tensor", "groups", "mapping", "step"),
     "align": ("layer", "head", "groups", "mapping", "step"),
     "condense": ("tensor", "tokens", "neurons", "groups", "mapping", "step"),
-    "spectrum": ("mapping", "step"),
+    "spectrum": ("step",),
     "theory": ("tokens", "step"),
     "attention": ("layer", "step"),
     "bias": ("step",),

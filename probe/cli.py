@@ -393,15 +393,14 @@ def batch(
 
 
 @app.command()
-def spectrum(file: str = SOURCE, mapping: Optional[str] = MAPPING, step: str = STEP, fmt: Format = FORMAT,
-             plot: Optional[str] = PLOT) -> None:
+def spectrum(file: str = SOURCE, step: str = STEP, fmt: Format = FORMAT, plot: Optional[str] = PLOT) -> None:
     """Per linear layer: spectral norm, Frobenius norm, stable and effective rank, and the power-law
     exponent alpha of the eigenvalue density with its fit range (WeightWatcher's metrics)."""
     from . import api, output
 
     _check_plot(plot)
     with _progress("spectrum") as tick:
-        res = api.spectrum(file, step=step, mapping=mapping, progress=tick)
+        res = api.spectrum(file, step=step, progress=tick)
     if fmt is Format.table:
         for r in res:
             print(f"step {r.step}")

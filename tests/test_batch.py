@@ -96,3 +96,23 @@ def test_batch_bad_input(folder, tmp_path):
     assert res.returncode == 2 and "cannot reach the Dask scheduler" in res.stderr
     assert [p.rsplit("/", 1)[-1] for p in discover([str(folder)])] == ["broken_7.pt", "model_10.pt", "model_2.pt",
                                                                         "model_5.pt"]
+
+
+def test_folder_of_plain_state_dicts_of_an_unknown_layout(tmp_path):
+    """A paper's model_{epoch}.pt files: spectrum needs no layout; similarity needs a mapping file."""
+    torch.manual_seed(1)
+    for ep in (3, 1):
+        torch.save({"emb.weight": torch.randn(20, 8), "fc1.weight": torch.randn(32, 8), "fc1.bias": torch.zeros(32),
+                    "fc2.weight": torch.randn(20, 32)}, tmp_path / f"model_{ep}.pt")
+    rows = batch([str(tmp_path)], ["spectrum"], {})
+    assert [r[1] for r in rows] == sorted(r[1] for r in rows) and {r[1] for r in rows} == {1, 3}
+    assert {r[3] for r in rows} == {"emb.weight", "fc1.weight", "fc2.weight"}
+    assert not any(r[4] == "error" for r in rows)
+    mapping = tmp_path / "map.json"
+    mapping.write_text(json.dumps({"token_embedding": "emb.weight"}))
+    res = run_cli("probe", "batch", tmp_path, "--probe", "similarity", "--tokens", "0:5", "--mapping", mapping,
+                  "--format", "csv")
+    assert res.returncode == 0, res.stderr
+    assert "error" not in res.stdout and res.stdout.count("distance_corr") == 2
+    res = run_cli("probe", "similarity", tmp_path / "model_1.pt", "--tokens", "0:5")
+    assert res.returncode == 2 and "unknown checkpoint layout; tensors found: emb.weight" in res.stderr
