@@ -19,7 +19,7 @@ from .analyses.similarity import BLOCKED_ABOVE, SimilarityResult, cosine_similar
 from .analyses.spectrum import SpectrumResult, spectrum as _spectrum
 from .analyses.theory import TheoryResult, theory as _theory
 from .errors import ProbeError
-from .snapshot import P, Run, read_rows
+from .snapshot import P, Run, is_snapshot_file, read_rows
 from .sources import open_source
 from .tokens import parse_tokens
 from .schema_check import validate
@@ -288,7 +288,7 @@ def spectrum(path: str | os.PathLike, *, step: str | int = "latest", progress=No
     checkpoints, whatever their layout: every 2-D tensor, in natural order (layer 2 before 10).
     """
     out = []
-    if _is_snapshot(path):
+    if is_snapshot_file(path):
         with Run(path) as run:
             indices = run.step_indices(step)
             names = run.weight_matrices() + [n for n in run.tensors() if n in ("W_E", "W_pos", "W_U")]
@@ -314,14 +314,6 @@ def spectrum(path: str | os.PathLike, *, step: str | int = "latest", progress=No
         if progress:
             progress(n)
     return [_spectrum(mats, step=src.step if src.step is not None else 0)]
-
-
-def _is_snapshot(path) -> bool:
-    path = os.fspath(path)
-    if not os.path.isfile(path):
-        return False
-    with open(path, "rb") as fh:
-        return fh.read(8) == b"\x89HDF\r\n\x1a\n"
 
 
 def _natural(name: str):

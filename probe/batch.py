@@ -66,15 +66,14 @@ class Task:
 def run_task(task: Task) -> list[tuple]:
     """Rows of one probe on one checkpoint; a failure becomes an ``error`` row."""
     from . import api
+    from .snapshot import is_snapshot_file
 
     opts = dict(task.options)
     fn = getattr(api, task.probe)
     kwargs = {k: v for k, v in opts.items() if k in _OPTIONS[task.probe] and v is not None}
     try:
-        if task.probe in SNAPSHOT_PROBES:
-            with open(task.path, "rb") as fh:
-                if fh.read(8) != b"\x89HDF\r\n\x1a\n":
-                    raise ProbeError(f"probe {task.probe} needs a snapshot file written by probe-train")
+        if task.probe in SNAPSHOT_PROBES and not is_snapshot_file(task.path):
+            raise ProbeError(f"probe {task.probe} needs a snapshot file written by probe-train")
         results = fn(task.path, **kwargs)
         return [(task.path, r.step, task.probe, key, metric, value)
                 for r in results for metric, key, value in r.rows()]

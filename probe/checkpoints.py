@@ -198,9 +198,9 @@ def open_checkpoint(path: str | os.PathLike, step: str | int = "latest") -> Sour
                 return cls(full, config, name_step)
         raise ProbeError(f"{path}: a folder without model.safetensors, model.safetensors.index.json "
                          "or pytorch_model.bin")
-    with open(path, "rb") as fh:
-        head = fh.read(8)
-    if head == b"\x89HDF\r\n\x1a\n":
+    from .snapshot import is_snapshot_file
+
+    if is_snapshot_file(path):
         return SnapshotSource(path, step)
     if path.endswith(".safetensors"):
         return SafetensorsSource(path, _sibling_config(path), name_step)

@@ -79,6 +79,15 @@ def _open_swmr_writer(path: str) -> h5py.File:
     return h5py.File(fid)
 
 
+def is_snapshot_file(path: str | os.PathLike) -> bool:
+    """True for an existing file that starts with the HDF5 signature."""
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        return False
+    with open(path, "rb") as fh:
+        return fh.read(8) == _SIGNATURE
+
+
 def open_h5(path: str | os.PathLike) -> h5py.File:
     """Open an HDF5 file read-only, live or killed runs included."""
     path = os.fspath(path)

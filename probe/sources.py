@@ -15,9 +15,7 @@ import numpy as np
 from .checkpoints import open_checkpoint
 from .errors import ProbeError
 from .layouts import CanonicalReader
-from .snapshot import Run
-
-_HDF5 = b"\x89HDF\r\n\x1a\n"
+from .snapshot import Run, is_snapshot_file
 
 
 def load_groups(path: str, checkpoint: str | None = None) -> dict[str, np.ndarray]:
@@ -132,14 +130,11 @@ class CheckpointRun:
 def open_source(path: str | os.PathLike, groups: str | None = None, mapping: str | None = None):
     """A :class:`Run` for a snapshot file (its groups, plus any from ``groups``), else a :class:`CheckpointRun`."""
     path = os.fspath(path)
-    if os.path.isfile(path):
-        with open(path, "rb") as fh:
-            is_snapshot = fh.read(8) == _HDF5
-        if is_snapshot:
-            run = Run(path)
-            if groups:
-                run.extra_groups = load_groups(groups)
-            return run
+    if is_snapshot_file(path):
+        run = Run(path)
+        if groups:
+            run.extra_groups = load_groups(groups)
+        return run
     if not os.path.exists(path):
         raise ProbeError(f"{path}: no such file or folder")
     return CheckpointRun(path, groups, mapping)
