@@ -104,6 +104,7 @@ class Trainer:
         self.train_idx = torch.as_tensor(t.train_indices, device=dev)
         self.eval_idx = {s: torch.as_tensor(t.eval_indices(s), device=dev) for s in t.splits}
         self.probe_idx = t.probe_indices()
+        self.probe_tokens = torch.as_tensor(t.tokens[self.probe_idx], device=dev)
         self.steps_per_epoch = max(1, len(t.train_indices) // cfg.batch_size)
 
     # --- data -----------------------------------------------------------------
@@ -184,7 +185,7 @@ class Trainer:
 
     def _snapshot(self, writer: Writer, step: int, elapsed: float, train_loss: float) -> dict:
         metrics = self.evaluate()
-        attn = self.model.attention_maps(torch.as_tensor(self.task.tokens[self.probe_idx], device=self.device))
+        attn = self.model.attention_maps(self.probe_tokens)
         writer.append(
             step=step,
             epoch=step * self.cfg.batch_size / len(self.task.train_indices),
