@@ -42,6 +42,8 @@ def info(path: str | os.PathLike) -> dict:
             "task": run.task,
             "dims": run.dims,
             "groups": {k: [int(i) for i in v] for k, v in run.groups.items()},
+            "group_strings": {k: run.token_strings(v) for k, v in run.groups.items()}
+            if run.token_strings([]) is not None else {},
             "tensors": {k: list(v) for k, v in run.tensors().items()},
             "metrics": {s: {m: float(v[-1]) for m, v in ms.items() if len(v)} for s, ms in run.metrics().items()},
         }
@@ -215,7 +217,9 @@ def bias(path: str | os.PathLike, splits: tuple[str, str] | None = None, *, step
     with Run(path) as run:
         known = run.splits
         if splits is None:
-            splits = ("mem", "rsn_train") if run.task.get("kind") == "anchor" else (known[0], known[-1])
+            kind = run.task.get("kind")
+            splits = (("mem", "rsn_train") if kind == "anchor" else tuple(run.task["bias_splits"])
+                      if "bias_splits" in run.task else (known[0], known[-1]))
         for s in splits:
             if s not in known:
                 raise ProbeError(f"unknown split '{s}'; this run has {', '.join(known)}")

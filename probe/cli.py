@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import sys
 from enum import Enum
+from pathlib import Path
 from typing import Optional
 
 import typer
@@ -79,7 +80,9 @@ def info(file: str = FILE, fmt: Format = FORMAT) -> None:
             print(f"  {split:<10} loss {m.get('loss', float('nan')):.4f}  acc {m.get('acc', float('nan')):.4f}")
     print("groups")
     for k, v in d["groups"].items():
-        print(f"  {k:<10} {len(v):>4} tokens  {_ids(v)}")
+        words = d["group_strings"].get(k)
+        shown = " ".join(repr(w) for w in words[:10]) + (" ..." if len(words) > 10 else "") if words else _ids(v)
+        print(f"  {k:<10} {len(v):>4} tokens  {shown}")
     print("tensors (per snapshot)")
     for k, v in d["tensors"].items():
         print(f"  {k:<28} {' x '.join(map(str, v))}")
@@ -341,7 +344,8 @@ def attention(file: str = FILE, layer: Optional[int] = typer.Option(None, "--lay
 @app.command()
 def bias(file: str = FILE,
          splits: Optional[list[str]] = typer.Option(None, "--splits", help="split A then split B (give twice); "
-                                                    "default mem then rsn_train"),
+                                                    "default: the task's pair (anchor: mem then rsn_train; "
+                                                    "lm: story then logic)"),
          step: str = typer.Option("all", "--step", "-s", help="latest, all, a step number, or A:B"),
          fmt: Format = FORMAT, plot: Optional[str] = PLOT) -> None:
     """Reasoning bias Delta L = (L_A - L_B) / L_B over training, from the stored per-split losses."""
@@ -415,6 +419,46 @@ def spectrum(file: str = SOURCE, step: str = STEP, fmt: Format = FORMAT, plot: O
             print(f"wrote {plot}", file=sys.stderr)
         return
     _emit(res, fmt, file, "spectrum", plot)
+
+
+@app.command()
+def figures(
+    names: Optional[list[str]] = typer.Argument(None, help="figures to make (see --list)", show_default=False),
+    all_: bool = typer.Option(False, "--all", help="make every figure"),
+    quick: bool = typer.Option(False, "--quick", help="CPU sizes (minutes) instead of the papers' sizes (a GPU)"),
+    tiny: bool = typer.Option(False, "--tiny", help="test sizes (seconds); the figures show little"),
+    out: str = typer.Option("figures", "--out", "-o", help="folder for the PNG and PDF files"),
+    runs: Optional[str] = typer.Option(None, "--runs", help="folder of trained runs, reused across calls "
+                                       "[default: OUT/runs]"),
+    jobs: int = typer.Option(2, "--jobs", "-j", help="runs trained at once on a CPU"),
+    examples: Optional[str] = typer.Option(None, "--examples", help="folder of the fig_*.py scripts "
+                                           "[default: examples/ of this checkout]"),
+    list_: bool = typer.Option(False, "--list", help="list the figures and exit"),
+) -> None:
+    """Regenerate the papers' figures: train the runs each needs (or reuse finished ones), probe them
+    and draw PNG + PDF; e.g. probe figures --all --quick -o figures/."""
+    from . import figures as F
+
+    folder = F.examples_dir(examples)
+    scripts = F.load_scripts(folder)
+    if list_:
+        for name, sc in scripts.items():
+            print(f"{name}\t{sc.title}")
+        return
+    if all_ == bool(names):
+        raise ProbeError("name the figures to make, or pass --all (see --list)")
+    if quick and tiny:
+        raise ProbeError("--quick and --tiny exclude each other")
+    if jobs < 1:
+        raise ProbeError("--jobs must be at least 1")
+    size = "tiny" if tiny else "quick" if quick else "full"
+    if size == "full" and not F._cuda():
+        print("warning: no GPU found; the papers' sizes take days on a CPU (use --quick)", file=sys.stderr)
+    ctx = F.FigureContext(Path(out), size, runs, jobs)
+    made = F.make_figures(list(scripts) if all_ else list(names), ctx, folder)
+    for name, paths in made.items():
+        for p in paths:
+            print(p)
 
 
 class _progress:

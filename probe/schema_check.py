@@ -126,7 +126,10 @@ class _Checker:
             self.bad(f"'{path}' should be a dataset")
             return
         want = spec.get("dtype", "any")
-        if want != "any" and obj.dtype != np.dtype(want):
+        if want == "utf-8 string":
+            if h5py.check_string_dtype(obj.dtype) is None:
+                self.bad(f"'{path}' has dtype {obj.dtype}, expected {want}")
+        elif want != "any" and obj.dtype != np.dtype(want):
             self.bad(f"'{path}' has dtype {obj.dtype}, expected {want}")
         shape = spec.get("shape", ["..."])
         got = obj.shape

@@ -247,6 +247,15 @@ class Run:
         stored = {} if grp is None else {name: np.asarray(ds[...], dtype=np.int64) for name, ds in grp.items()}
         return {**stored, **self.extra_groups}
 
+    def token_strings(self, ids: Sequence[int] | np.ndarray | None = None) -> list[str] | None:
+        """Text of the given token ids (all with ``None``) for text runs; ``None`` when not stored."""
+        ds = self._f.get(P["vocab_strings"])
+        if ds is None:
+            return None
+        ids = np.arange(ds.shape[0]) if ids is None else np.asarray(ids, dtype=np.int64)
+        strings = ds.asstr()[...]
+        return [str(strings[i]) for i in ids]
+
     @property
     def splits(self) -> list[str]:
         return list(self.task.get("splits", []))
@@ -410,7 +419,10 @@ class Writer:
             for name, ids in groups.items():
                 f.create_dataset(path_of("token_group", group=name), data=np.asarray(list(ids), dtype=np.int64))
             for entry, arr in run_arrays.items():
-                f.create_dataset(path_of(entry), data=arr)
+                if np.asarray(arr).dtype.kind in "OU":  # text: variable-length UTF-8
+                    f.create_dataset(path_of(entry), data=[str(x) for x in arr], dtype=h5py.string_dtype())
+                else:
+                    f.create_dataset(path_of(entry), data=arr)
 
             def series(p: str, row_shape=(), dtype="f8"):
                 itemsize = np.dtype(dtype).itemsize

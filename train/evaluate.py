@@ -25,3 +25,21 @@ def evaluate(model, tokens: torch.Tensor, key_pos: torch.Tensor, labels: torch.T
     model.train(was_training)
     n = len(labels)
     return float(torch.stack(losses).sum()) / n, float(torch.stack(correct).sum()) / n, torch.cat(logits_all)
+
+
+@torch.no_grad()
+def evaluate_lm(model, tokens: torch.Tensor, targets: torch.Tensor, chunk: int = 64) -> tuple[float, float]:
+    """(mean next-token cross-entropy, next-token accuracy) over every position of the windows."""
+    if len(tokens) == 0:
+        return float("nan"), float("nan")
+    was_training = model.training
+    model.eval()
+    loss, correct = torch.zeros((), dtype=torch.float64), torch.zeros((), dtype=torch.int64)
+    for start in range(0, len(tokens), chunk):
+        logits = model.lm_logits(tokens[start:start + chunk]).flatten(0, 1)
+        y = targets[start:start + chunk].flatten()
+        loss += F.cross_entropy(logits, y, reduction="sum").double().cpu()
+        correct += (logits.argmax(-1) == y).sum().cpu()
+    model.train(was_training)
+    n = targets.numel()
+    return float(loss) / n, float(correct) / n

@@ -166,6 +166,13 @@ class Transformer(GammaInit, nn.Module):
             x, _ = block(x, last_only=(i == last))
         return self._logits(x[:, -1])
 
+    def lm_logits(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Next-token logits at every position: tokens (B, T) -> (B, T, vocab)."""
+        x = self.W_E[tokens] + self.W_pos[: tokens.shape[1]]
+        for block in self.blocks:
+            x, _ = block(x)
+        return self._logits(x)
+
     def _logits(self, h: torch.Tensor) -> torch.Tensor:
         if self.ln_f is not None:
             h = self.ln_f(h)

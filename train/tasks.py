@@ -55,6 +55,12 @@ class Task:
     def probe_indices(self) -> np.ndarray:
         return np.concatenate([self.indices(s)[: self.cfg.probe_per_split] for s in self.splits])
 
+    def run_arrays(self) -> dict[str, np.ndarray]:
+        """Task arrays stored once per run (schema entries): P^s, its empirical version and r_s."""
+        dist, freq = self.label_dist(expected=True)
+        dist_emp, _ = self.label_dist(expected=False)
+        return {"label_dist": dist, "label_dist_empirical": dist_emp, "token_freq": freq}
+
     def _uniform_label_mask(self) -> np.ndarray | None:
         """Sequences whose label counts as uniform on the keys in the expected P^s (None: none)."""
         return None
@@ -254,4 +260,8 @@ def make_composite_task(cfg: RunConfig) -> CompositeTask:
 
 
 def make_task(cfg: RunConfig) -> Task:
+    if cfg.task == "lm":
+        from .lm import make_text_task
+
+        return make_text_task(cfg)
     return make_composite_task(cfg) if cfg.task == "composite" else make_anchor_task(cfg)

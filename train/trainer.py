@@ -15,7 +15,7 @@ from probe.errors import ProbeError
 from probe.snapshot import Writer
 
 from .config import RunConfig
-from .evaluate import evaluate
+from .evaluate import evaluate, evaluate_lm
 from .models import build_model
 from .tasks import make_task
 
@@ -88,6 +88,9 @@ class Trainer:
             torch.set_num_threads(cfg.threads)
         self.device = pick_device(cfg.device)
         self.task = make_task(cfg)
+        self.lm = cfg.task == "lm"
+        if self.lm:  # the vocabulary comes from the data; stored so the model can be rebuilt
+            self.cfg = cfg = cfg.replace(vocab_size=len(self.task.vocab_ids))
         gen = torch.Generator().manual_seed(cfg.seed)
         torch.manual_seed(cfg.seed)
         self.model = build_model(cfg, gen).to(self.device)
@@ -101,6 +104,7 @@ class Trainer:
         self.tokens = torch.as_tensor(t.tokens, device=dev)
         self.labels = torch.as_tensor(t.labels, device=dev)
         self.key_pos = torch.as_tensor(t.key_pos, device=dev)
+        self.targets = torch.as_tensor(t.targets, device=dev) if self.lm else None
         self.train_idx = torch.as_tensor(t.train_indices, device=dev)
         self.eval_idx = {s: torch.as_tensor(t.eval_indices(s), device=dev) for s in t.splits}
         self.probe_idx = t.probe_indices()
@@ -148,18 +152,25 @@ class Trainer:
                 }
         torch.set_rng_state(torch.as_tensor(state["rng/torch_cpu"]))
 
+    def _loss(self, idx: torch.Tensor) -> torch.Tensor:
+        if self.lm:  # next-token loss at every position
+            logits = self.model.lm_logits(self.tokens[idx])
+            return F.cross_entropy(logits.flatten(0, 1), self.targets[idx].flatten())
+        return F.cross_entropy(self.model(self.tokens[idx], self.key_pos[idx]), self.labels[idx])
+
     def evaluate(self) -> dict[str, dict[str, float]]:
         """Loss and accuracy on each split's evaluation sequences."""
         out = {}
         for split, idx in self.eval_idx.items():
-            loss, acc, _ = evaluate(self.model, self.tokens[idx], self.key_pos[idx], self.labels[idx])
+            if self.lm:
+                loss, acc = evaluate_lm(self.model, self.tokens[idx], self.targets[idx])
+            else:
+                loss, acc, _ = evaluate(self.model, self.tokens[idx], self.key_pos[idx], self.labels[idx])
             out[split] = {"loss": loss, "acc": acc}
         return out
 
     def _create_writer(self) -> Writer:
         t, cfg = self.task, self.cfg
-        dist, freq = t.label_dist(expected=True)
-        dist_emp, _ = t.label_dist(expected=False)
         p_idx = self.probe_idx
         params = {n: tuple(p.shape) for n, p in self.model.named_parameters()}
         resume = {k: (v.shape, v.dtype) for k, v in self._resume_tensors().items()}
@@ -173,7 +184,7 @@ class Trainer:
             dims=dims,
             groups=t.groups,
             run_arrays={
-                "label_dist": dist, "label_dist_empirical": dist_emp, "token_freq": freq,
+                **t.run_arrays(),
                 "probe_tokens": t.tokens[p_idx], "probe_labels": t.labels[p_idx],
                 "probe_split": t.split[p_idx], "probe_key_pos": t.key_pos[p_idx],
             },
@@ -227,8 +238,7 @@ class Trainer:
                     for group in self.opt.param_groups:
                         group["lr"] = lr
                     idx = self._batch(step)
-                    logits = self.model(self.tokens[idx], self.key_pos[idx])
-                    loss = F.cross_entropy(logits, self.labels[idx])
+                    loss = self._loss(idx)
                     self.opt.zero_grad(set_to_none=True)
                     loss.backward()
                     if cfg.grad_clip > 0:

@@ -17,6 +17,8 @@ class AttentionResult(Result):
     last_to_key    (L, H)  mean attention of the last position to the key token
     last_to_anchors(L, H)  ... to the anchors right after the key
     last_profile   (L, H, T) mean attention of the last position to each position
+    mean_map       (L, H, T, T) mean attention map of the probe sequences whose key sits at the
+                   most common key position ``map_key_pos`` (so the key and anchors line up)
     """
 
     avg_dev: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
@@ -24,6 +26,8 @@ class AttentionResult(Result):
     last_to_key: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
     last_to_anchors: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
     last_profile: np.ndarray = field(default_factory=lambda: np.zeros((0, 0, 0)))
+    mean_map: np.ndarray = field(default_factory=lambda: np.zeros((0, 0, 0, 0)))
+    map_key_pos: int = 0
 
     def summary(self) -> dict[str, float]:
         out = {}
@@ -36,6 +40,11 @@ class AttentionResult(Result):
                 out[f"last_to_key[{tag}]"] = float(self.last_to_key[l, h])
                 out[f"last_to_anchors[{tag}]"] = float(self.last_to_anchors[l, h])
         return out
+
+    def to_dict(self) -> dict:
+        d = super().to_dict()
+        d.pop("mean_map")  # layers x heads x T x T; the API object keeps it
+        return d
 
 
 def attention_stats(A: np.ndarray, key_pos: np.ndarray, n_anchors: int = 2, step: int | None = None) -> AttentionResult:
@@ -53,6 +62,8 @@ def attention_stats(A: np.ndarray, key_pos: np.ndarray, n_anchors: int = 2, step
     b = np.arange(B)
     to_key = last[:, :, b, key_pos]
     to_anchor = sum(last[:, :, b, np.minimum(key_pos + 1 + j, T - 1)] for j in range(n_anchors))
+    mode = int(np.bincount(key_pos).argmax()) if B else 0
     return AttentionResult(step=step, avg_dev=avg_dev.mean(-1), entropy_ratio=ratio.mean(axis=(-1, -2)),
                            last_to_key=to_key.mean(-1), last_to_anchors=to_anchor.mean(-1),
-                           last_profile=last.mean(axis=2))
+                           last_profile=last.mean(axis=2), mean_map=A[:, :, key_pos == mode].mean(axis=2),
+                           map_key_pos=mode)

@@ -1,0 +1,58 @@
+"""Paper 1, Fig. 5A-D: the transformer's embeddings at small (γ = 0.8) and large (γ = 0.3)
+initialization: cosine matrix of keys and reasoning anchors, PCA, and the theory: measured
+cos(w(s0), w(s_j)) against the eq. 14 reconstruction, and measured against P^s-predicted cosines.
+
+    python examples/fig_p1_embedding.py --size quick -o figures
+"""
+import numpy as np
+
+import probe
+from probe.figures import GROUP_COLORS, SIM_CMAP, gamma_color, pyplot, run_script
+
+NAME = "p1-embedding"
+TITLE = "Paper 1 Fig. 5: embedding structure and the P^s theory, γ = 0.8 (top) vs γ = 0.3 (bottom)"
+
+
+def make(ctx):
+    runs = ctx.anchor((0.3, 0.5, 0.8))
+    plt = pyplot()
+    fig, axes = plt.subplots(2, 4, figsize=(15, 7.2), constrained_layout=True)
+    for row, gamma in enumerate((0.8, 0.3)):
+        path = runs[gamma]
+        sim = probe.similarity(path, "reasoning,keys")[0]
+        pca = probe.pca(path, "keys,reasoning,memory")[0]
+        th = probe.theory(path, "reasoning")[0]
+        a, b, c, d = axes[row]
+        im = a.imshow(sim.matrix, vmin=-1, vmax=1, cmap=SIM_CMAP)
+        a.grid(False)
+        a.set_title(f"A  cosine: reasoning anchors + keys (γ = {gamma})")
+        a.set_xlabel("token index (reasoning, then keys)")
+        fig.colorbar(im, ax=a, shrink=0.8)
+        for g in ("keys", "reasoning", "memory"):
+            m = np.array([x == g for x in pca.groups])
+            b.scatter(pca.coords[m, 0], pca.coords[m, 1], s=14, color=GROUP_COLORS[g], label=g)
+            if g != "keys":
+                for t, xy in zip(pca.ids[m], pca.coords[m]):
+                    b.annotate(str(t), xy[:2], fontsize=6)
+        b.set_xlabel(f"PC1 ({100 * pca.explained[0]:.0f}%)")
+        b.set_ylabel(f"PC2 ({100 * pca.explained[1]:.0f}%)")
+        b.set_title(f"B  PCA, reasoning order {pca.order.get('reasoning', float('nan')):.2f}")
+        b.legend(frameon=False)
+        c.plot(th.ids, th.profile_measured, "o-", color=gamma_color(gamma), label="measured")
+        c.plot(th.ids, th.profile_reconstructed, "s--", color="k", label="eq. 14 reconstruction")
+        c.set_xlabel("reasoning anchor s_j")
+        c.set_ylabel(f"cos(w({th.anchor}), w(s_j))")
+        c.set_title(f"C  theory profile, r = {th.profile_r:.2f}")
+        c.legend(frameon=False)
+        off = ~np.eye(len(th.ids), dtype=bool)
+        d.scatter(th.predicted[off], th.measured[off], s=8, color=gamma_color(gamma))
+        d.plot([-1, 1], [-1, 1], "k:", lw=1)
+        d.set_xlabel("predicted cos(P^si − 1/d, P^sj − 1/d)")
+        d.set_ylabel("measured embedding cosine")
+        d.set_title(f"D  theory vs measured, r = {th.pearson_r:.2f}")
+    fig.suptitle(TITLE)
+    return ctx.save(fig, NAME)
+
+
+if __name__ == "__main__":
+    run_script(make)

@@ -1,0 +1,45 @@
+"""Paper 1, Fig. 4B-C: the label distribution P^s − 1/d_vob of each reasoning anchor (a bump
+that moves with the anchor's value) and the cosine matrix it predicts for their embeddings.
+
+    python examples/fig_p1_label_dist.py --size quick -o figures
+"""
+import numpy as np
+
+import probe
+from probe.figures import SIM_CMAP, pyplot, run_script
+
+NAME = "p1-label-dist"
+TITLE = "Paper 1 Fig. 4B-C: P^s − 1/d_vob of the reasoning anchors and its cosine matrix"
+
+
+def make(ctx):
+    path = ctx.anchor((0.3, 0.5, 0.8))[0.8]
+    theory = probe.theory(path, "reasoning")[0]
+    with probe.Run(path) as run:
+        ids = run.groups["reasoning"]
+        P = np.asarray(run.dataset("label_dist")[ids, :])
+    centred = P - 1.0 / P.shape[1]
+    labels = np.flatnonzero(np.abs(centred).max(axis=0) > 1.5 / P.shape[1])
+    lo, hi = labels.min() - 2, labels.max() + 3
+    plt = pyplot()
+    fig, (ax, mat) = plt.subplots(1, 2, figsize=(9.5, 3.8), gridspec_kw={"width_ratios": [1.4, 1]},
+                                  constrained_layout=True)
+    cmap = plt.get_cmap("viridis")
+    for k, (s, row) in enumerate(zip(ids, centred)):
+        ax.plot(np.arange(lo, hi), row[lo:hi], color=cmap(k / max(1, len(ids) - 1)), label=f"s = {s}")
+    ax.set_xlabel("label (token id)")
+    ax.set_ylabel("P^s − 1/d_vob")
+    ax.set_title("label distribution per reasoning anchor")
+    ax.legend(ncol=2, frameon=False, fontsize=7)
+    im = mat.imshow(theory.predicted, vmin=-1, vmax=1, cmap=SIM_CMAP)
+    mat.set_xticks(range(len(ids)), ids, rotation=90)
+    mat.set_yticks(range(len(ids)), ids)
+    mat.grid(False)
+    mat.set_title("cos(P^si − 1/d, P^sj − 1/d)")
+    fig.colorbar(im, ax=mat, shrink=0.85, label="cosine similarity")
+    fig.suptitle(TITLE)
+    return ctx.save(fig, NAME)
+
+
+if __name__ == "__main__":
+    run_script(make)

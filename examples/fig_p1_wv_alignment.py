@@ -1,0 +1,39 @@
+"""Paper 1, Fig. 6D: over training, |cos| between the top singular vector of the first layer's
+W^V (in embedding space) and the reasoning vs the memory anchors' embeddings.
+
+    python examples/fig_p1_wv_alignment.py --size quick -o figures
+"""
+import numpy as np
+
+import probe
+from probe.figures import gamma_color, pyplot, run_script
+
+NAME = "p1-wv-alignment"
+TITLE = "Paper 1 Fig. 6D: alignment of W^V's top singular vector with anchor embeddings (layer 0)"
+
+
+def make(ctx):
+    runs = ctx.anchor((0.3, 0.5, 0.8))
+    plt = pyplot()
+    fig, (ax, sv) = plt.subplots(1, 2, figsize=(9.5, 3.6), constrained_layout=True)
+    for gamma in (0.3, 0.8):
+        res = probe.align(runs[gamma], layer=0, step="all")
+        steps = np.array([r.step for r in res])
+        for group, style in (("reasoning", "-"), ("memory", "--")):
+            ax.plot(steps, [r.group_mean[group][0] for r in res], style, color=gamma_color(gamma),
+                    label=f"γ = {gamma}, {group}")
+        sv.plot(steps, [r.top_share for r in res], color=gamma_color(gamma), label=f"γ = {gamma}")
+    ax.set_xlabel("step")
+    ax.set_ylabel("mean |cos(u1, w(s))|")
+    ax.set_title("top singular vector vs anchor embeddings")
+    ax.legend(frameon=False)
+    sv.set_xlabel("step")
+    sv.set_ylabel("s1² / Σ s_i²")
+    sv.set_title("share of W^V's top singular value")
+    sv.legend(frameon=False)
+    fig.suptitle(TITLE)
+    return ctx.save(fig, NAME)
+
+
+if __name__ == "__main__":
+    run_script(make)

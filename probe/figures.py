@@ -1,0 +1,278 @@
+"""Runtime for the figure scripts in ``examples/``: train-or-reuse runs, one look, PNG + PDF.
+
+A figure script defines ``NAME``, ``TITLE`` and ``make(ctx) -> list[Path]`` and ends with
+``if __name__ == "__main__": run_script(make)``. ``probe figures`` imports the scripts and
+calls ``make`` with one shared :class:`FigureContext`, so runs asked for by several figures
+are trained once. A run's file name carries a hash of its full configuration: a finished
+file is reused, an unfinished one is resumed, a different configuration gets a new file.
+
+Sizes: ``tiny`` (tests, seconds), ``quick`` (a CPU, minutes), ``full`` (the papers' sizes,
+for a GPU). Scripts pick presets with :meth:`FigureContext.preset`.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Mapping
+
+import numpy as np
+
+from .errors import ProbeError
+
+SIZES = ("tiny", "quick", "full")
+GAMMA_CMAP = "viridis"
+SIM_CMAP = "RdBu_r"
+GROUP_COLORS = {"memory": "#d62728", "reasoning": "#1f77b4", "keys": "#7f7f7f", "anchors": "#2ca02c",
+                "logic": "#1f77b4", "story": "#ff7f0e", "mem": "#d62728", "rsn_train": "#1f77b4",
+                "rsn_test": "#17becf"}
+
+STYLE = {
+    "figure.dpi": 110, "savefig.dpi": 200, "savefig.bbox": "tight",
+    "font.size": 9, "axes.titlesize": 10, "axes.labelsize": 9, "legend.fontsize": 8,
+    "xtick.labelsize": 8, "ytick.labelsize": 8, "figure.titlesize": 11,
+    "axes.spines.top": False, "axes.spines.right": False, "axes.grid": True, "grid.alpha": 0.25,
+    "lines.linewidth": 1.6, "image.interpolation": "nearest", "pdf.fonttype": 42,
+}
+
+
+def pyplot():
+    """matplotlib.pyplot with the figures' shared style (imported only when a figure is drawn)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update(STYLE)
+    return plt
+
+
+def gamma_color(gamma: float, lo: float = 0.2, hi: float = 1.0):
+    """One colour per γ, the same in every figure."""
+    import matplotlib
+
+    return matplotlib.colormaps[GAMMA_CMAP](float(np.clip((gamma - lo) / (hi - lo), 0, 1)) * 0.9)
+
+
+def config_hash(config: Mapping) -> str:
+    return hashlib.sha256(json.dumps(dict(config), sort_keys=True).encode()).hexdigest()[:10]
+
+
+def run_finished(path: Path, steps: int) -> bool:
+    from .snapshot import Run
+
+    try:
+        with Run(path) as run:
+            return run.n_snapshots > 0 and int(run.steps[-1]) == steps
+    except ProbeError:
+        return False
+
+
+@dataclass
+class FigureContext:
+    """What a figure script gets: where to write, how big, and a way to get trained runs."""
+
+    out: Path
+    size: str = "quick"
+    runs_dir: Path | None = None
+    jobs: int = 2
+    log: Callable[[str], None] = field(default=lambda msg: print(msg, file=sys.stderr, flush=True))
+
+    def __post_init__(self):
+        if self.size not in SIZES:
+            raise ProbeError(f"unknown size '{self.size}' (known: {', '.join(SIZES)})")
+        self.out = Path(self.out)
+        self.runs_dir = Path(self.runs_dir) if self.runs_dir else self.out / "runs"
+        for d in (self.out, self.runs_dir):
+            try:
+                d.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise ProbeError(f"cannot create {d}: {exc.strerror}") from None
+
+    @property
+    def quick(self) -> bool:
+        return self.size != "full"
+
+    def preset(self, quick: str, full: str, tiny: str = "tiny") -> str:
+        return {"tiny": tiny, "quick": quick, "full": full}[self.size]
+
+    def runs(self, wanted: Mapping[str, tuple[str, dict]]) -> dict[str, Path]:
+        """Paths of finished runs for ``{label: (preset, overrides)}``; trains what is missing,
+        ``jobs`` at a time (one CPU thread each on a CPU)."""
+        from train.config import preset as make_config
+
+        todo, paths = [], {}
+        for label, (name, overrides) in wanted.items():
+            cfg = make_config(name, **overrides)
+            path = self.runs_dir / f"{label}-{config_hash(cfg.to_dict())}.h5"
+            paths[label] = path
+            if run_finished(path, cfg.steps):
+                continue
+            flags = [_flag(k, v) for k, v in overrides.items()]
+            cmd = [sys.executable, "-m", "train", "--preset", name, *flags, "--quiet", "--out", str(path)]
+            if self.size != "full" or not _cuda():
+                cmd += ["--threads", "1"]
+            cmd += ["--resume"] if path.exists() and _resumable(path) else ["--overwrite"]
+            todo.append((label, cmd))
+        if todo:
+            self._train(todo)
+        return paths
+
+    # The papers' experiments, named once so figures that share runs find the same files.
+    def anchor(self, gammas=(0.3, 0.5, 0.8)) -> dict[float, Path]:
+        """Paper 1's anchor task on the transformer, one run per γ."""
+        p = self.preset("quick", "paper1")
+        got = self.runs({f"anchor-g{g}": (p, {"gamma": g}) for g in gammas})
+        return {g: got[f"anchor-g{g}"] for g in gammas}
+
+    def emb_mlp(self, gammas=(0.3, 0.5, 0.8)) -> dict[float, Path]:
+        """Paper 1 Fig. 3B: the Emb-MLP on the anchor task."""
+        p = self.preset("emb-mlp-quick", "emb-mlp-quick")
+        extra = {} if self.quick else {"d_model": 400, "d_ff": 1200, "steps": 20000, "n_samples": 200_000,
+                                       "key_max": 120}
+        if self.size == "tiny":
+            extra = {"model": "emb-mlp", "bias": False}
+        got = self.runs({f"embmlp-g{g}": (p, {"gamma": g, **extra}) for g in gammas})
+        return {g: got[f"embmlp-g{g}"] for g in gammas}
+
+    def composite(self, gammas=(0.3, 0.5, 0.8), layers=(2,)) -> dict[tuple[float, int], Path]:
+        """Paper 2's composite task, one run per (γ, depth)."""
+        p = self.preset("composite-quick", "composite-paper")
+        extra = {"task": "composite", "key_min": 20, "key_max": 99} if self.size == "tiny" else {}
+        got = self.runs({f"composite-g{g}-L{n}": (p, {"gamma": g, "layers": n, **extra})
+                         for g in gammas for n in layers})
+        return {(g, n): got[f"composite-g{g}-L{n}"] for g in gammas for n in layers}
+
+    def lm(self, gammas=(0.3, 0.5, 0.8)) -> dict[float, Path]:
+        """Paper 1's real-language experiment: logic text mixed with stories."""
+        p = self.preset("lm-quick", "lm-gpt2", tiny="lm-tiny")
+        got = self.runs({f"lm-g{g}": (p, {"gamma": g}) for g in gammas})
+        return {g: got[f"lm-g{g}"] for g in gammas}
+
+    def _train(self, todo: list[tuple[str, list[str]]]) -> None:
+        jobs = 1 if (self.size == "full" and _cuda()) else max(1, self.jobs)
+        t0 = time.perf_counter()
+        running: list[tuple[str, subprocess.Popen]] = []
+        queue = list(todo)
+        self.log(f"training {len(todo)} run(s), {jobs} at a time, into {self.runs_dir}")
+        while queue or running:
+            while queue and len(running) < jobs:
+                label, cmd = queue.pop(0)
+                self.log(f"  $ probe-train {' '.join(cmd[3:])}")
+                running.append((label, subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                                        text=True)))
+            for item in list(running):
+                label, proc = item
+                if proc.poll() is None:
+                    continue
+                running.remove(item)
+                err = [ln.strip("╭╮╰╯│─ ") for ln in proc.stderr.read().splitlines()]
+                err = [ln for ln in err if ln]
+                if proc.returncode != 0:
+                    for _, other in running:
+                        other.terminate()
+                    raise ProbeError(f"training run '{label}' failed: {err[-1] if err else proc.returncode}")
+            time.sleep(0.2)
+        self.log(f"trained {len(todo)} run(s) in {time.perf_counter() - t0:.0f} s")
+
+    def save(self, fig, name: str) -> list[Path]:
+        """Write ``name``.png and ``name``.pdf into the output folder and close the figure."""
+        paths = [self.out / f"{name}.png", self.out / f"{name}.pdf"]
+        for p in paths:
+            fig.savefig(p)
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)
+        self.log(f"  wrote {paths[0]} (+ .pdf)")
+        return paths
+
+
+def _flag(name: str, value) -> str:
+    name = name.replace("_", "-")
+    if isinstance(value, bool):
+        return f"--{name}" if value else f"--no-{name}"
+    return f"--{name}={value}"
+
+
+def _cuda() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except ImportError:
+        return False
+
+
+def _resumable(path: Path) -> bool:
+    from .snapshot import Run
+
+    try:
+        with Run(path) as run:
+            return run.n_snapshots > 0
+    except ProbeError:
+        return False
+
+
+# --- finding and running the scripts -------------------------------------------------------
+
+def examples_dir(explicit: str | None = None) -> Path:
+    """The folder holding the figure scripts: ``explicit``, else ``examples/`` of this checkout."""
+    d = Path(explicit) if explicit else Path(__file__).resolve().parents[1] / "examples"
+    if not d.is_dir() or not any(d.glob("fig_*.py")):
+        raise ProbeError(f"no figure scripts (fig_*.py) in {d}; run from a clone of the repository "
+                         "or pass --examples DIR")
+    return d
+
+
+@dataclass
+class FigureScript:
+    name: str
+    title: str
+    path: Path
+    make: Callable[[FigureContext], list[Path]]
+
+
+def load_scripts(folder: Path) -> dict[str, FigureScript]:
+    out = {}
+    for path in sorted(folder.glob("fig_*.py")):
+        spec = importlib.util.spec_from_file_location(f"_figure_{path.stem}", path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        name = getattr(mod, "NAME", path.stem[4:].replace("_", "-"))
+        out[name] = FigureScript(name, getattr(mod, "TITLE", name), path, mod.make)
+    return out
+
+
+def make_figures(names: list[str], ctx: FigureContext, folder: Path) -> dict[str, list[Path]]:
+    scripts = load_scripts(folder)
+    unknown = [n for n in names if n not in scripts]
+    if unknown:
+        raise ProbeError(f"unknown figure(s) {', '.join(unknown)}; known: {', '.join(scripts)}")
+    out = {}
+    for n in names:
+        t0 = time.perf_counter()
+        ctx.log(f"figure {n}: {scripts[n].title}")
+        out[n] = scripts[n].make(ctx)
+        ctx.log(f"figure {n} done in {time.perf_counter() - t0:.0f} s")
+    return out
+
+
+def run_script(make: Callable[[FigureContext], list[Path]]) -> None:
+    """Command line of a single figure script: ``python examples/fig_x.py [--size quick] [-o DIR]``."""
+    from .cli_util import run_cli
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("-o", "--out", default="figures")
+    ap.add_argument("--size", choices=SIZES, default="quick",
+                    help="tiny (tests), quick (a CPU, minutes) or full (paper sizes, for a GPU)")
+    ap.add_argument("--runs", default=None, help="folder of trained runs (default OUT/runs)")
+    ap.add_argument("--jobs", type=int, default=2, help="runs trained at once")
+    a = ap.parse_args()
+    run_cli(lambda: make(FigureContext(Path(a.out), a.size, a.runs, a.jobs)))

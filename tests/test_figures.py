@@ -1,0 +1,108 @@
+"""`probe figures` and the example scripts: real runs (tiny sizes), real PNG/PDF files, run reuse."""
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, run_cli
+
+FIGURES = {"p1-accuracy", "p1-emb-mlp", "p1-cosine", "p1-label-dist", "p1-embedding", "p1-wv-alignment",
+           "p1-language", "p2-ood", "p2-condensation", "p2-singular-values", "p2-attention"}
+
+
+def _check_outputs(out, names):
+    for n in names:
+        png, pdf = out / f"{n}.png", out / f"{n}.pdf"
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
+        assert pdf.read_bytes()[:5] == b"%PDF-"
+
+
+def test_list_names_every_figure():
+    res = run_cli("probe", "figures", "--list")
+    assert res.returncode == 0, res.stderr
+    assert {line.split("\t")[0] for line in res.stdout.splitlines()} == FIGURES
+
+
+def test_figures_train_once_then_reuse(tmp_path):
+    out = tmp_path / "figs"
+    res = run_cli("probe", "figures", "p1-accuracy", "p1-cosine", "--tiny", "-o", out)
+    assert res.returncode == 0, res.stderr
+    _check_outputs(out, ["p1-accuracy", "p1-cosine"])
+    assert sorted(res.stdout.split()) == sorted(str(out / f"{n}.{e}") for n in ("p1-accuracy", "p1-cosine")
+                                                 for e in ("png", "pdf"))
+    runs = sorted((out / "runs").glob("*.h5"))
+    assert len(runs) == 3                                   # gamma 0.3, 0.5, 0.8, shared by both figures
+    stamps = [p.stat().st_mtime_ns for p in runs]
+    # the same runs again, through the standalone script: nothing is retrained
+    res = subprocess.run([sys.executable, ROOT / "examples" / "fig_p1_label_dist.py", "--size", "tiny",
+                          "-o", out], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert "training" not in res.stderr
+    _check_outputs(out, ["p1-label-dist"])
+    assert [p.stat().st_mtime_ns for p in runs] == stamps
+
+
+def test_changed_config_gets_its_own_run(tmp_path):
+    from probe.figures import FigureContext, run_finished
+
+    ctx = FigureContext(tmp_path, "tiny", log=lambda m: None)
+    a = ctx.runs({"r": ("tiny", {"gamma": 0.8})})["r"]
+    b = ctx.runs({"r": ("tiny", {"gamma": 0.8, "steps": 20})})["r"]
+    assert a != b and run_finished(a, 40) and run_finished(b, 20)
+
+
+def test_killed_run_is_resumed_not_restarted(tmp_path):
+    import signal
+    import time
+
+    import probe
+    from probe.figures import FigureContext, config_hash, run_finished
+    from train import preset
+
+    from conftest import popen_cli
+
+    overrides = {"gamma": 0.8, "steps": 3000, "snapshot_every": 100}
+    path = tmp_path / "runs" / f"r-{config_hash(preset('tiny', **overrides).to_dict())}.h5"
+    path.parent.mkdir()
+    proc = popen_cli("probe-train", "--preset", "tiny", "--gamma", "0.8", "--steps", "3000", "--snapshot-every",
+                     "100", "--threads", "1", "--quiet", "--out", path)
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        time.sleep(0.3)
+        try:
+            with probe.Run(path) as run:
+                if run.n_snapshots >= 15:
+                    break
+        except probe.ProbeError:
+            pass
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    with probe.Run(path) as run:
+        done = int(run.steps[-1])
+    assert 0 < done < 3000
+    logs = []
+    ctx = FigureContext(tmp_path, "tiny", log=logs.append)
+    assert ctx.runs({"r": ("tiny", overrides)})["r"] == path
+    assert any("--resume" in m for m in logs) and run_finished(path, 3000)
+    with probe.Run(path) as run:
+        assert list(run.steps).count(done) == 1 and int(run.steps[0]) == 0
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["no-such-figure", "--tiny"], "unknown figure"),
+    (["--tiny"], "--all"),
+    (["p1-accuracy", "--quick", "--tiny"], "exclude"),
+    (["--all", "--examples", "/nonexistent"], "no figure scripts"),
+])
+def test_bad_calls_fail_in_one_line(tmp_path, args, needle):
+    res = run_cli("probe", "figures", *args, "-o", tmp_path / "o")
+    assert res.returncode == 2, res.stderr
+    err = res.stderr.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("Error:") and needle in err[0]
+
+
+@pytest.mark.slow
+def test_all_figures_tiny(tmp_path):
+    res = run_cli("probe", "figures", "--all", "--tiny", "-o", tmp_path, timeout=1200)
+    assert res.returncode == 0, res.stderr
+    _check_outputs(tmp_path, sorted(FIGURES))
