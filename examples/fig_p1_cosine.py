@@ -15,7 +15,7 @@ def make(ctx):
     path = ctx.anchor((0.3, 0.5, 0.8))[0.8]
     with probe.Run(path) as run:
         steps = [int(s) for s in run.steps]
-    early = steps[min(len(steps) - 1, max(1, len(steps) // 12))]
+    early = next(s for s in steps if s >= steps[-1] / 12)   # step 250 of 3000: memory anchors still alike
     plt = pyplot()
     fig, axes = plt.subplots(2, 2, figsize=(7.4, 6.6), constrained_layout=True)
     im = None

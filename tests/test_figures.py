@@ -106,3 +106,26 @@ def test_all_figures_tiny(tmp_path):
     res = run_cli("probe", "figures", "--all", "--tiny", "-o", tmp_path, timeout=1200)
     assert res.returncode == 0, res.stderr
     _check_outputs(tmp_path, sorted(FIGURES))
+
+
+@pytest.mark.parametrize("size", ["tiny", "quick", "full"])
+def test_every_size_asks_for_valid_runs(tmp_path, size):
+    """The runs each figure asks for build valid configurations at every size (nothing is trained)."""
+    from probe.figures import FigureContext
+    from train.config import preset
+
+    asked = []
+
+    class Planner(FigureContext):
+        def runs(self, wanted):
+            for name, overrides in wanted.values():
+                asked.append(preset(name, **overrides))
+            return {label: tmp_path / f"{label}.h5" for label in wanted}
+
+    ctx = Planner(tmp_path, size)
+    ctx.anchor(), ctx.emb_mlp(), ctx.composite(layers=(2, 3)), ctx.lm()
+    assert len(asked) == 3 + 3 + 6 + 3
+    kinds = {c.task for c in asked}
+    assert kinds == {"anchor", "composite", "lm"}
+    if size == "full":
+        assert {c.d_model for c in asked if c.task != "lm"} == {400} and max(c.d_model for c in asked) == 768
