@@ -16,25 +16,17 @@ import time
 from pathlib import Path
 
 import probe
+from probe.figures import run_finished
 from probe.plotting import similarity_heatmaps
-from probe.snapshot import Run
 
 GAMMAS = (0.3, 0.8)
-
-
-def complete(path: Path, steps: int) -> bool:
-    try:
-        with Run(path) as run:
-            return run.n_snapshots > 0 and int(run.steps[-1]) == steps
-    except probe.ProbeError:
-        return False
 
 
 def train_all(out: Path, steps: int, retrain: bool) -> dict[float, Path]:
     paths = {g: out / f"quick_gamma{g}.h5" for g in GAMMAS}
     procs = []
     for g, path in paths.items():
-        if not retrain and complete(path, steps):
+        if not retrain and run_finished(path, steps):
             print(f"reusing {path}", file=sys.stderr)
             continue
         cmd = [sys.executable, "-m", "train", "--preset", "quick", "--gamma", str(g), "--steps", str(steps),

@@ -5,7 +5,7 @@ by value, memory anchors lose their shared direction.
     python examples/fig_p1_cosine.py --size quick -o figures
 """
 import probe
-from probe.figures import SIM_CMAP, pyplot, run_script
+from probe.figures import heatmap, pyplot, run_script
 
 NAME = "p1-cosine"
 TITLE = "Paper 1 Fig. 4A: embedding cosine similarity, memory vs reasoning anchors (γ = 0.8)"
@@ -23,10 +23,7 @@ def make(ctx):
         for col, step in enumerate((early, steps[-1])):
             r = probe.similarity(path, group, step=step)[0]
             ax = axes[row, col]
-            im = ax.imshow(r.matrix, vmin=-1, vmax=1, cmap=SIM_CMAP)
-            ax.set_xticks(range(len(r.ids)), r.ids, rotation=90)
-            ax.set_yticks(range(len(r.ids)), r.ids)
-            ax.grid(False)
+            im = heatmap(ax, r.matrix, r.ids, r.ids)
             ax.set_title(f"{group} anchors, step {step}\nmean {r.mean_offdiag:.2f}, ρ(|i−j|) {r.distance_corr:.2f}")
             ax.set_xlabel("token")
             ax.set_ylabel("token")

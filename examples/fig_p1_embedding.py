@@ -7,7 +7,7 @@ cos(w(s0), w(s_j)) against the eq. 14 reconstruction, and measured against P^s-p
 import numpy as np
 
 import probe
-from probe.figures import GROUP_COLORS, SIM_CMAP, gamma_color, pyplot, run_script
+from probe.figures import GROUP_COLORS, gamma_color, heatmap, pyplot, run_script
 
 NAME = "p1-embedding"
 TITLE = "Paper 1 Fig. 5: embedding structure and the P^s theory, γ = 0.8 (top) vs γ = 0.3 (bottom)"
@@ -23,8 +23,7 @@ def make(ctx):
         pca = probe.pca(path, "keys,reasoning,memory")[0]
         th = probe.theory(path, "reasoning")[0]
         a, b, c, d = axes[row]
-        im = a.imshow(sim.matrix, vmin=-1, vmax=1, cmap=SIM_CMAP)
-        a.grid(False)
+        im = heatmap(a, sim.matrix)
         a.set_title(f"A  cosine: reasoning anchors + keys (γ = {gamma})")
         a.set_xlabel("token index (reasoning, then keys)")
         fig.colorbar(im, ax=a, shrink=0.8)

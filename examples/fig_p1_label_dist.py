@@ -6,7 +6,7 @@ that moves with the anchor's value) and the cosine matrix it predicts for their 
 import numpy as np
 
 import probe
-from probe.figures import SIM_CMAP, pyplot, run_script
+from probe.figures import heatmap, pyplot, run_script
 
 NAME = "p1-label-dist"
 TITLE = "Paper 1 Fig. 4B-C: P^s − 1/d_vob of the reasoning anchors and its cosine matrix"
@@ -31,10 +31,7 @@ def make(ctx):
     ax.set_ylabel("P^s − 1/d_vob")
     ax.set_title("label distribution per reasoning anchor")
     ax.legend(ncol=2, frameon=False, fontsize=7)
-    im = mat.imshow(theory.predicted, vmin=-1, vmax=1, cmap=SIM_CMAP)
-    mat.set_xticks(range(len(ids)), ids, rotation=90)
-    mat.set_yticks(range(len(ids)), ids)
-    mat.grid(False)
+    im = heatmap(mat, theory.predicted, ids, ids)
     mat.set_title("cos(P^si − 1/d, P^sj − 1/d)")
     fig.colorbar(im, ax=mat, shrink=0.85, label="cosine similarity")
     fig.suptitle(TITLE)

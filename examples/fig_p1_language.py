@@ -4,10 +4,8 @@ against γ, and the embedding cosine matrices of logic vs story tokens at small 
 
     python examples/fig_p1_language.py --size quick -o figures
 """
-import numpy as np
-
 import probe
-from probe.figures import SIM_CMAP, gamma_color, pyplot, run_script
+from probe.figures import gamma_color, heatmap, pyplot, run_script
 
 NAME = "p1-language"
 TITLE = "Paper 1 Fig. 7: reasoning bias ΔL on logic + stories, and token-embedding cosines"
@@ -37,8 +35,7 @@ def make(ctx):
     for k, (g, group) in enumerate([(g, grp) for g in (0.8, 0.3) for grp in ("logic", "story")]):
         r = probe.similarity(runs[g], group)[0]
         n = min(len(r.ids), 40)
-        im = axes[k].imshow(r.matrix[:n, :n], vmin=-1, vmax=1, cmap=SIM_CMAP)
-        axes[k].grid(False)
+        im = heatmap(axes[k], r.matrix[:n, :n])
         axes[k].set_title(f"γ = {g}, {group} tokens\nmean cos {r.mean_offdiag:.2f}")
         axes[k].set_xlabel("token (by frequency)")
     top[1].colorbar(im, ax=axes, shrink=0.8, label="cosine similarity")

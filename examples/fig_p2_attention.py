@@ -5,7 +5,7 @@ first layer averages; where the key and the two anchors flow decides the solutio
     python examples/fig_p2_attention.py --size quick -o figures
 """
 import probe
-from probe.figures import pyplot, run_script
+from probe.figures import heatmap, pyplot, run_script
 
 NAME = "p2-attention"
 TITLE = "Paper 2: attention per layer on the composite task (mean over probe sequences)"
@@ -24,10 +24,8 @@ def make(ctx):
         names = ["x" if i == k else "a1" if i == k + 1 else "a2" if i == k + 2 else "" for i in range(T)]
         for layer in range(layers):
             ax = axes[row, layer]
-            im = ax.imshow(r.mean_map[layer].mean(0), vmin=0, vmax=1, cmap="Blues")
-            ax.grid(False)
-            ax.set_xticks(range(T), [f"{i}{n and ' ' + n}" for i, n in enumerate(names)], rotation=90)
-            ax.set_yticks(range(T), range(T))
+            im = heatmap(ax, r.mean_map[layer].mean(0), [f"{i}{n and ' ' + n}" for i, n in enumerate(names)],
+                         range(T), vmin=0, vmax=1, cmap="Blues")
             ax.set_title(f"γ = {g}, layer {layer}: |A − 1/i| = {r.avg_dev[layer].mean():.2f}")
             ax.set_xlabel("key position (x = key, a1 a2 = anchors)")
             ax.set_ylabel("query position")

@@ -7,7 +7,7 @@ and the inferential-minus-symmetric accuracy over a small γ × depth grid.
 import numpy as np
 
 import probe
-from probe.figures import pyplot, run_script
+from probe.figures import heatmap, pyplot, run_script
 
 NAME = "p2-ood"
 TITLE = "Paper 2 Fig. 2: inferential vs symmetric solution on the unseen pair (4,3)"
@@ -31,10 +31,8 @@ def make(ctx):
     line.set_title("inferential (x−10) and symmetric (x−6) accuracy")
     diff = np.array([[acc[g, n]["ood_inferential"]["acc"] - acc[g, n]["ood_symmetric"]["acc"] for g in GAMMAS]
                      for n in DEPTHS])
-    im = grid.imshow(diff, vmin=-1, vmax=1, cmap="coolwarm_r", origin="lower", aspect="auto")
-    grid.set_xticks(range(len(GAMMAS)), GAMMAS)
-    grid.set_yticks(range(len(DEPTHS)), DEPTHS)
-    grid.grid(False)
+    im = heatmap(grid, diff, GAMMAS, DEPTHS, cmap="coolwarm_r", xrotation=0, origin="lower",
+                 aspect="auto")
     for (i, j), v in np.ndenumerate(diff):
         grid.text(j, i, f"{v:+.2f}", ha="center", va="center", fontsize=8)
     grid.set_xlabel("γ")

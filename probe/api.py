@@ -31,6 +31,7 @@ __all__ = ["Run", "info", "similarity", "validate", "select_tokens", "pca", "ali
 def info(path: str | os.PathLike) -> dict:
     """Summary of a snapshot file: configuration, steps, token groups, tensors and shapes."""
     with Run(path) as run:
+        groups, strings = run.groups, run.token_strings()
         return {
             "file": run.path,
             "schema_version": "%d.%d" % run.schema_version,
@@ -41,9 +42,8 @@ def info(path: str | os.PathLike) -> dict:
             "config": run.config,
             "task": run.task,
             "dims": run.dims,
-            "groups": {k: [int(i) for i in v] for k, v in run.groups.items()},
-            "group_strings": {k: run.token_strings(v) for k, v in run.groups.items()}
-            if run.token_strings([]) is not None else {},
+            "groups": {k: [int(i) for i in v] for k, v in groups.items()},
+            "group_strings": {} if strings is None else {k: [strings[i] for i in v] for k, v in groups.items()},
             "tensors": {k: list(v) for k, v in run.tensors().items()},
             "metrics": {s: {m: float(v[-1]) for m, v in ms.items() if len(v)} for s, ms in run.metrics().items()},
         }
@@ -217,9 +217,8 @@ def bias(path: str | os.PathLike, splits: tuple[str, str] | None = None, *, step
     with Run(path) as run:
         known = run.splits
         if splits is None:
-            kind = run.task.get("kind")
-            splits = (("mem", "rsn_train") if kind == "anchor" else tuple(run.task["bias_splits"])
-                      if "bias_splits" in run.task else (known[0], known[-1]))
+            fallback = ("mem", "rsn_train") if run.task.get("kind") == "anchor" else (known[0], known[-1])
+            splits = tuple(run.task.get("bias_splits", fallback))
         for s in splits:
             if s not in known:
                 raise ProbeError(f"unknown split '{s}'; this run has {', '.join(known)}")

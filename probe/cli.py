@@ -452,7 +452,7 @@ def figures(
     if jobs < 1:
         raise ProbeError("--jobs must be at least 1")
     size = "tiny" if tiny else "quick" if quick else "full"
-    if size == "full" and not F._cuda():
+    if size == "full" and not F.cuda_available():
         print("warning: no GPU found; the papers' sizes take days on a CPU (use --quick)", file=sys.stderr)
     ctx = F.FigureContext(Path(out), size, runs, jobs)
     made = F.make_figures(list(scripts) if all_ else list(names), ctx, folder)

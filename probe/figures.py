@@ -15,9 +15,9 @@ import argparse
 import hashlib
 import importlib.util
 import json
-import os
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,18 +61,34 @@ def gamma_color(gamma: float, lo: float = 0.2, hi: float = 1.0):
     return matplotlib.colormaps[GAMMA_CMAP](float(np.clip((gamma - lo) / (hi - lo), 0, 1)) * 0.9)
 
 
+def heatmap(ax, matrix, xticks=None, yticks=None, *, vmin=-1.0, vmax=1.0, cmap=SIM_CMAP, xrotation=90, **kw):
+    """A matrix panel in the figures' look: fixed colour range, labelled ticks, no grid; returns the image."""
+    im = ax.imshow(matrix, vmin=vmin, vmax=vmax, cmap=cmap, **kw)
+    if xticks is not None:
+        ax.set_xticks(range(len(xticks)), xticks, rotation=xrotation)
+    if yticks is not None:
+        ax.set_yticks(range(len(yticks)), yticks)
+    ax.grid(False)  # the style's grid would cross the cells
+    return im
+
+
 def config_hash(config: Mapping) -> str:
     return hashlib.sha256(json.dumps(dict(config), sort_keys=True).encode()).hexdigest()[:10]
 
 
-def run_finished(path: Path, steps: int) -> bool:
+def last_step(path: Path) -> int | None:
+    """Step of the newest snapshot in ``path``; None when there is no readable run with a snapshot."""
     from .snapshot import Run
 
     try:
         with Run(path) as run:
-            return run.n_snapshots > 0 and int(run.steps[-1]) == steps
+            return int(run.steps[-1]) if run.n_snapshots else None
     except ProbeError:
-        return False
+        return None
+
+
+def run_finished(path: Path, steps: int) -> bool:
+    return last_step(path) == steps
 
 
 @dataclass
@@ -113,13 +129,14 @@ class FigureContext:
             cfg = make_config(name, **overrides)
             path = self.runs_dir / f"{label}-{config_hash(cfg.to_dict())}.h5"
             paths[label] = path
-            if run_finished(path, cfg.steps):
+            done = last_step(path)
+            if done == cfg.steps:
                 continue
             flags = [_flag(k, v) for k, v in overrides.items()]
             cmd = [sys.executable, "-m", "train", "--preset", name, *flags, "--quiet", "--out", str(path)]
-            if self.size != "full" or not _cuda():
+            if self.size != "full" or not cuda_available():
                 cmd += ["--threads", "1"]
-            cmd += ["--resume"] if path.exists() and _resumable(path) else ["--overwrite"]
+            cmd += ["--overwrite"] if done is None else ["--resume"]
             todo.append((label, cmd))
         if todo:
             self._train(todo)
@@ -157,26 +174,29 @@ class FigureContext:
         return {g: got[f"lm-g{g}"] for g in gammas}
 
     def _train(self, todo: list[tuple[str, list[str]]]) -> None:
-        jobs = 1 if (self.size == "full" and _cuda()) else max(1, self.jobs)
+        jobs = 1 if (self.size == "full" and cuda_available()) else max(1, self.jobs)
         t0 = time.perf_counter()
-        running: list[tuple[str, subprocess.Popen]] = []
+        running: list[tuple[str, subprocess.Popen, object]] = []
         queue = list(todo)
         self.log(f"training {len(todo)} run(s), {jobs} at a time, into {self.runs_dir}")
         while queue or running:
             while queue and len(running) < jobs:
                 label, cmd = queue.pop(0)
                 self.log(f"  $ probe-train {' '.join(cmd[3:])}")
-                running.append((label, subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                                        text=True)))
+                # stderr to a file, not a pipe: a child writing more than the pipe holds would block
+                log = tempfile.TemporaryFile("w+")
+                running.append((label, subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log), log))
             for item in list(running):
-                label, proc = item
+                label, proc, log = item
                 if proc.poll() is None:
                     continue
                 running.remove(item)
-                err = [ln.strip("╭╮╰╯│─ ") for ln in proc.stderr.read().splitlines()]
+                log.seek(0)
+                err = [ln.strip("╭╮╰╯│─ ") for ln in log.read().splitlines()]
                 err = [ln for ln in err if ln]
+                log.close()
                 if proc.returncode != 0:
-                    for _, other in running:
+                    for _, other, _ in running:
                         other.terminate()
                     raise ProbeError(f"training run '{label}' failed: {err[-1] if err else proc.returncode}")
             time.sleep(0.2)
@@ -201,22 +221,12 @@ def _flag(name: str, value) -> str:
     return f"--{name}={value}"
 
 
-def _cuda() -> bool:
+def cuda_available() -> bool:
     try:
         import torch
 
         return torch.cuda.is_available()
     except ImportError:
-        return False
-
-
-def _resumable(path: Path) -> bool:
-    from .snapshot import Run
-
-    try:
-        with Run(path) as run:
-            return run.n_snapshots > 0
-    except ProbeError:
         return False
 
 

@@ -247,14 +247,10 @@ class Run:
         stored = {} if grp is None else {name: np.asarray(ds[...], dtype=np.int64) for name, ds in grp.items()}
         return {**stored, **self.extra_groups}
 
-    def token_strings(self, ids: Sequence[int] | np.ndarray | None = None) -> list[str] | None:
-        """Text of the given token ids (all with ``None``) for text runs; ``None`` when not stored."""
+    def token_strings(self) -> list[str] | None:
+        """Text of every token (index = token id) for text runs; ``None`` when not stored."""
         ds = self._f.get(P["vocab_strings"])
-        if ds is None:
-            return None
-        ids = np.arange(ds.shape[0]) if ids is None else np.asarray(ids, dtype=np.int64)
-        strings = ds.asstr()[...]
-        return [str(strings[i]) for i in ids]
+        return None if ds is None else [str(s) for s in ds.asstr()[...]]
 
     @property
     def splits(self) -> list[str]:

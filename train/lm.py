@@ -51,8 +51,6 @@ class TextTokenizer:
 
         self.tok, _ = load_tokenizer(tokenizer_files(spec))
         eos = self.tok.token_to_id(EOS)
-        if eos is None:  # ByteLevelBPETokenizer built from encoder.json lacks the special token
-            eos = self.tok.get_vocab_size() - 1 if self.tok.id_to_token(self.tok.get_vocab_size() - 1) == EOS else None
         if eos is None:
             raise ProbeError(f"tokenizer {spec} has no {EOS} token")
         self.eos = int(eos)
@@ -81,9 +79,9 @@ def _windows(stream: np.ndarray, length: int) -> np.ndarray:
 
 
 def _split_docs(docs: list[str], val_fraction: float) -> tuple[list[str], list[str]]:
-    n_val = max(1, int(round(len(docs) * val_fraction)))
     if len(docs) < 2:
         raise ProbeError(f"need at least 2 documents per source, got {len(docs)}")
+    n_val = max(1, int(round(len(docs) * val_fraction)))
     return docs[:-n_val], docs[-n_val:]
 
 
@@ -120,8 +118,6 @@ class TextTask(Task):
     vocab_strings: list = field(default_factory=list)
     token_groups: dict = field(default_factory=dict)
     doc_counts: dict = field(default_factory=dict)
-
-    kind = "lm"
 
     def indices(self, split: str) -> np.ndarray:
         """Validation windows of ``split``; its metrics are measured on held-out documents."""
