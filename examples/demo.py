@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import probe
+from probe.cli_util import run_cli
 from probe.figures import run_finished
 from probe.plotting import similarity_heatmaps
 
@@ -96,4 +97,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    main()
+    run_cli(main)  # bad input (e.g. an --early-step with no snapshot) ends in one "Error:" line
