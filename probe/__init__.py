@@ -9,7 +9,7 @@ Submodules are imported on first use, so ``import probe`` is cheap.
 """
 from .errors import ProbeError
 
-_API = ("Run", "info", "validate", "select_tokens", "similarity", "pca", "align", "condense", "theory",
+_API = ("Run", "info", "token_text", "validate", "select_tokens", "similarity", "pca", "align", "condense", "theory",
         "ood", "attention", "bias", "spectrum")
 __all__ = ["ProbeError", *_API]
 

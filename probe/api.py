@@ -24,7 +24,7 @@ from .sources import open_source
 from .tokens import parse_tokens
 from .schema_check import validate
 
-__all__ = ["Run", "info", "similarity", "validate", "select_tokens", "pca", "align", "condense", "theory",
+__all__ = ["Run", "info", "token_text", "similarity", "validate", "select_tokens", "pca", "align", "condense", "theory",
            "ood", "attention", "bias", "spectrum"]
 
 
@@ -47,6 +47,18 @@ def info(path: str | os.PathLike) -> dict:
             "tensors": {k: list(v) for k, v in run.tensors().items()},
             "metrics": {s: {m: float(v[-1]) for m, v in ms.items() if len(v)} for s, ms in run.metrics().items()},
         }
+
+
+def token_text(path: str | os.PathLike, ids) -> list[str] | None:
+    """Text of each token id: the strings a text run stores, else the checkpoint's tokenizer
+    files (see ``probe.words``); ``None`` when neither exists (synthetic tasks)."""
+    if is_snapshot_file(path):
+        with Run(path) as run:
+            strings = run.token_strings()
+        return None if strings is None else [strings[int(i)] for i in ids]
+    from .words import ids_to_text
+
+    return ids_to_text(str(path), ids)
 
 
 def select_tokens(run: Run, tokens: str, tensor: str = "token_embedding") -> tuple[np.ndarray, list[str]]:

@@ -151,7 +151,7 @@ def similarity(
                 rows.append((r.step, name, None, None, None, getattr(r, name)))
         output.write_csv(["step", "metric", "token_i", "token_j", "distance", "value"], rows)
     else:
-        _similarity_table(results, tokens, tensor)
+        _similarity_table(results, tokens, tensor, file)
     if plot:
         from .plotting import similarity_heatmaps
 
@@ -159,7 +159,17 @@ def similarity(
         print(f"wrote {plot}", file=sys.stderr)
 
 
-def _similarity_table(results, tokens: str, tensor: str) -> None:
+def _token_labels(file: str, ids) -> list:
+    """Row labels: the id, with its text where the run or checkpoint has a vocabulary."""
+    from . import api
+
+    text = api.token_text(file, ids)
+    if text is None:
+        return [int(i) for i in ids]
+    return [f"{int(i)} {t!r}" for i, t in zip(ids, text)]
+
+
+def _similarity_table(results, tokens: str, tensor: str, file: str) -> None:
     from . import output
 
     max_d = 10
@@ -167,7 +177,7 @@ def _similarity_table(results, tokens: str, tensor: str) -> None:
         r = results[0]
         print(f"cosine similarity of {tensor} rows, tokens {tokens}, step {r.step}")
         output.table(["token"] + [str(i) for i in r.ids],
-                     [[int(i)] + [f"{v:.2f}" for v in row] for i, row in zip(r.ids, r.matrix)])
+                     [[lab] + [f"{v:.2f}" for v in row] for lab, row in zip(_token_labels(file, r.ids), r.matrix)])
         print()
     dists = sorted({d for r in results for d in r.by_distance})[:max_d]
     output.table(["step", "mean_offdiag", "std_offdiag", "distance_corr"] + [f"d={d}" for d in dists],
@@ -233,7 +243,7 @@ def pca(file: str = SOURCE, groups: Optional[str] = GROUPS, mapping: Optional[st
         from . import output
 
         output.table(["token", "group"] + [f"PC{i + 1}" for i in range(r.coords.shape[1])],
-                     [[int(i), g] + list(map(float, c)) for i, g, c in zip(r.ids, r.groups, r.coords)])
+                     [[lab, g] + list(map(float, c)) for lab, g, c in zip(_token_labels(file, r.ids), r.groups, r.coords)])
 
     _emit(res, fmt, file, "pca", plot, coords)
 

@@ -64,6 +64,15 @@ def words_to_ids(path: str, words: list[str], warn=None) -> np.ndarray:
     return np.asarray(ids, dtype=np.int64)
 
 
+def ids_to_text(path: str, ids) -> list[str] | None:
+    """Text of each token id from the checkpoint's tokenizer files; ``None`` without them."""
+    try:
+        tok, _ = load_tokenizer(path)
+    except ProbeError:
+        return None
+    return [tok.decode([int(i)]) for i in ids]
+
+
 def read_words_file(path: str) -> list[str]:
     try:
         with open(path) as fh:

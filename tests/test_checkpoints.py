@@ -7,6 +7,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
+import probe
 from probe.checkpoints import open_checkpoint, step_from_name
 from probe.errors import ProbeError
 from probe.layouts import CanonicalReader
@@ -318,5 +319,8 @@ def test_words_and_word_groups_through_the_cli(tmp_path):
     res = run_cli("probe", "align", _minilm(), "--groups", groups, "--format", "json")
     assert res.returncode == 0, res.stderr
     assert set(json.loads(res.stdout)["results"][0]["group_mean"]) == {"animals", "digits"}
+    res = run_cli("probe", "similarity", _minilm(), "--words", "cat,dog")
+    assert "4937 'cat'" in res.stdout and "3899 'dog'" in res.stdout      # rows labelled by the tokenizer
+    assert probe.token_text(str(tmp_path), [1, 2]) is None                 # no tokenizer files: ids only
     res = run_cli("probe", "similarity", _minilm(), "--words", "wumpus")
     assert res.returncode == 2 and "none of the --words" in res.stderr

@@ -46,6 +46,20 @@ def test_run_holds_sources_groups_and_vocabulary(lm_run):
     assert len(text) > 20 and tokens.max() < V
 
 
+def test_similarity_and_pca_tables_show_token_text(lm_run):
+    from conftest import run_cli
+
+    info = probe.info(lm_run)
+    every = info["groups"]["logic"][info["group_strings"]["logic"].index(" Every")]
+    assert probe.token_text(lm_run, [every]) == [" Every"]
+    res = run_cli("probe", "similarity", lm_run, "--tokens", "logic")
+    assert res.returncode == 0, res.stderr
+    assert f"{every} ' Every'" in res.stdout
+    res = run_cli("probe", "pca", lm_run, "--tokens", "logic,story")
+    assert res.returncode == 0, res.stderr
+    assert f"{every} ' Every'" in res.stdout
+
+
 def test_losses_fall_and_delta_l_has_sign_and_trend(lm_run):
     m = probe.info(lm_run)["metrics"]
     with probe.Run(lm_run) as run:
