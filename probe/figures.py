@@ -91,6 +91,10 @@ def run_finished(path: Path, steps: int) -> bool:
     return last_step(path) == steps
 
 
+class _Planned(Exception):
+    """Raised by FigureContext.runs() during make_figures' planning pass."""
+
+
 @dataclass
 class FigureContext:
     """What a figure script gets: where to write, how big, and a way to get trained runs."""
@@ -102,6 +106,7 @@ class FigureContext:
     log: Callable[[str], None] = field(default=lambda msg: print(msg, file=sys.stderr, flush=True))
 
     def __post_init__(self):
+        self._plan: list | None = None
         if self.size not in SIZES:
             raise ProbeError(f"unknown size '{self.size}' (known: {', '.join(SIZES)})")
         self.out = Path(self.out)
@@ -138,6 +143,9 @@ class FigureContext:
                 cmd += ["--threads", "1"]
             cmd += ["--overwrite"] if done is None else ["--resume"]
             todo.append((label, cmd))
+        if self._plan is not None:   # planning pass of make_figures: note the runs, stop the script
+            self._plan.extend(todo)
+            raise _Planned
         if todo:
             self._train(todo)
         return paths
@@ -266,7 +274,25 @@ def make_figures(names: list[str], ctx: FigureContext, folder: Path) -> dict[str
     if unknown:
         raise ProbeError(f"unknown figure(s) {', '.join(unknown)}; known: {', '.join(scripts)}")
     out = {}
+    if len(names) > 1:
+        # Planning pass: each script stops at its first ctx.runs() call, which notes what is
+        # missing; all of it is then trained together, so every job slot stays busy.
+        ctx._plan = []
+        try:
+            for n in names:
+                try:
+                    out[n] = scripts[n].make(ctx)   # a script that trains nothing is simply done
+                    ctx.log(f"figure {n}: {scripts[n].title}")
+                except _Planned:
+                    pass
+            todo = list({tuple(cmd): (label, cmd) for label, cmd in ctx._plan}.values())
+        finally:
+            ctx._plan = None
+        if todo:
+            ctx._train(todo)
     for n in names:
+        if n in out:
+            continue
         t0 = time.perf_counter()
         ctx.log(f"figure {n}: {scripts[n].title}")
         out[n] = scripts[n].make(ctx)

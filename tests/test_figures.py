@@ -25,13 +25,16 @@ def test_list_names_every_figure():
 
 def test_figures_train_once_then_reuse(tmp_path):
     out = tmp_path / "figs"
-    res = run_cli("probe", "figures", "p1-accuracy", "p1-cosine", "--tiny", "-o", out)
+    names = ("p1-accuracy", "p1-cosine", "p1-emb-mlp")
+    res = run_cli("probe", "figures", *names, "--tiny", "-o", out)
     assert res.returncode == 0, res.stderr
-    _check_outputs(out, ["p1-accuracy", "p1-cosine"])
-    assert sorted(res.stdout.split()) == sorted(str(out / f"{n}.{e}") for n in ("p1-accuracy", "p1-cosine")
-                                                 for e in ("png", "pdf"))
-    runs = sorted((out / "runs").glob("*.h5"))
-    assert len(runs) == 3                                   # gamma 0.3, 0.5, 0.8, shared by both figures
+    _check_outputs(out, names)
+    assert sorted(res.stdout.split()) == sorted(str(out / f"{n}.{e}") for n in names for e in ("png", "pdf"))
+    # every figure's missing runs are collected first and trained in one batch, before any figure
+    assert res.stderr.count("training 6 run(s)") == 1 and "training 3" not in res.stderr
+    assert res.stderr.index("training 6 run(s)") < res.stderr.index("figure p1-accuracy")
+    runs = sorted((out / "runs").glob("anchor-*.h5"))
+    assert len(runs) == 3                                   # gamma 0.3, 0.5, 0.8, shared by two figures
     stamps = [p.stat().st_mtime_ns for p in runs]
     # the same runs again, through the standalone script: nothing is retrained
     res = subprocess.run([sys.executable, ROOT / "examples" / "fig_p1_label_dist.py", "--size", "tiny",

@@ -87,6 +87,10 @@ class Trainer:
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
         self.device = pick_device(cfg.device)
+        if self.device.type == "cpu":
+            # Small init (large gamma) drives gradients and Adam's second moments into the
+            # subnormal range, where x86 arithmetic is many times slower (bench/bench_denormal.py).
+            torch.set_flush_denormal(True)
         self.task = make_task(cfg)
         self.lm = cfg.task == "lm"
         if self.lm:  # the vocabulary comes from the data; stored so the model can be rebuilt
