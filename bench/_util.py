@@ -1,4 +1,4 @@
-"""Shared benchmark helpers: bytes read from /proc, a machine description."""
+"""Shared benchmark helpers: bytes read from /proc, a machine description, --set overrides."""
 from __future__ import annotations
 
 import os
@@ -26,3 +26,14 @@ def machine() -> str:
         pass
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     return f"{os.cpu_count()} cores ({cpu}), {mem:.0f} GiB, Python {platform.python_version()}"
+
+
+def overrides(preset_name: str, pairs: list[str]) -> dict:
+    """``["lr=1e-3", "d_model=128"]`` as config overrides, typed like the preset's fields."""
+    from train import preset
+
+    base, out = preset(preset_name), {}
+    for kv in pairs:
+        k, v = kv.split("=", 1)
+        out[k] = type(getattr(base, k))(v)
+    return out

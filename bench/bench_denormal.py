@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _util import machine  # noqa: E402
+from _util import machine, overrides  # noqa: E402
 
 import torch  # noqa: E402
 
@@ -42,10 +42,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--set", nargs="*", default=[], help="extra config overrides key=value")
     args = ap.parse_args()
-    extra = {}
-    for kv in args.set:
-        k, v = kv.split("=", 1)
-        extra[k] = type(getattr(preset(args.preset), k))(v)
+    extra = overrides(args.preset, args.set)
     print(f"machine: {machine()}")
     print(f"preset {args.preset}, {args.steps} steps, {args.threads} thread(s), cpu, {extra or ''}")
     print(f"{'gamma':>6} {'kept (baseline) s':>18} {'flushed s':>10} {'speed-up':>9} {'final loss kept / flushed':>27}")

@@ -62,7 +62,7 @@ def part_a(path: Path) -> None:
     print(f"\nA: {n}-snapshot run of the quick preset, {size / 2**20:.1f} MiB")
     print(HEADER)
 
-    from probe.analyses import align as A, condense as C, pca as PC, similarity as S
+    from probe.analyses import condense as C, pca as PC, similarity as S
 
     groups = {"keys": np.arange(21, 41), "memory": np.arange(1, 11), "reasoning": reasoning}
     tokens = np.concatenate(list(groups.values()))

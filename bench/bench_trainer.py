@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _util import machine  # noqa: E402
+from _util import machine, overrides  # noqa: E402
 
 from train import Trainer, preset  # noqa: E402
 from train.trainer import snapshot_steps  # noqa: E402
@@ -39,10 +39,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--set", nargs="*", default=[], help="extra config overrides key=value")
     args = ap.parse_args()
-    extra = {}
-    for kv in args.set:
-        k, v = kv.split("=", 1)
-        extra[k] = type(getattr(preset(args.preset), k))(v)
+    extra = overrides(args.preset, args.set)
     cfg = preset(args.preset, steps=args.steps, device=args.device, gamma=0.8, **extra)
     n_snap = len(snapshot_steps(cfg))
     with tempfile.TemporaryDirectory() as d:
