@@ -71,6 +71,15 @@ def _cfg_int(cfg: dict, *keys: str) -> int | None:
     return None
 
 
+def _heads(cfg: dict, source: Source, family: str, *keys: str) -> int:
+    """The head count from config.json; a layout cannot be split into heads without it."""
+    keys = keys or ("num_attention_heads",)
+    H = _cfg_int(cfg, *keys)
+    if H is None:
+        raise ProbeError(f"{source.path}: {family} weights but no head count (config.json {keys[0]})")
+    return H
+
+
 def detect(source: Source, mapping_file: str | None = None) -> Layout:
     shapes = source.shapes()
     names = list(shapes)
@@ -99,9 +108,7 @@ def detect(source: Source, mapping_file: str | None = None) -> Layout:
         L = _layer_count(names, r"h\.(\d+)\.attn\.c_attn")
         c_attn = shapes[f"{pre}h.0.attn.c_attn.weight"]
         conv1d = c_attn[1] == 3 * c_attn[0]          # HF Conv1D stores in x out
-        H = _cfg_int(cfg, "n_head", "num_attention_heads")
-        if H is None:
-            raise ProbeError(f"{source.path}: GPT-2-style weights but no head count (config.json n_head)")
+        H = _heads(cfg, source, "GPT-2-style", "n_head", "num_attention_heads")
         fix = (lambda w: w) if conv1d else T
         rules = {"token_embedding": ((f"{pre}wte.weight",), lambda w: w)}
         if f"{pre}wpe.weight" in shapes:
@@ -126,9 +133,7 @@ def detect(source: Source, mapping_file: str | None = None) -> Layout:
     if any(".attention.query_key_value.weight" in n for n in names):  # GPT-NeoX / Pythia
         pre = _prefix(names, "layers.0.attention")
         L = _layer_count(names, r"layers\.(\d+)\.attention\.query_key_value")
-        H = _cfg_int(cfg, "num_attention_heads")
-        if H is None:
-            raise ProbeError(f"{source.path}: GPT-NeoX weights but no num_attention_heads in config.json")
+        H = _heads(cfg, source, "GPT-NeoX")
         rules = {"token_embedding": ((f"{pre}embed_in.weight",), lambda w: w)}
         out = [n for n in names if n.endswith("embed_out.weight")]
         if out:
@@ -153,9 +158,7 @@ def detect(source: Source, mapping_file: str | None = None) -> Layout:
     if any(".self_attn.q_proj.weight" in n for n in names):  # LLaMA-style
         pre = _prefix(names, "layers.0.self_attn")
         L = _layer_count(names, r"layers\.(\d+)\.self_attn\.q_proj")
-        H = _cfg_int(cfg, "num_attention_heads")
-        if H is None:
-            raise ProbeError(f"{source.path}: LLaMA-style weights but no num_attention_heads in config.json")
+        H = _heads(cfg, source, "LLaMA-style")
         KV = _cfg_int(cfg, "num_key_value_heads") or H
         emb = [n for n in names if n.endswith("embed_tokens.weight")]
         rules = {"token_embedding": ((emb[0],), lambda w: w)}
@@ -175,9 +178,7 @@ def detect(source: Source, mapping_file: str | None = None) -> Layout:
     if any(".attention.self.query.weight" in n for n in names):  # BERT-style
         pre = _prefix(names, "embeddings.word_embeddings.weight")
         L = _layer_count(names, r"encoder\.layer\.(\d+)\.attention")
-        H = _cfg_int(cfg, "num_attention_heads")
-        if H is None:
-            raise ProbeError(f"{source.path}: BERT-style weights but no num_attention_heads in config.json")
+        H = _heads(cfg, source, "BERT-style")
         rules = {"token_embedding": ((f"{pre}embeddings.word_embeddings.weight",), lambda w: w)}
         if f"{pre}embeddings.position_embeddings.weight" in shapes:
             rules["position_embedding"] = ((f"{pre}embeddings.position_embeddings.weight",), lambda w: w)

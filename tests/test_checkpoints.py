@@ -115,6 +115,9 @@ def test_neox_llama_bert_layouts(tmp_path):
         r = CanonicalReader(open_checkpoint(d))
         assert r.layout.name == name
         check(r)
+        (d / "config.json").write_text("{}")                 # heads cannot be split without the count
+        with pytest.raises(ProbeError, match="weights but no head count"):
+            CanonicalReader(open_checkpoint(d))
 
 
 def test_own_snapshot_through_the_same_interface(tiny_run):
