@@ -1,6 +1,8 @@
 import json
+import platform
 
 import h5py
+import pytest
 import torch
 
 from train.config import preset
@@ -63,3 +65,14 @@ def test_schedules():
     cfg = preset("tiny", steps=1000, warmup_steps=10, lr=1.0, min_lr_ratio=0.1)
     assert lr_at(cfg, 0) == 0.1 and lr_at(cfg, 9) == 1.0
     assert abs(lr_at(cfg, 1000) - 0.1) < 1e-9 and lr_at(cfg, 500) < lr_at(cfg, 100)
+
+
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"), reason="flush-to-zero is an x86 mode")
+def test_cpu_trainer_flushes_subnormals(tmp_path):
+    """Small init puts gradients and Adam moments below 1.2e-38; x86 is many times slower there."""
+    from train import Trainer
+
+    torch.set_flush_denormal(False)
+    assert (torch.tensor([1e-39]) * 1.0).item() != 0.0
+    Trainer(preset("tiny", gamma=1.0, steps=2), tmp_path / "r.h5", progress=False, snapshots=False)
+    assert (torch.tensor([1e-39]) * 1.0).item() == 0.0
