@@ -1,7 +1,8 @@
 """CPU training speed with subnormal floats flushed to zero (as the trainer does) against
 torch's default (subnormals kept: the baseline), in the same process, per gamma.
 
-    python bench/bench_denormal.py [--preset composite-quick] [--steps 400] [--gammas 0.5 0.8 1.0]
+    python bench/bench_denormal.py [--preset composite-quick] [--steps 1500] [--gammas 0.5 0.8 1.0]
+                                   [--repeats 2] [--set d_model=128 d_ff=512]
 
 Small initialization (large gamma) pushes gradients and AdamW's second moments below
 1.2e-38, where x86 arithmetic falls onto a slow path. The final losses of both variants are
@@ -37,9 +38,10 @@ def timed(cfg, out, flush: bool) -> tuple[float, float]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--preset", default="composite-quick")
-    ap.add_argument("--steps", type=int, default=400)
+    ap.add_argument("--steps", type=int, default=1500)
     ap.add_argument("--gammas", type=float, nargs="+", default=[0.5, 0.8, 1.0])
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--repeats", type=int, default=1, help="timings per variant (best kept)")
     ap.add_argument("--set", nargs="*", default=[], help="extra config overrides key=value")
     args = ap.parse_args()
     extra = overrides(args.preset, args.set)
@@ -52,8 +54,16 @@ def main() -> None:
             cfg = preset(args.preset, steps=args.steps, gamma=g, device="cpu", threads=args.threads,
                          snapshot_every=10**9, **extra)
             timed(preset(args.preset, steps=10, gamma=g, device="cpu", threads=args.threads), out, True)  # warm-up
-            kept, loss_kept = timed(cfg, out, False)
-            flushed, loss_flushed = timed(cfg, out, True)
+            kept, flushed = [], []
+            for r in range(args.repeats):   # alternate the order so warm caches favour neither
+                for flush in ((False, True) if r % 2 == 0 else (True, False)):
+                    sec, loss = timed(cfg, out, flush)
+                    (flushed if flush else kept).append(sec)
+                    if flush:
+                        loss_flushed = loss
+                    else:
+                        loss_kept = loss
+            kept, flushed = min(kept), min(flushed)
             print(f"{g:>6.2f} {kept:>18.2f} {flushed:>10.2f} {kept / flushed:>8.2f}x "
                   f"{loss_kept:>13.6f} / {loss_flushed:.6f}")
 
