@@ -36,6 +36,14 @@ def _heads_out(W: np.ndarray, H: int) -> np.ndarray:
     return W.reshape(H, he // H, d)
 
 
+def _linear_attention(rules: dict, i: int, pattern: str, parts: tuple[str, str, str, str], H: int, KV: int) -> None:
+    """Rules for layer ``i``'s separate q, k, v, o ``nn.Linear`` weights (stored out x in), named
+    ``pattern.format(part)``; k and v have ``KV`` heads (grouped-query attention), q and o ``H``."""
+    for nm, part, heads in zip(("W_Q", "W_K", "W_V"), parts, (H, KV, KV)):
+        rules[f"layer{i}/{nm}"] = ((pattern.format(part),), lambda w, n=heads: _heads_in(w.T, n))
+    rules[f"layer{i}/W_O"] = ((pattern.format(parts[3]),), lambda w, n=H: _heads_out(w.T, n))
+
+
 @dataclass
 class Layout:
     """Canonical name -> (raw names it is read from, how to build it)."""
@@ -166,10 +174,7 @@ def detect(source: Source, mapping_file: str | None = None) -> Layout:
         rules["unembedding"] = (((lm[0],) if lm else (emb[0],)), T)
         for i in range(L):
             p = f"{pre}layers.{i}."
-            rules[f"layer{i}/W_Q"] = ((p + "self_attn.q_proj.weight",), lambda w, H=H: _heads_in(w.T, H))
-            rules[f"layer{i}/W_K"] = ((p + "self_attn.k_proj.weight",), lambda w, KV=KV: _heads_in(w.T, KV))
-            rules[f"layer{i}/W_V"] = ((p + "self_attn.v_proj.weight",), lambda w, KV=KV: _heads_in(w.T, KV))
-            rules[f"layer{i}/W_O"] = ((p + "self_attn.o_proj.weight",), lambda w, H=H: _heads_out(w.T, H))
+            _linear_attention(rules, i, p + "self_attn.{}_proj.weight", ("q", "k", "v", "o"), H, KV)
             rules[f"layer{i}/W_in"] = ((p + "mlp.up_proj.weight",), T)
             rules[f"layer{i}/W_gate"] = ((p + "mlp.gate_proj.weight",), T)
             rules[f"layer{i}/W_out"] = ((p + "mlp.down_proj.weight",), T)
@@ -184,9 +189,8 @@ def detect(source: Source, mapping_file: str | None = None) -> Layout:
             rules["position_embedding"] = ((f"{pre}embeddings.position_embeddings.weight",), lambda w: w)
         for i in range(L):
             p = f"{pre}encoder.layer.{i}."
-            for nm, raw in (("W_Q", "query"), ("W_K", "key"), ("W_V", "value")):
-                rules[f"layer{i}/{nm}"] = ((p + f"attention.self.{raw}.weight",), lambda w, H=H: _heads_in(w.T, H))
-            rules[f"layer{i}/W_O"] = ((p + "attention.output.dense.weight",), lambda w, H=H: _heads_out(w.T, H))
+            _linear_attention(rules, i, p + "attention.{}.weight",
+                              ("self.query", "self.key", "self.value", "output.dense"), H, H)
             rules[f"layer{i}/W_in"] = ((p + "intermediate.dense.weight",), T)
             rules[f"layer{i}/W_out"] = ((p + "output.dense.weight",), T)
         return Layout("bert", H, L, rules)
