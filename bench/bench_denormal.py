@@ -32,7 +32,7 @@ def timed(cfg, out, flush: bool) -> tuple[float, float]:
     r = t.run()
     seconds = time.perf_counter() - t0
     torch.set_flush_denormal(True)
-    return seconds, r.metrics["train"]["loss"] if "train" in r.metrics else next(iter(r.metrics.values()))["loss"]
+    return seconds, next(iter(r.metrics.values()))["loss"]   # the first split's final loss
 
 
 def main() -> None:
@@ -54,18 +54,14 @@ def main() -> None:
             cfg = preset(args.preset, steps=args.steps, gamma=g, device="cpu", threads=args.threads,
                          snapshot_every=10**9, **extra)
             timed(preset(args.preset, steps=10, gamma=g, device="cpu", threads=args.threads), out, True)  # warm-up
-            kept, flushed = [], []
+            secs, loss = {False: [], True: []}, {}
             for r in range(args.repeats):   # alternate the order so warm caches favour neither
                 for flush in ((False, True) if r % 2 == 0 else (True, False)):
-                    sec, loss = timed(cfg, out, flush)
-                    (flushed if flush else kept).append(sec)
-                    if flush:
-                        loss_flushed = loss
-                    else:
-                        loss_kept = loss
-            kept, flushed = min(kept), min(flushed)
+                    sec, loss[flush] = timed(cfg, out, flush)
+                    secs[flush].append(sec)
+            kept, flushed = min(secs[False]), min(secs[True])
             print(f"{g:>6.2f} {kept:>18.2f} {flushed:>10.2f} {kept / flushed:>8.2f}x "
-                  f"{loss_kept:>13.6f} / {loss_flushed:.6f}")
+                  f"{loss[False]:>13.6f} / {loss[True]:.6f}")
 
 
 if __name__ == "__main__":
