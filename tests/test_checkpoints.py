@@ -325,5 +325,16 @@ def test_words_and_word_groups_through_the_cli(tmp_path):
     res = run_cli("probe", "similarity", _minilm(), "--words", "cat,dog")
     assert "4937 'cat'" in res.stdout and "3899 'dog'" in res.stdout      # rows labelled by the tokenizer
     assert probe.token_text(str(tmp_path), [1, 2]) is None                 # no tokenizer files: ids only
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    for name in ("model.safetensors", "config.json"):
+        (broken / name).write_bytes(open(os.path.join(_minilm(), name), "rb").read())
+    (broken / "tokenizer.json").write_text("{broken")
+    res = run_cli("probe", "similarity", broken, "--tokens", "4937,3899")
+    assert res.returncode == 0 and "cannot read the tokenizer files" in res.stderr   # labels fall back to ids
+    assert "4937 '" not in res.stdout and "0.42" in res.stdout
+    res = run_cli("probe", "similarity", broken, "--words", "cat")
+    err = res.stderr.strip().splitlines()
+    assert res.returncode == 2 and len(err) == 1 and "cannot read the tokenizer files" in err[0]
     res = run_cli("probe", "similarity", _minilm(), "--words", "wumpus")
     assert res.returncode == 2 and "none of the --words" in res.stderr
