@@ -24,7 +24,7 @@ import h5py  # noqa: E402
 
 import probe  # noqa: E402
 import probe.api  # noqa: E402,F401  (import before measuring: module loading is not a read of the file)
-from probe.snapshot import Writer  # noqa: E402
+from probe.format import Writer  # noqa: E402
 
 VOCAB, D, SNAPS = 50257, 768, 20
 

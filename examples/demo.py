@@ -3,44 +3,29 @@
     python examples/demo.py [--out demo-out] [--steps N] [--retrain]
 
 Both runs train at once, one CPU thread each, through the real ``probe-train``
-CLI; the probes go through the Python API. Prints the accuracy table and the
+CLI (:mod:`train.runs`: finished runs are reused, killed ones resumed); the probes
+go through the Python API. Prints the accuracy table and the
 similarity numbers, writes heat maps, and says whether the paper-1 effect shows.
 """
 from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import probe
-from probe.cli_util import run_cli
-from probe.figures import run_finished
+from probe.errors import run_cli
 from probe.plotting import similarity_heatmaps
+from train.runs import ensure
 
 GAMMAS = (0.3, 0.8)
 
 
 def train_all(out: Path, steps: int, retrain: bool) -> dict[float, Path]:
-    paths = {g: out / f"quick_gamma{g}.h5" for g in GAMMAS}
-    procs = []
-    for g, path in paths.items():
-        if not retrain and run_finished(path, steps):
-            print(f"reusing {path}", file=sys.stderr)
-            continue
-        cmd = [sys.executable, "-m", "train", "--preset", "quick", "--gamma", str(g), "--steps", str(steps),
-               "--threads", "1", "--quiet", "--overwrite", "--out", str(path)]
-        print("$ probe-train " + " ".join(cmd[3:]), file=sys.stderr)
-        procs.append((g, subprocess.Popen(cmd, stdout=subprocess.DEVNULL)))
-    t0 = time.perf_counter()
-    for g, p in procs:
-        if p.wait() != 0:
-            sys.exit(f"training gamma={g} failed")
-    if procs:
-        print(f"trained {len(procs)} run(s) in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
-    return paths
+    wanted = {f"quick-g{g}": ("quick", {"gamma": g, "steps": steps}) for g in GAMMAS}
+    paths = ensure(wanted, out, jobs=len(GAMMAS), retrain=retrain)
+    return {g: paths[f"quick-g{g}"] for g in GAMMAS}
 
 
 def main() -> None:

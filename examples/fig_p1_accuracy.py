@@ -4,7 +4,8 @@ trained anchor pairs (rsn_train) and on held-out pairs (rsn_test), for γ = 0.3,
     python examples/fig_p1_accuracy.py --size quick -o figures
 """
 import probe
-from probe.figures import GROUP_COLORS, pyplot, run_script
+from probe.figures import run_script
+from probe.plotting import GROUP_COLORS, pyplot
 
 NAME = "p1-accuracy"
 TITLE = "Paper 1 Fig. 3A: loss and accuracy per split against γ (transformer, anchor task)"

@@ -5,7 +5,8 @@ by value, memory anchors lose their shared direction.
     python examples/fig_p1_cosine.py --size quick -o figures
 """
 import probe
-from probe.figures import heatmap, pyplot, run_script
+from probe.figures import run_script
+from probe.plotting import heatmap, pyplot
 
 NAME = "p1-cosine"
 TITLE = "Paper 1 Fig. 4A: embedding cosine similarity, memory vs reasoning anchors (γ = 0.8)"

@@ -6,7 +6,8 @@ accuracy per split against γ, and the held-out accuracy during training.
 import numpy as np
 
 import probe
-from probe.figures import GROUP_COLORS, gamma_color, pyplot, run_script
+from probe.figures import run_script
+from probe.plotting import GROUP_COLORS, gamma_color, pyplot
 
 NAME = "p1-emb-mlp"
 TITLE = "Paper 1 Fig. 3B: Emb-MLP accuracy against γ"

@@ -7,7 +7,8 @@ cos(w(s0), w(s_j)) against the eq. 14 reconstruction, and measured against P^s-p
 import numpy as np
 
 import probe
-from probe.figures import GROUP_COLORS, gamma_color, heatmap, pyplot, run_script
+from probe.figures import run_script
+from probe.plotting import GROUP_COLORS, gamma_color, heatmap, pyplot
 
 NAME = "p1-embedding"
 TITLE = "Paper 1 Fig. 5: embedding structure and the P^s theory, γ = 0.8 (top) vs γ = 0.3 (bottom)"

@@ -6,7 +6,8 @@ that moves with the anchor's value) and the cosine matrix it predicts for their 
 import numpy as np
 
 import probe
-from probe.figures import heatmap, pyplot, run_script
+from probe.figures import run_script
+from probe.plotting import heatmap, pyplot
 
 NAME = "p1-label-dist"
 TITLE = "Paper 1 Fig. 4B-C: P^s − 1/d_vob of the reasoning anchors and its cosine matrix"

@@ -5,7 +5,8 @@ against γ, and the embedding cosine matrices of logic vs story tokens at small 
     python examples/fig_p1_language.py --size quick -o figures
 """
 import probe
-from probe.figures import gamma_color, heatmap, pyplot, run_script
+from probe.figures import run_script
+from probe.plotting import gamma_color, heatmap, pyplot
 
 NAME = "p1-language"
 TITLE = "Paper 1 Fig. 7: reasoning bias ΔL on logic + stories, and token-embedding cosines"
@@ -19,7 +20,7 @@ def make(ctx):
     top = fig.subfigures(2, 1)
     traj, final = top[0].subplots(1, 2)
     for g in GAMMAS:
-        b = probe.bias(runs[g], ("story", "logic"))
+        b = probe.bias(runs[g], ("story", "logic"), step="all")
         traj.plot([r.step for r in b], [r.delta for r in b], color=gamma_color(g), label=f"γ = {g}")
     traj.set_xlabel("step")
     traj.set_ylabel("ΔL = (L_story − L_logic) / L_logic")

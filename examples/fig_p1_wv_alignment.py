@@ -6,7 +6,8 @@ W^V (in embedding space) and the reasoning vs the memory anchors' embeddings.
 import numpy as np
 
 import probe
-from probe.figures import gamma_color, pyplot, run_script
+from probe.figures import run_script
+from probe.plotting import gamma_color, pyplot
 
 NAME = "p1-wv-alignment"
 TITLE = "Paper 1 Fig. 6D: alignment of W^V's top singular vector with anchor embeddings (layer 0)"

@@ -5,7 +5,8 @@ first layer averages; where the key and the two anchors flow decides the solutio
     python examples/fig_p2_attention.py --size quick -o figures
 """
 import probe
-from probe.figures import heatmap, pyplot, run_script
+from probe.figures import run_script
+from probe.plotting import heatmap, pyplot
 
 NAME = "p2-attention"
 TITLE = "Paper 2: attention per layer on the composite task (mean over probe sequences)"

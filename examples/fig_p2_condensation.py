@@ -6,7 +6,8 @@ small initialization a few eigenvalues dominate, the top one growing first and t
 import numpy as np
 
 import probe
-from probe.figures import gamma_color, pyplot, run_script
+from probe.figures import run_script
+from probe.plotting import gamma_color, pyplot
 
 NAME = "p2-condensation"
 TITLE = "Paper 2 Fig. 12b: covariance eigenvalues of the embeddings over training (composite task)"

@@ -7,7 +7,8 @@ and the inferential-minus-symmetric accuracy over a small γ × depth grid.
 import numpy as np
 
 import probe
-from probe.figures import heatmap, pyplot, run_script
+from probe.figures import run_script
+from probe.plotting import heatmap, pyplot
 
 NAME = "p2-ood"
 TITLE = "Paper 2 Fig. 2: inferential vs symmetric solution on the unseen pair (4,3)"

@@ -6,7 +6,8 @@ initialization: few large singular values (low complexity) at small initializati
 import numpy as np
 
 import probe
-from probe.figures import gamma_color, pyplot, run_script
+from probe.figures import run_script
+from probe.plotting import gamma_color, pyplot
 
 NAME = "p2-singular-values"
 TITLE = "Paper 2 Fig. 13: singular values of every layer at the last step (composite task, 2 layers)"

@@ -1,4 +1,4 @@
-"""Probes for reasoning-vs-memorizing structure in training snapshots.
+"""Probes for reasoning-vs-memorizing structure in training snapshots and checkpoints.
 
     >>> import probe
     >>> probe.similarity("run.h5", tokens="reasoning")[0].distance_corr
@@ -6,12 +6,15 @@
 
 Every probe takes a path and ``step`` and returns one result per selected snapshot.
 Submodules are imported on first use, so ``import probe`` is cheap.
+
+Layers (one folder each): ``format/`` the snapshot file, ``readers/`` everything else a
+path can be, ``analyses/`` the math, ``api`` path in -> results out, ``cli/`` the command line.
 """
-from .errors import ProbeError
+from .errors import ProbeError, ProbeWarning
 
 _API = ("Run", "info", "token_text", "validate", "select_tokens", "similarity", "pca", "align", "condense", "theory",
         "ood", "attention", "bias", "spectrum")
-__all__ = ["ProbeError", *_API]
+__all__ = ["ProbeError", "ProbeWarning", *_API]
 
 
 def __getattr__(name):

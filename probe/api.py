@@ -1,11 +1,18 @@
 """The Python API behind the ``probe`` CLI: each function takes a path and returns results.
 
 Functions that accept ``step`` return one result per selected snapshot (``latest``,
-``all``, a step number, or ``A:B``); with several steps each dataset is read once.
+``all``, a step number, or ``A:B``); with several steps each dataset is read once. Token
+selections are ``tokens`` (group names, ids ``3,5,7``, a half-open range ``11:21``, or a
+list) or ``words`` / ``words_file`` (looked up in a text run's stored vocabulary or a
+checkpoint's tokenizer files); ``None`` for all of them is the probe's own selection.
+Every result follows one contract (:class:`probe.analyses.base.Result`). Warnings about
+a result (zero vectors, words left out) are :class:`~probe.errors.ProbeWarning`.
 """
 from __future__ import annotations
 
 import os
+import re
+import warnings
 
 import numpy as np
 
@@ -18,14 +25,19 @@ from .analyses.pca import PCAResult, pca as _pca
 from .analyses.similarity import BLOCKED_ABOVE, SimilarityResult, cosine_similarity, cosine_similarity_blocked
 from .analyses.spectrum import SpectrumResult, spectrum as _spectrum
 from .analyses.theory import TheoryResult, theory as _theory
-from .errors import ProbeError
-from .snapshot import P, Run, is_snapshot_file, read_rows
-from .sources import open_source
-from .tokens import parse_tokens
-from .schema_check import validate
+from .errors import ProbeError, ProbeWarning, param
+from .format import P, Run, is_snapshot_file, read_rows
+from .format import validate as _validate
+from .readers.source import open_source, word_ids
+from .readers.tokens import parse_tokens
+from .readers.words import word_list
 
-__all__ = ["Run", "info", "token_text", "similarity", "validate", "select_tokens", "pca", "align", "condense", "theory",
-           "ood", "attention", "bias", "spectrum"]
+__all__ = ["Run", "info", "token_text", "similarity", "validate", "select_tokens", "pca", "align", "condense",
+           "theory", "ood", "attention", "bias", "spectrum"]
+
+# The selection a probe analyses when neither tokens nor words are given (None: every row).
+DEFAULT_TOKENS = {"similarity": "reasoning", "pca": "keys,reasoning,memory", "theory": "reasoning",
+                  "condense": None}
 
 
 def info(path: str | os.PathLike) -> dict:
@@ -49,23 +61,47 @@ def info(path: str | os.PathLike) -> dict:
         }
 
 
+def validate(path: str | os.PathLike) -> list[str]:
+    """Findings of checking a snapshot file against the schema (empty: it matches)."""
+    return _validate(path)
+
+
 def token_text(path: str | os.PathLike, ids) -> list[str] | None:
     """Text of each token id: the strings a text run stores, else the checkpoint's tokenizer
-    files (see ``probe.words``); ``None`` when neither exists (synthetic tasks)."""
+    files; ``None`` when neither exists (synthetic tasks)."""
     if is_snapshot_file(path):
         with Run(path) as run:
             strings = run.token_strings()
         return None if strings is None else [strings[int(i)] for i in ids]
-    from .words import ids_to_text
+    from .readers.words import ids_to_text
 
-    return ids_to_text(str(path), ids)
+    return ids_to_text(os.fspath(path), ids)
 
 
-def select_tokens(run: Run, tokens: str, tensor: str = "token_embedding") -> tuple[np.ndarray, list[str]]:
-    """Ids chosen by a ``--tokens`` spec, checked against the rows of ``tensor``."""
-    if tokens is None:
-        raise ProbeError("--tokens is required")
+def select_tokens(run, tokens=None, *, words=None, words_file: str | None = None,
+                  tensor: str = "token_embedding", probe: str = "similarity") -> tuple[np.ndarray | None, list[str]]:
+    """(ids, the group each id was chosen by) for a selection, checked against the rows of ``tensor``;
+    ids is None when the probe's default is every row."""
     rows = run.tensor(tensor).shape[1]
+    wl = word_list(words, words_file)
+    if wl:
+        if tokens is not None:
+            raise ProbeError(f"give {param('tokens')} or {param('words')}, not both")
+        ids = word_ids(run, wl)
+        bad = ids[(ids < 0) | (ids >= rows)]
+        if bad.size:
+            raise ProbeError(f"word token id(s) {', '.join(map(str, bad[:5]))} outside the rows of {tensor} "
+                             f"(0..{rows - 1})")
+        return ids, [""] * len(ids)
+    if tokens is None:
+        tokens = DEFAULT_TOKENS.get(probe)
+        if tokens is None:
+            return None, []
+        missing = [g for g in tokens.split(",") if g not in run.groups]
+        if missing:
+            known = ", ".join(sorted(run.groups)) or "none"
+            raise ProbeError(f"{run.path}: has no token group '{missing[0]}' (the default selection); choose "
+                             f"tokens with {param('tokens')} or {param('words')} (groups here: {known})")
     return parse_tokens(tokens, run.groups, rows)
 
 
@@ -77,59 +113,72 @@ def _read(ds, indices: list[int], rows=None) -> list[np.ndarray]:
     return [ds[i] if rows is None else read_rows(ds, i, rows) for i in indices]
 
 
-def _group_of(run: Run, ids: np.ndarray, labels: list[str]) -> list[str]:
-    """Group of each id: its --tokens group, else the first stored group holding it, else ''."""
+def _group_of(run, ids: np.ndarray, labels: list[str]) -> list[str]:
+    """Group of each id: the group that selected it, else the first stored group holding it, else ''."""
     groups = run.groups
-    out = []
-    for i, lab in zip(ids, labels):
-        out.append(lab or next((g for g, v in groups.items() if i in v), ""))
-    return out
+    return [lab or next((g for g, v in groups.items() if i in v), "") for i, lab in zip(ids, labels)]
 
 
-def similarity(path: str | os.PathLike, tokens: str = "reasoning", *, tensor: str = "token_embedding",
-               step: str | int = "latest", groups: str | None = None, mapping: str | None = None
-               ) -> list[SimilarityResult]:
-    """Cosine-similarity structure of the chosen rows of ``tensor`` at each selected step.
+def _warn(results: list) -> list:
+    """Pass each result's warnings on to the caller (once per distinct message)."""
+    for msg in dict.fromkeys(w for r in results for w in r.warnings):
+        warnings.warn(msg, ProbeWarning, stacklevel=3)
+    return results
 
-    Only the requested rows are read from the file.
-    """
+
+def similarity(path: str | os.PathLike, tokens=None, *, words=None, words_file: str | None = None,
+               tensor: str = "token_embedding", step: str | int = "latest", groups: str | None = None,
+               mapping: str | None = None) -> list[SimilarityResult]:
+    """Cosine-similarity structure of the chosen rows of ``tensor`` at each selected step
+    (default selection: the ``reasoning`` group). Only the requested rows are read."""
     with open_source(path, groups, mapping) as run:
-        ids, groups = select_tokens(run, tokens, tensor)
+        ids, labels = select_tokens(run, tokens, words=words, words_file=words_file, tensor=tensor,
+                                    probe="similarity")
         indices = run.step_indices(step)
         vectors = _read(run.tensor(tensor), indices, ids)
         steps = run.steps
     fn = cosine_similarity if len(ids) <= BLOCKED_ABOVE else cosine_similarity_blocked
-    return [fn(v.reshape(len(ids), -1), ids, step=int(steps[i]), groups=groups) for v, i in zip(vectors, indices)]
+    return _warn([fn(v.reshape(len(ids), -1), ids, step=int(steps[i]), groups=labels)
+                  for v, i in zip(vectors, indices)])
 
 
-def pca(path: str | os.PathLike, tokens: str = "keys,reasoning,memory", *, tensor: str = "token_embedding",
-        step: str | int = "latest", n_components: int = 3, groups: str | None = None,
-        mapping: str | None = None) -> list[PCAResult]:
-    """PCA of the chosen token vectors with an order score per numeric group."""
+def pca(path: str | os.PathLike, tokens=None, *, words=None, words_file: str | None = None,
+        tensor: str = "token_embedding", step: str | int = "latest", n_components: int = 3,
+        groups: str | None = None, mapping: str | None = None) -> list[PCAResult]:
+    """PCA of the chosen token vectors (default: ``keys,reasoning,memory``) with an order score
+    per group."""
+    if n_components < 1:
+        raise ProbeError(f"{param('n_components', n_components)}: need at least 1")
     with open_source(path, groups, mapping) as run:
-        ids, labels = select_tokens(run, tokens, tensor)
-        groups = _group_of(run, ids, labels)
+        ids, labels = select_tokens(run, tokens, words=words, words_file=words_file, tensor=tensor, probe="pca")
+        groups_of = _group_of(run, ids, labels)
         indices = run.step_indices(step)
         vectors = _read(run.tensor(tensor), indices, ids)
         steps = run.steps
-    return [_pca(v.reshape(len(ids), -1), ids, groups, n_components, step=int(steps[i]))
-            for v, i in zip(vectors, indices)]
+    return _warn([_pca(v.reshape(len(ids), -1), ids, groups_of, n_components, step=int(steps[i]))
+                  for v, i in zip(vectors, indices)])
 
 
-def _layer_check(run: Run, layer: int, head: int | None = None) -> None:
+def _layer_check(run, layer: int, head: int | None = None) -> None:
     layers = int(run.dims.get("layers", 0))
     if layers == 0:
         raise ProbeError(f"{run.path}: the model has no attention layers")
     if not 0 <= layer < layers:
-        raise ProbeError(f"layer {layer} out of range: the model has layers 0..{layers - 1}")
+        raise ProbeError(f"{param('layer', layer)} out of range: the model has layers 0..{layers - 1}")
     heads = int(run.dims.get("heads", 1))
     if head is not None and not 0 <= head < heads:
-        raise ProbeError(f"head {head} out of range: the model has heads 0..{heads - 1}")
+        raise ProbeError(f"{param('head', head)} out of range: the model has heads 0..{heads - 1}")
 
 
-def align(path: str | os.PathLike, layer: int = 0, head: int = 0, *, step: str | int = "latest",
-          top_k: int = 3, groups: str | None = None, mapping: str | None = None) -> list[AlignResult]:
-    """Singular vectors of W_V (and W_V W_O) of one head against every token embedding."""
+def align(path: str | os.PathLike, layer: int | None = None, head: int | None = None, *,
+          step: str | int = "latest", top_k: int = 3, groups: str | None = None, mapping: str | None = None
+          ) -> list[AlignResult]:
+    """Singular vectors of W_V (and W_V W_O) of one head (default: layer 0, head 0) against every
+    token embedding."""
+    layer = 0 if layer is None else layer
+    head = 0 if head is None else head
+    if top_k < 1:
+        raise ProbeError(f"{param('top_k', top_k)}: need at least 1")
     with open_source(path, groups, mapping) as run:
         _layer_check(run, layer, head)
         indices = run.step_indices(step)
@@ -142,8 +191,8 @@ def align(path: str | os.PathLike, layer: int = 0, head: int = 0, *, step: str |
             if ids.size and (ids.min() < 0 or ids.max() >= vocab):
                 raise ProbeError(f"token group '{g}' has ids outside the vocabulary (0..{vocab - 1})")
         steps = run.steps
-    return [_align(v[head], o[head], e, groups, top_k, layer, head, step=int(steps[i]))
-            for v, o, e, i in zip(wv, wo, emb, indices)]
+    return _warn([_align(v[head], o[head], e, groups, top_k, layer, head, step=int(steps[i]))
+                  for v, o, e, i in zip(wv, wo, emb, indices)])
 
 
 def _neurons(W: np.ndarray) -> np.ndarray:
@@ -155,14 +204,14 @@ def _neurons(W: np.ndarray) -> np.ndarray:
     raise ProbeError(f"cannot group neurons of a {W.ndim}-D tensor")
 
 
-def condense(path: str | os.PathLike, *, tensor: str = "token_embedding", tokens: str | None = None,
-             neurons: str | None = "layer0/W_Q", threshold: float = 0.7, step: str | int = "latest",
-             top_k: tuple[int, ...] = (1, 2, 5), groups: str | None = None, mapping: str | None = None
-             ) -> list[CondenseResult]:
-    """Covariance spectrum of ``tensor``'s rows (all, or ``tokens``), neuron groups of ``neurons``
-    and the singular values of every weight matrix."""
+def condense(path: str | os.PathLike, tokens=None, *, words=None, words_file: str | None = None,
+             tensor: str = "token_embedding", neurons: str | None = "layer0/W_Q", threshold: float = 0.7,
+             step: str | int = "latest", top_shares: tuple[int, ...] = (1, 2, 5), groups: str | None = None,
+             mapping: str | None = None) -> list[CondenseResult]:
+    """Covariance spectrum of ``tensor``'s rows (default: every row), neuron groups of ``neurons``
+    ('' or None: none) and the singular values of every weight matrix."""
     with open_source(path, groups, mapping) as run:
-        ids = select_tokens(run, tokens, tensor)[0] if tokens else None
+        ids = select_tokens(run, tokens, words=words, words_file=words_file, tensor=tensor, probe="condense")[0]
         indices = run.step_indices(step)
         vectors = _read(run.tensor(tensor), indices, ids)
         if neurons == "layer0/W_Q" and int(run.dims.get("layers", 0)) == 0:
@@ -174,37 +223,42 @@ def condense(path: str | os.PathLike, *, tensor: str = "token_embedding", tokens
     for k, i in enumerate(indices):
         v = vectors[k].reshape(vectors[k].shape[0], -1)
         nw = None if neuron_w[k] is None else _neurons(neuron_w[k])
-        out.append(_condense(v, top_k, nw, neurons, threshold, {n: w[k] for n, w in layer_w.items()},
+        out.append(_condense(v, top_shares, nw, neurons or None, threshold, {n: w[k] for n, w in layer_w.items()},
                              step=int(steps[i])))
-    return out
+    return _warn(out)
 
 
-def theory(path: str | os.PathLike, tokens: str = "reasoning", *, anchor: int | None = None,
-           step: str | int = "latest", dim: int | None = None, seed: int = 0) -> list[TheoryResult]:
-    """Measured embedding cosines against the P^s prediction and paper 1's eq. 14 reconstruction."""
-    with Run(path) as run:
-        ids, labels = select_tokens(run, tokens)
+def theory(path: str | os.PathLike, tokens=None, *, words=None, words_file: str | None = None,
+           anchor: int | None = None, step: str | int = "latest", dim: int | None = None, seed: int = 0,
+           groups: str | None = None) -> list[TheoryResult]:
+    """Measured embedding cosines (default tokens: ``reasoning``) against the P^s prediction and
+    paper 1's eq. 14 reconstruction."""
+    with open_source(path, groups) as run:
+        if not isinstance(run, Run):
+            raise ProbeError(f"{path}: theory needs a snapshot file written by probe-train (its P^s)")
+        ids, labels = select_tokens(run, tokens, words=words, words_file=words_file, probe="theory")
         if P["label_dist"] not in run.h5:
             raise ProbeError(f"{run.path}: holds no label distribution P^s ('{P['label_dist']}')")
         Pmat = np.asarray(run.dataset("label_dist")[...])
-        groups = _group_of(run, ids, labels)
-        kinds = ["reasoning" if g == "reasoning" else "key" if g == "keys" else g for g in groups]
+        kinds = ["reasoning" if g == "reasoning" else "key" if g == "keys" else g
+                 for g in _group_of(run, ids, labels)]
         if anchor is None:
             anchor = int(ids[len(ids) // 2])
         if anchor not in ids:
-            raise ProbeError(f"--anchor {anchor} is not among the chosen tokens")
+            raise ProbeError(f"{param('anchor', anchor)} is not among the chosen tokens")
         indices = run.step_indices(step)
         vectors = _read(run.tensor("token_embedding"), indices, ids)
         d_m = int(run.dims["d_model"])
         gamma = float(run.config.get("gamma", 0.5))
         steps = run.steps
-    return [_theory(v, Pmat, ids, kinds, anchor, d_m, gamma, dim, seed, step=int(steps[i]))
-            for v, i in zip(vectors, indices)]
+    return _warn([_theory(v, Pmat, ids, kinds, anchor, d_m, gamma, dim, seed, step=int(steps[i]))
+                  for v, i in zip(vectors, indices)])
 
 
 def attention(path: str | os.PathLike, *, layer: int | None = None, step: str | int = "latest"
               ) -> list[AttentionResult]:
-    """How close attention on the stored probe batch is to causal averaging, per layer and head."""
+    """How close attention on the stored probe batch is to causal averaging, per layer (default:
+    every layer) and head."""
     with Run(path) as run:
         if layer is not None:
             _layer_check(run, layer)
@@ -220,12 +274,15 @@ def attention(path: str | os.PathLike, *, layer: int | None = None, step: str | 
         if layer is not None:
             A = A[layer:layer + 1]
         out.append(attention_stats(A, key_pos, n_anchors, step=int(steps[i])))
-    return out
+    return _warn(out)
 
 
-def bias(path: str | os.PathLike, splits: tuple[str, str] | None = None, *, step: str | int = "all"
+def bias(path: str | os.PathLike, splits: tuple[str, str] | None = None, *, step: str | int = "latest"
          ) -> list[BiasResult]:
-    """Reasoning bias Delta L = (L_A - L_B) / L_B from the stored per-split losses."""
+    """Reasoning bias Delta L = (L_A - L_B) / L_B from the stored per-split losses; ``splits`` is
+    (A, B), by default the task's pair (anchor: mem, rsn_train; text: story, logic)."""
+    if splits is not None and len(splits) != 2:
+        raise ProbeError(f"{param('splits')} takes exactly two splits, A then B")
     with Run(path) as run:
         known = run.splits
         if splits is None:
@@ -237,8 +294,8 @@ def bias(path: str | os.PathLike, splits: tuple[str, str] | None = None, *, step
         indices = run.step_indices(step)
         m = run.metrics()
         steps = run.steps
-    return reasoning_bias(m[splits[0]]["loss"][indices], m[splits[1]]["loss"][indices], steps[indices],
-                          splits[0], splits[1])
+    return _warn(reasoning_bias(m[splits[0]]["loss"][indices], m[splits[1]]["loss"][indices], steps[indices],
+                                splits[0], splits[1]))
 
 
 def ood(path: str | os.PathLike, *, step: str | int = "latest", full: bool = False) -> list[OODResult]:
@@ -248,29 +305,22 @@ def ood(path: str | os.PathLike, *, step: str | int = "latest", full: bool = Fal
     By default each split is evaluated on the sequences the trainer used for its metrics, so the
     numbers equal the logged ones; ``full`` evaluates every sequence of each split.
     """
-    import torch
-
-    from train.evaluate import evaluate
-    from train.tasks import make_task
-
-    from .models import load_model, run_config
+    from train import evaluate as E  # probe's one door into the trainer (torch is imported here)
 
     with Run(path) as run:
-        cfg = run_config(run)
-        task = make_task(cfg)
+        cfg = E.run_config(run)
+        task = E.load_task(run)
         indices = run.step_indices(step)
         steps = run.steps
-        models = [load_model(run, i)[0] for i in indices]
+        models = [E.load_model(run, i)[0] for i in indices]
     held_out = "rsn_test" if cfg.task == "anchor" else "ood_inferential"
     out = []
     for model, i in zip(models, indices):
         res = OODResult(step=int(steps[i]))
         logits_of = {}
         for split in task.splits:
-            idx = task.indices(split) if full else task.eval_indices(split)
-            loss, acc, logits = evaluate(model, torch.as_tensor(task.tokens[idx]),
-                                         torch.as_tensor(task.key_pos[idx]), torch.as_tensor(task.labels[idx]))
-            logits_of[split] = (idx, logits.numpy())
+            idx, loss, acc, logits = E.evaluate_split(model, task, split, full)
+            logits_of[split] = (idx, logits)
             res.splits[split] = {"loss": loss, "acc": acc, "n": int(len(idx))}
         idx, logits = logits_of[held_out]
         for c in np.unique(task.combo[idx]):
@@ -283,7 +333,7 @@ def ood(path: str | os.PathLike, *, step: str | int = "latest", full: bool = Fal
                 res.targets[name.removeprefix("ood_")] = {
                     "acc": float((logits.argmax(-1) == task.labels[idx]).mean()), "n": int(len(idx))}
         out.append(res)
-    return out
+    return _warn(out)
 
 
 def _as_matrix(name: str, W: np.ndarray) -> np.ndarray:
@@ -293,6 +343,10 @@ def _as_matrix(name: str, W: np.ndarray) -> np.ndarray:
             return W.reshape(-1, W.shape[-1])
         return W.transpose(1, 0, 2).reshape(W.shape[1], -1)
     return W
+
+
+def _natural(name: str):
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
 
 
 def spectrum(path: str | os.PathLike, *, step: str | int = "latest", progress=None) -> list[SpectrumResult]:
@@ -315,23 +369,17 @@ def spectrum(path: str | os.PathLike, *, step: str | int = "latest", progress=No
                     if progress:
                         progress(n)
                 out.append(_spectrum(mats, step=int(run.steps[i])))
-        return out
+        return _warn(out)
     # any checkpoint, known layout or not: every 2-D tensor, in natural order
-    from .checkpoints import open_checkpoint
+    from .readers.checkpoints import open_checkpoint
 
     src = open_checkpoint(path)
     if str(step) not in ("latest", "all", str(src.step)):
-        raise ProbeError(f"{path}: a checkpoint holds one step; use --step latest")
+        raise ProbeError(f"{path}: a checkpoint holds one step; use {param('step', 'latest')}")
     names = sorted((n for n, s in src.shapes().items() if len(s) == 2 and min(s) > 1), key=_natural)
     mats = {}
     for n in names:
         mats[n] = src.read(n)
         if progress:
             progress(n)
-    return [_spectrum(mats, step=src.step if src.step is not None else 0)]
-
-
-def _natural(name: str):
-    import re
-
-    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
+    return _warn([_spectrum(mats, step=src.step if src.step is not None else 0)])

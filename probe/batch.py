@@ -11,30 +11,29 @@ from __future__ import annotations
 import csv
 import glob
 import json
+import math
 import os
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from .checkpoints import step_from_name
-from .errors import ProbeError
+from .errors import ProbeError, ProbeWarning, param
+from .readers.checkpoints import step_from_name
 
 COLUMNS = ("path", "step", "probe", "key", "metric", "value")
 WEIGHT_PROBES = ("similarity", "pca", "align", "condense", "spectrum")
 SNAPSHOT_PROBES = ("theory", "attention", "bias", "ood")
 PROBES = WEIGHT_PROBES + SNAPSHOT_PROBES
 _CHECKPOINT_EXT = (".h5", ".hdf5", ".safetensors", ".pt", ".pth", ".bin", ".ckpt")
-# the options each probe's API function takes
-_OPTIONS = {
-    "similarity": ("tokens", "tensor", "groups", "mapping", "step"),
-    "pca": ("tokens", "tensor", "groups", "mapping", "step"),
-    "align": ("layer", "head", "groups", "mapping", "step"),
-    "condense": ("tensor", "tokens", "neurons", "groups", "mapping", "step"),
-    "spectrum": ("step",),
-    "theory": ("tokens", "step"),
-    "attention": ("layer", "step"),
-    "bias": ("step",),
-    "ood": ("step",),
-}
+
+
+def probe_options(probe: str, options: dict) -> dict:
+    """The entries of ``options`` that probe's API function takes (by its signature)."""
+    import inspect
+
+    from . import api
+
+    takes = inspect.signature(getattr(api, probe)).parameters
+    return {k: v for k, v in options.items() if k in takes and k != "path"}
 
 
 def discover(paths: Iterable[str]) -> list[str]:
@@ -64,19 +63,26 @@ class Task:
 
 
 def run_task(task: Task) -> list[tuple]:
-    """Rows of one probe on one checkpoint; a failure becomes an ``error`` row."""
-    from . import api
-    from .snapshot import is_snapshot_file
+    """Rows of one probe on one checkpoint; a failure becomes an ``error`` row, a warning (a zero
+    vector, a word left out) a ``warning`` row."""
+    import warnings
 
-    opts = dict(task.options)
+    from . import api
+    from .format import is_snapshot_file
+
     fn = getattr(api, task.probe)
-    kwargs = {k: v for k, v in opts.items() if k in _OPTIONS[task.probe] and v is not None}
+    kwargs = probe_options(task.probe, dict(task.options))
     try:
         if task.probe in SNAPSHOT_PROBES and not is_snapshot_file(task.path):
             raise ProbeError(f"probe {task.probe} needs a snapshot file written by probe-train")
-        results = fn(task.path, **kwargs)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ProbeWarning)   # into the table, not onto a worker's stderr
+            results = fn(task.path, **kwargs)
+        step = results[0].step if results else step_from_name(task.path)
+        notes = dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, ProbeWarning))
         return [(task.path, r.step, task.probe, key, metric, value)
-                for r in results for metric, key, value in r.rows()]
+                for r in results for metric, key, value in r.rows()] \
+            + [(task.path, step, task.probe, "", "warning", msg) for msg in notes]
     except ProbeError as exc:
         return [(task.path, step_from_name(task.path), task.probe, "", "error", str(exc))]
     except Exception as exc:  # one bad checkpoint must not stop the batch
@@ -103,25 +109,35 @@ def read_table(path: str) -> list[tuple]:
         return rows
 
 
+def _strict(row: tuple) -> tuple:
+    """A row with non-finite numbers as None (JSON null, an empty CSV cell)."""
+    return tuple(None if isinstance(v, float) and not math.isfinite(v) else v for v in row)
+
+
 def write_table(path: str, rows: list[tuple]) -> None:
     """Atomically replace ``path`` with the rows, sorted by step (then path, probe, key, metric)."""
     rows = sorted(rows, key=_sort_key)
     tmp = path + ".tmp"
     with open(tmp, "w", newline="") as fh:
         if path.endswith(".json"):
-            json.dump([dict(zip(COLUMNS, r)) for r in rows], fh, indent=1, default=str)
+            json.dump([dict(zip(COLUMNS, _strict(r))) for r in rows], fh, indent=1, default=str, allow_nan=False)
             fh.write("\n")
         else:
             w = csv.writer(fh, lineterminator="\n")
             w.writerow(COLUMNS)
-            w.writerows(rows)
+            w.writerows(["" if v is None else v for v in _strict(r)] for r in rows)
     os.replace(tmp, path)
 
 
-def batch(paths: Iterable[str], probes: Iterable[str], options: dict, out: str | None = None,
-          jobs: int = 1, scheduler: str | None = None, progress: Callable[[int, int], None] | None = None
+def batch(paths: Iterable[str], probes: Iterable[str], options: dict | None = None, out: str | None = None,
+          jobs: int = 0, scheduler: str | None = None, progress: Callable[[int, int], None] | None = None
           ) -> list[tuple]:
-    """Run every probe on every checkpoint; with ``out``, skip what it already holds and rewrite it."""
+    """Run every probe on every checkpoint; with ``out``, skip what it already holds and rewrite it.
+
+    ``options`` maps API parameter names to values; each probe gets the ones it takes.
+    ``jobs`` local worker processes (0: one per CPU core; 1: in this process).
+    """
+    options = dict(options or {})
     probes = list(dict.fromkeys(probes))
     for p in probes:
         if p not in PROBES:
@@ -139,7 +155,8 @@ def batch(paths: Iterable[str], probes: Iterable[str], options: dict, out: str |
     rows: list[tuple] = []
     if scheduler:
         rows = _run_dask(tasks, scheduler, progress)
-    elif jobs > 1 and len(tasks) > 1:
+    elif (jobs if jobs > 0 else (os.cpu_count() or 1)) > 1 and len(tasks) > 1:
+        jobs = min(jobs if jobs > 0 else (os.cpu_count() or 1), len(tasks))
         import multiprocessing as mp
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
@@ -187,7 +204,7 @@ def _run_dask(tasks: list[Task], scheduler: str, progress) -> list[tuple]:
     try:
         from distributed import Client, as_completed
     except ImportError:
-        raise ProbeError("--scheduler needs dask.distributed: pip install 'dask[distributed]'") from None
+        raise ProbeError(f"{param('scheduler')} needs dask.distributed: pip install 'dask[distributed]'") from None
     try:
         client = Client(scheduler, timeout="10s")
     except (OSError, TimeoutError) as exc:

@@ -1,10 +1,10 @@
-"""Runtime for the figure scripts in ``examples/``: train-or-reuse runs, one look, PNG + PDF.
+"""Runtime of the figure scripts in ``examples/``: the runs each needs, and finding the scripts.
 
 A figure script defines ``NAME``, ``TITLE`` and ``make(ctx) -> list[Path]`` and ends with
 ``if __name__ == "__main__": run_script(make)``. ``probe figures`` imports the scripts and
 calls ``make`` with one shared :class:`FigureContext`, so runs asked for by several figures
-are trained once. A run's file name carries a hash of its full configuration: a finished
-file is reused, an unfinished one is resumed, a different configuration gets a new file.
+are trained once (:mod:`train.runs`: a finished run is reused, an unfinished one resumed, a
+changed configuration trained anew). The look of every figure lives in :mod:`probe.plotting`.
 
 Sizes: ``tiny`` (tests, seconds), ``quick`` (a CPU, minutes), ``full`` (the papers' sizes,
 for a GPU). Scripts pick presets with :meth:`FigureContext.preset`.
@@ -12,83 +12,16 @@ for a GPU). Scripts pick presets with :meth:`FigureContext.preset`.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import importlib.util
-import json
-import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping
 
-import numpy as np
-
 from .errors import ProbeError
 
 SIZES = ("tiny", "quick", "full")
-GAMMA_CMAP = "viridis"
-SIM_CMAP = "RdBu_r"
-GROUP_COLORS = {"memory": "#d62728", "reasoning": "#1f77b4", "keys": "#7f7f7f", "anchors": "#2ca02c",
-                "logic": "#1f77b4", "story": "#ff7f0e", "mem": "#d62728", "rsn_train": "#1f77b4",
-                "rsn_test": "#17becf"}
-
-STYLE = {
-    "figure.dpi": 110, "savefig.dpi": 200, "savefig.bbox": "tight",
-    "font.size": 9, "axes.titlesize": 10, "axes.labelsize": 9, "legend.fontsize": 8,
-    "xtick.labelsize": 8, "ytick.labelsize": 8, "figure.titlesize": 11,
-    "axes.spines.top": False, "axes.spines.right": False, "axes.grid": True, "grid.alpha": 0.25,
-    "lines.linewidth": 1.6, "image.interpolation": "nearest", "pdf.fonttype": 42,
-}
-
-
-def pyplot():
-    """matplotlib.pyplot with the figures' shared style (imported only when a figure is drawn)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    plt.rcParams.update(STYLE)
-    return plt
-
-
-def gamma_color(gamma: float, lo: float = 0.2, hi: float = 1.0):
-    """One colour per γ, the same in every figure."""
-    import matplotlib
-
-    return matplotlib.colormaps[GAMMA_CMAP](float(np.clip((gamma - lo) / (hi - lo), 0, 1)) * 0.9)
-
-
-def heatmap(ax, matrix, xticks=None, yticks=None, *, vmin=-1.0, vmax=1.0, cmap=SIM_CMAP, xrotation=90, **kw):
-    """A matrix panel in the figures' look: fixed colour range, labelled ticks, no grid; returns the image."""
-    im = ax.imshow(matrix, vmin=vmin, vmax=vmax, cmap=cmap, **kw)
-    if xticks is not None:
-        ax.set_xticks(range(len(xticks)), xticks, rotation=xrotation)
-    if yticks is not None:
-        ax.set_yticks(range(len(yticks)), yticks)
-    ax.grid(False)  # the style's grid would cross the cells
-    return im
-
-
-def config_hash(config: Mapping) -> str:
-    return hashlib.sha256(json.dumps(dict(config), sort_keys=True).encode()).hexdigest()[:10]
-
-
-def last_step(path: Path) -> int | None:
-    """Step of the newest snapshot in ``path``; None when there is no readable run with a snapshot."""
-    from .snapshot import Run
-
-    try:
-        with Run(path) as run:
-            return int(run.steps[-1]) if run.n_snapshots else None
-    except ProbeError:
-        return None
-
-
-def run_finished(path: Path, steps: int) -> bool:
-    return last_step(path) == steps
 
 
 class _Planned(Exception):
@@ -102,7 +35,7 @@ class FigureContext:
     out: Path
     size: str = "quick"
     runs_dir: Path | None = None
-    jobs: int = 2
+    jobs: int = 0
     log: Callable[[str], None] = field(default=lambda msg: print(msg, file=sys.stderr, flush=True))
 
     def __post_init__(self):
@@ -124,25 +57,17 @@ class FigureContext:
     def preset(self, quick: str, full: str, tiny: str = "tiny") -> str:
         return {"tiny": tiny, "quick": quick, "full": full}[self.size]
 
+    def _gpu(self) -> bool:
+        from train.runs import cuda_available
+
+        return self.size == "full" and cuda_available()
+
     def runs(self, wanted: Mapping[str, tuple[str, dict]]) -> dict[str, Path]:
         """Paths of finished runs for ``{label: (preset, overrides)}``; trains what is missing,
         ``jobs`` at a time (one CPU thread each on a CPU)."""
-        from train.config import preset as make_config
+        from train.runs import plan
 
-        todo, paths = [], {}
-        for label, (name, overrides) in wanted.items():
-            cfg = make_config(name, **overrides)
-            path = self.runs_dir / f"{label}-{config_hash(cfg.to_dict())}.h5"
-            paths[label] = path
-            done = last_step(path)
-            if done == cfg.steps:
-                continue
-            flags = [_flag(k, v) for k, v in overrides.items()]
-            cmd = [sys.executable, "-m", "train", "--preset", name, *flags, "--quiet", "--out", str(path)]
-            if self.size != "full" or not cuda_available():
-                cmd += ["--threads", "1"]
-            cmd += ["--overwrite"] if done is None else ["--resume"]
-            todo.append((label, cmd))
+        paths, todo = plan(wanted, self.runs_dir, threads=None if self._gpu() else 1)
         if self._plan is not None:   # planning pass of make_figures: note the runs, stop the script
             self._plan.extend(todo)
             raise _Planned
@@ -181,34 +106,10 @@ class FigureContext:
         got = self.runs({f"lm-g{g}": (p, {"gamma": g}) for g in gammas})
         return {g: got[f"lm-g{g}"] for g in gammas}
 
-    def _train(self, todo: list[tuple[str, list[str]]]) -> None:
-        jobs = 1 if (self.size == "full" and cuda_available()) else max(1, self.jobs)
-        t0 = time.perf_counter()
-        running: list[tuple[str, subprocess.Popen, object]] = []
-        queue = list(todo)
-        self.log(f"training {len(todo)} run(s), {jobs} at a time, into {self.runs_dir}")
-        while queue or running:
-            while queue and len(running) < jobs:
-                label, cmd = queue.pop(0)
-                self.log(f"  $ probe-train {' '.join(cmd[3:])}")
-                # stderr to a file, not a pipe: a child writing more than the pipe holds would block
-                log = tempfile.TemporaryFile("w+")
-                running.append((label, subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log), log))
-            for item in list(running):
-                label, proc, log = item
-                if proc.poll() is None:
-                    continue
-                running.remove(item)
-                log.seek(0)
-                err = [ln.strip("╭╮╰╯│─ ") for ln in log.read().splitlines()]
-                err = [ln for ln in err if ln]
-                log.close()
-                if proc.returncode != 0:
-                    for _, other, _ in running:
-                        other.terminate()
-                    raise ProbeError(f"training run '{label}' failed: {err[-1] if err else proc.returncode}")
-            time.sleep(0.2)
-        self.log(f"trained {len(todo)} run(s) in {time.perf_counter() - t0:.0f} s")
+    def _train(self, todo) -> None:
+        from train.runs import train_jobs
+
+        train_jobs(todo, 1 if self._gpu() else self.jobs, self.log)
 
     def save(self, fig, name: str) -> list[Path]:
         """Write ``name``.png and ``name``.pdf into the output folder and close the figure."""
@@ -222,20 +123,10 @@ class FigureContext:
         return paths
 
 
-def _flag(name: str, value) -> str:
-    name = name.replace("_", "-")
-    if isinstance(value, bool):
-        return f"--{name}" if value else f"--no-{name}"
-    return f"--{name}={value}"
-
-
 def cuda_available() -> bool:
-    try:
-        import torch
+    from train.runs import cuda_available as available
 
-        return torch.cuda.is_available()
-    except ImportError:
-        return False
+    return available()
 
 
 # --- finding and running the scripts -------------------------------------------------------
@@ -285,7 +176,7 @@ def make_figures(names: list[str], ctx: FigureContext, folder: Path) -> dict[str
                     ctx.log(f"figure {n}: {scripts[n].title}")
                 except _Planned:
                     pass
-            todo = list({tuple(cmd): (label, cmd) for label, cmd in ctx._plan}.values())
+            todo = list({tuple(job.command): job for job in ctx._plan}.values())
         finally:
             ctx._plan = None
         if todo:
@@ -302,13 +193,13 @@ def make_figures(names: list[str], ctx: FigureContext, folder: Path) -> dict[str
 
 def run_script(make: Callable[[FigureContext], list[Path]]) -> None:
     """Command line of a single figure script: ``python examples/fig_x.py [--size quick] [-o DIR]``."""
-    from .cli_util import run_cli
+    from .errors import run_cli
 
     ap = argparse.ArgumentParser()
     ap.add_argument("-o", "--out", default="figures")
     ap.add_argument("--size", choices=SIZES, default="quick",
                     help="tiny (tests), quick (a CPU, minutes) or full (paper sizes, for a GPU)")
     ap.add_argument("--runs", default=None, help="folder of trained runs (default OUT/runs)")
-    ap.add_argument("--jobs", type=int, default=2, help="runs trained at once")
+    ap.add_argument("--jobs", type=int, default=0, help="runs trained at once (0: one per CPU core)")
     a = ap.parse_args()
     run_cli(lambda: make(FigureContext(Path(a.out), a.size, a.runs, a.jobs)))

@@ -1,4 +1,9 @@
-"""Figures. matplotlib is imported here only, so the CLI starts fast."""
+"""The one matplotlib home: the shared style, heat maps, and one figure per result type.
+
+matplotlib is imported inside the functions only, so the CLI starts fast. The figure scripts
+in ``examples/`` draw with :func:`pyplot`, :func:`heatmap`, :func:`gamma_color` and
+``GROUP_COLORS``; ``probe <probe> --plot`` draws with :func:`plot_results`.
+"""
 from __future__ import annotations
 
 import os
@@ -6,19 +11,51 @@ from typing import Sequence
 
 import numpy as np
 
-from .errors import ProbeError
+from .errors import ProbeError, param
 
 MAX_PANELS = 8
 MAX_HEATMAP = 4096
+GAMMA_CMAP = "viridis"
+SIM_CMAP = "RdBu_r"
+GROUP_COLORS = {"memory": "#d62728", "reasoning": "#1f77b4", "keys": "#7f7f7f", "anchors": "#2ca02c",
+                "logic": "#1f77b4", "story": "#ff7f0e", "mem": "#d62728", "rsn_train": "#1f77b4",
+                "rsn_test": "#17becf"}
+STYLE = {
+    "figure.dpi": 110, "savefig.dpi": 200, "savefig.bbox": "tight",
+    "font.size": 9, "axes.titlesize": 10, "axes.labelsize": 9, "legend.fontsize": 8,
+    "xtick.labelsize": 8, "ytick.labelsize": 8, "figure.titlesize": 11,
+    "axes.spines.top": False, "axes.spines.right": False, "axes.grid": True, "grid.alpha": 0.25,
+    "lines.linewidth": 1.6, "image.interpolation": "nearest", "pdf.fonttype": 42,
+}
 
 
-def _pyplot():
+def pyplot():
+    """matplotlib.pyplot with the shared style (imported only when a figure is drawn)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    plt.rcParams.update(STYLE)
     return plt
+
+
+def gamma_color(gamma: float, lo: float = 0.2, hi: float = 1.0):
+    """One colour per γ, the same in every figure."""
+    import matplotlib
+
+    return matplotlib.colormaps[GAMMA_CMAP](float(np.clip((gamma - lo) / (hi - lo), 0, 1)) * 0.9)
+
+
+def heatmap(ax, matrix, xticks=None, yticks=None, *, vmin=-1.0, vmax=1.0, cmap=SIM_CMAP, xrotation=90, **kw):
+    """A matrix panel in the shared look: fixed colour range, labelled ticks, no grid; returns the image."""
+    im = ax.imshow(matrix, vmin=vmin, vmax=vmax, cmap=cmap, **kw)
+    if xticks is not None:
+        ax.set_xticks(range(len(xticks)), xticks, rotation=xrotation)
+    if yticks is not None:
+        ax.set_yticks(range(len(yticks)), yticks)
+    ax.grid(False)  # the style's grid would cross the cells
+    return im
 
 
 def check_writable(path: str) -> None:
@@ -34,8 +71,8 @@ def check_writable(path: str) -> None:
 def similarity_heatmaps(results: Sequence, path: str, title: str) -> None:
     """One cosine heat map per result (at most MAX_PANELS, spread over the steps)."""
     if any(r.matrix is None for r in results):
-        raise ProbeError(f"too many tokens for a heat map (more than {MAX_HEATMAP}); choose fewer with --tokens")
-    plt = _pyplot()
+        raise ProbeError(f"too many tokens for a heat map (more than {MAX_HEATMAP}); choose fewer with {param('tokens')}")
+    plt = pyplot()
     if len(results) > MAX_PANELS:
         pick = np.unique(np.linspace(0, len(results) - 1, MAX_PANELS).round().astype(int))
         results = [results[i] for i in pick]
@@ -60,7 +97,7 @@ def similarity_heatmaps(results: Sequence, path: str, title: str) -> None:
 
 def _trajectory(results: Sequence, path: str, title: str) -> None:
     """Every summary number against the step, a panel per kind of number."""
-    plt = _pyplot()
+    plt = pyplot()
     keys = list(dict.fromkeys(k for r in results for k in r.summary()))
     families: dict[str, list[str]] = {}
     for k in keys:
@@ -90,7 +127,7 @@ def _trajectory(results: Sequence, path: str, title: str) -> None:
 
 def _pca_panel(ax, r) -> None:
     groups = list(dict.fromkeys(r.groups))
-    cmap = _pyplot().get_cmap("tab10")
+    cmap = pyplot().get_cmap("tab10")
     for gi, g in enumerate(groups):
         m = np.array([x == g for x in r.groups])
         ax.scatter(r.coords[m, 0], r.coords[m, 1] if r.coords.shape[1] > 1 else 0 * r.coords[m, 0],
@@ -106,7 +143,7 @@ def _pca_panel(ax, r) -> None:
 
 def _single(name: str, r, path: str, title: str) -> bool:
     """A probe-specific figure for one step; False if the probe has none."""
-    plt = _pyplot()
+    plt = pyplot()
     if name == "pca":
         fig, ax = plt.subplots(figsize=(5, 4.5), constrained_layout=True)
         _pca_panel(ax, r)

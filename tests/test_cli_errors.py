@@ -77,7 +77,7 @@ def test_train_cli_bad_input(tmp_path, tiny_run):
     res = run_cli("probe-train", "--preset", "nope", "--out", tmp_path / "x.h5")
     _assert_clean_error(res, "unknown preset")
     res = run_cli("probe-train", "--preset", "tiny", "--vocab-size", "50", "--out", tmp_path / "x.h5")
-    _assert_clean_error(res, "vocab_size")
+    _assert_clean_error(res, "--vocab-size 50 too small")
     # refuses to clobber an existing run
     before = hashlib.sha256(tiny_run.read_bytes()).hexdigest()
     res = run_cli("probe-train", "--preset", "tiny", "--out", tiny_run)
@@ -100,7 +100,8 @@ def test_good_calls_write_data_to_stdout(work):
     res = run_cli("probe", "similarity", work / "good.h5", "--tokens", "11:14", "--step", "all", "--format", "csv")
     assert res.returncode == 0
     lines = res.stdout.strip().splitlines()
-    assert lines[0] == "step,metric,token_i,token_j,distance,value"
+    assert lines[0] == "step,metric,key,value"
     assert any(",distance_corr," in x for x in lines)
+    assert '0,cosine,"11,12",' in res.stdout          # matrix cells: key i,j (token ids)
     info = run_cli("probe", "info", work / "good.h5", "--format", "json")
     assert json.loads(info.stdout)["groups"]["reasoning"] == list(range(11, 21))

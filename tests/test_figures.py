@@ -46,7 +46,8 @@ def test_figures_train_once_then_reuse(tmp_path):
 
 
 def test_changed_config_gets_its_own_run(tmp_path):
-    from probe.figures import FigureContext, run_finished
+    from probe.figures import FigureContext
+    from train.runs import run_finished
 
     ctx = FigureContext(tmp_path, "tiny", log=lambda m: None)
     a = ctx.runs({"r": ("tiny", {"gamma": 0.8})})["r"]
@@ -59,8 +60,9 @@ def test_killed_run_is_resumed_not_restarted(tmp_path):
     import time
 
     import probe
-    from probe.figures import FigureContext, config_hash, run_finished
+    from probe.figures import FigureContext
     from train import preset
+    from train.runs import config_hash, run_finished
 
     from conftest import popen_cli
 

@@ -7,7 +7,7 @@ import pytest
 
 import probe
 from train import preset
-from train.lm import make_text_task, source_groups
+from train.tasks.lm import make_text_task, source_groups
 from train.text import synthetic_stories
 
 from conftest import run_cli
@@ -65,7 +65,7 @@ def test_losses_fall_and_delta_l_has_sign_and_trend(lm_run):
     with probe.Run(lm_run) as run:
         first = {s: float(run.metrics()[s]["loss"][0]) for s in ("logic", "story")}
     assert m["logic"]["loss"] < first["logic"] - 0.3 and m["story"]["loss"] < first["story"] - 0.1
-    bias = probe.bias(lm_run)                      # default pair for text runs: story vs logic
+    bias = probe.bias(lm_run, step="all")          # default pair for text runs: story vs logic
     assert (bias[0].split_a, bias[0].split_b) == ("story", "logic")
     delta = np.array([b.delta for b in bias])
     # at init both sources cost ~log V; the regular logic text is learned first, so ΔL turns positive and grows
@@ -104,7 +104,7 @@ def test_source_groups_pick_tokens_frequent_in_one_source():
 @pytest.mark.parametrize("flag,value,needle", [
     ("--stories", "/nonexistent/stories.txt", "stories"),
     ("--tokenizer", "/nonexistent/tok", "tokenizer"),
-    ("--lm-vocab", "half", "lm_vocab"),
+    ("--lm-vocab", "half", "--lm-vocab"),
 ])
 def test_bad_text_options_fail_cleanly(tmp_path, flag, value, needle):
     res = run_cli("probe-train", "--preset", "lm-tiny", flag, value, "--out", tmp_path / "x.h5", "--quiet")

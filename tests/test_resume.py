@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from probe.errors import ProbeError
-from probe.snapshot import Run
+from probe.format import Run
 
 from conftest import popen_cli, run_cli
 
-ARGS = ["--preset", "tiny", "--steps", "300", "--snapshot-every", "10", "--quiet", "--threads", "1"]
+ARGS = ["--preset", "tiny", "--snapshot-every", "10", "--quiet", "--threads", "1"]
 
 
 def _snapshots(path) -> int:
@@ -21,8 +21,8 @@ def _snapshots(path) -> int:
         return 0
 
 
-def _kill_when(out, min_snapshots=None, after=None):
-    proc = popen_cli("probe-train", *ARGS, "--out", out)
+def _kill_when(out, min_snapshots=None, after=None, steps=300):
+    proc = popen_cli("probe-train", *ARGS, "--steps", steps, "--out", out)
     start = time.time()
     try:
         while time.time() - start < 120 and proc.poll() is None:
@@ -40,7 +40,7 @@ def _kill_when(out, min_snapshots=None, after=None):
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
     ref = tmp_path_factory.mktemp("ref") / "ref.h5"
-    res = run_cli("probe-train", *ARGS, "--out", ref)
+    res = run_cli("probe-train", *ARGS, "--steps", 300, "--out", ref)
     assert res.returncode == 0, res.stderr
     return ref
 
@@ -76,15 +76,19 @@ def test_killed_run_validates_is_readable_and_resumes_exactly(tmp_path, referenc
 @pytest.mark.parametrize("delay", [0.3, 1.5, 3.0, 4.5, 6.0])
 def test_kill_at_any_moment_leaves_a_valid_file(tmp_path, delay):
     out = tmp_path / "k.h5"
-    _kill_when(out, after=delay)
+    _kill_when(out, after=delay, steps=100_000)   # far more steps than it can finish in the delay
     if not out.exists():
         return  # killed before the file was created: nothing half-made at the path
     val = run_cli("probe", "validate", out)
     assert val.returncode == 0, val.stdout + val.stderr
     if _snapshots(out):
         assert run_cli("probe", "info", out).returncode == 0
-        res = run_cli("probe-train", "--resume", "--out", out, "--quiet", "--steps", "300")
+        with Run(out) as run:
+            target = int(run.steps[-1]) + 20
+        res = run_cli("probe-train", "--resume", "--out", out, "--quiet", "--steps", target)
         assert res.returncode == 0, res.stderr
+        with Run(out) as run:
+            assert int(run.steps[-1]) == target
 
 
 def test_resume_refuses_config_changes(tmp_path, reference):

@@ -2,7 +2,8 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
-from probe.analyses.similarity import cosine_matrix, cosine_similarity, spearman
+from probe.analyses._stats import cosine_matrix, spearman
+from probe.analyses.similarity import cosine_similarity
 
 
 def test_cosine_matrix_matches_definition():

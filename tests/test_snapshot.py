@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from probe.errors import ProbeError
-from probe.snapshot import P, Run, Writer, read_rows
-from probe.schema_check import validate
+from probe.format.snapshot import P, Run, Writer, read_rows
+from probe.format.validate import validate
 
 from conftest import popen_cli, run_cli
 
@@ -14,18 +14,18 @@ from conftest import popen_cli, run_cli
 def _make(path, n_steps=3, vocab=50, d=8):
     rng = np.random.default_rng(0)
     params = {"W_E": (vocab, d), "W_pos": (5, d), "blocks.0.attn.W_V": (2, d, 4), "blocks.0.attn.W_O": (2, 4, d),
-              "b": (d,)}
+              "blocks.0.mlp.W_in": (d, 16), "blocks.0.mlp.W_out": (16, d), "b": (d,)}
     w = Writer.create(
         path, config={"gamma": 0.8}, task={"kind": "anchor", "splits": ["mem", "rsn_test"]},
         dims={"vocab": vocab, "d_model": d, "seq": 5, "probe": 3, "layers": 1, "heads": 2, "d_head": 4,
-              "d_hidden": d},
+              "d_hidden": d, "d_ff": 16},
         groups={"reasoning": [11, 12, 13]},
         run_arrays={"probe_tokens": np.zeros((3, 5), np.int64), "probe_labels": np.zeros(3, np.int64),
                     "probe_split": np.zeros(3, np.int64), "probe_key_pos": np.zeros(3, np.int64)},
         params=params,
         roles={"token_embedding": "W_E", "layer0/W_V": "blocks.0.attn.W_V", "layer0/W_Q": "blocks.0.attn.W_V",
                "layer0/W_K": "blocks.0.attn.W_V", "layer0/W_O": "blocks.0.attn.W_O",
-               "position_embedding": "W_pos"},
+               "position_embedding": "W_pos", "layer0/W_in": "blocks.0.mlp.W_in", "layer0/W_out": "blocks.0.mlp.W_out"},
         attention_shape=(1, 2, 3, 5, 5),
         resume_tensors={"optim/x": ((4,), np.float32)},
     )

@@ -5,7 +5,8 @@ import pytest
 
 from probe.errors import ProbeError
 from train.config import RunConfig, preset
-from train.tasks import MEM, RSN_TEST, RSN_TRAIN, make_task
+from train.tasks import make_task
+from train.tasks.anchor import MEM, RSN_TEST, RSN_TRAIN
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ from typing import Optional
 
 import typer
 
-from probe.cli_util import fail, run_cli
+from probe.errors import fail, param, run_cli
 
 from .config import PRESETS, RunConfig
 
@@ -27,13 +27,13 @@ def _train(preset: str, out: str, resume: bool, overwrite: bool, quiet: bool, **
     given = {k: v for k, v in overrides.items() if v is not None}
     if resume:
         # continue with the configuration stored in the file, plus explicit overrides of steps etc.
-        from probe.snapshot import Run
+        from probe.format import Run
 
         with Run(out) as run:
             stored = {k: v for k, v in run.config.items() if k in {f.name for f in fields(RunConfig)}}
         changed = {k for k, v in given.items() if stored.get(k) != v and k not in ("steps", "device", "threads")}
         if changed:
-            fail(f"--resume keeps the run's configuration; cannot change {', '.join(sorted(changed))}")
+            fail(f"{param('resume')} keeps the run's configuration; cannot change {', '.join(sorted(changed))}")
         cfg = RunConfig(**{**stored, **given})
     else:
         cfg = make_preset(preset, **given)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field, fields
 
-from probe.errors import ProbeError
+from probe.errors import ProbeError, param
 
 
 def _f(default, help: str):  # noqa: A002 - mirrors argparse
@@ -85,46 +85,55 @@ class RunConfig:
             if not ok:
                 raise ProbeError(msg)
 
-        need(self.task in ("anchor", "composite", "lm"), f"unknown task '{self.task}' (known: anchor, composite, lm)")
-        need(self.model in ("transformer", "emb-mlp"), f"unknown model '{self.model}' (known: transformer, emb-mlp)")
-        need(self.norm in ("pre", "post"), f"norm must be 'pre' or 'post', not '{self.norm}'")
-        need(self.activation in ("relu", "gelu"), f"activation must be 'relu' or 'gelu', not '{self.activation}'")
-        need(self.key_min <= self.key_max, "key_min must be <= key_max")
-        need(self.mem_anchor_min <= self.mem_anchor_max, "mem_anchor_min must be <= mem_anchor_max")
-        need(self.rsn_anchor_min <= self.rsn_anchor_max, "rsn_anchor_min must be <= rsn_anchor_max")
-        need(1 <= self.n_anchors < self.seq_len, "need 1 <= n_anchors < seq_len")
+        need(self.task in ("anchor", "composite", "lm"),
+             f"unknown {param('task')} '{self.task}' (known: anchor, composite, lm)")
+        need(self.model in ("transformer", "emb-mlp"),
+             f"unknown {param('model')} '{self.model}' (known: transformer, emb-mlp)")
+        need(self.norm in ("pre", "post"), f"{param('norm')} must be 'pre' or 'post', not '{self.norm}'")
+        need(self.activation in ("relu", "gelu"),
+             f"{param('activation')} must be 'relu' or 'gelu', not '{self.activation}'")
+        need(self.key_min <= self.key_max, f"{param('key_min')} must be <= {param('key_max')}")
+        need(self.mem_anchor_min <= self.mem_anchor_max,
+             f"{param('mem_anchor_min')} must be <= {param('mem_anchor_max')}")
+        need(self.rsn_anchor_min <= self.rsn_anchor_max,
+             f"{param('rsn_anchor_min')} must be <= {param('rsn_anchor_max')}")
+        need(1 <= self.n_anchors < self.seq_len, f"need 1 <= {param('n_anchors')} < {param('seq_len')}")
         need(min(self.key_min, self.mem_anchor_min, self.rsn_anchor_min) >= 0, "token ids must be >= 0")
         if self.task == "lm":
-            need(self.model == "transformer", "the lm task trains a transformer (--model transformer)")
-            need(self.lm_vocab in ("compact", "full"), f"lm_vocab must be 'compact' or 'full', not '{self.lm_vocab}'")
-            need(1 <= self.logic_min_hops <= self.logic_max_hops, "need 1 <= logic_min_hops <= logic_max_hops")
+            need(self.model == "transformer", f"the lm task trains a transformer ({param('model', 'transformer')})")
+            need(self.lm_vocab in ("compact", "full"),
+                 f"{param('lm_vocab')} must be 'compact' or 'full', not '{self.lm_vocab}'")
+            need(1 <= self.logic_min_hops <= self.logic_max_hops,
+                 f"need 1 <= {param('logic_min_hops')} <= {param('logic_max_hops')}")
             need(self.logic_docs >= 2 and self.story_docs >= 2, "need at least 2 logic and 2 story documents")
-            need(0 < self.val_fraction < 1, "val_fraction must be between 0 and 1")
-            need(self.group_size > 0 and self.group_ratio >= 1, "need group_size > 0 and group_ratio >= 1")
+            need(0 < self.val_fraction < 1, f"{param('val_fraction')} must be between 0 and 1")
+            need(self.group_size > 0 and self.group_ratio >= 1,
+                 f"need {param('group_size')} > 0 and {param('group_ratio')} >= 1")
             max_label = -1  # the vocabulary comes from the tokenizer
         elif self.task == "composite":
             shifts = composite_shifts(self)
-            need(self.n_anchors == 2, "the composite task uses n_anchors = 2")
+            need(self.n_anchors == 2, f"the composite task uses {param('n_anchors')} = 2")
             pairs = [composite_pair(self.unseen_pair, "unseen_pair", len(shifts)),
                      composite_pair(self.swapped_pair, "swapped_pair", len(shifts))]
-            need(pairs[0] != pairs[1], "unseen_pair and swapped_pair must differ")
+            need(pairs[0] != pairs[1], f"{param('unseen_pair')} and {param('swapped_pair')} must differ")
             need(self.key_min > len(shifts), f"keys must be above the anchors 1..{len(shifts)}")
             lo = self.key_min + min(2 * min(shifts), self.swapped_shift)
             max_label = self.key_max + max(2 * max(shifts), self.swapped_shift)
-            need(lo >= 0, "shifts take labels below 0")
-            need(self.key_split_mod > 0, "key_split_mod must be positive")
+            need(lo >= 0, f"{param('shifts')} take labels below 0")
+            need(self.key_split_mod > 0, f"{param('key_split_mod')} must be positive")
         else:
             max_label = max(self.key_max + self.n_anchors * self.rsn_anchor_max, self.key_max)
             held_out_combos(self)  # parses or raises
         if self.task != "lm":
             need(self.vocab_size > max(max_label, self.key_max, self.mem_anchor_max, self.rsn_anchor_max),
-                 f"vocab_size {self.vocab_size} too small: labels reach {max_label}")
+                 f"{param('vocab_size', self.vocab_size)} too small: labels reach {max_label}")
         for name in ("d_model", "layers", "heads", "d_ff", "steps", "batch_size", "n_samples", "eval_size"):
-            need(getattr(self, name) > 0, f"{name} must be positive")
-        need(self.d_head > 0 or self.d_model % self.heads == 0, "d_model must be divisible by heads (or set d_head)")
-        need(self.lr > 0, "lr must be positive")
-        need(self.snapshot_every >= 0, "snapshot_every must be >= 0")
-        need(self.gamma > 0, "gamma must be positive")
+            need(getattr(self, name) > 0, f"{param(name)} must be positive")
+        need(self.d_head > 0 or self.d_model % self.heads == 0,
+             f"{param('d_model')} must be divisible by {param('heads')} (or set {param('d_head')})")
+        need(self.lr > 0, f"{param('lr')} must be positive")
+        need(self.snapshot_every >= 0, f"{param('snapshot_every')} must be >= 0")
+        need(self.gamma > 0, f"{param('gamma')} must be positive")
 
     @property
     def head_dim(self) -> int:

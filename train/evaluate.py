@@ -1,9 +1,18 @@
-"""Loss and accuracy of a model on a set of sequences: one function for the trainer and the probes,
-so metrics a probe recomputes from stored weights equal the logged ones exactly."""
+"""Probe's one door into the trainer: rebuild a run's task and model from its snapshot file, and
+the loss and accuracy of a model on a set of sequences — one function for the trainer and the
+probes, so metrics a probe recomputes from stored weights equal the logged ones exactly."""
 from __future__ import annotations
 
+from dataclasses import fields
+
+import numpy as np
 import torch
 import torch.nn.functional as F
+
+from probe.errors import ProbeError
+from probe.format import Run
+
+from .config import RunConfig
 
 
 @torch.no_grad()
@@ -43,3 +52,43 @@ def evaluate_lm(model, tokens: torch.Tensor, targets: torch.Tensor, chunk: int =
     model.train(was_training)
     n = targets.numel()
     return float(loss) / n, float(correct) / n
+
+
+def run_config(run: Run) -> RunConfig:
+    """The run's :class:`~train.config.RunConfig` (unknown keys from newer minor versions are dropped)."""
+    known = {f.name for f in fields(RunConfig)}
+    try:
+        return RunConfig(**{k: v for k, v in run.config.items() if k in known})
+    except (TypeError, ProbeError) as exc:
+        raise ProbeError(f"{run.path}: its stored config cannot rebuild the run ({exc})") from None
+
+
+def load_task(run: Run):
+    """The run's task, rebuilt from its stored configuration (the data are a function of it)."""
+    from .tasks import make_task
+
+    return make_task(run_config(run))
+
+
+def load_model(run: Run, index: int):
+    """(model at snapshot ``index`` on the CPU in eval mode, its RunConfig)."""
+    from .models import build_model
+
+    cfg = run_config(run)
+    model = build_model(cfg)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            arr = run.read(name, index)
+            if tuple(arr.shape) != tuple(p.shape):
+                raise ProbeError(f"{run.path}: parameter {name} has shape {arr.shape}, the model needs {tuple(p.shape)}")
+            p.copy_(torch.from_numpy(np.ascontiguousarray(arr)))
+    return model.eval(), cfg
+
+
+def evaluate_split(model, task, split: str, full: bool = False) -> tuple[np.ndarray, float, float, np.ndarray]:
+    """(sequence indices, loss, accuracy, logits) of ``model`` on ``split``: the sequences the trainer
+    logs metrics on, or with ``full`` every sequence of the split."""
+    idx = task.indices(split) if full else task.eval_indices(split)
+    loss, acc, logits = evaluate(model, torch.as_tensor(task.tokens[idx]), torch.as_tensor(task.key_pos[idx]),
+                                 torch.as_tensor(task.labels[idx]))
+    return idx, loss, acc, logits.numpy()

@@ -148,11 +148,14 @@ class Transformer(GammaInit, nn.Module):
         return fans
 
     def roles(self) -> dict[str, str]:
-        """Canonical weight names (schema) -> parameter names."""
+        """Canonical weight names (``schemas/snapshot-v1.json``, the names every checkpoint reader
+        serves) -> parameter names; the trainer stores them as links, so readers need no copy."""
         out = {"token_embedding": "W_E", "position_embedding": "W_pos", "unembedding": "W_U"}
         for i in range(self.cfg.layers):
             for w in ("W_Q", "W_K", "W_V", "W_O"):
                 out[f"layer{i}/{w}"] = f"blocks.{i}.attn.{w}"
+            for w in ("W_in", "W_out"):
+                out[f"layer{i}/{w}"] = f"blocks.{i}.mlp.{w}"
         return out
 
     def attention_shape(self, n_probe: int) -> tuple[int, ...]:
@@ -212,6 +215,7 @@ class EmbMLP(GammaInit, nn.Module):
         return {"W_E": self.cfg.d_model, "W_1": self.cfg.d_model, "W_2": self.cfg.d_ff}
 
     def roles(self) -> dict[str, str]:
+        """Canonical names -> parameters; W_1 (embedding sum -> hidden) has no canonical analogue."""
         return {"token_embedding": "W_E", "unembedding": "W_2"}
 
     def attention_shape(self, n_probe: int) -> None:

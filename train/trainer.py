@@ -11,8 +11,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from probe.errors import ProbeError
-from probe.snapshot import Writer
+from probe.errors import ProbeError, param
+from probe.format import Run, Writer
 
 from .config import RunConfig
 from .evaluate import evaluate, evaluate_lm
@@ -32,6 +32,16 @@ def snapshot_steps(cfg: RunConfig) -> list[int]:
             steps.add(s)
             s *= 2
     return sorted(steps)
+
+
+def _killed_in_first_snapshot(path: str) -> bool:
+    """True for a run whose writer was killed before it finished its first resume state (so it holds
+    at most the step-0 snapshot, which a fresh start rewrites identically)."""
+    from probe.format.snapshot import resumable_step
+
+    with Run(path) as run:
+        return run.n_snapshots <= 1 and int(run.steps[-1] if run.n_snapshots else 0) == 0 \
+            and resumable_step(run) is None
 
 
 def lr_at(cfg: RunConfig, step: int) -> float:
@@ -78,9 +88,13 @@ class Trainer:
         self.progress = progress
         self.snapshots = snapshots
         if not resume and os.path.exists(self.out) and not overwrite:
-            raise ProbeError(f"{self.out} exists; pass --resume to continue it or --overwrite to replace it")
+            raise ProbeError(f"{self.out} exists; pass {param('resume')} to continue it or {param('overwrite')} to "
+                             "replace it")
         if resume and not os.path.exists(self.out):
             raise ProbeError(f"{self.out}: no such file to resume")
+        if resume and _killed_in_first_snapshot(self.out):
+            # nothing but step 0, which is a function of the config: start again rather than refuse
+            self.resume, overwrite = False, True
         parent = os.path.dirname(os.path.abspath(self.out))
         if not os.path.isdir(parent):
             raise ProbeError(f"cannot write {self.out}: directory {parent} does not exist")
@@ -180,7 +194,8 @@ class Trainer:
         resume = {k: (v.shape, v.dtype) for k, v in self._resume_tensors().items()}
         dims = {"vocab": cfg.vocab_size, "d_model": cfg.d_model, "seq": cfg.seq_len, "probe": len(p_idx),
                 "layers": cfg.layers if cfg.model == "transformer" else 0, "heads": cfg.heads,
-                "d_head": cfg.head_dim, "d_hidden": cfg.d_ff if cfg.model == "emb-mlp" else cfg.d_model}
+                "d_head": cfg.head_dim, "d_hidden": cfg.d_ff if cfg.model == "emb-mlp" else cfg.d_model,
+                "d_ff": cfg.d_ff}
         return Writer.create(
             self.out,
             config=cfg.to_dict(),

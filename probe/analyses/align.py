@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ._stats import unit_rows
 from .base import Result
 
 
@@ -59,9 +60,8 @@ def align(W_V: np.ndarray, W_O: np.ndarray | None, embeddings: np.ndarray, group
     U, S, _ = np.linalg.svd(np.asarray(W_V, dtype=np.float64), full_matrices=False)
     ov = factored_svd(np.asarray(W_V, np.float64), np.asarray(W_O, np.float64))[1] if W_O is not None else S[:0]
     k = min(top_k, U.shape[1])
-    E = np.asarray(embeddings, dtype=np.float64)
-    norms = np.linalg.norm(E, axis=1)
-    cos = np.abs(U[:, :k].T @ E.T) / np.where(norms > 0, norms, np.inf)[None, :]
+    E, _ = unit_rows(embeddings)                  # a zero embedding has |cos| 0 with every direction
+    cos = np.abs(U[:, :k].T @ E.T)
     group_mean = {g: [float(cos[i, ids].mean()) for i in range(k)] for g, ids in groups.items() if len(ids)}
     share = float(S[0] ** 2 / (S ** 2).sum()) if S.size and (S ** 2).sum() > 0 else float("nan")
     return AlignResult(step=step, layer=layer, head=head, singular_values=S, ov_singular_values=ov,

@@ -1,33 +1,57 @@
-"""The small protocol every probe result follows.
+"""The one result contract every probe follows.
 
 ``summary()`` gives the scalar numbers of one step (a row of a trajectory table),
-``to_dict()`` everything, JSON-ready, and ``rows()`` tidy (metric, key, value) rows for CSV.
+``to_dict()`` everything as strict JSON data (non-finite floats become ``None``), and
+``rows()`` tidy ``(metric, key, value)`` rows — the CSV shape ``step,metric,key,value``
+of every probe. ``warnings`` says what the numbers hide (zero vectors, undefined values).
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+import re
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
+_KEYED = re.compile(r"^(.+)\[(.+)\]$")
+
+
+def finite_or_none(v):
+    """A float, or None where it is NaN or infinite (JSON has no such numbers)."""
+    return v if math.isfinite(v) else None
+
 
 def jsonable(v):
+    """``v`` as plain JSON data: arrays to lists (floats rounded to 8 decimals), numpy scalars to
+    Python ones, NaN and infinities to None, dict keys to strings."""
     if isinstance(v, np.ndarray):
-        return np.round(v, 8).tolist() if v.dtype.kind == "f" else v.tolist()
+        if v.dtype.kind == "f":
+            v = np.round(v, 8)
+            ok = np.isfinite(v)
+            if not ok.all():
+                return np.where(ok, v, None).tolist()
+        return v.tolist()
     if isinstance(v, np.generic):
-        return v.item()
+        v = v.item()
+    if isinstance(v, float):
+        return finite_or_none(v)
     if isinstance(v, dict):
         return {str(k): jsonable(x) for k, x in v.items()}
     if isinstance(v, (list, tuple)):
         return [jsonable(x) for x in v]
-    if isinstance(v, float) and math.isnan(v):
-        return None
     return v
+
+
+def split_key(name: str) -> tuple[str, str]:
+    """A summary name ``metric[key]`` as (metric, key); plain names get key ''."""
+    m = _KEYED.match(name)
+    return (m.group(1), m.group(2)) if m else (name, "")
 
 
 @dataclass
 class Result:
     step: int | None
+    warnings: list[str] = field(default_factory=list, kw_only=True)
 
     def summary(self) -> dict[str, float]:
         raise NotImplementedError
@@ -36,5 +60,5 @@ class Result:
         return {f.name: jsonable(getattr(self, f.name)) for f in fields(self)}
 
     def rows(self) -> list[tuple[str, str, float]]:
-        """Tidy rows: (metric, key, value); key is '' for plain scalars."""
-        return [(k, "", v) for k, v in self.summary().items()]
+        """Tidy rows (metric, key, value): ``acc[mem]`` in the summary is metric ``acc``, key ``mem``."""
+        return [(*split_key(k), v) for k, v in self.summary().items()]

@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ._stats import exp_entropy, unit_rows
 from .base import Result
 
 
@@ -33,12 +34,9 @@ def covariance_eigenvalues(X: np.ndarray, block: int = 8192) -> np.ndarray:
 
 
 def effective_rank(ev: np.ndarray) -> float:
-    """exp(entropy) of the normalised spectrum (Roy & Vetterli); 1 = one direction."""
-    total = ev.sum()
-    if total <= 0:
-        return float("nan")
-    p = ev[ev > 0] / total
-    return float(np.exp(-(p * np.log(p)).sum()))
+    """exp(entropy) of the normalised covariance eigenvalues; 1 = one direction. (Of the
+    eigenvalues lambda = sigma^2, not of singular values as ``spectrum``'s ``entropy_rank``.)"""
+    return exp_entropy(ev)
 
 
 def stable_rank(ev: np.ndarray) -> float:
@@ -49,11 +47,9 @@ def stable_rank(ev: np.ndarray) -> float:
 def neuron_groups(W: np.ndarray, threshold: float = 0.7) -> tuple[np.ndarray, list[list[int]]]:
     """Cosine similarity of neurons (rows of W, each a neuron's input weights) and the groups
     of neurons linked by cos > threshold (connected components). Returns (cos, groups), largest first."""
-    W = np.asarray(W, dtype=np.float64)
-    norms = np.linalg.norm(W, axis=1, keepdims=True)
-    U = np.divide(W, norms, out=np.zeros_like(W), where=norms > 0)
+    U, _ = unit_rows(W)
     cos = U @ U.T
-    n = len(W)
+    n = len(U)
     parent = list(range(n))
 
     def find(i: int) -> int:
@@ -76,7 +72,7 @@ class CondenseResult(Result):
 
     eigenvalues       (r,)   covariance eigenvalues of the chosen vectors (descending)
     top_share         {k: fraction of the total variance in the top k eigenvalues}
-    effective_rank    exp(entropy) of the normalised spectrum
+    effective_rank    exp(entropy) of the normalised eigenvalues (of lambda, not of singular values)
     stable_rank       sum / max of the spectrum
     neuron_tensor     the weight whose neurons were grouped (None if not asked)
     neuron_groups     sizes of the neuron groups with cos > threshold, largest first

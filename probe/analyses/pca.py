@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .base import Result
-from .similarity import spearman
+from ._stats import spearman
 
 
 @dataclass

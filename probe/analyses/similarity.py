@@ -5,27 +5,31 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ._stats import cosine_matrix, spearman, unit_rows, zero_rows
+from .base import Result, jsonable
+
 
 @dataclass
-class SimilarityResult:
+class SimilarityResult(Result):
     """Cosine similarity of k vectors and the numbers that show its structure.
 
     ids             (k,)   token ids, in the order of the rows
-    matrix          (k, k) cos(v_i, v_j)
+    matrix          (k, k) cos(v_i, v_j); None for selections above ``BLOCKED_ABOVE`` tokens.
+                    A zero vector has cosine 0 with every vector (a warning names it).
     mean_offdiag    mean of the off-diagonal entries (near 1: the vectors are alike)
     std_offdiag     their spread (near 0 with a high mean: uniformly similar)
     by_distance     mean cosine over pairs with |id_i - id_j| = d, for each d
     distance_corr   Spearman correlation of |id_i - id_j| and cosine over pairs; strongly
-                    negative means a band: similarity falls as ids grow apart
+                    negative means a band: similarity falls as ids grow apart (NaN, JSON null,
+                    when the cosines or the distances are all equal)
     """
 
-    ids: np.ndarray
-    matrix: np.ndarray | None
-    mean_offdiag: float
-    std_offdiag: float
-    by_distance: dict[int, float]
-    distance_corr: float
-    step: int | None = None
+    ids: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    matrix: np.ndarray | None = None
+    mean_offdiag: float = float("nan")
+    std_offdiag: float = float("nan")
+    by_distance: dict[int, float] = field(default_factory=dict)
+    distance_corr: float = float("nan")
     groups: list[str] = field(default_factory=list)
 
     def summary(self) -> dict[str, float]:
@@ -35,43 +39,35 @@ class SimilarityResult:
         return out
 
     def rows(self) -> list[tuple[str, str, float]]:
-        rows = [(k, "", getattr(self, k)) for k in ("mean_offdiag", "std_offdiag", "distance_corr")]
-        return rows + [("by_distance", str(d), v) for d, v in self.by_distance.items()]
+        """The summary, then every matrix cell as metric ``cosine`` with key ``i,j`` (token ids)."""
+        rows = super().rows()
+        if self.matrix is not None:
+            ids = [int(i) for i in self.ids]
+            rows += [("cosine", f"{a},{b}", float(v)) for a, row in zip(ids, self.matrix) for b, v in zip(ids, row)]
+        return rows
 
     def to_dict(self) -> dict:
         return {
             "step": self.step,
             "ids": [int(i) for i in self.ids],
-            "matrix": None if self.matrix is None else np.round(self.matrix, 6).tolist(),
-            "mean_offdiag": self.mean_offdiag,
-            "std_offdiag": self.std_offdiag,
-            "distance_corr": self.distance_corr,
-            "by_distance": {str(d): v for d, v in self.by_distance.items()},
+            "matrix": None if self.matrix is None else jsonable(np.round(self.matrix, 6)),
+            "mean_offdiag": jsonable(self.mean_offdiag),
+            "std_offdiag": jsonable(self.std_offdiag),
+            "distance_corr": jsonable(self.distance_corr),
+            "by_distance": jsonable(self.by_distance),
+            "warnings": list(self.warnings),
         }
 
 
-def cosine_matrix(vectors: np.ndarray) -> np.ndarray:
-    """(k, d) -> (k, k) cosine similarities in float64; a zero vector has cosine 0 with everything."""
-    v = np.asarray(vectors, dtype=np.float64)
-    norms = np.linalg.norm(v, axis=1, keepdims=True)
-    u = np.divide(v, norms, out=np.zeros_like(v), where=norms > 0)
-    return np.clip(u @ u.T, -1.0, 1.0)
-
-
-def _average_ranks(x: np.ndarray) -> np.ndarray:
-    _, inverse, counts = np.unique(x, return_inverse=True, return_counts=True)
-    ends = np.cumsum(counts)
-    return (ends - (counts - 1) / 2.0)[inverse]
-
-
-def spearman(x: np.ndarray, y: np.ndarray) -> float:
-    """Spearman rank correlation with average ranks for ties (NaN if either side is constant)."""
-    if len(x) < 2:
-        return float("nan")
-    rx, ry = _average_ranks(np.asarray(x)), _average_ranks(np.asarray(y))
-    rx, ry = rx - rx.mean(), ry - ry.mean()
-    den = np.sqrt((rx * rx).sum() * (ry * ry).sum())
-    return float((rx * ry).sum() / den) if den > 0 else float("nan")
+def _notes(vectors: np.ndarray, ids: np.ndarray, corr: float, n_pairs: int) -> list[str]:
+    notes = []
+    zero = zero_rows(vectors)
+    if zero.size:
+        shown = ", ".join(str(int(ids[i])) for i in zero[:8]) + (", ..." if zero.size > 8 else "")
+        notes.append(f"token(s) {shown} have an all-zero vector: their cosines are set to 0")
+    if n_pairs and not np.isfinite(corr):
+        notes.append("distance_corr is undefined (null): the cosines or the id distances are all equal")
+    return notes
 
 
 def cosine_similarity(vectors: np.ndarray, ids: np.ndarray | None = None, step: int | None = None,
@@ -86,13 +82,14 @@ def cosine_similarity(vectors: np.ndarray, ids: np.ndarray | None = None, step: 
     uniq, inv = np.unique(dist, return_inverse=True)
     means = np.bincount(inv, weights=pairs, minlength=len(uniq)) / np.bincount(inv, minlength=len(uniq))
     by_distance = {int(d): float(v) for d, v in zip(uniq, means)}
+    corr = spearman(dist, pairs)
     return SimilarityResult(
         ids=ids, matrix=m,
         mean_offdiag=float(pairs.mean()) if pairs.size else float("nan"),
         std_offdiag=float(pairs.std()) if pairs.size else float("nan"),
         by_distance=by_distance,
-        distance_corr=spearman(dist, pairs),
-        step=step, groups=list(groups or []),
+        distance_corr=corr,
+        step=step, groups=list(groups or []), warnings=_notes(vectors, ids, corr, pairs.size),
     )
 
 
@@ -109,11 +106,9 @@ def cosine_similarity_blocked(vectors: np.ndarray, ids: np.ndarray | None = None
     random sample of ``sample_pairs`` pairs (the exact one would rank k^2 / 2 numbers).
     ``matrix`` is None.
     """
-    v = np.asarray(vectors, dtype=np.float32)
-    k = len(v)
+    k = len(vectors)
     ids = np.arange(k) if ids is None else np.asarray(ids)
-    norms = np.linalg.norm(v, axis=1, keepdims=True)
-    u = np.divide(v, norms, out=np.zeros_like(v), where=norms > 0)
+    u, _ = unit_rows(vectors, np.float32)
     span = int(ids.max() - ids.min()) + 1 if k else 1
     off = ids.min() if k else 0
     by_sum = np.zeros(span)
@@ -142,6 +137,7 @@ def cosine_similarity_blocked(vectors: np.ndarray, ids: np.ndarray | None = None
     a, b = a[keep], b[keep]
     cs = np.concatenate([np.einsum("ij,ij->i", u[a[s:s + 8192]].astype(np.float64), u[b[s:s + 8192]])
                          for s in range(0, len(a), 8192)]) if len(a) else np.zeros(0)
+    corr = spearman(np.abs(ids[a] - ids[b]), cs)
     return SimilarityResult(ids=ids, matrix=None, mean_offdiag=float(mean), std_offdiag=std,
-                            by_distance=by_distance, distance_corr=spearman(np.abs(ids[a] - ids[b]), cs),
-                            step=step, groups=list(groups or []))
+                            by_distance=by_distance, distance_corr=corr,
+                            step=step, groups=list(groups or []), warnings=_notes(vectors, ids, corr, len(cs)))

@@ -2,7 +2,9 @@
 
 For W (N x M) the eigenvalues are lambda = sigma^2 of W^T W (no 1/N normalisation):
 ``spectral_norm`` = lambda_max = ||W||_2^2, ``norm`` = ||W||_F^2, ``log_norm`` = log10 ||W||_F^2,
-``stable_rank`` = ||W||_F^2 / ||W||_2^2, ``effective_rank`` = exp(entropy of sigma / sum sigma),
+``stable_rank`` = ||W||_F^2 / ||W||_2^2, ``entropy_rank`` = exp(entropy of sigma / sum sigma) (Roy &
+Vetterli's effective rank of W; named apart from ``condense``'s ``effective_rank``, which is the same
+formula on the covariance eigenvalues lambda of a set of vectors),
 and ``alpha``: the exponent of a power law fitted to the tail of the eigenvalue density, with
 every eigenvalue above 1e-5 tried as xmin (a Hill / maximum-likelihood estimate for each) and the
 one with the smallest Kolmogorov-Smirnov distance kept — vectorised over xmin here, where
@@ -14,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ._stats import exp_entropy
 from .base import Result, jsonable
 
 EVALS_MIN = 1e-5
@@ -62,7 +65,7 @@ class LayerSpectrum:
     norm: float
     log_norm: float
     stable_rank: float
-    effective_rank: float
+    entropy_rank: float
     alpha: float
     xmin: float
     xmax: float
@@ -77,9 +80,7 @@ def layer_spectrum(name: str, W: np.ndarray) -> LayerSpectrum:
     ev = eigenvalues(W)
     fro = float(ev.sum())
     top = float(ev[-1]) if ev.size else float("nan")
-    sig = np.sqrt(ev[ev > 0])
-    p = sig / sig.sum() if sig.size else sig
-    eff = float(np.exp(-(p * np.log(p)).sum())) if p.size else float("nan")
+    eff = exp_entropy(np.sqrt(ev[ev > 0]))
     alpha, xmin, xmax, ks = powerlaw_alpha(ev)
     return LayerSpectrum(name, tuple(int(s) for s in W.shape), top, fro, float(np.log10(fro)) if fro > 0 else float("nan"),
                          fro / top if top > 0 else float("nan"), eff, alpha, xmin, xmax, ks, int(ev.size))

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ._stats import cosine_matrix, pearson
 from .base import Result
-from .similarity import cosine_matrix
 
 
 def label_cosine(P: np.ndarray, ids: np.ndarray) -> np.ndarray:
@@ -41,12 +41,6 @@ def reconstruct(ids: np.ndarray, kinds: list[str], dim: int, d_m: int, gamma: fl
 
 def _offdiag(m: np.ndarray) -> np.ndarray:
     return m[np.triu_indices(len(m), 1)]
-
-
-def _pearson(a: np.ndarray, b: np.ndarray) -> float:
-    if a.size < 2 or a.std() == 0 or b.std() == 0:
-        return float("nan")
-    return float(np.corrcoef(a, b)[0, 1])
 
 
 @dataclass
@@ -91,6 +85,6 @@ def theory(embeddings: np.ndarray, P: np.ndarray, ids: np.ndarray, kinds: list[s
     keep = np.arange(len(ids)) != j0
     return TheoryResult(
         step=step, ids=ids, measured=measured, predicted=predicted,
-        pearson_r=_pearson(a, b), max_abs_diff=float(np.abs(a - b).max()) if a.size else float("nan"),
+        pearson_r=pearson(a, b), max_abs_diff=float(np.abs(a - b).max()) if a.size else float("nan"),
         anchor=int(anchor), profile_measured=measured[j0], profile_reconstructed=rec_cos[j0],
-        profile_r=_pearson(measured[j0][keep], rec_cos[j0][keep]))
+        profile_r=pearson(measured[j0][keep], rec_cos[j0][keep]))

@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from probe.errors import ProbeError
+from probe.errors import ProbeError, param
 
-from .config import RunConfig
-from .tasks import Task
+from ..config import RunConfig
+from .base import Task
 
 TEXT_SPLITS = ("logic", "story")
 EOS = "<|endoftext|>"
@@ -47,7 +47,7 @@ class TextTokenizer:
     """Encodes documents and names ids, over the ``tokenizers`` library."""
 
     def __init__(self, spec: str):
-        from probe.words import load_tokenizer
+        from probe.readers.words import load_tokenizer
 
         self.tok, _ = load_tokenizer(tokenizer_files(spec))
         eos = self.tok.token_to_id(EOS)
@@ -86,7 +86,7 @@ def _split_docs(docs: list[str], val_fraction: float) -> tuple[list[str], list[s
 
 
 def source_documents(cfg: RunConfig) -> dict[str, list[str]]:
-    from .text import generate_logic, load_stories
+    from ..text import generate_logic, load_stories
 
     logic = [ex.text for ex in generate_logic(cfg.logic_docs, min_hops=cfg.logic_min_hops,
                                               max_hops=cfg.logic_max_hops, seed=cfg.data_seed)]
@@ -184,8 +184,8 @@ def make_text_task(cfg: RunConfig) -> TextTask:
             w = _windows(stream, cfg.seq_len)
             parts.append((w, np.full(len(w), si), np.full(len(w), val)))
         if not len(parts[-1][0]) or not len(parts[-2][0]):
-            raise ProbeError(f"source '{name}' is too short for seq_len {cfg.seq_len}: add documents "
-                             "(--logic-docs / --story-docs) or shorten --seq-len")
+            raise ProbeError(f"source '{name}' is too short for {param('seq_len', cfg.seq_len)}: add documents "
+                             f"({param('logic_docs')} / {param('story_docs')}) or shorten {param('seq_len')}")
     windows = np.concatenate([p[0] for p in parts])
     split = np.concatenate([p[1] for p in parts]).astype(np.int64)
     is_val = np.concatenate([p[2] for p in parts]).astype(bool)

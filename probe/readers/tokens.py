@@ -6,22 +6,25 @@ from typing import Mapping
 
 import numpy as np
 
-from .errors import ProbeError
+from ..errors import ProbeError, param
 
 _RANGE = re.compile(r"^(-?\d+):(-?\d+)$")
 
 
-def parse_tokens(spec: str, groups: Mapping[str, np.ndarray], vocab: int) -> tuple[np.ndarray, list[str]]:
+def parse_tokens(spec, groups: Mapping[str, np.ndarray], vocab: int) -> tuple[np.ndarray, list[str]]:
     """Token ids selected by ``spec`` and the group each id came from ("" for plain ids).
 
-    ``spec`` is a comma-separated list of group names, ids and half-open ranges ``A:B``.
-    Ids keep their order of appearance; duplicates are dropped.
+    ``spec`` is a comma-separated list of group names, ids and half-open ranges ``A:B``, or a
+    sequence of ids and group names. Ids keep their order of appearance; duplicates are dropped.
     """
+    if spec is not None and not isinstance(spec, str):
+        spec = ",".join(str(int(x)) if isinstance(x, (int, np.integer)) else str(x) for x in spec)
     spec = (spec or "").strip()
     if not spec:
-        raise ProbeError("empty --tokens selection")
+        raise ProbeError(f"empty {param('tokens')} selection")
     ids: list[int] = []
     labels: list[str] = []
+    seen: set[int] = set()
     for part in (p.strip() for p in spec.split(",")):
         if not part:
             continue
@@ -39,7 +42,8 @@ def parse_tokens(spec: str, groups: Mapping[str, np.ndarray], vocab: int) -> tup
             known = ", ".join(sorted(groups)) or "none in this file"
             raise ProbeError(f"unknown token group '{part}'; known groups: {known} (or ids such as 11:21 or 3,5,7)")
         for i in new:
-            if i not in ids:
+            if i not in seen:
+                seen.add(i)
                 ids.append(i)
                 labels.append(tag)
     arr = np.asarray(ids, dtype=np.int64)
@@ -47,5 +51,5 @@ def parse_tokens(spec: str, groups: Mapping[str, np.ndarray], vocab: int) -> tup
     if bad.size:
         raise ProbeError(f"token id(s) {', '.join(map(str, bad[:5]))} outside the vocabulary (0..{vocab - 1})")
     if arr.size == 0:
-        raise ProbeError(f"--tokens '{spec}' selects no tokens")
+        raise ProbeError(f"{param('tokens', spec)} selects no tokens")
     return arr, labels

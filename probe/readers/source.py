@@ -1,9 +1,9 @@
 """One reading interface over snapshot files and external checkpoints.
 
-:func:`open_source` returns a :class:`~probe.snapshot.Run` for this toolkit's snapshot
+:func:`open_source` returns a :class:`~probe.format.Run` for this toolkit's snapshot
 files and a :class:`CheckpointRun` — one snapshot, canonical tensor names — for any
-checkpoint :mod:`probe.checkpoints` can read, so the weight probes (similarity, pca,
-align, condense) run unchanged on both.
+checkpoint :mod:`.checkpoints` can read, so the weight probes (similarity, pca, align,
+condense) run unchanged on both. :func:`word_ids` looks words up in either.
 """
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import os
 
 import numpy as np
 
+from ..errors import ProbeError, param
+from ..format import Run, is_snapshot_file
 from .checkpoints import open_checkpoint
-from .errors import ProbeError
 from .layouts import CanonicalReader
-from .snapshot import Run, is_snapshot_file
 
 
 def load_groups(path: str, checkpoint: str | None = None) -> dict[str, np.ndarray]:
@@ -101,7 +101,7 @@ class CheckpointRun:
         spec = str(spec).strip()
         if spec in ("latest", "all") or spec == str(int(self.steps[0])):
             return [0]
-        raise ProbeError(f"{self.path}: a checkpoint holds one step ({int(self.steps[0])}); use --step latest")
+        raise ProbeError(f"{self.path}: a checkpoint holds one step ({int(self.steps[0])}); use {param('step', 'latest')}")
 
     def tensor(self, name: str) -> _Tensor:
         if name not in self.reader.names():
@@ -138,3 +138,16 @@ def open_source(path: str | os.PathLike, groups: str | None = None, mapping: str
     if not os.path.exists(path):
         raise ProbeError(f"{path}: no such file or folder")
     return CheckpointRun(path, groups, mapping)
+
+
+def word_ids(run, words: list[str]) -> np.ndarray:
+    """Ids of ``words`` in ``run``: the vocabulary a text run stores, or a checkpoint's tokenizer files."""
+    from .words import words_in_vocabulary, words_to_ids
+
+    if isinstance(run, Run):
+        strings = run.token_strings()
+        if strings is None:
+            raise ProbeError(f"{run.path}: stores no vocabulary (a synthetic task), so {param('words')} cannot "
+                             f"be looked up; select ids with {param('tokens')}")
+        return words_in_vocabulary(strings, words)
+    return words_to_ids(run.path, words)

@@ -23,7 +23,7 @@ from typing import Protocol
 
 import numpy as np
 
-from .errors import ProbeError
+from ..errors import ProbeError
 
 _STEP_PATTERNS = (r"step[_-]?(\d+)", r"checkpoint[_-](\d+)", r"iter[_-]?(\d+)", r"epoch[_-]?(\d+)",
                   r"model[_-](\d+)", r"ckpt[_-](\d+)", r"[_-](\d+)$")
@@ -156,20 +156,20 @@ class StateDictSource:
 
 
 class SnapshotSource:
-    """This toolkit's snapshot file at one step (parameters by their torch names)."""
+    """This toolkit's snapshot file at one step, by the canonical names its trainer stored
+    (the ``weights/`` links): the file itself says which parameter is which."""
 
     def __init__(self, path: str, step: str | int = "latest"):
-        from .snapshot import Run
+        from ..format import Run
 
         self.path = path
         self._run = Run(path)
         self._index = self._run.step_indices(step)[0]
         self.step = int(self._run.steps[self._index])
-        self.config = dict(self._run.config, layout="gamma-probe")
+        self.config = dict(self._run.config, layout="gamma-probe", dims=self._run.dims)
 
     def shapes(self) -> dict[str, tuple[int, ...]]:
-        params = self._run.h5["snapshots/params"]
-        return {n: tuple(params[n].shape[1:]) for n in self._run.tensors() if n in params}
+        return self._run.weights()
 
     def read(self, name: str) -> np.ndarray:
         return self._run.read(name, self._index)
@@ -198,7 +198,7 @@ def open_checkpoint(path: str | os.PathLike, step: str | int = "latest") -> Sour
                 return cls(full, config, name_step)
         raise ProbeError(f"{path}: a folder without model.safetensors, model.safetensors.index.json "
                          "or pytorch_model.bin")
-    from .snapshot import is_snapshot_file
+    from ..format import is_snapshot_file
 
     if is_snapshot_file(path):
         return SnapshotSource(path, step)

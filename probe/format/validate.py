@@ -9,7 +9,7 @@ import re
 import h5py
 import numpy as np
 
-from schemas import snapshot_schema
+from schemas import snapshot_schema, version_tuple
 
 from .snapshot import METRICS, P, RESUME_GROUP, check_header, damaged_file_error, named_datasets, open_h5
 
@@ -25,8 +25,8 @@ def validate(path: str | os.PathLike) -> list[str]:
     path = os.fspath(path)
     with open_h5(path) as f:
         try:
-            check_header(f, path)
-            return _Checker(f).run()
+            version = check_header(f, path)
+            return _Checker(f, version).run()
         except Exception as exc:
             damaged = damaged_file_error(exc, path)
             if damaged is None:
@@ -35,8 +35,9 @@ def validate(path: str | os.PathLike) -> list[str]:
 
 
 class _Checker:
-    def __init__(self, f: h5py.File):
+    def __init__(self, f: h5py.File, version: tuple[int, int]):
         self.f = f
+        self.version = version
         self.findings: list[str] = []
         self.schema = snapshot_schema()
 
@@ -61,6 +62,8 @@ class _Checker:
                 self.bad(f"dims attribute lacks integer '{sym}'")
         n = self._committed()
         for entry, spec in self.schema["datasets"].items():
+            if version_tuple(spec.get("since", "1.0")) > self.version:
+                continue  # added after this file was written
             for path in self._expand(entry, spec, dims, task):
                 self._check(entry, spec, path, dims, n)
         self._semantic(dims, n)
@@ -106,10 +109,9 @@ class _Checker:
             if entry == "resume_tensor":
                 return [p for p in found if re.fullmatch(r"resume/slot[01]/.+", p)]
             return found
-        paths = []
-        for combo in itertools.product(*(choices[fld] for fld in fields)):
-            paths.append(path.format(**dict(zip(fields, combo))))
-        return paths
+        paths = [path.format(**dict(zip(fields, combo)))
+                 for combo in itertools.product(*(choices[fld] for fld in fields))]
+        return paths if spec.get("required") else [p for p in paths if p in self.f]
 
     def _leaf_names(self, base: str) -> list[str]:
         grp = self.f.get(base)

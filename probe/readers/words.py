@@ -9,11 +9,10 @@ splits into several tokens is left out, with a warning naming its pieces.
 from __future__ import annotations
 
 import os
-import sys
 
 import numpy as np
 
-from .errors import ProbeError
+from ..errors import ProbeError, param, warn
 
 
 def _folder(path: str) -> str:
@@ -27,7 +26,7 @@ def load_tokenizer(path: str, required: bool = True):
         from tokenizers import Tokenizer
         from tokenizers.implementations import BertWordPieceTokenizer, ByteLevelBPETokenizer
     except ImportError:
-        raise ProbeError("--words needs the 'tokenizers' package: pip install tokenizers") from None
+        raise ProbeError(f"{param('words')} needs the 'tokenizers' package: pip install tokenizers") from None
     d = _folder(path)
     try:
         j = os.path.join(d, "tokenizer.json")
@@ -48,13 +47,12 @@ def load_tokenizer(path: str, required: bool = True):
     if not required:
         return None
     raise ProbeError(f"{d}: no tokenizer files (tokenizer.json, vocab.json + merges.txt, or vocab.txt) "
-                     "for --words")
+                     f"for {param('words')}")
 
 
-def words_to_ids(path: str, words: list[str], warn=None) -> np.ndarray:
+def words_to_ids(path: str, words: list[str]) -> np.ndarray:
     """Ids of the single-token words, in order; multi-token words are skipped with a warning."""
     tok, byte_level = load_tokenizer(path)
-    warn = warn or (lambda msg: print(f"warning: {msg}", file=sys.stderr))
     ids = []
     for w in words:
         w = w.strip()
@@ -66,14 +64,34 @@ def words_to_ids(path: str, words: list[str], warn=None) -> np.ndarray:
         else:
             warn(f"'{w}' is {len(enc.ids)} tokens ({' '.join(enc.tokens)}); left out")
     if not ids:
-        raise ProbeError("none of the --words is a single token of this tokenizer")
+        raise ProbeError(f"none of the {param('words')} is a single token of this tokenizer")
     return np.asarray(ids, dtype=np.int64)
 
 
-def ids_to_text(path: str, ids, warn=None) -> list[str] | None:
+def words_in_vocabulary(strings: list[str], words: list[str]) -> np.ndarray:
+    """Ids of ``words`` in a stored vocabulary (a text run's token strings), each word matched as
+    it appears inside running text (with its leading space) or else as it is; absent words are
+    left out with a warning."""
+    index: dict[str, int] = {}
+    for i, s in enumerate(strings):
+        index.setdefault(s, i)
+    ids = []
+    for w in (w.strip() for w in words):
+        if not w:
+            continue
+        hit = index.get(" " + w, index.get(w))
+        if hit is None:
+            warn(f"'{w}' is not a token of this run's vocabulary; left out")
+        else:
+            ids.append(hit)
+    if not ids:
+        raise ProbeError(f"none of the {param('words')} is a token of this run's vocabulary")
+    return np.asarray(ids, dtype=np.int64)
+
+
+def ids_to_text(path: str, ids) -> list[str] | None:
     """Text of each token id from the checkpoint's tokenizer files; ``None`` without them, or
     (with a warning) when they cannot be read: the text only labels rows."""
-    warn = warn or (lambda msg: print(f"warning: {msg}", file=sys.stderr))
     try:
         got = load_tokenizer(path, required=False)
     except ProbeError as exc:
@@ -83,9 +101,16 @@ def ids_to_text(path: str, ids, warn=None) -> list[str] | None:
 
 
 def read_words_file(path: str) -> list[str]:
+    """Words of a file, one per line or separated by commas or spaces."""
     try:
         with open(path) as fh:
             text = fh.read()
     except OSError as exc:
         raise ProbeError(f"{path}: cannot read words file ({exc.strerror})") from None
     return [w for line in text.splitlines() for w in line.replace(",", " ").split()]
+
+
+def word_list(words=None, words_file: str | None = None) -> list[str]:
+    """``words`` (comma-separated text or a list) and the words of ``words_file``, in order."""
+    out = list(words.split(",") if isinstance(words, str) else (words or []))
+    return out + (read_words_file(words_file) if words_file else [])

@@ -25,7 +25,7 @@ import numpy as np
 
 from schemas import path_of, snapshot_schema, version_tuple
 
-from .errors import ProbeError
+from ..errors import ProbeError, param
 
 LIBVER = ("v110", "v110")
 _SIGNATURE = b"\x89HDF\r\n\x1a\n"
@@ -273,6 +273,11 @@ class Run:
                 visit("", self._f[grp])
         return out
 
+    def weights(self) -> dict[str, tuple[int, ...]]:
+        """The canonical tensors (``token_embedding``, ``layer0/W_V``, ...) and their per-snapshot shapes."""
+        grp = self._f.get(WEIGHTS_GROUP)
+        return {} if grp is None else {n: tuple(ds.shape[1:]) for n, ds in named_datasets(grp)}
+
     def tensor(self, name: str) -> h5py.Dataset:
         """A weight tensor by canonical name (``token_embedding``, ``layer0/W_V``) or parameter name."""
         for grp in (WEIGHTS_GROUP, PARAMS_GROUP):
@@ -321,7 +326,7 @@ class Run:
         try:
             want = int(spec)
         except ValueError:
-            raise ProbeError(f"bad --step '{spec}': use latest, all, a step number or A:B") from None
+            raise ProbeError(f"bad {param('step')} '{spec}': use latest, all, a step number or A:B") from None
         hits = np.flatnonzero(steps == want)
         if len(hits) == 0:
             shown = ", ".join(str(s) for s in steps[:12]) + (", ..." if len(steps) > 12 else "")
@@ -340,6 +345,26 @@ class Run:
         if rows is None:
             return np.asarray(ds[index])
         return read_rows(ds, index, rows)
+
+
+def resumable_step(run: "Run") -> int | None:
+    """The newest step a resume can start from, or None when no resume slot was completed (a writer
+    killed while finishing its first snapshot)."""
+    marks = run.h5.get(P["resume_step"])
+    if marks is None:
+        return None
+    steps = set(int(s) for s in run.steps)
+    held = [int(s) for s in marks[...] if s >= 0 and int(s) in steps]
+    return max(held) if held else None
+
+
+def last_step(path: str | os.PathLike) -> int | None:
+    """Step of the newest complete snapshot in ``path``; None when it is no readable run or has none."""
+    try:
+        with Run(path) as run:
+            return int(run.steps[-1]) if run.n_snapshots else None
+    except (ProbeError, OSError):
+        return None
 
 
 def read_rows(ds: h5py.Dataset, index: int | slice, rows: Sequence[int] | np.ndarray) -> np.ndarray:
@@ -522,7 +547,8 @@ class Writer:
         left by a killed writer, which HDF5 then refuses to reopen for writing) is
         copied up to that snapshot into a fresh file that atomically replaces it;
         snapshots after it are dropped, and an uninterrupted run would have written
-        them identically.
+        them identically. Only committed rows and the resumed slot are read: a killed
+        writer may have left the rows or slot it was writing unreadable.
         """
         path = os.fspath(path)
         with Run(path) as run:
@@ -540,11 +566,9 @@ class Writer:
             with h5py.File(tmp, "w", libver=LIBVER) as g:
                 for k, v in f.attrs.items():
                     g.attrs[k] = v
-                for grp in (RUN_GROUP, SNAPSHOTS_GROUP, RESUME_GROUP):
-                    f.copy(f[grp], g, name=grp)
-                for ds in _datasets(g[SNAPSHOTS_GROUP]):
-                    if ds.shape[0] != keep:
-                        ds.resize(keep, axis=0)
+                f.copy(f[RUN_GROUP], g, name=RUN_GROUP)   # written once, at creation
+                _copy_rows(f[SNAPSHOTS_GROUP], g, SNAPSHOTS_GROUP, keep)
+                _copy_slot(f, g, slot)
                 g.flush()
             with open(tmp, "rb+") as fh:
                 os.fsync(fh.fileno())
@@ -556,16 +580,44 @@ class Writer:
         return writer, step, state, params
 
 
-def _datasets(group: h5py.Group) -> list[h5py.Dataset]:
-    seen, out = set(), []
+def _links(group: h5py.Group, prefix: str = ""):
+    """(name, dataset) for every link below ``group`` — hard links to one dataset included."""
+    for key, obj in group.items():
+        if isinstance(obj, h5py.Group):
+            yield from _links(obj, f"{prefix}{key}/")
+        else:
+            yield f"{prefix}{key}", obj
 
-    def visit(_name, obj):
-        if isinstance(obj, h5py.Dataset) and hash(obj.id) not in seen:
-            seen.add(hash(obj.id))
-            out.append(obj)
 
-    group.visititems(visit)
-    return out
+def _copy_rows(src: h5py.Group, g: h5py.File, base: str, keep: int) -> None:
+    """The first ``keep`` rows of every time-first dataset under ``src`` into ``g[base]``, one snapshot
+    at a time (bounded memory), keeping layout and hard links."""
+    made: dict[int, str] = {}
+    for name, ds in _links(src):
+        full = f"{base}/{name}"
+        key = hash(ds.id)
+        if key in made:
+            g[full] = g[made[key]]
+            continue
+        new = g.create_dataset(full, shape=(keep, *ds.shape[1:]), maxshape=ds.maxshape, dtype=ds.dtype,
+                               chunks=ds.chunks)
+        for i in range(keep):
+            new[i] = ds[i]
+        made[key] = full
+
+
+def _copy_slot(f: h5py.File, g: h5py.File, slot: int) -> None:
+    """The resume state of ``slot``; the other slot is recreated empty and marked invalid."""
+    held = np.full(2, -1, dtype=np.int64)
+    held[slot] = f[P["resume_step"]][slot]
+    g.create_dataset(P["resume_step"], data=held)
+    for other in (0, 1):
+        for name, ds in _links(f[f"{RESUME_GROUP}/slot{slot}"]):
+            path = path_of("resume_tensor", slot=other, name=name)
+            if other == slot:
+                g.create_dataset(path, data=ds[...])
+            else:
+                g.create_dataset(path, shape=ds.shape, dtype=ds.dtype)
 
 
 def named_datasets(group: h5py.Group) -> list[tuple[str, h5py.Dataset]]:

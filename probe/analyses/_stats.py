@@ -1,0 +1,58 @@
+"""Numerics shared by the probes: unit rows, cosine matrices, rank and linear correlation."""
+from __future__ import annotations
+
+import numpy as np
+
+
+def unit_rows(X: np.ndarray, dtype=np.float64) -> tuple[np.ndarray, np.ndarray]:
+    """(rows of ``X`` scaled to length 1, the (k,) row norms); a zero row stays zero."""
+    X = np.asarray(X, dtype=dtype)
+    norms = np.linalg.norm(X, axis=1, keepdims=True)
+    return np.divide(X, norms, out=np.zeros_like(X), where=norms > 0), norms[:, 0]
+
+
+def cosine_matrix(vectors: np.ndarray) -> np.ndarray:
+    """(k, d) -> (k, k) cosine similarities in float64; a zero vector has cosine 0 with everything."""
+    u, _ = unit_rows(vectors)
+    return np.clip(u @ u.T, -1.0, 1.0)
+
+
+def average_ranks(x: np.ndarray) -> np.ndarray:
+    """Ranks 1..n of ``x``, ties given their average rank."""
+    _, inverse, counts = np.unique(x, return_inverse=True, return_counts=True)
+    ends = np.cumsum(counts)
+    return (ends - (counts - 1) / 2.0)[inverse]
+
+
+def spearman(x: np.ndarray, y: np.ndarray) -> float:
+    """Spearman rank correlation with average ranks for ties (NaN if either side is constant)."""
+    if len(x) < 2:
+        return float("nan")
+    rx, ry = average_ranks(np.asarray(x)), average_ranks(np.asarray(y))
+    rx, ry = rx - rx.mean(), ry - ry.mean()
+    den = np.sqrt((rx * rx).sum() * (ry * ry).sum())
+    return float((rx * ry).sum() / den) if den > 0 else float("nan")
+
+
+def pearson(a: np.ndarray, b: np.ndarray) -> float:
+    """Pearson correlation (NaN if fewer than 2 points or either side is constant)."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if a.size < 2 or a.std() == 0 or b.std() == 0:
+        return float("nan")
+    return float(np.corrcoef(a, b)[0, 1])
+
+
+def zero_rows(X: np.ndarray) -> np.ndarray:
+    """Indices of the all-zero rows of ``X``."""
+    return np.flatnonzero(~np.asarray(X).any(axis=1))
+
+
+def exp_entropy(weights: np.ndarray) -> float:
+    """exp(entropy) of ``weights`` normalised to sum 1 (Roy & Vetterli's effective rank when the
+    weights are singular values); 1 = one direction, n = n equal ones; NaN when all are 0."""
+    w = np.asarray(weights, dtype=np.float64)
+    total = w.sum()
+    if total <= 0:
+        return float("nan")
+    p = w[w > 0] / total
+    return float(np.exp(-(p * np.log(p)).sum()))

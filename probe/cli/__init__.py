@@ -1,0 +1,340 @@
+"""``probe``: analyse snapshot files and checkpoints. A thin layer over :mod:`probe.api`.
+
+Every command parses its options (declared once, in :mod:`.options`), calls one API
+function and hands the results to :mod:`.render`: data to stdout (``--format
+table|json|csv``), logs, warnings and errors to stderr. Heavy modules (numpy, h5py, torch,
+matplotlib) are imported inside the commands, so ``probe --help`` starts instantly.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from ..errors import ProbeError, run_cli
+from .options import (
+    FORMAT, FULL, JOBS, N_COMPONENTS, NEURONS, SEED, STEP, TENSOR, THRESHOLD, TOP_K, Anchor, Dim, File, Fmt, Format,
+    Full, Groups, Head, Jobs, Layer, Mapping, NComponents, Neurons, Out, Plot, Seed, Source, Splits, Step, Tensor,
+    Threshold, Tokens, TopK, Words, WordsFile,
+)
+
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, no_args_is_help=True, rich_markup_mode=None,
+                  help="Probe training snapshots and checkpoints for reasoning vs memorizing structure.")
+
+
+def _check_plot(plot: Optional[str]) -> None:
+    if plot:
+        from ..plotting import check_writable
+
+        check_writable(plot)
+
+
+def _labels(file: str):
+    """Row labels for tables: the id, with its text where the run or checkpoint has a vocabulary."""
+    def labels(ids):
+        from .. import api
+
+        text = api.token_text(file, ids)
+        return [int(i) for i in ids] if text is None else [f"{int(i)} {t!r}" for i, t in zip(ids, text)]
+
+    return labels
+
+
+def _show(results, fmt: Format, file: str, probe: str, plot: Optional[str]) -> None:
+    from . import render
+
+    render.emit(results, fmt.value, file, probe, _labels(file))
+    if plot:
+        from .. import plotting
+
+        plotting.plot_results(probe, results, plot, title=f"{file}: {probe}")
+        print(f"wrote {plot}", file=sys.stderr)
+
+
+@app.command()
+def info(file: File, fmt: Fmt = FORMAT) -> None:
+    """Configuration, snapshot steps, token groups, tensors and shapes of a run."""
+    from .. import api
+    from . import render
+
+    d = api.info(file)
+    if fmt is Format.json:
+        render.write_json(d)
+        return
+    if fmt is Format.csv:  # the tidy shape of every command: step,metric,key,value
+        last = d["steps"][-1] if d["steps"] else None
+        render.write_csv(render.TIDY,
+                         [(None, "config", k, v) for k, v in d["config"].items()]
+                         + [(s, "snapshot", "", i) for i, s in enumerate(d["steps"])]
+                         + [(None, "group", k, " ".join(map(str, v))) for k, v in d["groups"].items()]
+                         + [(None, "tensor", k, "x".join(map(str, v))) for k, v in d["tensors"].items()]
+                         + [(last, m, s, v) for s, ms in d["metrics"].items() for m, v in ms.items()])
+        return
+    c = d["config"]
+    steps = d["steps"]
+    shown = ", ".join(map(str, steps if len(steps) <= 16 else steps[:8] + ["..."] + steps[-4:]))
+    print(f"file       {d['file']}  (schema {d['schema_version']}, written by {d['package_version']})")
+    print(f"task       {d['task'].get('kind')}: splits {', '.join(d['task'].get('splits', []))}")
+    print(f"model      {c.get('model')}  gamma={c.get('gamma')}  d_model={c.get('d_model')}  layers={c.get('layers')}"
+          f"  heads={c.get('heads')}  d_ff={c.get('d_ff')}  norm={c.get('norm')}")
+    print(f"training   {c.get('steps')} steps, batch {c.get('batch_size')}, lr {c.get('lr')}, "
+          f"weight decay {c.get('weight_decay')}, seed {c.get('seed')}")
+    print(f"snapshots  {d['snapshots']}: steps {shown}")
+    for split, m in d["metrics"].items():
+        if m:
+            print(f"  {split:<10} loss {render._cell(m.get('loss'))}  acc {render._cell(m.get('acc'))}")
+    print("groups")
+    for k, v in d["groups"].items():
+        words = d["group_strings"].get(k)
+        shown = " ".join(repr(w) for w in words[:10]) + (" ..." if len(words) > 10 else "") if words else _ids(v)
+        print(f"  {k:<10} {len(v):>4} tokens  {shown}")
+    print("tensors (per snapshot)")
+    for k, v in d["tensors"].items():
+        print(f"  {k:<28} {' x '.join(map(str, v))}")
+
+
+def _ids(v) -> str:
+    if len(v) > 1 and list(v) == list(range(v[0], v[-1] + 1)):
+        return f"{v[0]}:{v[-1] + 1}"
+    return ",".join(map(str, v[:12])) + (",..." if len(v) > 12 else "")
+
+
+@app.command()
+def validate(file: File, fmt: Fmt = FORMAT) -> None:
+    """Check FILE against the snapshot schema: exit 0 if it matches, else list findings and exit 1."""
+    from .. import api
+    from . import render
+
+    findings = api.validate(file)
+    if fmt is Format.json:
+        render.write_json({"file": file, "valid": not findings, "findings": findings})
+    elif fmt is Format.csv:
+        render.write_csv(render.TIDY, [(None, "finding", file, x) for x in findings])
+    else:
+        for x in findings or ["valid"]:
+            print(f"{file}: {x}")
+    if findings:
+        raise typer.Exit(1)
+
+
+@app.command()
+def similarity(file: Source, tokens: Tokens = None, words: Words = None, words_file: WordsFile = None,
+               tensor: Tensor = TENSOR, groups: Groups = None, mapping: Mapping = None, step: Step = STEP,
+               fmt: Fmt = FORMAT, plot: Plot = None) -> None:
+    """Cosine-similarity matrix of token vectors (default tokens: reasoning), with its mean and its
+    fall-off with |i - j|; above 4096 tokens only the summaries, accumulated in blocks."""
+    from .. import api
+
+    _check_plot(plot)
+    res = api.similarity(file, tokens, words=words, words_file=words_file, tensor=tensor, step=step,
+                         groups=groups, mapping=mapping)
+    _show(res, fmt, file, "similarity", plot)
+
+
+@app.command()
+def pca(file: Source, tokens: Tokens = None, words: Words = None, words_file: WordsFile = None,
+        tensor: Tensor = TENSOR, n_components: NComponents = N_COMPONENTS, groups: Groups = None,
+        mapping: Mapping = None, step: Step = STEP, fmt: Fmt = FORMAT, plot: Plot = None) -> None:
+    """PCA of token vectors (default tokens: keys,reasoning,memory): explained variance, coordinates,
+    and how ordered each group lies (the number line)."""
+    from .. import api
+
+    _check_plot(plot)
+    res = api.pca(file, tokens, words=words, words_file=words_file, tensor=tensor, step=step,
+                  n_components=n_components, groups=groups, mapping=mapping)
+    _show(res, fmt, file, "pca", plot)
+
+
+@app.command()
+def align(file: Source, layer: Layer = None, head: Head = None, top_k: TopK = TOP_K, groups: Groups = None,
+          mapping: Mapping = None, step: Step = STEP, fmt: Fmt = FORMAT, plot: Plot = None) -> None:
+    """Singular values of W_V and W_V W_O of one head (default: layer 0, head 0), and |cos| of W_V's
+    top singular vectors with each token group."""
+    from .. import api
+
+    _check_plot(plot)
+    res = api.align(file, layer, head, step=step, top_k=top_k, groups=groups, mapping=mapping)
+    _show(res, fmt, file, "align", plot)
+
+
+@app.command()
+def condense(file: Source, tokens: Tokens = None, words: Words = None, words_file: WordsFile = None,
+             tensor: Tensor = TENSOR, neurons: Neurons = NEURONS, threshold: Threshold = THRESHOLD,
+             groups: Groups = None, mapping: Mapping = None, step: Step = STEP, fmt: Fmt = FORMAT,
+             plot: Plot = None) -> None:
+    """Condensation: covariance eigenvalues of token vectors (default: every row; centred, unscaled,
+    / (k-1)), effective and stable rank, neuron groups, and the singular values of every weight matrix."""
+    from .. import api
+
+    _check_plot(plot)
+    res = api.condense(file, tokens, words=words, words_file=words_file, tensor=tensor, neurons=neurons or None,
+                       threshold=threshold, step=step, groups=groups, mapping=mapping)
+    _show(res, fmt, file, "condense", plot)
+
+
+@app.command()
+def theory(file: File, tokens: Tokens = None, words: Words = None, words_file: WordsFile = None,
+           anchor: Anchor = None, dim: Dim = None, seed: Seed = SEED, groups: Groups = None, step: Step = STEP,
+           fmt: Fmt = FORMAT, plot: Plot = None) -> None:
+    """Paper 1's theory (default tokens: reasoning): cos of P^s - 1/d_vob against the measured
+    embedding cosines, and the eq. 14 reconstruction's cos(w(s0), w(s_j)) profile against the measured one."""
+    from .. import api
+
+    _check_plot(plot)
+    res = api.theory(file, tokens, words=words, words_file=words_file, anchor=anchor, step=step, dim=dim,
+                     seed=seed, groups=groups)
+    _show(res, fmt, file, "theory", plot)
+
+
+@app.command()
+def ood(file: File, full: Full = FULL, step: Step = STEP, fmt: Fmt = FORMAT, plot: Plot = None) -> None:
+    """Rebuild the model from the stored weights; accuracy and loss per split and per held-out anchor
+    combination (composite task: inferential vs symmetric accuracy on the unseen pair)."""
+    from .. import api
+
+    _check_plot(plot)
+    _show(api.ood(file, step=step, full=full), fmt, file, "ood", plot)
+
+
+@app.command()
+def attention(file: File, layer: Layer = None, step: Step = STEP, fmt: Fmt = FORMAT, plot: Plot = None) -> None:
+    """Attention on the stored probe batch (default: every layer): distance from causal averaging
+    (mean |A_ij - 1/i|, entropy relative to uniform) and where the last position attends (key, anchors)."""
+    from .. import api
+
+    _check_plot(plot)
+    _show(api.attention(file, layer=layer, step=step), fmt, file, "attention", plot)
+
+
+@app.command()
+def bias(file: File, splits: Splits = None, step: Step = STEP, fmt: Fmt = FORMAT, plot: Plot = None) -> None:
+    """Reasoning bias Delta L = (L_A - L_B) / L_B from the stored per-split losses (--step all for the
+    trajectory)."""
+    from .. import api
+
+    _check_plot(plot)
+    _show(api.bias(file, tuple(splits) if splits else None, step=step), fmt, file, "bias", plot)
+
+
+@app.command()
+def spectrum(file: Source, step: Step = STEP, fmt: Fmt = FORMAT, plot: Plot = None) -> None:
+    """Per linear layer: spectral norm, Frobenius norm, stable rank, entropy rank, and the power-law
+    exponent alpha of the eigenvalue density with its fit range (WeightWatcher's metrics)."""
+    from .. import api
+
+    _check_plot(plot)
+    with _progress("spectrum") as tick:
+        res = api.spectrum(file, step=step, progress=tick)
+    _show(res, fmt, file, "spectrum", plot)
+
+
+@app.command()
+def batch(
+    paths: Annotated[list[str], typer.Argument(help="checkpoints: files, folders (a model folder, or a folder "
+                                                    "of checkpoints) and globs", show_default=False)],
+    probes: Annotated[list[str], typer.Option("--probe", "-p", help="probe to run (repeat for several): "
+                                              "similarity, pca, align, condense, spectrum; on snapshot files also "
+                                              "theory, attention, bias, ood", show_default=False)],
+    out: Out = None, jobs: Jobs = JOBS,
+    scheduler: Annotated[Optional[str], typer.Option(help="address of a running Dask scheduler "
+                                                          "(tcp://host:8786)")] = None,
+    tokens: Tokens = None, words: Words = None, words_file: WordsFile = None, tensor: Tensor = TENSOR,
+    groups: Groups = None, mapping: Mapping = None, layer: Layer = None, head: Head = None, top_k: TopK = TOP_K,
+    n_components: NComponents = N_COMPONENTS, neurons: Neurons = NEURONS, threshold: Threshold = THRESHOLD,
+    anchor: Anchor = None, dim: Dim = None, seed: Seed = SEED, full: Full = FULL, splits: Splits = None,
+    step: Step = STEP, fmt: Fmt = FORMAT,
+) -> None:
+    """Run probes over many checkpoints into one tidy table (path, step, probe, key, metric, value),
+    sorted by step; each probe gets the options it takes; a failing checkpoint is an error row and the
+    batch goes on."""
+    from .. import batch as B
+    from . import render
+
+    def absolute(p):
+        return os.path.abspath(p) if p else None
+
+    options = {"tokens": tokens, "words": words, "words_file": absolute(words_file), "tensor": tensor,
+               "groups": absolute(groups), "mapping": absolute(mapping), "layer": layer, "head": head,
+               "top_k": top_k, "n_components": n_components, "neurons": neurons or None, "threshold": threshold,
+               "anchor": anchor, "dim": dim, "seed": seed, "full": full,
+               "splits": tuple(splits) if splits else None, "step": step}
+    with _progress("batch") as tick:
+        rows = B.batch(paths, probes, options, out=out, jobs=jobs, scheduler=scheduler,
+                       progress=lambda n, total: tick(f"{n}/{total} tasks"))
+    errors = sum(1 for r in rows if r[4] == "error")
+    if out:
+        print(f"wrote {out}: {len(rows)} rows, {errors} error rows", file=sys.stderr)
+    elif fmt is Format.json:
+        render.write_json([dict(zip(B.COLUMNS, r)) for r in rows])
+    elif fmt is Format.csv:
+        render.write_csv(B.COLUMNS, rows)
+    else:
+        render.table(list(B.COLUMNS), rows)
+
+
+@app.command()
+def figures(
+    names: Annotated[Optional[list[str]], typer.Argument(help="figures to make (see --list)", show_default=False)] = None,
+    all_: Annotated[bool, typer.Option("--all", help="make every figure")] = False,
+    quick: Annotated[bool, typer.Option(help="CPU sizes (minutes) instead of the papers' sizes (a GPU)")] = False,
+    tiny: Annotated[bool, typer.Option(help="test sizes (seconds); the figures show little")] = False,
+    out: Out = None,
+    runs: Annotated[Optional[str], typer.Option(help="folder of trained runs, reused across calls "
+                                                     "[default: OUT/runs]")] = None,
+    jobs: Jobs = JOBS,
+    examples: Annotated[Optional[str], typer.Option(help="folder of the fig_*.py scripts "
+                                                         "[default: examples/ of this checkout]")] = None,
+    list_: Annotated[bool, typer.Option("--list", help="list the figures and exit")] = False,
+) -> None:
+    """Regenerate the papers' figures: train the runs each needs (or reuse finished ones), probe them
+    and draw PNG + PDF; e.g. probe figures --all --quick -o figures/."""
+    from .. import figures as F
+
+    folder = F.examples_dir(examples)
+    scripts = F.load_scripts(folder)
+    if list_:
+        for name, sc in scripts.items():
+            print(f"{name}\t{sc.title}")
+        return
+    if all_ == bool(names):
+        raise ProbeError("name the figures to make, or pass --all (see --list)")
+    if quick and tiny:
+        raise ProbeError("--quick and --tiny exclude each other")
+    size = "tiny" if tiny else "quick" if quick else "full"
+    if size == "full" and not F.cuda_available():
+        print("warning: no GPU found; the papers' sizes take days on a CPU (use --quick)", file=sys.stderr)
+    ctx = F.FigureContext(Path(out or "figures"), size, runs, jobs)
+    made = F.make_figures(list(scripts) if all_ else list(names), ctx, folder)
+    for paths in made.values():
+        for p in paths:
+            print(p)
+
+
+class _progress:
+    """A rich progress line on stderr (only when stderr is a terminal); yields a tick(label) callable."""
+
+    def __init__(self, what: str):
+        self.what = what
+
+    def __enter__(self):
+        if not sys.stderr.isatty():
+            return lambda label: None
+        from rich.console import Console
+        from rich.progress import Progress, SpinnerColumn, TextColumn
+
+        self._p = Progress(SpinnerColumn(), TextColumn("{task.description}"), console=Console(stderr=True),
+                           transient=True)
+        self._p.__enter__()
+        task = self._p.add_task(self.what)
+        return lambda label: self._p.update(task, description=f"{self.what}: {label}")
+
+    def __exit__(self, *exc):
+        if hasattr(self, "_p"):
+            self._p.__exit__(*exc)
+
+
+def main() -> None:
+    run_cli(app)

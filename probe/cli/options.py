@@ -1,0 +1,80 @@
+"""Every shared option of the ``probe`` CLI, declared once.
+
+An option is named like the API parameter it feeds (``--top-k`` -> ``top_k``) and its default
+is that parameter's default (``tests/test_cli_options.py`` checks both against
+:mod:`probe.api`), so ``probe <cmd> --help`` says the same thing for the same concept in every
+command. Defaults live here as constants because ``Annotated`` options take them from the
+signature: ``step: Step = STEP``.
+"""
+from __future__ import annotations
+
+from enum import Enum
+from typing import Annotated, Optional
+
+import typer
+
+
+class Format(str, Enum):
+    table = "table"
+    json = "json"
+    csv = "csv"
+
+
+# --- arguments ---------------------------------------------------------------------------------
+File = Annotated[str, typer.Argument(help="snapshot file (.h5) written by probe-train", show_default=False)]
+Source = Annotated[str, typer.Argument(
+    help="snapshot file, or a checkpoint: Hugging Face folder, .safetensors, .pt/.pth/.bin state dict, "
+         "nanoGPT ckpt.pt", show_default=False)]
+
+# --- output ------------------------------------------------------------------------------------
+FORMAT = Format.table
+Fmt = Annotated[Format, typer.Option("--format", "-f", help="table, json (strict: no NaN) or csv "
+                                     "(tidy: step,metric,key,value); data on stdout, logs on stderr")]
+Plot = Annotated[Optional[str], typer.Option(help="write a figure to this .png/.pdf/.svg")]
+Out = Annotated[Optional[str], typer.Option(
+    "--out", "-o", help="where results go. batch: a .csv or .json table (re-running skips what it holds; "
+                        "default: stdout); figures: a folder (default: figures)")]
+
+# --- what to read ------------------------------------------------------------------------------
+STEP = "latest"
+Step = Annotated[str, typer.Option("--step", "-s", help="latest, all, a step number, or A:B (steps in [A, B))")]
+Tokens = Annotated[Optional[str], typer.Option(
+    "--tokens", "-t", help="group names (reasoning, memory, keys), ids 3,5,7 or a half-open range 11:21 "
+                           "[default: similarity, theory: reasoning; pca: keys,reasoning,memory; condense: "
+                           "every row]")]
+Words = Annotated[Optional[str], typer.Option(
+    help="comma-separated words instead of --tokens, looked up in a text run's vocabulary or the "
+         "checkpoint's tokenizer files (multi-token words are left out with a warning)")]
+WordsFile = Annotated[Optional[str], typer.Option(help="file of words (one per line or comma-separated)")]
+TENSOR = "token_embedding"
+Tensor = Annotated[str, typer.Option(help="tensor whose rows are the token vectors (see probe info)")]
+Groups = Annotated[Optional[str], typer.Option(help="JSON/YAML file: group name -> token ids or words "
+                                                    "(adds --tokens names)")]
+Mapping = Annotated[Optional[str], typer.Option(help="JSON name-mapping file for an unknown checkpoint layout")]
+Layer = Annotated[Optional[int], typer.Option("--layer", "-l", help="attention layer, 0-based [default: align: 0; "
+                                              "attention: every layer]")]
+Head = Annotated[Optional[int], typer.Option(help="attention head, 0-based [default: 0]")]
+
+# --- probe settings ----------------------------------------------------------------------------
+TOP_K = 3
+TopK = Annotated[int, typer.Option(min=1, help="align: top singular vectors of W_V compared with the embeddings")]
+N_COMPONENTS = 3
+NComponents = Annotated[int, typer.Option(min=1, help="pca: principal components to report")]
+NEURONS = "layer0/W_Q"
+Neurons = Annotated[str, typer.Option(help="condense: weight whose neurons are grouped by cosine ('': none)")]
+THRESHOLD = 0.7
+Threshold = Annotated[float, typer.Option(help="condense: cosine above which two neurons are grouped")]
+Anchor = Annotated[Optional[int], typer.Option(help="theory: s0 of the cos(w(s0), w(s_j)) profile "
+                                               "[default: the middle token]")]
+Dim = Annotated[Optional[int], typer.Option(help="theory: length of the eq. 14 vectors [default: vocabulary size]")]
+SEED = 0
+Seed = Annotated[int, typer.Option(help="theory: seed of the eq. 14 noise")]
+FULL = False
+Full = Annotated[bool, typer.Option(help="ood: every sequence of each split, not the logged subset")]
+Splits = Annotated[Optional[list[str]], typer.Option(
+    help="bias: split A then split B (give twice) [default: the task's pair: anchor mem, rsn_train; "
+         "lm story, logic]")]
+
+# --- running -----------------------------------------------------------------------------------
+JOBS = 0
+Jobs = Annotated[int, typer.Option("--jobs", "-j", min=0, help="processes at once (0: one per CPU core)")]

@@ -1,0 +1,159 @@
+"""Results to stdout: an aligned table, strict JSON or tidy CSV, for any Result.
+
+JSON is strict (``allow_nan=False``): NaN and infinities are written as ``null``. CSV is the
+same ``step,metric,key,value`` for every probe (``Result.rows()``), with an empty cell where
+a value is undefined. Tables show an undefined value as ``-``. Logs go to stderr.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import math
+import sys
+from typing import Callable, Iterable, Sequence
+
+TIDY = ("step", "metric", "key", "value")
+
+
+def _cell(v) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.4f}" if math.isfinite(v) else "-"
+    return str(v)
+
+
+def table(header: Sequence[str], rows: Iterable[Sequence], out=None) -> None:
+    out = out or sys.stdout
+    rows = [[_cell(v) for v in r] for r in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(header)]
+    out.write("  ".join(h.rjust(w) for h, w in zip(header, widths)).rstrip() + "\n")
+    for r in rows:
+        out.write("  ".join(c.rjust(w) for c, w in zip(r, widths)).rstrip() + "\n")
+
+
+def write_json(obj, out=None) -> None:
+    """``obj`` as strict JSON (numpy values converted, non-finite floats as null)."""
+    from ..analyses.base import jsonable
+
+    out = out or sys.stdout
+    json.dump(jsonable(obj), out, indent=2, allow_nan=False)
+    out.write("\n")
+
+
+def _csv_value(v):
+    if v is None:
+        return ""
+    if isinstance(v, float) and not math.isfinite(v):
+        return ""
+    return v
+
+
+def write_csv(header: Sequence[str], rows: Iterable[Sequence], out=None) -> None:
+    w = csv.writer(out or sys.stdout, lineterminator="\n")
+    w.writerow(header)
+    for r in rows:
+        w.writerow([_csv_value(v) for v in r])
+
+
+def tidy_rows(results) -> list[tuple]:
+    """``step,metric,key,value`` rows of a list of results."""
+    return [(r.step, m, k, v) for r in results for m, k, v in r.rows()]
+
+
+def summary_table(results) -> None:
+    """One row per step with every summary number (transposed when there are many numbers)."""
+    keys = list(dict.fromkeys(k for r in results for k in r.summary()))
+    rows = [[r.step] + [r.summary().get(k) for k in keys] for r in results]
+    if len(keys) > 8:  # long summaries read better transposed
+        table(["metric"] + [f"step {r.step}" for r in results],
+              [[k] + [row[1 + j] for row in rows] for j, k in enumerate(keys)])
+    else:
+        table(["step"] + keys, rows)
+
+
+# --- the per-probe detail shown above the summary when one step is selected ------------------------
+Labels = Callable[[Sequence[int]], list]
+
+
+def _similarity(r, labels: Labels) -> None:
+    if r.matrix is None:
+        return
+    print(f"cosine similarity, step {r.step}")
+    table(["token"] + [str(i) for i in r.ids],
+          [[lab] + [f"{v:.2f}" for v in row] for lab, row in zip(labels(r.ids), r.matrix)])
+    print()
+
+
+def _pca(r, labels: Labels) -> None:
+    table(["token", "group"] + [f"PC{i + 1}" for i in range(r.coords.shape[1])],
+          [[lab, g] + list(map(float, c)) for lab, g, c in zip(labels(r.ids), r.groups, r.coords)])
+    print()
+
+
+def _align(r, labels: Labels) -> None:
+    print(f"layer {r.layer} head {r.head}: singular values of W_V " + " ".join(f"{v:.3f}" for v in r.singular_values[:8]))
+    print("  of W_V W_O " + " ".join(f"{v:.3f}" for v in r.ov_singular_values[:8]))
+    table(["group"] + [f"|cos| v{i + 1}" for i in range(len(next(iter(r.group_mean.values()), [])))],
+          [[g] + v for g, v in r.group_mean.items()])
+    print()
+
+
+def _condense(r, labels: Labels) -> None:
+    print("covariance eigenvalues: " + " ".join(f"{v:.3g}" for v in r.eigenvalues[:10]))
+    if r.neuron_tensor:
+        print(f"neuron groups of {r.neuron_tensor} (cos > {r.threshold}): sizes {r.neuron_groups[:10]}")
+    print()
+
+
+def _theory(r, labels: Labels) -> None:
+    print(f"profile cos(w({r.anchor}), w(s_j))")
+    row0 = list(r.ids).index(r.anchor)
+    table(["token", "measured", "eq14", "P^s theory"],
+          [[int(t), float(a), float(b), float(c)] for t, a, b, c in
+           zip(r.ids, r.profile_measured, r.profile_reconstructed, r.predicted[row0])])
+    print()
+
+
+def _ood(r, labels: Labels) -> None:
+    table(["split / combination", "n", "loss", "acc"],
+          [[s, m["n"], m["loss"], m["acc"]] for s, m in r.splits.items()]
+          + [[f"  held-out {c}", m["n"], m["loss"], m["acc"]] for c, m in r.combos.items()]
+          + [[f"  target {t}", m["n"], None, m["acc"]] for t, m in r.targets.items()])
+    print()
+
+
+def _spectrum(r, labels: Labels) -> None:
+    table(["layer", "shape", "spectral_norm", "log_norm", "stable_rank", "entropy_rank", "alpha", "xmin", "xmax",
+           "ks"],
+          [[l.name, "x".join(map(str, l.shape)), l.spectral_norm, l.log_norm, l.stable_rank, l.entropy_rank,
+            l.alpha, l.xmin, l.xmax, l.ks_distance] for l in r.layers])
+    print()
+
+
+DETAILS = {"similarity": _similarity, "pca": _pca, "align": _align, "condense": _condense, "theory": _theory,
+           "ood": _ood, "spectrum": _spectrum}
+
+
+def _similarity_summary(results) -> None:
+    dists = sorted({d for r in results for d in r.by_distance})[:10]
+    table(["step", "mean_offdiag", "std_offdiag", "distance_corr"] + [f"d={d}" for d in dists],
+          [[r.step, r.mean_offdiag, r.std_offdiag, r.distance_corr] + [r.by_distance.get(d) for d in dists]
+           for r in results])
+
+
+def emit(results, fmt: str, file: str, probe: str, labels: Labels = lambda ids: [int(i) for i in ids]) -> None:
+    """Results of ``probe`` on ``file`` to stdout in ``fmt`` (table / json / csv)."""
+    if fmt == "json":
+        write_json({"file": file, "probe": probe, "results": [r.to_dict() for r in results]})
+    elif fmt == "csv":
+        write_csv(TIDY, tidy_rows(results))
+    else:
+        if probe == "spectrum":  # a table per step: one row per layer
+            for r in results:
+                print(f"step {r.step}")
+                _spectrum(r, labels)
+            return
+        if len(results) == 1 and probe in DETAILS:
+            DETAILS[probe](results[0], labels)
+        (_similarity_summary if probe == "similarity" else summary_table)(results)

@@ -1,0 +1,278 @@
+"""Canonical tensor names over checkpoint layouts: one rule builder per model family.
+
+Whatever the source, a probe asks for ``token_embedding`` (vocab x d), ``position_embedding``,
+``unembedding`` (d x vocab), and per layer ``layer{i}/W_Q``, ``W_K``, ``W_V`` (heads x d x d_head),
+``W_O`` (heads x d_head x d), ``W_in`` (d x d_ff), ``W_out`` (d_ff x d) and, for gated MLPs,
+``W_gate`` (d x d_ff) — all in the ``x @ W`` layout of this toolkit's own models (the names of
+``schemas/snapshot-v1.json``). Covered: GPT-2 (Hugging Face Conv1D weights, the fused
+``c_attn``), nanoGPT, GPT-NeoX / Pythia (per-head interleaved ``query_key_value``), LLaMA-style
+(grouped K/V heads, gated MLP), BERT-style (MiniLM) and this toolkit's snapshots, whose trainer
+stores the canonical names itself. A name-mapping JSON file (canonical -> raw name, plus
+``"heads"``) covers anything else.
+
+To add a family: write ``_family(source, shapes, cfg) -> Layout`` and list it in ``FAMILIES``
+with the raw name that identifies it.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from ..errors import ProbeError, param
+from .checkpoints import Source
+
+Build = Callable[..., np.ndarray]
+Rules = dict[str, tuple[tuple[str, ...], Build]]
+
+
+@dataclass
+class Layout:
+    """Canonical name -> (raw names it is read from, how to build it)."""
+
+    name: str
+    heads: int
+    layers: int
+    rules: Rules
+
+    def names(self) -> list[str]:
+        return list(self.rules)
+
+
+# --- shared pieces ---------------------------------------------------------------------------
+
+def _same(w: np.ndarray) -> np.ndarray:
+    return w
+
+
+def _T(w: np.ndarray) -> np.ndarray:  # torch Linear stores out x in
+    return w.T
+
+
+def _heads_in(W: np.ndarray, H: int) -> np.ndarray:
+    """(d, H*e) x@W projection -> (H, d, e)."""
+    d, he = W.shape
+    return W.reshape(d, H, he // H).transpose(1, 0, 2)
+
+
+def _heads_out(W: np.ndarray, H: int) -> np.ndarray:
+    """(H*e, d) x@W output projection -> (H, e, d)."""
+    he, d = W.shape
+    return W.reshape(H, he // H, d)
+
+
+def _linear_attention(rules: Rules, i: int, pattern: str, parts: tuple[str, str, str, str], H: int, KV: int) -> None:
+    """Rules for layer ``i``'s separate q, k, v, o ``nn.Linear`` weights (stored out x in), named
+    ``pattern.format(part)``; k and v have ``KV`` heads (grouped-query attention), q and o ``H``."""
+    for nm, part, heads in zip(("W_Q", "W_K", "W_V"), parts, (H, KV, KV)):
+        rules[f"layer{i}/{nm}"] = ((pattern.format(part),), lambda w, n=heads: _heads_in(w.T, n))
+    rules[f"layer{i}/W_O"] = ((pattern.format(parts[3]),), lambda w, n=H: _heads_out(w.T, n))
+
+
+def _layer_count(names, pattern: str) -> int:
+    found = {int(m.group(1)) for n in names if (m := re.search(pattern, n))}
+    return max(found) + 1 if found else 0
+
+
+def _prefix(names, anchor: str) -> str:
+    """The prefix before ``anchor`` in the raw names ('' or e.g. 'transformer.' / 'bert.')."""
+    for n in names:
+        i = n.find(anchor)
+        if i >= 0:
+            return n[:i]
+    return ""
+
+
+def _ending(names, suffix: str) -> str | None:
+    return next((n for n in names if n.endswith(suffix)), None)
+
+
+def _cfg_int(cfg: dict, *keys: str) -> int | None:
+    for k in keys:
+        for c in (cfg, cfg.get("nanogpt", {})):
+            if isinstance(c.get(k), int):
+                return c[k]
+    return None
+
+
+def _heads(cfg: dict, source: Source, family: str, *keys: str) -> int:
+    """The head count from config.json; a layout cannot be split into heads without it."""
+    keys = keys or ("num_attention_heads",)
+    H = _cfg_int(cfg, *keys)
+    if H is None:
+        raise ProbeError(f"{source.path}: {family} weights but no head count (config.json {keys[0]})")
+    return H
+
+
+# --- one rule builder per family -------------------------------------------------------------
+
+def _own(source: Source, shapes: dict, cfg: dict) -> Layout:
+    """This toolkit's snapshots: the trainer stored every canonical name (``weights/``)."""
+    dims = cfg.get("dims", {})
+    return Layout("gamma-probe", int(dims.get("heads", 1)), int(dims.get("layers", 0)),
+                  {n: ((n,), _same) for n in shapes})
+
+
+def _gpt2(source: Source, shapes: dict, cfg: dict) -> Layout:
+    """GPT-2 (Hugging Face Conv1D, in x out) and nanoGPT (nn.Linear, out x in): fused c_attn."""
+    names = list(shapes)
+    pre = _prefix(names, "wte.weight")
+    L = _layer_count(names, r"h\.(\d+)\.attn\.c_attn")
+    c_attn = shapes[f"{pre}h.0.attn.c_attn.weight"]
+    conv1d = c_attn[1] == 3 * c_attn[0]
+    H = _heads(cfg, source, "GPT-2-style", "n_head", "num_attention_heads")
+    fix = _same if conv1d else _T
+    rules: Rules = {"token_embedding": ((f"{pre}wte.weight",), _same)}
+    if f"{pre}wpe.weight" in shapes:
+        rules["position_embedding"] = ((f"{pre}wpe.weight",), _same)
+    rules["unembedding"] = ((_ending(names, "lm_head.weight") or f"{pre}wte.weight",), _T)  # tied when absent
+    for i in range(L):
+        p = f"{pre}h.{i}."
+
+        def qkv(w, j, H=H, fix=fix):
+            W = fix(w)
+            d = W.shape[0]
+            return _heads_in(W[:, j * d:(j + 1) * d], H)
+
+        for j, nm in enumerate(("W_Q", "W_K", "W_V")):
+            rules[f"layer{i}/{nm}"] = ((p + "attn.c_attn.weight",), lambda w, j=j, qkv=qkv: qkv(w, j))
+        rules[f"layer{i}/W_O"] = ((p + "attn.c_proj.weight",), lambda w, H=H, fix=fix: _heads_out(fix(w), H))
+        rules[f"layer{i}/W_in"] = ((p + "mlp.c_fc.weight",), fix)
+        rules[f"layer{i}/W_out"] = ((p + "mlp.c_proj.weight",), fix)
+    return Layout("gpt2" if conv1d else "nanogpt", H, L, rules)
+
+
+def _neox(source: Source, shapes: dict, cfg: dict) -> Layout:
+    """GPT-NeoX / Pythia: query_key_value rows grouped per head as (H, 3, e)."""
+    names = list(shapes)
+    pre = _prefix(names, "layers.0.attention")
+    L = _layer_count(names, r"layers\.(\d+)\.attention\.query_key_value")
+    H = _heads(cfg, source, "GPT-NeoX")
+    rules: Rules = {"token_embedding": ((f"{pre}embed_in.weight",), _same)}
+    out = _ending(names, "embed_out.weight")
+    if out:
+        rules["unembedding"] = ((out,), _T)
+
+    def qkv(w, j, H=H):
+        three_he, d = w.shape
+        e = three_he // (3 * H)
+        return w.reshape(H, 3, e, d)[:, j].transpose(0, 2, 1)
+
+    for i in range(L):
+        p = f"{pre}layers.{i}."
+        for j, nm in enumerate(("W_Q", "W_K", "W_V")):
+            rules[f"layer{i}/{nm}"] = ((p + "attention.query_key_value.weight",), lambda w, j=j: qkv(w, j))
+        rules[f"layer{i}/W_O"] = ((p + "attention.dense.weight",), lambda w, H=H: _heads_out(w.T, H))
+        rules[f"layer{i}/W_in"] = ((p + "mlp.dense_h_to_4h.weight",), _T)
+        rules[f"layer{i}/W_out"] = ((p + "mlp.dense_4h_to_h.weight",), _T)
+    return Layout("gpt-neox", H, L, rules)
+
+
+def _llama(source: Source, shapes: dict, cfg: dict) -> Layout:
+    """LLaMA-style: separate q/k/v/o projections, grouped K/V heads, gated MLP."""
+    names = list(shapes)
+    pre = _prefix(names, "layers.0.self_attn")
+    L = _layer_count(names, r"layers\.(\d+)\.self_attn\.q_proj")
+    H = _heads(cfg, source, "LLaMA-style")
+    KV = _cfg_int(cfg, "num_key_value_heads") or H
+    emb = _ending(names, "embed_tokens.weight")
+    rules: Rules = {"token_embedding": ((emb,), _same),
+                    "unembedding": ((_ending(names, "lm_head.weight") or emb,), _T)}
+    for i in range(L):
+        p = f"{pre}layers.{i}."
+        _linear_attention(rules, i, p + "self_attn.{}_proj.weight", ("q", "k", "v", "o"), H, KV)
+        rules[f"layer{i}/W_in"] = ((p + "mlp.up_proj.weight",), _T)
+        rules[f"layer{i}/W_gate"] = ((p + "mlp.gate_proj.weight",), _T)
+        rules[f"layer{i}/W_out"] = ((p + "mlp.down_proj.weight",), _T)
+    return Layout("llama", H, L, rules)
+
+
+def _bert(source: Source, shapes: dict, cfg: dict) -> Layout:
+    """BERT-style encoders (MiniLM): separate query/key/value, output.dense."""
+    names = list(shapes)
+    pre = _prefix(names, "embeddings.word_embeddings.weight")
+    L = _layer_count(names, r"encoder\.layer\.(\d+)\.attention")
+    H = _heads(cfg, source, "BERT-style")
+    rules: Rules = {"token_embedding": ((f"{pre}embeddings.word_embeddings.weight",), _same)}
+    if f"{pre}embeddings.position_embeddings.weight" in shapes:
+        rules["position_embedding"] = ((f"{pre}embeddings.position_embeddings.weight",), _same)
+    for i in range(L):
+        p = f"{pre}encoder.layer.{i}."
+        _linear_attention(rules, i, p + "attention.{}.weight",
+                          ("self.query", "self.key", "self.value", "output.dense"), H, H)
+        rules[f"layer{i}/W_in"] = ((p + "intermediate.dense.weight",), _T)
+        rules[f"layer{i}/W_out"] = ((p + "output.dense.weight",), _T)
+    return Layout("bert", H, L, rules)
+
+
+# (how a family is recognised: a raw-name fragment, its builder), tried in order
+FAMILIES: list[tuple[str, Callable[[Source, dict, dict], Layout]]] = [
+    (".attn.c_attn.weight", _gpt2),
+    (".attention.query_key_value.weight", _neox),
+    (".self_attn.q_proj.weight", _llama),
+    (".attention.self.query.weight", _bert),
+]
+
+
+def detect(source: Source, mapping_file: str | None = None) -> Layout:
+    """The layout of ``source``: a name-mapping file, our own snapshot, or a known family."""
+    shapes = source.shapes()
+    if mapping_file:
+        return _from_mapping(mapping_file, shapes)
+    cfg = source.config
+    if cfg.get("layout") == "gamma-probe":
+        return _own(source, shapes, cfg)
+    for fragment, build in FAMILIES:
+        if any(fragment in n for n in shapes):
+            return build(source, shapes, cfg)
+    names = list(shapes)
+    shown = ", ".join(names[:12]) + (f", ... ({len(names)} in all)" if len(names) > 12 else "")
+    raise ProbeError(f"{source.path}: unknown checkpoint layout; tensors found: {shown}. Pass a name-mapping "
+                     "JSON file ({\"heads\": H, \"token_embedding\": \"raw.name\", \"layer0/W_V\": ...}, "
+                     f"raw tensors in x @ W layout or with \"transpose\": [names]) as {param('mapping')}")
+
+
+def _from_mapping(path: str, shapes: dict) -> Layout:
+    try:
+        with open(path) as fh:
+            m = json.load(fh)
+    except (OSError, ValueError) as exc:
+        raise ProbeError(f"{path}: unreadable name-mapping file ({exc})") from None
+    if not isinstance(m, dict):
+        raise ProbeError(f"{path}: a name-mapping file is a JSON object (canonical name -> raw name)")
+    H = int(m.pop("heads", 1))
+    transpose = set(m.pop("transpose", []))
+    rules: Rules = {}
+    for canon, raw in m.items():
+        if raw not in shapes:
+            raise ProbeError(f"{path}: maps {canon} to '{raw}', which the checkpoint does not hold")
+        fix = _T if canon in transpose else _same
+        if re.fullmatch(r"layer\d+/W_[QKV]", canon):
+            rules[canon] = ((raw,), lambda w, fix=fix: _heads_in(fix(w), H))
+        elif re.fullmatch(r"layer\d+/W_O", canon):
+            rules[canon] = ((raw,), lambda w, fix=fix: _heads_out(fix(w), H))
+        else:
+            rules[canon] = ((raw,), fix)
+    L = _layer_count(rules, r"^layer(\d+)/")
+    return Layout("mapping", H, L, rules)
+
+
+class CanonicalReader:
+    """Read canonical tensors from any source: ``CanonicalReader(open_checkpoint(p)).read("layer0/W_V")``."""
+
+    def __init__(self, source: Source, mapping_file: str | None = None):
+        self.source = source
+        self.layout = detect(source, mapping_file)
+
+    def names(self) -> list[str]:
+        return self.layout.names()
+
+    def read(self, name: str) -> np.ndarray:
+        if name not in self.layout.rules:
+            raise ProbeError(f"{self.source.path}: no canonical tensor '{name}' in this {self.layout.name} "
+                             f"checkpoint; it has {', '.join(self.layout.names()[:8])}, ...")
+        raw, build = self.layout.rules[name]
+        return np.asarray(build(*(self.source.read(r) for r in raw)), dtype=np.float32)

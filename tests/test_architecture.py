@@ -1,0 +1,132 @@
+"""The layer rules of ARCHITECTURE.md, checked on the import graph (every import statement,
+at module level or inside a function, read with ``ast``)."""
+import ast
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+PACKAGES = ("probe", "train", "schemas")
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _is_module(name: str) -> bool:
+    p = ROOT.joinpath(*name.split("."))
+    return p.with_suffix(".py").exists() or (p / "__init__.py").exists()
+
+
+def _imports(path: Path) -> list[tuple[str, bool]]:
+    """(absolute module imported, at module level?) for every import in ``path``."""
+    mod = _module_name(path)
+    package = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
+    tree = ast.parse(path.read_text())
+    top = {id(n) for n in tree.body}
+    for n in tree.body:  # imports under a module-level `if`/`try` still run at import time
+        if isinstance(n, (ast.If, ast.Try)):
+            top |= {id(x) for x in ast.walk(n)}
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(a.name, id(node) in top) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module
+            for a in node.names:
+                sub = f"{target}.{a.name}"
+                out.append((sub if _is_module(sub) else target, id(node) in top))
+    return [(name, level) for name, level in out if name.split(".")[0] in PACKAGES]
+
+
+GRAPH = {_module_name(p): _imports(p) for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*.py"))}
+
+
+def _in(name: str, *prefixes: str) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+def _violations(importers: str, allowed) -> list[str]:
+    return [f"{m} imports {t}" for m, imps in GRAPH.items() if _in(m, importers)
+            for t, _ in imps if not allowed(m, t)]
+
+
+def test_the_graph_sees_the_whole_tree():
+    assert {"probe.api", "probe.cli", "probe.format.snapshot", "probe.readers.layouts", "probe.analyses._stats",
+            "train.tasks.lm", "train.runs", "train.evaluate"} <= set(GRAPH)
+    assert ("probe.format", True) in GRAPH["probe.api"]          # relative imports are resolved
+
+
+def test_rule1_analyses_import_only_analyses():
+    assert _violations("probe.analyses", lambda m, t: _in(t, "probe.analyses")) == []
+
+
+def test_rule2_format_imports_only_schemas_and_errors():
+    assert _violations("probe.format", lambda m, t: _in(t, "schemas", "probe.errors", "probe.format")) == []
+
+
+def test_rule3_readers_never_import_train_api_or_cli():
+    assert _violations("probe.readers", lambda m, t: not _in(t, "train", "probe.api", "probe.cli")) == []
+
+
+def test_rule4_api_never_imports_the_cli_and_the_cli_reaches_readers_only_through_the_api():
+    assert _violations("probe.api", lambda m, t: not _in(t, "probe.cli")) == []
+    assert _violations("probe.cli", lambda m, t: not _in(t, "probe.readers", "probe.format", "train")) == []
+
+
+def test_rule5_probe_imports_train_in_exactly_two_places():
+    places = {(m, t) for m, imps in GRAPH.items() if _in(m, "probe") for t, _ in imps if _in(t, "train")}
+    assert places == {("probe.api", "train.evaluate"), ("probe.figures", "train.runs")}
+    assert all(not top for m, imps in GRAPH.items() if _in(m, "probe") for t, top in imps if _in(t, "train")), \
+        "probe imports train lazily, inside the functions that need it"
+
+
+def test_rule6_train_imports_only_errors_format_and_words_of_probe():
+    allowed = ("probe.errors", "probe.format", "probe.readers.words")
+    assert _violations("train", lambda m, t: not _in(t, "probe") or _in(t, *allowed)) == []
+
+
+def test_no_import_cycles_at_module_level():
+    graph = {m: {t for t, top in imps if top and t in GRAPH and t != m} for m, imps in GRAPH.items()}
+
+    def parents(m):  # importing a.b.c runs a/__init__ and a.b/__init__ first
+        parts = m.split(".")
+        return {".".join(parts[:i]) for i in range(1, len(parts))} & set(GRAPH)
+
+    for m in graph:
+        graph[m] |= {p for t in list(graph[m]) for p in parents(t) if p != m and not _in(m, p)}
+    state, cycles = {}, []
+
+    def visit(m, stack):
+        state[m] = 1
+        for t in graph[m]:
+            if state.get(t) == 1:
+                cycles.append(" -> ".join(stack[stack.index(t):] + [t]))
+            elif t not in state:
+                visit(t, stack + [t])
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [m])
+    assert cycles == []
+
+
+@pytest.mark.parametrize("folder", ["probe/format", "probe/readers", "probe/analyses", "probe/cli", "train/tasks",
+                                    "train/text"])
+def test_the_tree_has_the_rooms_of_the_architecture(folder):
+    assert (ROOT / folder / "__init__.py").exists()
+    for name in ("probe/api.py", "probe/batch.py", "probe/plotting.py", "probe/figures.py", "probe/errors.py",
+                 "probe/cli/options.py", "probe/cli/render.py", "probe/analyses/_stats.py", "train/runs.py",
+                 "train/evaluate.py", "train/tasks/base.py", "train/tasks/anchor.py", "train/tasks/composite.py",
+                 "train/tasks/lm.py"):
+        assert (ROOT / name).exists(), name

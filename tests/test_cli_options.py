@@ -1,0 +1,73 @@
+"""One declaration per CLI option: named like the API parameter it feeds, the same default and help
+in every command, and the default the API itself has."""
+import inspect
+
+import pytest
+from typer.core import TyperArgument, TyperOption
+from typer.main import get_command
+
+import probe.api as api
+from probe.cli import app
+
+COMMANDS = get_command(app).commands
+# flags that do not feed an API parameter of the same name
+NOT_API = {"fmt": "--format", "all_": "--all", "list_": "--list", "probes": "--probe", "plot": "--plot",
+           "out": "--out", "jobs": "--jobs", "scheduler": "--scheduler", "quick": "--quick", "tiny": "--tiny",
+           "runs": "--runs", "examples": "--examples"}
+PROBES = ("similarity", "pca", "align", "condense", "theory", "ood", "attention", "bias", "spectrum")
+
+
+def _options(cmd):
+    return [p for p in cmd.params if isinstance(p, TyperOption) and p.name != "help"]
+
+
+def _long(opt) -> str:
+    return max(opt.opts, key=len)
+
+
+def test_every_flag_is_the_parameter_name():
+    for name, cmd in COMMANDS.items():
+        for opt in _options(cmd):
+            want = NOT_API.get(opt.name, "--" + opt.name.replace("_", "-"))
+            assert _long(opt) == want, f"probe {name}: {_long(opt)} feeds {opt.name}"
+
+
+def test_same_flag_same_default_and_help_everywhere():
+    seen = {}
+    for name, cmd in COMMANDS.items():
+        for opt in _options(cmd):
+            got = (opt.default, opt.help, tuple(sorted(opt.opts)))
+            first = seen.setdefault(_long(opt), (name, got))
+            assert got == first[1], f"{_long(opt)}: probe {name} says {got}, probe {first[0]} says {first[1]}"
+    assert {"--step", "--format", "--tokens", "--words", "--words-file", "--layer", "--groups"} <= set(seen)
+
+
+@pytest.mark.parametrize("probe", PROBES)
+def test_cli_defaults_are_the_api_defaults(probe):
+    sig = inspect.signature(getattr(api, probe)).parameters
+    opts = {o.name: o for o in _options(COMMANDS[probe]) if o.name not in NOT_API}
+    assert set(opts) <= set(sig), f"probe {probe} has options the API lacks: {set(opts) - set(sig)}"
+    for n, o in opts.items():
+        assert o.default == sig[n].default, f"probe {probe} --{n}: CLI {o.default!r}, API {sig[n].default!r}"
+    # every tunable API parameter is reachable from the command line
+    missing = {n for n, p in sig.items() if n not in ("path", "progress", "top_shares")} - set(opts) \
+        - {a.name for a in COMMANDS[probe].params if isinstance(a, TyperArgument)}
+    assert not missing, f"probe {probe}: API parameters without a flag: {missing}"
+
+
+def test_batch_passes_every_probe_option_with_the_api_default():
+    opts = {o.name: o for o in _options(COMMANDS["batch"]) if o.name not in NOT_API}
+    for probe in PROBES:
+        sig = inspect.signature(getattr(api, probe)).parameters
+        for n, p in sig.items():
+            if n in ("path", "progress", "top_shares"):
+                continue
+            assert n in opts, f"probe batch lacks --{n.replace('_', '-')} (taken by {probe})"
+            assert opts[n].default == p.default, f"batch --{n}: {opts[n].default!r}, {probe} has {p.default!r}"
+
+
+def test_words_wherever_tokens():
+    for name, cmd in COMMANDS.items():
+        flags = {_long(o) for o in _options(cmd)}
+        if "--tokens" in flags:
+            assert {"--words", "--words-file"} <= flags, name
