@@ -71,7 +71,8 @@ def check_writable(path: str) -> None:
 def similarity_heatmaps(results: Sequence, path: str, title: str) -> None:
     """One cosine heat map per result (at most MAX_PANELS, spread over the steps)."""
     if any(r.matrix is None for r in results):
-        raise ProbeError(f"too many tokens for a heat map (more than {MAX_HEATMAP}); choose fewer with {param('tokens')}")
+        raise ProbeError(f"too many tokens for a heat map (more than {MAX_HEATMAP}); choose fewer with "
+                         f"{param('tokens')}")
     plt = pyplot()
     if len(results) > MAX_PANELS:
         pick = np.unique(np.linspace(0, len(results) - 1, MAX_PANELS).round().astype(int))

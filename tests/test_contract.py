@@ -82,11 +82,13 @@ def test_zero_rows_have_cosine_zero_and_a_warning(zero_bert):
 
 
 def test_undefined_numbers_are_null_in_json_and_empty_in_csv(zero_bert):
-    # one pair: the rank correlation with the id distance is undefined
-    res = run_cli("probe", "similarity", zero_bert, "--tokens", "1,2", "--format", "json")
+    # two zero vectors and one other: every cosine is 0, so their rank correlation with |i - j| is undefined
+    res = run_cli("probe", "similarity", zero_bert, "--tokens", "0,5,1", "--format", "json")
     r = _strict(res.stdout)["results"][0]
-    assert r["distance_corr"] is None and "undefined" in res.stderr
-    res = run_cli("probe", "similarity", zero_bert, "--tokens", "1,2", "--format", "csv")
+    assert r["distance_corr"] is None and "distance_corr is undefined" in res.stderr
+    res = run_cli("probe", "similarity", zero_bert, "--tokens", "1,2", "--format", "json")   # one pair: null, quietly
+    assert _strict(res.stdout)["results"][0]["distance_corr"] is None and "undefined" not in res.stderr
+    res = run_cli("probe", "similarity", zero_bert, "--tokens", "0,5,1", "--format", "csv")
     assert {x["metric"]: x["value"] for x in _tidy(res.stdout)}["distance_corr"] == ""
 
 

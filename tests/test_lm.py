@@ -60,6 +60,26 @@ def test_similarity_and_pca_tables_show_token_text(lm_run):
     assert f"{every} ' Every'" in res.stdout
 
 
+def test_words_are_looked_up_in_the_stored_vocabulary(lm_run):
+    info = probe.info(lm_run)
+    every = info["groups"]["logic"][info["group_strings"]["logic"].index(" Every")]
+    with pytest.warns(probe.ProbeWarning, match="'zyzzyva' is not a token"):
+        r = probe.similarity(lm_run, words=["Every", "zyzzyva", "So"])[0]
+    assert r.ids[0] == every and len(r.ids) == 2
+    res = run_cli("probe", "condense", lm_run, "--words", "Every,So,is", "--format", "json")   # not only similarity
+    assert res.returncode == 0, res.stderr
+    res = run_cli("probe", "pca", lm_run, "--words", "Every", "--tokens", "logic")
+    assert res.returncode == 2 and "give --tokens or --words, not both" in res.stderr
+
+
+def test_words_on_a_synthetic_run_name_the_parameter(tiny_run):
+    with pytest.raises(probe.ProbeError, match=r"stores no vocabulary .* words cannot be looked up; select ids "
+                                               r"with tokens$"):
+        probe.pca(tiny_run, words="cat")
+    res = run_cli("probe", "pca", tiny_run, "--words", "cat")
+    assert res.returncode == 2 and "--words cannot be looked up; select ids with --tokens" in res.stderr
+
+
 def test_losses_fall_and_delta_l_has_sign_and_trend(lm_run):
     m = probe.info(lm_run)["metrics"]
     with probe.Run(lm_run) as run:

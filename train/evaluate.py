@@ -80,7 +80,8 @@ def load_model(run: Run, index: int):
         for name, p in model.named_parameters():
             arr = run.read(name, index)
             if tuple(arr.shape) != tuple(p.shape):
-                raise ProbeError(f"{run.path}: parameter {name} has shape {arr.shape}, the model needs {tuple(p.shape)}")
+                raise ProbeError(f"{run.path}: parameter {name} has shape {arr.shape}, the model needs "
+                                 f"{tuple(p.shape)}")
             p.copy_(torch.from_numpy(np.ascontiguousarray(arr)))
     return model.eval(), cfg
 

@@ -65,7 +65,7 @@ def _notes(vectors: np.ndarray, ids: np.ndarray, corr: float, n_pairs: int) -> l
     if zero.size:
         shown = ", ".join(str(int(ids[i])) for i in zero[:8]) + (", ..." if zero.size > 8 else "")
         notes.append(f"token(s) {shown} have an all-zero vector: their cosines are set to 0")
-    if n_pairs and not np.isfinite(corr):
+    if n_pairs > 1 and not np.isfinite(corr):   # with one pair there is nothing to correlate
         notes.append("distance_corr is undefined (null): the cosines or the id distances are all equal")
     return notes
 

@@ -277,7 +277,8 @@ def batch(
 
 @app.command()
 def figures(
-    names: Annotated[Optional[list[str]], typer.Argument(help="figures to make (see --list)", show_default=False)] = None,
+    names: Annotated[Optional[list[str]],
+                     typer.Argument(help="figures to make (see --list)", show_default=False)] = None,
     all_: Annotated[bool, typer.Option("--all", help="make every figure")] = False,
     quick: Annotated[bool, typer.Option(help="CPU sizes (minutes) instead of the papers' sizes (a GPU)")] = False,
     tiny: Annotated[bool, typer.Option(help="test sizes (seconds); the figures show little")] = False,

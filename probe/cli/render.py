@@ -92,7 +92,8 @@ def _pca(r, labels: Labels) -> None:
 
 
 def _align(r, labels: Labels) -> None:
-    print(f"layer {r.layer} head {r.head}: singular values of W_V " + " ".join(f"{v:.3f}" for v in r.singular_values[:8]))
+    print(f"layer {r.layer} head {r.head}: singular values of W_V "
+          + " ".join(f"{v:.3f}" for v in r.singular_values[:8]))
     print("  of W_V W_O " + " ".join(f"{v:.3f}" for v in r.ov_singular_values[:8]))
     table(["group"] + [f"|cos| v{i + 1}" for i in range(len(next(iter(r.group_mean.values()), [])))],
           [[g] + v for g, v in r.group_mean.items()])

@@ -560,7 +560,8 @@ class Writer:
             slot = int(np.argmax(held))
             step = int(held[slot])
             if step < 0 or step not in steps:
-                raise ProbeError(f"{path}: no complete resume state (the run was stopped before its first snapshot finished)")
+                raise ProbeError(f"{path}: no complete resume state (the run was stopped before its first "
+                                 "snapshot finished)")
             keep = int(np.flatnonzero(steps == step)[0]) + 1
             tmp = path + ".resuming"
             with h5py.File(tmp, "w", libver=LIBVER) as g:

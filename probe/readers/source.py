@@ -101,7 +101,8 @@ class CheckpointRun:
         spec = str(spec).strip()
         if spec in ("latest", "all") or spec == str(int(self.steps[0])):
             return [0]
-        raise ProbeError(f"{self.path}: a checkpoint holds one step ({int(self.steps[0])}); use {param('step', 'latest')}")
+        raise ProbeError(f"{self.path}: a checkpoint holds one step ({int(self.steps[0])}); "
+                         f"use {param('step', 'latest')}")
 
     def tensor(self, name: str) -> _Tensor:
         if name not in self.reader.names():
