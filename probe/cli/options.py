@@ -77,4 +77,5 @@ Splits = Annotated[Optional[list[str]], typer.Option(
 
 # --- running -----------------------------------------------------------------------------------
 JOBS = 0
-Jobs = Annotated[int, typer.Option("--jobs", "-j", min=0, help="processes at once (0: one per CPU core)")]
+Jobs = Annotated[int, typer.Option("--jobs", "-j", min=0, help="processes at once; 0: automatic (batch: one "
+                                   "process whose BLAS uses every core; figures: one training run per CPU core)")]
