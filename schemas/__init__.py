@@ -1,7 +1,7 @@
 """The versioned contract of the snapshot file format.
 
 ``snapshot-v1.json`` is the single source of dataset paths, dtypes and
-dimension names; :mod:`probe.snapshot` reads it rather than repeating them.
+dimension names; :mod:`probe.format` reads and writes by it rather than repeating them.
 """
 from __future__ import annotations
 

@@ -122,11 +122,30 @@ def test_neox_llama_bert_layouts(tmp_path):
 
 def test_own_snapshot_through_the_same_interface(tiny_run):
     from probe.format import Run
+    from train.config import preset
+    from train.models import build_model
 
     r = CanonicalReader(open_checkpoint(tiny_run))
-    assert r.layout.name == "gamma-probe" and r.layout.layers == 2
+    assert r.layout.name == "gamma-probe" and (r.layout.layers, r.layout.heads) == (2, 2)
+    # one source of names: what the model's roles() says is what the file and the reader serve
+    assert set(r.names()) == set(build_model(preset("tiny")).roles())
     with Run(tiny_run) as run:
-        np.testing.assert_array_equal(r.read("layer1/W_V"), run.read("layer1/W_V", run.n_snapshots - 1))
+        for name in r.names():                                   # MLP weights included
+            np.testing.assert_array_equal(r.read(name), run.read(name, run.n_snapshots - 1), err_msg=name)
+    assert r.read("layer0/W_in").shape == (16, 32) and r.read("layer1/W_out").shape == (32, 16)
+
+
+def test_roles_cover_every_weight_the_readers_know_per_layer(tmp_path):
+    from train.config import preset
+    from train.models import build_model
+
+    d = tmp_path / "gpt2"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps({"n_head": H}))
+    save_file(gpt2_state(conv1d=True), str(d / "model.safetensors"))
+    theirs = set(CanonicalReader(open_checkpoint(d)).names())
+    ours = set(build_model(preset("tiny", layers=1)).roles())
+    assert theirs == ours     # token/position embedding, unembedding, layer0/W_Q, W_K, W_V, W_O, W_in, W_out
 
 
 class _Evil:

@@ -1,4 +1,9 @@
-"""The math of each probe: pure functions on arrays returning small result objects.
+"""THE MATH of each probe: pure functions on arrays returning a :class:`~.base.Result`.
 
-No file I/O here; :mod:`probe.api` reads snapshots and calls these.
+No file I/O and no import of the rest of the package (a test checks it); :mod:`probe.api`
+reads the arrays and calls these. Numerics shared by several probes (unit rows, the cosine
+matrix, rank and linear correlation, exp-entropy) live in :mod:`._stats`; the result
+contract (``summary()``, ``rows()``, strict ``to_dict()``, ``warnings``) in :mod:`.base`.
+To add a probe: a module here with its function and Result, a function in :mod:`probe.api`,
+a command in :mod:`probe.cli`.
 """

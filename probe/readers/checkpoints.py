@@ -12,7 +12,7 @@ reads one tensor on demand, so a probe touches only the bytes it asks for:
   prefix stripped);
 * this toolkit's own snapshot files (a chosen step).
 
-:mod:`probe.layouts` maps the raw names to canonical ones (``layer3/W_V``...).
+:mod:`.layouts` maps the raw names to canonical ones (``layer3/W_V``...).
 """
 from __future__ import annotations
 
