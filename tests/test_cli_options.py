@@ -71,3 +71,18 @@ def test_words_wherever_tokens():
         flags = {_long(o) for o in _options(cmd)}
         if "--tokens" in flags:
             assert {"--words", "--words-file"} <= flags, name
+
+
+def test_library_errors_name_the_parameter_and_the_cli_the_flag(tiny_run):
+    from conftest import run_cli
+
+    with pytest.raises(api.ProbeError) as exc:
+        api.similarity(tiny_run, step="soon")
+    assert "bad step 'soon'" in str(exc.value) and "--" not in str(exc.value)
+    res = run_cli("probe", "similarity", tiny_run, "--step", "soon")
+    assert "Error: bad --step 'soon'" in res.stderr
+    with pytest.raises(api.ProbeError, match=r"^layer=7 out of range"):
+        api.align(tiny_run, layer=7)
+    assert "Error: --layer 7 out of range" in run_cli("probe", "align", tiny_run, "--layer", "7").stderr
+    with pytest.raises(api.ProbeError, match=r"splits takes exactly two splits"):
+        api.bias(tiny_run, ("mem",))

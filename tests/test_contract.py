@@ -127,6 +127,13 @@ def test_every_command_on_a_run_strict_json_and_tidy_csv(tiny_run, cmd):
     assert res.returncode == 0, res.stderr
     rows = _tidy(res.stdout)
     assert cmd[0] == "validate" or rows
+    if cmd[0] not in ("info", "validate"):                      # the Python side: one contract
+        from probe.analyses.base import Result
+
+        results = getattr(probe, cmd[0])(tiny_run, step="all")
+        assert all(isinstance(r, Result) for r in results)
+        assert [(r["step"], r["metric"], r["key"]) for r in rows] == \
+            [(str(r.step), m, k) for r in results for m, k, _ in r.rows()]
 
 
 def test_rows_split_keyed_summary_names(tiny_run):
