@@ -105,6 +105,25 @@ def select_tokens(run, tokens=None, *, words=None, words_file: str | None = None
     return parse_tokens(tokens, run.groups, rows)
 
 
+def _number(name: str, value, lo=None, hi=None, integer: bool = False):
+    """``value`` if it is a finite number in [lo, hi]; else a ProbeError naming the parameter."""
+    import math
+
+    ok = isinstance(value, (int, np.integer)) if integer else isinstance(value, (int, float, np.number))
+    if not ok or isinstance(value, bool) or not math.isfinite(float(value)):
+        kind = "an integer" if integer else "a finite number"
+        raise ProbeError(f"{param(name, value)}: need {kind}")
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        rng = f"at least {lo}" if hi is None else f"at most {hi}" if lo is None else f"between {lo} and {hi}"
+        raise ProbeError(f"{param(name, value)}: need {rng}")
+    return value
+
+
+def _enough(ids, need: int, what: str) -> None:
+    if ids is not None and len(ids) < need:
+        raise ProbeError(f"{what} needs at least {need} tokens; the selection has {len(ids)}")
+
+
 def _read(ds, indices: list[int], rows=None) -> list[np.ndarray]:
     """ds at each snapshot index (optionally only ``rows``); one read when the indices are contiguous."""
     if len(indices) > 1 and indices == list(range(indices[0], indices[-1] + 1)):
@@ -134,6 +153,7 @@ def similarity(path: str | os.PathLike, tokens=None, *, words=None, words_file: 
     with open_source(path, groups, mapping) as run:
         ids, labels = select_tokens(run, tokens, words=words, words_file=words_file, tensor=tensor,
                                     probe="similarity")
+        _enough(ids, 2, "cosine similarity")
         indices = run.step_indices(step)
         vectors = _read(run.tensor(tensor), indices, ids)
         steps = run.steps
@@ -147,10 +167,10 @@ def pca(path: str | os.PathLike, tokens=None, *, words=None, words_file: str | N
         groups: str | None = None, mapping: str | None = None) -> list[PCAResult]:
     """PCA of the chosen token vectors (default: ``keys,reasoning,memory``) with an order score
     per group."""
-    if n_components < 1:
-        raise ProbeError(f"{param('n_components', n_components)}: need at least 1")
+    _number("n_components", n_components, lo=1, integer=True)
     with open_source(path, groups, mapping) as run:
         ids, labels = select_tokens(run, tokens, words=words, words_file=words_file, tensor=tensor, probe="pca")
+        _enough(ids, 2, "PCA")
         groups_of = _group_of(run, ids, labels)
         indices = run.step_indices(step)
         vectors = _read(run.tensor(tensor), indices, ids)
@@ -175,10 +195,9 @@ def align(path: str | os.PathLike, layer: int | None = None, head: int | None = 
           ) -> list[AlignResult]:
     """Singular vectors of W_V (and W_V W_O) of one head (default: layer 0, head 0) against every
     token embedding."""
-    layer = 0 if layer is None else layer
-    head = 0 if head is None else head
-    if top_k < 1:
-        raise ProbeError(f"{param('top_k', top_k)}: need at least 1")
+    layer = 0 if layer is None else _number("layer", layer, integer=True)
+    head = 0 if head is None else _number("head", head, integer=True)
+    _number("top_k", top_k, lo=1, integer=True)
     with open_source(path, groups, mapping) as run:
         _layer_check(run, layer, head)
         indices = run.step_indices(step)
@@ -210,8 +229,13 @@ def condense(path: str | os.PathLike, tokens=None, *, words=None, words_file: st
              mapping: str | None = None) -> list[CondenseResult]:
     """Covariance spectrum of ``tensor``'s rows (default: every row), neuron groups of ``neurons``
     ('' or None: none) and the singular values of every weight matrix."""
+    _number("threshold", threshold, lo=-1.0, hi=1.0)
+    if not top_shares or any(isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1
+                             for k in top_shares):
+        raise ProbeError(f"{param('top_shares', top_shares)}: need positive integers")
     with open_source(path, groups, mapping) as run:
         ids = select_tokens(run, tokens, words=words, words_file=words_file, tensor=tensor, probe="condense")[0]
+        _enough(ids if ids is not None else range(run.tensor(tensor).shape[1]), 2, "a covariance spectrum")
         indices = run.step_indices(step)
         vectors = _read(run.tensor(tensor), indices, ids)
         if neurons == "layer0/W_Q" and int(run.dims.get("layers", 0)) == 0:
@@ -233,10 +257,14 @@ def theory(path: str | os.PathLike, tokens=None, *, words=None, words_file: str 
            groups: str | None = None) -> list[TheoryResult]:
     """Measured embedding cosines (default tokens: ``reasoning``) against the P^s prediction and
     paper 1's eq. 14 reconstruction."""
+    if dim is not None:
+        _number("dim", dim, lo=1, integer=True)
+    _number("seed", seed, lo=0, integer=True)
     with open_source(path, groups) as run:
         if not isinstance(run, Run):
             raise ProbeError(f"{path}: theory needs a snapshot file written by probe-train (its P^s)")
         ids, labels = select_tokens(run, tokens, words=words, words_file=words_file, probe="theory")
+        _enough(ids, 2, "the P^s theory")
         if P["label_dist"] not in run.h5:
             raise ProbeError(f"{run.path}: holds no label distribution P^s ('{P['label_dist']}')")
         Pmat = np.asarray(run.dataset("label_dist")[...])
@@ -259,6 +287,8 @@ def attention(path: str | os.PathLike, *, layer: int | None = None, step: str | 
               ) -> list[AttentionResult]:
     """How close attention on the stored probe batch is to causal averaging, per layer (default:
     every layer) and head."""
+    if layer is not None:
+        _number("layer", layer, integer=True)
     with Run(path) as run:
         if layer is not None:
             _layer_check(run, layer)

@@ -96,17 +96,22 @@ def _sort_key(row):
 
 
 def read_table(path: str) -> list[tuple]:
+    """The rows of a results table an earlier batch wrote ([] if there is none)."""
     if not os.path.exists(path):
         return []
-    if path.endswith(".json"):
-        with open(path) as fh:
-            return [tuple(r[c] for c in COLUMNS) for r in json.load(fh)]
-    with open(path, newline="") as fh:
-        rows = []
-        for r in csv.DictReader(fh):
-            step = int(r["step"]) if r["step"] not in ("", None) else None
-            rows.append((r["path"], step, r["probe"], r["key"], r["metric"], r["value"]))
-        return rows
+    try:
+        if path.endswith(".json"):
+            with open(path) as fh:
+                return [tuple(r[c] for c in COLUMNS) for r in json.load(fh)]
+        with open(path, newline="") as fh:
+            rows = []
+            for r in csv.DictReader(fh):
+                step = int(r["step"]) if r["step"] not in ("", None) else None
+                rows.append((r["path"], step, r["probe"], r["key"], r["metric"], r["value"]))
+            return rows
+    except (OSError, ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
+        raise ProbeError(f"{path}: exists but is not a results table of probe batch ({type(exc).__name__}); "
+                         "remove it or choose another output") from None
 
 
 def _strict(row: tuple) -> tuple:
@@ -118,6 +123,16 @@ def write_table(path: str, rows: list[tuple]) -> None:
     """Atomically replace ``path`` with the rows, sorted by step (then path, probe, key, metric)."""
     rows = sorted(rows, key=_sort_key)
     tmp = path + ".tmp"
+    try:
+        _write(tmp, path, rows)
+        os.replace(tmp, path)
+    except OSError as exc:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise ProbeError(f"cannot write results {path}: {exc.strerror or exc}") from None
+
+
+def _write(tmp: str, path: str, rows: list[tuple]) -> None:
     with open(tmp, "w", newline="") as fh:
         if path.endswith(".json"):
             json.dump([dict(zip(COLUMNS, _strict(r))) for r in rows], fh, indent=1, default=str, allow_nan=False)
@@ -126,7 +141,6 @@ def write_table(path: str, rows: list[tuple]) -> None:
             w = csv.writer(fh, lineterminator="\n")
             w.writerow(COLUMNS)
             w.writerows(["" if v is None else v for v in _strict(r)] for r in rows)
-    os.replace(tmp, path)
 
 
 def batch(paths: Iterable[str], probes: Iterable[str], options: dict | None = None, out: str | None = None,
@@ -146,6 +160,10 @@ def batch(paths: Iterable[str], probes: Iterable[str], options: dict | None = No
             raise ProbeError(f"unknown probe '{p}' (known: {', '.join(PROBES)})")
     if out and not out.endswith((".csv", ".json")):
         raise ProbeError(f"output {out}: use a .csv or .json name")
+    if out:
+        from ._files import writable
+
+        writable(out, "results")
     checkpoints = discover(paths)
     if not checkpoints:
         raise ProbeError("no checkpoints found")

@@ -26,7 +26,7 @@ def param(name: str, value=None) -> str:
 def _python(name: str, value: str | None) -> str:
     if value is None:
         return name
-    return f"{name}={value}" if re.fullmatch(r"[-+.\deE]+|None|True|False", value) else f"{name}={value!r}"
+    return f"{name}={value}" if re.fullmatch(r"[-+.\deE]+|[-+]?inf|nan|None|True|False", value) else f"{name}={value!r}"
 
 
 def _flag(name: str, value: str | None) -> str:
@@ -70,18 +70,109 @@ def _show_warning(message, category, filename, lineno, file=None, line=None, _de
         _default(message, category, filename, lineno, file, line)
 
 
-def run_cli(app) -> None:
-    """Run a command-line entry point; bad input ends in one ``Error: ...`` line on stderr and exit 2."""
-    warnings.showwarning = _show_warning
+class Interrupted(Exception):
+    """Ctrl-C, handled: the work stopped at a safe point; the message says what was kept."""
+
+    def __str__(self) -> str:
+        return render(super().__str__(), _flag)
+
+
+def _usage_errors() -> tuple[type, ...]:
+    """Typer/Click's usage-error classes (Typer >= 0.20 vendors Click as ``typer._click``)."""
+    found = []
     try:
-        app()
+        from typer._click.exceptions import ClickException
+        found.append(ClickException)
+    except ImportError:
+        pass
+    try:
+        from click.exceptions import ClickException
+        found.append(ClickException)
+    except ImportError:
+        pass
+    return tuple(found)
+
+
+def _usage_message(exc) -> str:
+    """A usage error on one line: what is wrong, with the option and the allowed values, and where help is."""
+    msg = " ".join(exc.format_message().split()).replace("Value error, ", "")
+    ctx = getattr(exc, "ctx", None)
+    if ctx is not None:
+        msg += f" (see '{ctx.command_path} --help')"
+    return msg
+
+
+class _PipeClosed(Exception):
+    """stdout's reader went away (``probe ... | head``); not an OSError, so no library turns it into an exit 1."""
+
+
+class _Stdout:
+    """sys.stdout, with a closed pipe raised as :class:`_PipeClosed`."""
+
+    def __init__(self, raw):
+        self._raw = raw
+
+    def write(self, text):
+        try:
+            return self._raw.write(text)
+        except BrokenPipeError:
+            raise _PipeClosed() from None
+
+    def flush(self):
+        try:
+            return self._raw.flush()
+        except BrokenPipeError:
+            raise _PipeClosed() from None
+
+    def __getattr__(self, name):
+        return getattr(self._raw, name)
+
+
+def _invoke(app) -> int:
+    """Call ``app``; a Typer app runs without Click's own error printing, so usage errors reach us."""
+    try:
+        import typer
+    except ImportError:  # pragma: no cover - typer is a dependency
+        typer = None
+    if typer is not None and isinstance(app, typer.Typer):
+        rc = app(standalone_mode=False)
+        return rc if isinstance(rc, int) else 0
+    app()
+    return 0
+
+
+def run_cli(app) -> None:
+    """Run a command-line entry point (a Typer app or a function): bad input ends in one ``Error: ...``
+    line on stderr and exit 2, Ctrl-C in one line saying what was kept and exit 130."""
+    warnings.showwarning = _show_warning
+    usage = _usage_errors()
+    if not isinstance(sys.stdout, _Stdout):
+        sys.stdout = _Stdout(sys.stdout)
+    try:
+        rc = _invoke(app)
+        if rc == EXIT_INTERRUPTED:  # Typer turns a KeyboardInterrupt it catches into exit 130, silently
+            print("Error: interrupted", file=sys.stderr)
+        sys.stdout.flush()
+        sys.exit(rc)
+    except usage as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":  # `probe` alone: its help, as --help shows it
+            print(exc.format_message())
+            sys.exit(0)
+        if type(exc).__name__ == "Abort":
+            print("Error: aborted", file=sys.stderr)
+            sys.exit(1)
+        print(f"Error: {_usage_message(exc)}", file=sys.stderr)
+        sys.exit(EXIT_BAD_INPUT)
+    except Interrupted as exc:
+        print(str(exc), file=sys.stderr)
+        sys.exit(EXIT_INTERRUPTED)
     except ProbeError as exc:
         print(f"Error: {exc.cli_message()}", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
     except KeyboardInterrupt:
         print("Error: interrupted", file=sys.stderr)
         sys.exit(EXIT_INTERRUPTED)
-    except BrokenPipeError:  # e.g. `probe info run.h5 | head`
+    except (_PipeClosed, BrokenPipeError):  # e.g. `probe info run.h5 | head`: a closed pipe ends quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(0)
     except OSError as exc:  # h5py raises OSError for unreadable or corrupted data

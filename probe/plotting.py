@@ -58,14 +58,15 @@ def heatmap(ax, matrix, xticks=None, yticks=None, *, vmin=-1.0, vmax=1.0, cmap=S
     return im
 
 
-def check_writable(path: str) -> None:
-    """Fail before any work if the figure cannot be written."""
-    parent = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(parent):
-        raise ProbeError(f"cannot write plot {path}: directory {parent} does not exist")
+def check_writable(path: str, what: str = "plot", exts=(".png", ".pdf", ".svg", ".jpg", ".jpeg")) -> None:
+    """Fail before any work if the file cannot be written: its folder exists, takes a new file
+    (tried with a temporary one, removed at once), and the name has a known extension."""
+    from ._files import writable
+
+    writable(path, what)
     ext = os.path.splitext(path)[1].lower()
-    if ext not in (".png", ".pdf", ".svg", ".jpg", ".jpeg"):
-        raise ProbeError(f"cannot write plot {path}: use a .png, .pdf, .svg or .jpg name")
+    if ext not in exts:
+        raise ProbeError(f"cannot write {what} {path}: use a {', '.join(exts[:-1])} or {exts[-1]} name")
 
 
 def similarity_heatmaps(results: Sequence, path: str, title: str) -> None:
@@ -223,7 +224,11 @@ def _single(name: str, r, path: str, title: str) -> bool:
 
 
 def plot_results(name: str, results: Sequence, path: str, title: str) -> None:
-    """The figure of probe ``name``: its own picture for one step, the trajectory for several."""
+    """The figure of probe ``name``: its own picture for one step, the trajectory for several
+    (similarity: a heat map per step, at most ``MAX_PANELS``)."""
+    if name == "similarity":
+        similarity_heatmaps(results, path, title)
+        return
     if len(results) == 1 and _single(name, results[0], path, f"{title}, step {results[0].step}"):
         return
     _trajectory(results, path, title)

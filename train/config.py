@@ -6,6 +6,7 @@ preset value can be overridden from the command line.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field, fields
 
 from probe.errors import ProbeError, param
@@ -13,6 +14,12 @@ from probe.errors import ProbeError, param
 
 def _f(default, help: str):  # noqa: A002 - mirrors argparse
     return field(default=default, metadata={"help": help})
+
+
+# integer and float fields that only make sense at 0 or above (others have their own rule below)
+NON_NEGATIVE = ("key_min", "key_max", "mem_anchor_min", "mem_anchor_max", "rsn_anchor_min", "rsn_anchor_max",
+                "data_seed", "seed", "d_head", "warmup_steps", "weight_decay", "grad_clip", "threads",
+                "snapshot_every", "logic_docs", "story_docs")
 
 
 @dataclass
@@ -85,6 +92,20 @@ class RunConfig:
             if not ok:
                 raise ProbeError(msg)
 
+        for f in fields(self):  # types first: a flag or a Python caller may pass anything
+            v = getattr(self, f.name)
+            if f.type in ("float", float):
+                need(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v),
+                     f"{param(f.name, v)}: need a finite number")
+            elif f.type in ("int", int):
+                need(isinstance(v, int) and not isinstance(v, bool), f"{param(f.name, v)}: need an integer")
+            elif f.type in ("bool", bool):
+                need(isinstance(v, bool), f"{param(f.name, v)}: need true or false")
+            elif f.type in ("str", str):
+                need(isinstance(v, str), f"{param(f.name, v)}: need a string")
+        for name in NON_NEGATIVE:
+            need(getattr(self, name) >= 0, f"{param(name, getattr(self, name))}: need 0 or more")
+
         need(self.task in ("anchor", "composite", "lm"),
              f"unknown {param('task')} '{self.task}' (known: anchor, composite, lm)")
         need(self.model in ("transformer", "emb-mlp"),
@@ -132,6 +153,9 @@ class RunConfig:
         need(self.d_head > 0 or self.d_model % self.heads == 0,
              f"{param('d_model')} must be divisible by {param('heads')} (or set {param('d_head')})")
         need(self.lr > 0, f"{param('lr')} must be positive")
+        need(0 <= self.beta1 < 1 and 0 <= self.beta2 < 1, f"{param('beta1')} and {param('beta2')} must be in [0, 1)")
+        need(0 <= self.min_lr_ratio <= 1, f"{param('min_lr_ratio', self.min_lr_ratio)}: need between 0 and 1")
+        need(self.probe_per_split >= 1, f"{param('probe_per_split')} must be positive")
         need(self.snapshot_every >= 0, f"{param('snapshot_every')} must be >= 0")
         need(self.gamma > 0, f"{param('gamma')} must be positive")
 
@@ -151,7 +175,10 @@ class RunConfig:
 
 def held_out_combos(cfg: RunConfig) -> list[tuple[int, ...]]:
     combos = []
-    for part in filter(None, (p.strip() for p in cfg.held_out.split(";"))):
+    parts = [p.strip() for p in cfg.held_out.split(";")]
+    if cfg.held_out.strip() and not all(parts):
+        raise ProbeError(f"empty item in {param('held_out', cfg.held_out)}: remove the extra ';'")
+    for part in filter(None, parts):
         try:
             combo = tuple(int(x) for x in part.split(","))
         except ValueError:

@@ -236,7 +236,7 @@ class Trainer:
         start, time_offset = 0, 0.0
         if self.snapshots:
             if self.resume:
-                writer, start, state, params = Writer.resume(self.out)
+                writer, start, state, params = Writer.resume(self.out, config=cfg.to_dict())
                 self._load_resume(state, params)
                 time_offset = float(writer.last("time"))
             else:

@@ -46,12 +46,15 @@ def _labels(file: str):
 def _show(results, fmt: Format, file: str, probe: str, plot: Optional[str]) -> None:
     from . import render
 
-    render.emit(results, fmt.value, file, probe, _labels(file))
-    if plot:
+    if plot:  # the figure first: if it cannot be written, the error comes alone
         from .. import plotting
 
-        plotting.plot_results(probe, results, plot, title=f"{file}: {probe}")
+        try:
+            plotting.plot_results(probe, results, plot, title=f"{file}: {probe}")
+        except OSError as exc:
+            raise ProbeError(f"cannot write plot {plot}: {exc.strerror or exc}") from None
         print(f"wrote {plot}", file=sys.stderr)
+    render.emit(results, fmt.value, file, probe, _labels(file))
 
 
 @app.command()
@@ -304,6 +307,9 @@ def figures(
         raise ProbeError("name the figures to make, or pass --all (see --list)")
     if quick and tiny:
         raise ProbeError("--quick and --tiny exclude each other")
+    unknown = [n for n in names or [] if n not in scripts]
+    if unknown:   # before any folder is made
+        raise ProbeError(f"unknown figure(s) {', '.join(unknown)}; known: {', '.join(scripts)}")
     size = "tiny" if tiny else "quick" if quick else "full"
     if size == "full" and not F.cuda_available():
         print("warning: no GPU found; the papers' sizes take days on a CPU (use --quick)", file=sys.stderr)

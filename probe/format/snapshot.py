@@ -540,7 +540,8 @@ class Writer:
         self.close()
 
     @classmethod
-    def resume(cls, path: str | os.PathLike) -> tuple["Writer", int, dict[str, np.ndarray], dict[str, np.ndarray]]:
+    def resume(cls, path: str | os.PathLike, config: Mapping | None = None
+               ) -> tuple["Writer", int, dict[str, np.ndarray], dict[str, np.ndarray]]:
         """Reopen a run for appending from its newest resumable snapshot.
 
         Returns ``(writer, step, resume_tensors, params_at_step)``. The file (possibly
@@ -548,7 +549,8 @@ class Writer:
         copied up to that snapshot into a fresh file that atomically replaces it;
         snapshots after it are dropped, and an uninterrupted run would have written
         them identically. Only committed rows and the resumed slot are read: a killed
-        writer may have left the rows or slot it was writing unreadable.
+        writer may have left the rows or slot it was writing unreadable. ``config`` replaces
+        the stored configuration (a resume may change the number of steps).
         """
         path = os.fspath(path)
         with Run(path) as run:
@@ -567,6 +569,8 @@ class Writer:
             with h5py.File(tmp, "w", libver=LIBVER) as g:
                 for k, v in f.attrs.items():
                     g.attrs[k] = v
+                if config is not None:
+                    g.attrs["config"] = json.dumps(dict(config), sort_keys=True)
                 f.copy(f[RUN_GROUP], g, name=RUN_GROUP)   # written once, at creation
                 _copy_rows(f[SNAPSHOTS_GROUP], g, SNAPSHOTS_GROUP, keep)
                 _copy_slot(f, g, slot)

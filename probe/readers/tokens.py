@@ -27,7 +27,7 @@ def parse_tokens(spec, groups: Mapping[str, np.ndarray], vocab: int) -> tuple[np
     seen: set[int] = set()
     for part in (p.strip() for p in spec.split(",")):
         if not part:
-            continue
+            raise ProbeError(f"empty item in {param('tokens', spec)}: remove the extra comma")
         if part in groups:
             new = [int(i) for i in groups[part]]
             tag = part

@@ -54,10 +54,7 @@ def words_to_ids(path: str, words: list[str]) -> np.ndarray:
     """Ids of the single-token words, in order; multi-token words are skipped with a warning."""
     tok, byte_level = load_tokenizer(path)
     ids = []
-    for w in words:
-        w = w.strip()
-        if not w:
-            continue
+    for w in (w.strip() for w in words):
         enc = tok.encode((" " + w) if byte_level else w, add_special_tokens=False)
         if len(enc.ids) == 1:
             ids.append(enc.ids[0])
@@ -77,8 +74,6 @@ def words_in_vocabulary(strings: list[str], words: list[str]) -> np.ndarray:
         index.setdefault(s, i)
     ids = []
     for w in (w.strip() for w in words):
-        if not w:
-            continue
         hit = index.get(" " + w, index.get(w))
         if hit is None:
             warn(f"'{w}' is not a token of this run's vocabulary; left out")
@@ -113,4 +108,6 @@ def read_words_file(path: str) -> list[str]:
 def word_list(words=None, words_file: str | None = None) -> list[str]:
     """``words`` (comma-separated text or a list) and the words of ``words_file``, in order."""
     out = list(words.split(",") if isinstance(words, str) else (words or []))
+    if any(not str(w).strip() for w in out):
+        raise ProbeError(f"empty item in {param('words', ','.join(map(str, out)))}: remove the extra comma")
     return out + (read_words_file(words_file) if words_file else [])
