@@ -41,7 +41,10 @@ DEFAULT_TOKENS = {"similarity": "reasoning", "pca": "keys,reasoning,memory", "th
 
 
 def info(path: str | os.PathLike) -> dict:
-    """Summary of a snapshot file: configuration, steps, token groups, tensors and shapes."""
+    """Summary of a snapshot file (configuration, steps, token groups, tensors and shapes) or of a
+    checkpoint (format, layout, layers, heads, step, every tensor's shape and dtype)."""
+    if not is_snapshot_file(path):
+        return _checkpoint_info(os.fspath(path))
     with Run(path) as run:
         groups, strings = run.groups, run.token_strings()
         return {
@@ -59,6 +62,26 @@ def info(path: str | os.PathLike) -> dict:
             "tensors": {k: list(v) for k, v in run.tensors().items()},
             "metrics": {s: {m: float(v[-1]) for m, v in ms.items() if len(v)} for s, ms in run.metrics().items()},
         }
+
+
+def _checkpoint_info(path: str) -> dict:
+    from .readers.checkpoints import open_checkpoint
+    from .readers.layouts import detect
+
+    src = open_checkpoint(path)
+    shapes, dtypes, tied = src.shapes(), src.dtypes(), src.aliases()
+    try:
+        layout = detect(src)
+        known = {"layout": layout.name, "layers": layout.layers, "heads": layout.heads,
+                 "canonical": {n: list(raw) for n, (raw, _) in layout.rules.items()}}
+    except ProbeError as exc:   # info describes what it can read, known layout or not
+        known = {"layout": None, "layers": None, "heads": None, "canonical": {}, "layout_error": str(exc)}
+    return {"file": path, "format": src.kind, "step": src.step, **known, "config": src.config,
+            "tensors": {n: {"shape": list(s), "dtype": dtypes.get(n, "?"), **({"tied_to": tied[n]} if n in tied
+                                                                                else {})}
+                        for n, s in shapes.items()},
+            "parameters": int(sum(int(np.prod(s)) for n, s in shapes.items()
+                                  if n not in tied and "f" in dtypes.get(n, "f")))}   # floats: not index buffers
 
 
 def validate(path: str | os.PathLike) -> list[str]:
@@ -210,7 +233,13 @@ def align(path: str | os.PathLike, layer: int | None = None, head: int | None = 
             if ids.size and (ids.min() < 0 or ids.max() >= vocab):
                 raise ProbeError(f"token group '{g}' has ids outside the vocabulary (0..{vocab - 1})")
         steps = run.steps
-    return _warn([_align(v[head], o[head], e, groups, top_k, layer, head, step=int(steps[i]))
+    # grouped-query attention: query head h reads value head h // (heads / kv_heads)
+    q_heads, v_heads = wo[0].shape[0], wv[0].shape[0]
+    if q_heads % v_heads:
+        raise ProbeError(f"{path}: layer {layer} has {q_heads} output heads and {v_heads} value heads, "
+                         "which do not group evenly")
+    kv = head // (q_heads // v_heads)
+    return _warn([_align(v[kv], o[head], e, groups, top_k, layer, head, step=int(steps[i]), value_head=kv)
                   for v, o, e, i in zip(wv, wo, emb, indices)])
 
 
@@ -384,7 +413,8 @@ def spectrum(path: str | os.PathLike, *, step: str | int = "latest", progress=No
     of every linear layer, one matrix in memory at a time.
 
     Snapshot files: every weight matrix parameter (per-head tensors as the full map); other
-    checkpoints, whatever their layout: every 2-D tensor, in natural order (layer 2 before 10).
+    checkpoints, whatever their layout: every 2-D tensor, in natural order (layer 2 before 10), a
+    tensor tied to another (the same memory under two names) once.
     """
     out = []
     if is_snapshot_file(path):
@@ -406,7 +436,9 @@ def spectrum(path: str | os.PathLike, *, step: str | int = "latest", progress=No
     src = open_checkpoint(path)
     if str(step) not in ("latest", "all", str(src.step)):
         raise ProbeError(f"{path}: a checkpoint holds one step; use {param('step', 'latest')}")
-    names = sorted((n for n, s in src.shapes().items() if len(s) == 2 and min(s) > 1), key=_natural)
+    tied = src.aliases()   # a tied lm_head is the embedding: one matrix, counted once
+    names = sorted((n for n, s in src.shapes().items() if len(s) == 2 and min(s) > 1 and n not in tied),
+                   key=_natural)
     mats = {}
     for n in names:
         mats[n] = src.read(n)

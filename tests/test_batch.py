@@ -22,7 +22,7 @@ def folder(tmp_path_factory):
               "transformer.h.0.mlp.c_fc.weight": torch.randn(4 * D, D),
               "transformer.h.0.mlp.c_proj.weight": torch.randn(D, 4 * D)}
         torch.save({"model": sd, "model_args": {"n_head": 2}}, d / f"model_{ep}.pt")
-    (d / "broken_7.pt").write_bytes(b"not a checkpoint")
+    (d / "model_7.pt").write_bytes(b"not a checkpoint")
     (d / "notes.txt").write_text("ignored")
     return d
 
@@ -42,7 +42,7 @@ def test_batch_table_is_sorted_tidy_and_records_errors(folder, tmp_path):
     steps = [int(r[1]) for r in rows[1:]]
     assert steps == sorted(steps) and set(steps) == {2, 5, 7, 10}
     errors = [r for r in rows[1:] if r[4] == "error"]
-    assert len(errors) == 2 and all("broken_7.pt" in r[0] and "not a PyTorch checkpoint" in r[5] for r in errors)
+    assert len(errors) == 2 and all("model_7.pt" in r[0] and "not a snapshot or checkpoint" in r[5] for r in errors)
     assert any(r[2] == "spectrum" and r[4] == "alpha" and r[3] == "transformer.h.0.attn.c_attn.weight"
                for r in rows[1:])
     # re-running skips finished checkpoints: the table is unchanged, only the failed file is retried
@@ -94,8 +94,8 @@ def test_batch_bad_input(folder, tmp_path):
     assert res.returncode == 2 and ".csv or .json" in res.stderr
     res = run_cli("probe", "batch", folder, "--probe", "spectrum", "--scheduler", "tcp://127.0.0.1:9")
     assert res.returncode == 2 and "cannot reach the Dask scheduler" in res.stderr
-    assert [p.rsplit("/", 1)[-1] for p in discover([str(folder)])] == ["broken_7.pt", "model_10.pt", "model_2.pt",
-                                                                        "model_5.pt"]
+    assert [p.rsplit("/", 1)[-1] for p in discover([str(folder)])] == ["model_10.pt", "model_2.pt", "model_5.pt",
+                                                                        "model_7.pt"]
 
 
 def test_folder_of_plain_state_dicts_of_an_unknown_layout(tmp_path):

@@ -46,7 +46,7 @@ def work(tmp_path, tiny_run):
 CASES = [
     (["info", "{d}/nope.h5"], ["no such file"]),
     (["similarity", "{d}/nope.h5"], ["no such file"]),
-    (["info", "{d}/notes.txt"], ["not an HDF5 file"]),
+    (["info", "{d}/notes.txt"], ["not a snapshot or checkpoint"]),
     (["validate", "{d}/notes.txt"], ["not an HDF5 file"]),
     (["similarity", "{d}/truncated.h5"], ["truncated"]),
     (["validate", "{d}/truncated.h5"], ["truncated"]),

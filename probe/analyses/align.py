@@ -25,6 +25,7 @@ def factored_svd(A: np.ndarray, B: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
 class AlignResult(Result):
     """Alignment of one head's value map with the token embeddings.
 
+    value_head          the value head query head ``head`` reads (grouped-query attention)
     singular_values     (r,)      singular values of W_V[h] (d_model x d_head)
     ov_singular_values  (r,)      singular values of W_V[h] @ W_O[h] (d_model x d_model), factored
     top_share           float     s_1^2 / sum s_i^2 of W_V: near 1 when the top direction dominates
@@ -35,6 +36,7 @@ class AlignResult(Result):
 
     layer: int = 0
     head: int = 0
+    value_head: int = 0
     singular_values: np.ndarray = field(default_factory=lambda: np.zeros(0))
     ov_singular_values: np.ndarray = field(default_factory=lambda: np.zeros(0))
     top_share: float = float("nan")
@@ -55,8 +57,10 @@ class AlignResult(Result):
 
 
 def align(W_V: np.ndarray, W_O: np.ndarray | None, embeddings: np.ndarray, groups: dict[str, np.ndarray],
-          top_k: int = 3, layer: int = 0, head: int = 0, step: int | None = None) -> AlignResult:
-    """W_V (d, e), W_O (e, d) or None, embeddings (V, d), groups name -> token ids."""
+          top_k: int = 3, layer: int = 0, head: int = 0, step: int | None = None, value_head: int | None = None
+          ) -> AlignResult:
+    """W_V (d, e), W_O (e, d) or None, embeddings (V, d), groups name -> token ids. ``value_head``: the
+    value head ``head`` reads (differs from ``head`` under grouped-query attention)."""
     U, S, _ = np.linalg.svd(np.asarray(W_V, dtype=np.float64), full_matrices=False)
     ov = factored_svd(np.asarray(W_V, np.float64), np.asarray(W_O, np.float64))[1] if W_O is not None else S[:0]
     k = min(top_k, U.shape[1])
@@ -64,5 +68,6 @@ def align(W_V: np.ndarray, W_O: np.ndarray | None, embeddings: np.ndarray, group
     cos = np.abs(U[:, :k].T @ E.T)
     group_mean = {g: [float(cos[i, ids].mean()) for i in range(k)] for g, ids in groups.items() if len(ids)}
     share = float(S[0] ** 2 / (S ** 2).sum()) if S.size and (S ** 2).sum() > 0 else float("nan")
-    return AlignResult(step=step, layer=layer, head=head, singular_values=S, ov_singular_values=ov,
+    return AlignResult(step=step, layer=layer, head=head, value_head=head if value_head is None else value_head,
+                       singular_values=S, ov_singular_values=ov,
                        top_share=share, cos=cos, group_mean=group_mean)

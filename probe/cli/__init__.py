@@ -58,14 +58,18 @@ def _show(results, fmt: Format, file: str, probe: str, plot: Optional[str]) -> N
 
 
 @app.command()
-def info(file: File, fmt: Fmt = FORMAT) -> None:
-    """Configuration, snapshot steps, token groups, tensors and shapes of a run."""
+def info(file: Source, fmt: Fmt = FORMAT) -> None:
+    """A run: configuration, snapshot steps, token groups, tensors and shapes. A checkpoint: format,
+    layout, layers, heads, step, and every tensor's shape and dtype."""
     from .. import api
     from . import render
 
     d = api.info(file)
     if fmt is Format.json:
         render.write_json(d)
+        return
+    if "format" in d:  # a checkpoint
+        _checkpoint_info(d, fmt)
         return
     if fmt is Format.csv:  # the tidy shape of every command: step,metric,key,value
         last = d["steps"][-1] if d["steps"] else None
@@ -97,6 +101,29 @@ def info(file: File, fmt: Fmt = FORMAT) -> None:
     print("tensors (per snapshot)")
     for k, v in d["tensors"].items():
         print(f"  {k:<28} {' x '.join(map(str, v))}")
+
+
+def _checkpoint_info(d: dict, fmt: Format) -> None:
+    from . import render
+
+    if fmt is Format.csv:
+        render.write_csv(render.TIDY,
+                         [(d["step"], k, "", d[k]) for k in ("format", "layout", "layers", "heads", "parameters")]
+                         + [(d["step"], "shape", n, "x".join(map(str, t["shape"]))) for n, t in d["tensors"].items()]
+                         + [(d["step"], "dtype", n, t["dtype"]) for n, t in d["tensors"].items()])
+        return
+    print(f"file       {d['file']}")
+    print(f"format     {d['format']}, step {d['step'] if d['step'] is not None else '-'}")
+    if d["layout"]:
+        print(f"layout     {d['layout']}: {d['layers']} layers, {d['heads']} heads, "
+              f"{len(d['canonical'])} canonical tensors")
+    else:
+        print(f"layout     unknown ({d['layout_error'].split('; tensors found')[0]})")
+    print(f"parameters {d['parameters']:,}")
+    print("tensors")
+    for n, t in d["tensors"].items():
+        tied = f"  (tied to {t['tied_to']})" if "tied_to" in t else ""
+        print(f"  {n:<48} {' x '.join(map(str, t['shape'])):>16}  {t['dtype']}{tied}")
 
 
 def _ids(v) -> str:

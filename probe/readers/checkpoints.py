@@ -25,12 +25,16 @@ import numpy as np
 
 from ..errors import ProbeError
 
-_STEP_PATTERNS = (r"step[_-]?(\d+)", r"checkpoint[_-](\d+)", r"iter[_-]?(\d+)", r"epoch[_-]?(\d+)",
-                  r"model[_-](\d+)", r"ckpt[_-](\d+)", r"[_-](\d+)$")
+# Only names that say they are a step: a folder named phi-2 or llama-7b is not step 2 or 7.
+_STEP_PATTERNS = (r"(?:^|[_.-])step[_-]?(\d+)$", r"(?:^|[_.-])step[_-]?(\d+)[_.-]", r"checkpoint[_-](\d+)$",
+                  r"(?:^|[_.-])iter[_-]?(\d+)$", r"(?:^|[_.-])epoch[_-]?(\d+)$", r"^model[_-](\d+)$",
+                  r"^ckpt[_-](\d+)$")
+_SIGNATURES = {"hdf5": b"\x89HDF\r\n\x1a\n", "zip": b"PK\x03\x04"}
 
 
 def step_from_name(path: str) -> int | None:
-    """The training step encoded in a checkpoint's file or folder name (step1000, model_20.pt, checkpoint-500)."""
+    """The training step a checkpoint's file or folder name states (step1000, model_20.pt,
+    checkpoint-500, iter_300, epoch-3); None for anything else (phi-2, llama-7b, ckpt.pt)."""
     stem = os.path.basename(os.path.normpath(path))
     stem = re.sub(r"\.(safetensors|pt|pth|bin|h5|hdf5|ckpt)$", "", stem)
     for pat in _STEP_PATTERNS:
@@ -40,14 +44,43 @@ def step_from_name(path: str) -> int | None:
     return None
 
 
+def sniff(path: str) -> str:
+    """What a file is by its first bytes: 'hdf5', 'safetensors', 'zip' (torch.save), 'pickle'
+    (legacy torch.save), 'json' or 'unknown' — no extension trusted, no torch imported."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(16)
+    except OSError as exc:
+        raise ProbeError(f"{path}: cannot read ({exc.strerror})") from None
+    for kind, sig in _SIGNATURES.items():
+        if head.startswith(sig):
+            return kind
+    if len(head) >= 9 and 0 < int.from_bytes(head[:8], "little") < 100 * 2**20 and head[8:9] == b"{":
+        return "safetensors"
+    if head[:1] == b"\x80" and head[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05"):
+        return "pickle"
+    if head.lstrip()[:1] == b"{":
+        return "json"
+    return "unknown"
+
+
 class Source(Protocol):
+    """Raw tensors of one checkpoint, listed without reading them and read one at a time."""
+
     path: str
     config: dict
     step: int | None
+    kind: str
 
     def shapes(self) -> dict[str, tuple[int, ...]]: ...
 
+    def dtypes(self) -> dict[str, str]: ...
+
     def read(self, name: str) -> np.ndarray: ...
+
+    def read_rows(self, name: str, lo: int, hi: int) -> np.ndarray: ...
+
+    def aliases(self) -> dict[str, str]: ...
 
 
 def _to_numpy(t) -> np.ndarray:
@@ -58,8 +91,24 @@ def _to_numpy(t) -> np.ndarray:
     return t.detach().cpu().numpy()
 
 
-class SafetensorsSource:
-    """One .safetensors file: names and shapes from the JSON header; tensors read one at a time."""
+class _Source:
+    """Defaults: rows by reading the whole tensor, no tensor shared by two names."""
+
+    def read_rows(self, name: str, lo: int, hi: int) -> np.ndarray:
+        return self.read(name)[lo:hi]
+
+    def aliases(self) -> dict[str, str]:
+        return {}
+
+    def _missing(self, name: str):
+        raise ProbeError(f"{self.path}: no tensor '{name}'")
+
+
+class SafetensorsSource(_Source):
+    """One .safetensors file: names, shapes and dtypes from the JSON header; tensors (or a block of
+    rows) read one at a time from the memory-mapped file, whatever their dtype (bf16 included)."""
+
+    kind = "safetensors"
 
     def __init__(self, path: str, config: dict | None = None, step: int | None = None):
         self.path, self.config, self.step = path, config or {}, step
@@ -73,60 +122,51 @@ class SafetensorsSource:
             raise ProbeError(f"{path}: not a safetensors file (unreadable header)") from None
         header.pop("__metadata__", None)
         self._shapes = {k: tuple(v["shape"]) for k, v in header.items()}
+        self._dtypes = {k: str(v.get("dtype", "?")).lower() for k, v in header.items()}
 
     def shapes(self) -> dict[str, tuple[int, ...]]:
         return dict(self._shapes)
+
+    def dtypes(self) -> dict[str, str]:
+        return dict(self._dtypes)
 
     def read(self, name: str) -> np.ndarray:
         from safetensors import safe_open
 
         if name not in self._shapes:
-            raise ProbeError(f"{self.path}: no tensor '{name}'")
+            self._missing(name)
         with safe_open(self.path, framework="pt") as f:
             return _to_numpy(f.get_tensor(name))
 
+    def read_rows(self, name: str, lo: int, hi: int) -> np.ndarray:
+        from safetensors import safe_open
 
-class ShardedSafetensorsSource:
-    """A model split over several .safetensors files by ``model.safetensors.index.json``."""
-
-    def __init__(self, index_path: str, config: dict | None = None, step: int | None = None):
-        self.path, self.config, self.step = index_path, config or {}, step
-        try:
-            with open(index_path) as fh:
-                weight_map = json.load(fh)["weight_map"]
-        except (OSError, ValueError, KeyError):
-            raise ProbeError(f"{index_path}: not a safetensors index (no weight_map)") from None
-        folder = os.path.dirname(index_path)
-        self._shards: dict[str, SafetensorsSource] = {}
-        self._where: dict[str, SafetensorsSource] = {}
-        for name, shard in weight_map.items():
-            if shard not in self._shards:
-                self._shards[shard] = SafetensorsSource(os.path.join(folder, shard))
-            self._where[name] = self._shards[shard]
-
-    def shapes(self) -> dict[str, tuple[int, ...]]:
-        return {n: src.shapes()[n] for n, src in self._where.items()}
-
-    def read(self, name: str) -> np.ndarray:
-        if name not in self._where:
-            raise ProbeError(f"{self.path}: no tensor '{name}'")
-        return self._where[name].read(name)
+        if name not in self._shapes:
+            self._missing(name)
+        with safe_open(self.path, framework="pt") as f:
+            return _to_numpy(f.get_slice(name)[lo:hi])
 
 
-class StateDictSource:
-    """A PyTorch state dict, or a nanoGPT checkpoint (``model`` + ``model_args``)."""
+class StateDictSource(_Source):
+    """A PyTorch state dict, or a nanoGPT checkpoint (``model`` + ``model_args``), loaded with
+    ``weights_only=True`` (memory-mapped when the file allows): a pickle that would run code is refused."""
+
+    kind = "pytorch"
 
     def __init__(self, path: str, config: dict | None = None, step: int | None = None):
         import pickle
+        import warnings
 
         import torch
 
         self.path, self.config, self.step = path, dict(config or {}), step
         try:
-            try:
-                obj = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-            except RuntimeError:  # old (non-zip) checkpoints cannot be memory-mapped
-                obj = torch.load(path, map_location="cpu", weights_only=True)
+            with warnings.catch_warnings():   # torch's own warnings must not precede our one-line answer
+                warnings.simplefilter("ignore")
+                try:
+                    obj = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+                except RuntimeError:  # old (non-zip) checkpoints cannot be memory-mapped
+                    obj = torch.load(path, map_location="cpu", weights_only=True)
         except pickle.UnpicklingError as exc:
             # torch names the callable a pickle asks for ("unsupported GLOBAL posix.system"); any
             # other failure of the weights-only unpickler means the bytes are not a checkpoint
@@ -149,13 +189,87 @@ class StateDictSource:
     def shapes(self) -> dict[str, tuple[int, ...]]:
         return {k: tuple(v.shape) for k, v in self._tensors.items()}
 
+    def dtypes(self) -> dict[str, str]:
+        return {k: str(v.dtype).removeprefix("torch.") for k, v in self._tensors.items()}
+
     def read(self, name: str) -> np.ndarray:
         if name not in self._tensors:
-            raise ProbeError(f"{self.path}: no tensor '{name}'")
+            self._missing(name)
         return _to_numpy(self._tensors[name])
 
+    def read_rows(self, name: str, lo: int, hi: int) -> np.ndarray:
+        if name not in self._tensors:
+            self._missing(name)
+        return _to_numpy(self._tensors[name][lo:hi])
 
-class SnapshotSource:
+    def aliases(self) -> dict[str, str]:
+        """Names whose tensor is the same memory as an earlier name's (tied weights: nanoGPT's
+        ``lm_head`` and ``wte``), mapped to that name."""
+        first: dict[tuple, str] = {}
+        out = {}
+        for name, t in self._tensors.items():
+            key = (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), tuple(t.stride()))
+            if key in first:
+                out[name] = first[key]
+            else:
+                first[key] = name
+        return out
+
+
+class ShardedSource(_Source):
+    """A model split over several files by an index (``model.safetensors.index.json`` or
+    ``pytorch_model.bin.index.json``): each shard is opened when one of its tensors is asked for."""
+
+    def __init__(self, index_path: str, config: dict | None = None, step: int | None = None):
+        self.path, self.config, self.step = index_path, config or {}, step
+        try:
+            with open(index_path) as fh:
+                weight_map = json.load(fh)["weight_map"]
+            if not isinstance(weight_map, dict):
+                raise ValueError
+        except (OSError, ValueError, KeyError, TypeError):
+            raise ProbeError(f"{index_path}: not a checkpoint index (no weight_map)") from None
+        self._folder = os.path.dirname(os.path.abspath(index_path))
+        self._weight_map = {str(k): str(v) for k, v in weight_map.items()}
+        missing = sorted({s for s in self._weight_map.values() if not os.path.exists(os.path.join(self._folder, s))})
+        if missing:
+            raise ProbeError(f"{index_path}: shard {missing[0]} is missing"
+                             + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
+        safetensors = all(s.endswith(".safetensors") for s in self._weight_map.values())
+        self.kind = "sharded " + ("safetensors" if safetensors else "pytorch")
+        self._shards: dict[str, _Source] = {}
+
+    def _shard(self, name: str) -> _Source:
+        if name not in self._weight_map:
+            self._missing(name)
+        file = self._weight_map[name]
+        if file not in self._shards:
+            full = os.path.join(self._folder, file)
+            cls = SafetensorsSource if sniff(full) == "safetensors" else StateDictSource
+            self._shards[file] = cls(full)
+        return self._shards[file]
+
+    def _all(self) -> list[_Source]:
+        return [self._shard(n) for n in dict((f, n) for n, f in self._weight_map.items()).values()]
+
+    def shapes(self) -> dict[str, tuple[int, ...]]:
+        shapes = {k: v for src in self._all() for k, v in src.shapes().items()}
+        return {n: shapes[n] for n in self._weight_map if n in shapes}
+
+    def dtypes(self) -> dict[str, str]:
+        return {k: v for src in self._all() for k, v in src.dtypes().items() if k in self._weight_map}
+
+    def read(self, name: str) -> np.ndarray:
+        return self._shard(name).read(name)
+
+    def read_rows(self, name: str, lo: int, hi: int) -> np.ndarray:
+        return self._shard(name).read_rows(name, lo, hi)
+
+    def aliases(self) -> dict[str, str]:
+        return {k: v for src in self._all() for k, v in src.aliases().items()}
+
+
+class SnapshotSource(_Source):
     """This toolkit's snapshot file at one step, by the canonical names its trainer stored
     (the ``weights/`` links): the file itself says which parameter is which."""
 
@@ -168,15 +282,25 @@ class SnapshotSource:
         self.step = int(self._run.steps[self._index])
         self.config = dict(self._run.config, layout="gamma-probe", dims=self._run.dims)
 
+    kind = "gamma-probe snapshot"
+
     def shapes(self) -> dict[str, tuple[int, ...]]:
         return self._run.weights()
+
+    def dtypes(self) -> dict[str, str]:
+        return {n: "float32" for n in self.shapes()}
 
     def read(self, name: str) -> np.ndarray:
         return self._run.read(name, self._index)
 
 
+_FOLDER_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                 "pytorch_model.bin.index.json")
+
+
 def open_checkpoint(path: str | os.PathLike, step: str | int = "latest") -> Source:
-    """The right reader for ``path``: a folder, .safetensors, .pt/.pth/.bin/ckpt or .h5 snapshot."""
+    """The right reader for ``path``: a model folder, or a file recognised by its content (a
+    snapshot, .safetensors, a torch.save file, an index), whatever its extension."""
     path = os.fspath(path)
     if not os.path.exists(path):
         raise ProbeError(f"{path}: no such file or folder")
@@ -190,25 +314,29 @@ def open_checkpoint(path: str | os.PathLike, step: str | int = "latest") -> Sour
                     config = json.load(fh)
             except ValueError:
                 raise ProbeError(f"{cfg_path}: not valid JSON") from None
-        for fname, cls in (("model.safetensors", SafetensorsSource),
-                           ("model.safetensors.index.json", ShardedSafetensorsSource),
-                           ("pytorch_model.bin", StateDictSource)):
+            if not isinstance(config, dict):
+                raise ProbeError(f"{cfg_path}: not a JSON object")
+        for fname in _FOLDER_FILES:
             full = os.path.join(path, fname)
             if os.path.exists(full):
-                return cls(full, config, name_step)
-        raise ProbeError(f"{path}: a folder without model.safetensors, model.safetensors.index.json "
-                         "or pytorch_model.bin")
-    from ..format import is_snapshot_file
+                return _open_file(full, config, name_step, step)
+        raise ProbeError(f"{path}: a folder without {', '.join(_FOLDER_FILES[:-1])} or {_FOLDER_FILES[-1]}")
+    return _open_file(path, _sibling_config(path), name_step, step)
 
-    if is_snapshot_file(path):
+
+def _open_file(path: str, config: dict, name_step: int | None, step) -> Source:
+    kind = sniff(path)
+    if kind == "hdf5":
         return SnapshotSource(path, step)
-    if path.endswith(".safetensors"):
-        return SafetensorsSource(path, _sibling_config(path), name_step)
-    if path.endswith(".json") and "index" in os.path.basename(path):
-        return ShardedSafetensorsSource(path, _sibling_config(path), name_step)
-    return StateDictSource(path, _sibling_config(path), name_step)
-
-
+    if kind == "safetensors":
+        return SafetensorsSource(path, config, name_step)
+    if kind in ("zip", "pickle"):
+        return StateDictSource(path, config, name_step)
+    if kind == "json":
+        return ShardedSource(path, config, name_step)
+    what = "an HDF5 file" if path.endswith((".h5", ".hdf5")) else "a snapshot or checkpoint"
+    raise ProbeError(f"{path}: not {what}: its content is neither HDF5, safetensors, a torch.save file "
+                     "nor a JSON index")
 def _sibling_config(path: str) -> dict:
     cfg = os.path.join(os.path.dirname(os.path.abspath(path)), "config.json")
     if os.path.exists(cfg):

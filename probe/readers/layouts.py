@@ -6,7 +6,7 @@ Whatever the source, a probe asks for ``token_embedding`` (vocab x d), ``positio
 ``W_gate`` (d x d_ff) — all in the ``x @ W`` layout of this toolkit's own models (the names of
 ``schemas/snapshot-v1.json``). Covered: GPT-2 (Hugging Face Conv1D weights, the fused
 ``c_attn``), nanoGPT, GPT-NeoX / Pythia (per-head interleaved ``query_key_value``), LLaMA-style
-(grouped K/V heads, gated MLP), BERT-style (MiniLM) and this toolkit's snapshots, whose trainer
+(grouped K/V heads, gated MLP), BERT-style (MiniLM), Phi and Phi-3, and this toolkit's snapshots, whose trainer
 stores the canonical names itself. A name-mapping JSON file (canonical -> raw name, plus
 ``"heads"``) covers anything else.
 
@@ -190,6 +190,50 @@ def _llama(source: Source, shapes: dict, cfg: dict) -> Layout:
     return Layout("llama", H, L, rules)
 
 
+def _phi(source: Source, shapes: dict, cfg: dict) -> Layout:
+    """Phi-1/1.5/2: separate q/k/v projections, output ``dense``, MLP ``fc1``/``fc2``; partial rotary
+    embedding changes no weight."""
+    names = list(shapes)
+    pre = _prefix(names, "layers.0.self_attn")
+    L = _layer_count(names, r"layers\.(\d+)\.self_attn\.dense")
+    H = _heads(cfg, source, "Phi")
+    KV = _cfg_int(cfg, "num_key_value_heads") or H
+    emb = _ending(names, "embed_tokens.weight")
+    rules: Rules = {"token_embedding": ((emb,), _same),
+                    "unembedding": ((_ending(names, "lm_head.weight") or emb,), _T)}
+    for i in range(L):
+        p = f"{pre}layers.{i}."
+        _linear_attention(rules, i, p + "self_attn.{}.weight", ("q_proj", "k_proj", "v_proj", "dense"), H, KV)
+        rules[f"layer{i}/W_in"] = ((p + "mlp.fc1.weight",), _T)
+        rules[f"layer{i}/W_out"] = ((p + "mlp.fc2.weight",), _T)
+    return Layout("phi", H, L, rules)
+
+
+def _phi3(source: Source, shapes: dict, cfg: dict) -> Layout:
+    """Phi-3: fused ``qkv_proj`` (rows: H query heads, then KV key heads, then KV value heads) and
+    fused ``gate_up_proj`` (rows: gate, then up)."""
+    names = list(shapes)
+    pre = _prefix(names, "layers.0.self_attn")
+    L = _layer_count(names, r"layers\.(\d+)\.self_attn\.qkv_proj")
+    H = _heads(cfg, source, "Phi-3")
+    KV = _cfg_int(cfg, "num_key_value_heads") or H
+    emb = _ending(names, "embed_tokens.weight")
+    rules: Rules = {"token_embedding": ((emb,), _same),
+                    "unembedding": ((_ending(names, "lm_head.weight") or emb,), _T)}
+    e = shapes[f"{pre}layers.0.self_attn.qkv_proj.weight"][0] // (H + 2 * KV)
+    spans = {"W_Q": (0, H * e, H), "W_K": (H * e, (H + KV) * e, KV), "W_V": ((H + KV) * e, (H + 2 * KV) * e, KV)}
+    for i in range(L):
+        p = f"{pre}layers.{i}."
+        for nm, (a, b, n) in spans.items():
+            rules[f"layer{i}/{nm}"] = ((p + "self_attn.qkv_proj.weight",),
+                                       lambda w, a=a, b=b, n=n: _heads_in(w[a:b].T, n))
+        rules[f"layer{i}/W_O"] = ((p + "self_attn.o_proj.weight",), lambda w, H=H: _heads_out(w.T, H))
+        rules[f"layer{i}/W_gate"] = ((p + "mlp.gate_up_proj.weight",), lambda w: w[: w.shape[0] // 2].T)
+        rules[f"layer{i}/W_in"] = ((p + "mlp.gate_up_proj.weight",), lambda w: w[w.shape[0] // 2:].T)
+        rules[f"layer{i}/W_out"] = ((p + "mlp.down_proj.weight",), _T)
+    return Layout("phi3", H, L, rules)
+
+
 def _bert(source: Source, shapes: dict, cfg: dict) -> Layout:
     """BERT-style encoders (MiniLM): separate query/key/value, output.dense."""
     names = list(shapes)
@@ -212,7 +256,9 @@ def _bert(source: Source, shapes: dict, cfg: dict) -> Layout:
 FAMILIES: list[tuple[str, Callable[[Source, dict, dict], Layout]]] = [
     (".attn.c_attn.weight", _gpt2),
     (".attention.query_key_value.weight", _neox),
-    (".self_attn.q_proj.weight", _llama),
+    (".self_attn.dense.weight", _phi),             # before LLaMA: Phi also has q_proj
+    (".self_attn.qkv_proj.weight", _phi3),
+    (".self_attn.q_proj.weight", _llama),          # LLaMA, Mistral, Qwen2, Gemma
     (".attention.self.query.weight", _bert),
 ]
 
@@ -270,9 +316,29 @@ class CanonicalReader:
     def names(self) -> list[str]:
         return self.layout.names()
 
-    def read(self, name: str) -> np.ndarray:
+    def _rule(self, name: str):
         if name not in self.layout.rules:
             raise ProbeError(f"{self.source.path}: no canonical tensor '{name}' in this {self.layout.name} "
                              f"checkpoint; it has {', '.join(self.layout.names()[:8])}, ...")
-        raw, build = self.layout.rules[name]
+        return self.layout.rules[name]
+
+    def read(self, name: str) -> np.ndarray:
+        raw, build = self._rule(name)
         return np.asarray(build(*(self.source.read(r) for r in raw)), dtype=np.float32)
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        """The canonical tensor's shape, from the checkpoint's header when the rule keeps or
+        transposes one raw tensor (no data read), else by building it."""
+        raw, build = self._rule(name)
+        if len(raw) == 1 and build in (_same, _T):
+            shape = tuple(self.source.shapes()[raw[0]])
+            return shape if build is _same else shape[::-1]
+        return tuple(self.read(name).shape)
+
+    def read_rows(self, name: str, lo: int, hi: int) -> np.ndarray:
+        """Rows lo:hi of a canonical tensor; only those rows are read when it is one raw tensor as
+        stored (an embedding), whatever its dtype."""
+        raw, build = self._rule(name)
+        if len(raw) == 1 and build is _same:
+            return np.asarray(self.source.read_rows(raw[0], lo, hi), dtype=np.float32)
+        return self.read(name)[lo:hi]

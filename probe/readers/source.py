@@ -53,10 +53,11 @@ def load_groups(path: str, checkpoint: str | None = None) -> dict[str, np.ndarra
 
 
 class _Tensor:
-    """A canonical tensor seen as a one-snapshot, h5py-like dataset (axis 0 = snapshot)."""
+    """A canonical tensor seen as a one-snapshot, h5py-like dataset (axis 0 = snapshot): its shape
+    comes from the checkpoint's header and ``t[0, lo:hi]`` reads only those rows where it can."""
 
     def __init__(self, reader: CanonicalReader, name: str):
-        self._reader, self._name, self._value = reader, name, None
+        self._reader, self._name, self._value, self._shape = reader, name, None, None
 
     @property
     def value(self) -> np.ndarray:
@@ -66,13 +67,19 @@ class _Tensor:
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return (1, *self.value.shape)
+        if self._shape is None:
+            self._shape = (1, *self._reader.shape(self._name))
+        return self._shape
 
     @property
     def ndim(self) -> int:
         return len(self.shape)
 
     def __getitem__(self, key):
+        if (self._value is None and isinstance(key, tuple) and len(key) == 2 and key[0] in (0, -1)
+                and isinstance(key[1], slice) and key[1].step in (None, 1)):
+            lo, hi, _ = key[1].indices(self.shape[1])
+            return self._reader.read_rows(self._name, lo, hi)
         return self.value[None][key]
 
 
