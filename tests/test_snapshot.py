@@ -149,3 +149,21 @@ def test_probe_reads_a_file_while_the_trainer_writes_it(tmp_path):
     finally:
         proc.kill()
         proc.wait()
+
+
+@pytest.mark.parametrize("remove,finding", [
+    ("run/label_dist", "missing dataset 'run/label_dist' (label_dist); needed by theory"),
+    ("run/token_groups/memory", "missing dataset 'run/token_groups/memory' (token_group)"),
+    ("snapshots/attention", "missing dataset 'snapshots/attention' (attention); needed by attention"),
+])
+def test_validate_finds_what_a_probe_needs(tiny_run, tmp_path, remove, finding):
+    import shutil
+
+    path = tmp_path / "r.h5"
+    shutil.copy(tiny_run, path)
+    assert validate(path) == []
+    with h5py.File(path, "a") as f:
+        del f[remove]
+    assert any(finding in x for x in validate(path)), validate(path)
+    res = run_cli("probe", "validate", path)
+    assert res.returncode == 1 and finding in res.stdout

@@ -82,8 +82,9 @@ class _Checker:
         path = spec["path"]
         fields = _PLACEHOLDER.findall(path)
         if not fields:
-            required = spec.get("required") or (entry in ("attention", "position_embedding")
-                                                and dims.get("layers", 0) > 0)
+            layers = dims.get("layers", 0) if isinstance(dims.get("layers"), int) else 0
+            required = (spec.get("required") or (spec.get("required_with_layers") and layers > 0)
+                        or task.get("kind") in spec.get("required_for_tasks", ()))
             if required or path in self.f:
                 return [path]
             return []
@@ -108,6 +109,10 @@ class _Checker:
                 self.bad(f"no datasets under '{base}'")
             if entry == "resume_tensor":
                 return [p for p in found if re.fullmatch(r"resume/slot[01]/.+", p)]
+            names = task.get(spec.get("names_from_task", ""), None)
+            if isinstance(names, list):  # the task says which names must exist (its token groups)
+                found += [path.format(group=n, name=n) for n in names
+                          if path.format(group=n, name=n) not in found]
             return found
         paths = [path.format(**dict(zip(fields, combo)))
                  for combo in itertools.product(*(choices[fld] for fld in fields))]
@@ -122,7 +127,8 @@ class _Checker:
     def _check(self, entry: str, spec: dict, path: str, dims: dict, n: int) -> None:
         obj = self.f.get(path)
         if obj is None:
-            self.bad(f"missing dataset '{path}' ({entry})")
+            needed = spec.get("needed_by")
+            self.bad(f"missing dataset '{path}' ({entry})" + (f"; needed by {', '.join(needed)}" if needed else ""))
             return
         if not isinstance(obj, h5py.Dataset):
             self.bad(f"'{path}' should be a dataset")

@@ -38,6 +38,7 @@ class AnchorTask(Task):
         c = self.cfg
         return {
             "kind": "anchor",
+            "token_groups": sorted(self.groups),
             "splits": list(SPLITS),
             "train_splits": ["mem", "rsn_train"],
             "vocab_size": c.vocab_size,

@@ -31,6 +31,7 @@ class CompositeTask(Task):
         c = self.cfg
         return {
             "kind": "composite",
+            "token_groups": sorted(self.groups),
             "splits": list(COMPOSITE_SPLITS),
             "train_splits": ["train"],
             "vocab_size": c.vocab_size,

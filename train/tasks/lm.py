@@ -143,6 +143,7 @@ class TextTask(Task):
         tokens = {s: int((self.split[train] == i).sum()) * c.seq_len for i, s in enumerate(self.splits)}
         return {
             "kind": "lm",
+            "token_groups": sorted(self.groups),
             "splits": list(self.splits),
             "train_splits": list(self.splits),
             "bias_splits": ["story", "logic"],
