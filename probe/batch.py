@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from .errors import ProbeError, ProbeWarning, param
+from .errors import SIGINT, Interrupted, ProbeError, ProbeWarning, param
 from .readers.checkpoints import step_from_name
 
 COLUMNS = ("path", "step", "probe", "key", "metric", "value")
@@ -173,45 +173,79 @@ def batch(paths: Iterable[str], probes: Iterable[str], options: dict | None = No
     opts = tuple(sorted(options.items()))
     tasks = [Task(c, p, opts) for c in checkpoints for p in probes if (c, p) not in done]
     rows: list[tuple] = []
-    if scheduler:
-        rows = _run_dask(tasks, scheduler, progress)
-    elif jobs > 1 and len(tasks) > 1:
-        jobs = min(jobs, len(tasks))
-        import multiprocessing as mp
-        from concurrent.futures import ProcessPoolExecutor, as_completed
+    finished = 0
 
-        # one BLAS/torch thread per worker: N workers x N threads on N cores thrash
-        saved = {k: os.environ.get(k) for k in _THREAD_VARS}
-        os.environ.update({k: "1" for k in _THREAD_VARS})
+    def collect(new_rows):
+        nonlocal finished
+        rows.extend(new_rows)
+        finished += 1
+        if progress:
+            progress(finished, len(tasks))
+
+    stopped = False
+    with SIGINT.caught():
         try:
-            with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"),
-                                     initializer=_single_thread) as pool:
-                futures = [pool.submit(run_task, t) for t in tasks]
-                for n, fut in enumerate(as_completed(futures), 1):
-                    rows += fut.result()
-                    if progress:
-                        progress(n, len(tasks))
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
-    else:
-        for n, t in enumerate(tasks, 1):
-            rows += run_task(t)
-            if progress:
-                progress(n, len(tasks))
+            if scheduler:
+                _run_dask(tasks, scheduler, collect)
+            elif jobs > 1 and len(tasks) > 1:
+                _run_pool(tasks, min(jobs, len(tasks)), collect)
+            else:
+                for t in tasks:
+                    if SIGINT.asked:
+                        break
+                    collect(run_task(t))
+            stopped = SIGINT.asked
+        except KeyboardInterrupt:  # a second Ctrl-C, inside a task
+            stopped = True
     table = sorted(kept + rows, key=_sort_key)
     if out:
         write_table(out, table)
+    if stopped:
+        kept_where = f"; their rows are in {out}: run the same command again to do the rest" if out else ""
+        exc = Interrupted(f"Interrupted: {finished} of {len(tasks)} tasks done{kept_where}")
+        exc.rows = table
+        raise exc
     return table
+
+
+def _run_pool(tasks: list[Task], jobs: int, collect) -> None:
+    """Tasks in ``jobs`` spawned worker processes, one BLAS thread each; on Ctrl-C the workers are
+    stopped and what finished is kept."""
+    import multiprocessing as mp
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+    # one BLAS/torch thread per worker: N workers x N threads on N cores thrash
+    saved = {k: os.environ.get(k) for k in _THREAD_VARS}
+    os.environ.update({k: "1" for k in _THREAD_VARS})
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"), initializer=_worker_init)
+    try:
+        pending = {pool.submit(run_task, t) for t in tasks}
+        while pending and not SIGINT.asked:
+            done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+            for fut in done:
+                collect(fut.result())
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        if SIGINT.asked:
+            for proc in list(getattr(pool, "_processes", {}).values()):   # no public way to stop a busy worker
+                proc.terminate()
+            pool.shutdown(wait=False, cancel_futures=True)
+        else:
+            pool.shutdown()
 
 
 _THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
-def _single_thread() -> None:
+def _worker_init() -> None:
+    """A worker: one torch thread, and Ctrl-C left to the parent, which stops the workers itself."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         import torch
 
@@ -220,22 +254,26 @@ def _single_thread() -> None:
         pass
 
 
-def _run_dask(tasks: list[Task], scheduler: str, progress) -> list[tuple]:
+def _run_dask(tasks: list[Task], scheduler: str, collect) -> None:
     try:
-        from distributed import Client, as_completed
+        from distributed import Client, wait
     except ImportError:
         raise ProbeError(f"{param('scheduler')} needs dask.distributed: pip install 'dask[distributed]'") from None
     try:
         client = Client(scheduler, timeout="10s")
     except (OSError, TimeoutError) as exc:
         raise ProbeError(f"cannot reach the Dask scheduler at {scheduler} ({exc})") from None
-    rows: list[tuple] = []
     try:
-        futures = client.map(run_task, tasks, pure=False)
-        for n, fut in enumerate(as_completed(futures), 1):
-            rows += fut.result()
-            if progress:
-                progress(n, len(tasks))
+        pending = set(client.map(run_task, tasks, pure=False))
+        while pending and not SIGINT.asked:
+            try:
+                done = wait(pending, timeout=0.2, return_when="FIRST_COMPLETED").done
+            except TimeoutError:
+                continue
+            pending -= done
+            for fut in done:
+                collect(fut.result())
+        if pending:
+            client.cancel(list(pending))
     finally:
         client.close()
-    return rows

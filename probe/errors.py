@@ -71,10 +71,51 @@ def _show_warning(message, category, filename, lineno, file=None, line=None, _de
 
 
 class Interrupted(Exception):
-    """Ctrl-C, handled: the work stopped at a safe point; the message says what was kept."""
+    """Ctrl-C, handled: the work stopped at a safe point; the message says what was kept.
+    (Not a KeyboardInterrupt: command-line libraries would swallow it into a silent exit 130.)"""
 
     def __str__(self) -> str:
         return render(super().__str__(), _flag)
+
+
+class _Sigint:
+    """Ctrl-C as a flag: inside ``with SIGINT.caught():`` a SIGINT sets ``asked`` instead of raising
+    KeyboardInterrupt wherever the interpreter happens to be (inside an HDF5 write, a torch import);
+    long work reads the flag at its safe points and stops there. Main thread only (Python's rule)."""
+
+    def __init__(self):
+        self.asked = False
+        self._depth = 0
+        self._old = None
+
+    def _handle(self, signum, frame):
+        if self.asked:  # a second Ctrl-C: the user will not wait for the safe point
+            raise KeyboardInterrupt
+        self.asked = True
+
+    def caught(self):
+        import contextlib
+        import signal
+        import threading
+
+        @contextlib.contextmanager
+        def block():
+            main = threading.current_thread() is threading.main_thread()
+            if main and self._depth == 0:
+                self._old = signal.signal(signal.SIGINT, self._handle)
+            self._depth += main
+            try:
+                yield self
+            finally:
+                self._depth -= main
+                if main and self._depth == 0:
+                    signal.signal(signal.SIGINT, self._old)
+                    self.asked = False
+
+        return block()
+
+
+SIGINT = _Sigint()
 
 
 def _usage_errors() -> tuple[type, ...]:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping
 
-from .errors import ProbeError
+from .errors import SIGINT, Interrupted, ProbeError
 
 SIZES = ("tiny", "quick", "full")
 
@@ -181,13 +181,16 @@ def make_figures(names: list[str], ctx: FigureContext, folder: Path) -> dict[str
             ctx._plan = None
         if todo:
             ctx._train(todo)
-    for n in names:
-        if n in out:
-            continue
-        t0 = time.perf_counter()
-        ctx.log(f"figure {n}: {scripts[n].title}")
-        out[n] = scripts[n].make(ctx)
-        ctx.log(f"figure {n} done in {time.perf_counter() - t0:.0f} s")
+    with SIGINT.caught():
+        for n in names:
+            if SIGINT.asked:
+                raise Interrupted(f"Interrupted: {len(out)} of {len(names)} figure(s) written; the runs are kept")
+            if n in out:
+                continue
+            t0 = time.perf_counter()
+            ctx.log(f"figure {n}: {scripts[n].title}")
+            out[n] = scripts[n].make(ctx)
+            ctx.log(f"figure {n} done in {time.perf_counter() - t0:.0f} s")
     return out
 
 

@@ -79,4 +79,7 @@ app.command()(_build_command())
 
 
 def main() -> None:
-    run_cli(app)
+    from probe.errors import SIGINT
+
+    with SIGINT.caught():   # from the first moment: Ctrl-C during torch's import is read at a safe point
+        run_cli(app)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping
 
-from probe.errors import ProbeError
+from probe.errors import SIGINT, Interrupted, ProbeError
 from probe.format import last_step
 
 from .config import preset
@@ -95,36 +95,69 @@ def plan(wanted: Mapping[str, tuple[str, dict]], runs_dir: str | os.PathLike, *,
 
 def train_jobs(todo: list[Job], jobs: int = 0, log: Log = _stderr) -> None:
     """Run the jobs, ``jobs`` at a time (0: one per core); the first failure stops the others and
-    is raised as a ProbeError with the trainer's last error line."""
+    is raised as a ProbeError with the trainer's last error line. Ctrl-C passes one SIGINT to each
+    running trainer (they stop at a step boundary, their files resumable) and raises Interrupted."""
     jobs = default_jobs(jobs)
     t0 = time.perf_counter()
     queue = list(todo)
     running: list[tuple[Job, subprocess.Popen, object]] = []
+    finished = 0
     log(f"training {len(todo)} run(s), {jobs} at a time, into {todo[0].path.parent if todo else '.'}")
-    try:
-        while queue or running:
-            while queue and len(running) < jobs:
-                job = queue.pop(0)
-                log(f"  $ probe-train {' '.join(job.command[3:])}")
-                # stderr to a file, not a pipe: a child writing more than the pipe holds would block
-                err = tempfile.TemporaryFile("w+")
-                running.append((job, subprocess.Popen(job.command, stdout=subprocess.DEVNULL, stderr=err), err))
-            for item in list(running):
-                job, proc, err = item
+    with SIGINT.caught():
+        try:
+            finished = _loop(queue, running, jobs, log)
+        finally:
+            if SIGINT.asked:
+                _stop(running)
+            for _, proc, _ in running:
                 if proc.poll() is None:
-                    continue
-                running.remove(item)
-                err.seek(0)
-                lines = [ln.strip("╭╮╰╯│─ ") for ln in err.read().splitlines()]
-                lines = [ln for ln in lines if ln]
-                err.close()
-                if proc.returncode != 0:
-                    raise ProbeError(f"training run '{job.label}' failed: {lines[-1] if lines else proc.returncode}")
-            time.sleep(0.2)
-    finally:
-        for _, proc, _ in running:
-            proc.terminate()
+                    proc.terminate()
+        if SIGINT.asked:
+            raise Interrupted(f"Interrupted: {finished} of {len(todo)} run(s) finished; the others stopped at a "
+                              "snapshot and resume when the same command runs again")
     log(f"trained {len(todo)} run(s) in {time.perf_counter() - t0:.0f} s")
+
+
+def _stop(running, wait_s: float = 30.0) -> None:
+    """One SIGINT to each trainer, then wait for them to stop at their next step boundary."""
+    import signal
+
+    for _, proc, _ in running:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+    deadline = time.time() + wait_s
+    for _, proc, _ in running:
+        try:
+            proc.wait(timeout=max(0.1, deadline - time.time()))
+        except subprocess.TimeoutExpired:
+            proc.terminate()
+
+
+def _loop(queue: list[Job], running: list, jobs: int, log: Log) -> int:
+    finished = 0
+    while (queue or running) and not SIGINT.asked:
+        while queue and len(running) < jobs:
+            job = queue.pop(0)
+            log(f"  $ probe-train {' '.join(job.command[3:])}")
+            # stderr to a file, not a pipe: a child writing more than the pipe holds would block; a
+            # session of its own: a terminal's Ctrl-C reaches the trainer once, from us
+            err = tempfile.TemporaryFile("w+")
+            running.append((job, subprocess.Popen(job.command, stdout=subprocess.DEVNULL, stderr=err,
+                                                  start_new_session=True), err))
+        for item in list(running):
+            job, proc, err = item
+            if proc.poll() is None:
+                continue
+            running.remove(item)
+            err.seek(0)
+            lines = [ln.strip("╭╮╰╯│─ ") for ln in err.read().splitlines()]
+            lines = [ln for ln in lines if ln]
+            err.close()
+            if proc.returncode != 0:
+                raise ProbeError(f"training run '{job.label}' failed: {lines[-1] if lines else proc.returncode}")
+            finished += 1
+        time.sleep(0.2)
+    return finished
 
 
 def ensure(wanted: Mapping[str, tuple[str, dict]], runs_dir: str | os.PathLike, *, jobs: int = 0,

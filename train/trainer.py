@@ -11,7 +11,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from probe.errors import ProbeError, param
+from probe.errors import SIGINT, Interrupted, ProbeError, param
 from probe.format import Run, Writer
 
 from .config import RunConfig
@@ -230,7 +230,23 @@ class Trainer:
 
     # --- the loop ----------------------------------------------------------------
     def run(self) -> TrainResult:
+        """Train to ``cfg.steps``. Ctrl-C stops at the next step boundary (a snapshot being written is
+        finished first) with :class:`~probe.errors.Interrupted`; the file then resumes from its last
+        snapshot."""
+        with SIGINT.caught():
+            return self._run()
+
+    def _interrupted(self, step: int, writer) -> Interrupted:
+        if writer is None:
+            return Interrupted(f"Interrupted before training started; nothing was written to {self.out}")
+        last = writer.last("step")
+        where = f"it continues from step {int(last)}, its last snapshot" if last is not None else "it starts again"
+        return Interrupted(f"Interrupted at step {step}; resume with probe-train --resume --out {self.out} ({where})")
+
+    def _run(self) -> TrainResult:
         cfg = self.cfg
+        if SIGINT.asked:   # Ctrl-C while torch loaded or the task was built
+            raise self._interrupted(0, None)
         schedule = snapshot_steps(cfg) if self.snapshots else []
         writer = None
         start, time_offset = 0, 0.0
@@ -253,6 +269,8 @@ class Trainer:
                     bar.show_metrics(metrics)
                 self.model.train()
                 for step in range(start, cfg.steps):
+                    if SIGINT.asked:   # the safe point: between steps, after any snapshot
+                        raise self._interrupted(step, writer)
                     lr = lr_at(cfg, step)
                     for group in self.opt.param_groups:
                         group["lr"] = lr

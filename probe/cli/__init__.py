@@ -14,7 +14,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..errors import ProbeError, run_cli
+from ..errors import Interrupted, ProbeError, run_cli
 from .options import (
     FORMAT, FULL, JOBS, N_COMPONENTS, NEURONS, SEED, STEP, TENSOR, THRESHOLD, TOP_K, Anchor, Dim, File, Fmt, Format,
     Full, Groups, Head, Jobs, Layer, Mapping, NComponents, Neurons, Out, Plot, Seed, Source, Splits, Step, Tensor,
@@ -281,7 +281,6 @@ def batch(
     sorted by step; each probe gets the options it takes; a failing checkpoint is an error row and the
     batch goes on."""
     from .. import batch as B
-    from . import render
 
     def absolute(p):
         return os.path.abspath(p) if p else None
@@ -291,13 +290,26 @@ def batch(
                "top_k": top_k, "n_components": n_components, "neurons": neurons or None, "threshold": threshold,
                "anchor": anchor, "dim": dim, "seed": seed, "full": full,
                "splits": tuple(splits) if splits else None, "step": step}
-    with _progress("batch") as tick:
-        rows = B.batch(paths, probes, options, out=out, jobs=jobs, scheduler=scheduler,
-                       progress=lambda n, total: tick(f"{n}/{total} tasks"))
+    try:
+        with _progress("batch") as tick:
+            rows = B.batch(paths, probes, options, out=out, jobs=jobs, scheduler=scheduler,
+                           progress=lambda n, total: tick(f"{n}/{total} tasks"))
+    except Interrupted as exc:   # what finished is kept: in --out, else printed before the message
+        if not out:
+            _batch_rows(exc.rows, fmt)
+        raise
     errors = sum(1 for r in rows if r[4] == "error")
     if out:
         print(f"wrote {out}: {len(rows)} rows, {errors} error rows", file=sys.stderr)
-    elif fmt is Format.json:
+    else:
+        _batch_rows(rows, fmt)
+
+
+def _batch_rows(rows, fmt: Format) -> None:
+    from .. import batch as B
+    from . import render
+
+    if fmt is Format.json:
         render.write_json([dict(zip(B.COLUMNS, r)) for r in rows])
     elif fmt is Format.csv:
         render.write_csv(B.COLUMNS, rows)

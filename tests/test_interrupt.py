@@ -1,0 +1,97 @@
+"""Ctrl-C (SIGINT) on real processes, at several moments: training, batch and figures stop at a safe
+point within seconds, say what was kept in one line, exit 130, and pick up where they stopped."""
+import csv
+import re
+import signal
+import time
+
+import pytest
+
+from conftest import popen_cli, run_cli
+
+LIMIT = 6.0  # seconds from SIGINT to exit: "a second or two", with room for a loaded CI machine
+
+
+def _interrupt(proc, delay: float) -> tuple[float, str, str]:
+    time.sleep(delay)
+    assert proc.poll() is None, "the process ended before it was interrupted"
+    t0 = time.time()
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    return time.time() - t0, out, err
+
+
+@pytest.mark.parametrize("delay,every", [(0.2, 10), (2.5, 10), (4.0, 1)],
+                         ids=["while-starting", "while-training", "while-snapshotting"])
+def test_training_stops_says_where_and_resumes(tmp_path, delay, every):
+    out = tmp_path / "run.h5"
+    proc = popen_cli("probe-train", "--preset", "tiny", "--steps", "100000", "--snapshot-every", every,
+                     "--threads", "1", "--quiet", "--out", out)
+    took, _, err = _interrupt(proc, delay)
+    lines = err.strip().splitlines()
+    assert proc.returncode == 130, err
+    assert took < LIMIT, f"stopped {took:.1f} s after the SIGINT"
+    assert "Traceback" not in err and len(lines) == 1, err
+    m = re.fullmatch(rf"Interrupted at step (\d+); resume with probe-train --resume --out {re.escape(str(out))} "
+                     r"\((it continues from step (\d+), its last snapshot|it starts again)\)", lines[0])
+    if m is None:   # stopped before the first step: nothing written
+        assert lines == [f"Interrupted before training started; nothing was written to {out}"]
+        assert not out.exists()
+        return
+    assert run_cli("probe", "validate", out).returncode == 0
+    target = (int(m.group(3) or 0) // every + 2) * every
+    res = run_cli("probe-train", "--resume", "--out", out, "--steps", target, "--quiet")
+    assert res.returncode == 0, res.stderr
+    import probe
+
+    assert probe.info(out)["steps"][-1] == target and probe.info(out)["config"]["steps"] == target
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Sixteen names for one 56-snapshot run: `ood --step all` takes about a second on each."""
+    import os
+
+    d = tmp_path_factory.mktemp("many")
+    res = run_cli("probe-train", "--preset", "tiny", "--steps", "100", "--snapshot-every", "2", "--threads", "1",
+                  "--quiet", "--out", d / "run_0.h5")
+    assert res.returncode == 0, res.stderr
+    for k in range(1, 16):
+        os.link(d / "run_0.h5", d / f"run_{k}.h5")
+    return d
+
+
+def _done_paths(path):
+    with open(path, newline="") as fh:
+        return {r["path"] for r in csv.DictReader(fh) if r["metric"] != "error"}
+
+
+@pytest.mark.parametrize("jobs,delay", [("1", 4.0), ("2", 6.0)], ids=["in-process", "two-workers"])
+def test_batch_keeps_what_finished_and_the_rerun_does_the_rest(runs, tmp_path, jobs, delay):
+    out = tmp_path / "r.csv"
+    args = ["batch", runs, "--probe", "ood", "--step", "all", "-o", out, "--jobs", jobs]
+    proc = popen_cli("probe", *args)
+    took, _, err = _interrupt(proc, delay)
+    assert proc.returncode == 130 and took < LIMIT, (took, err)
+    lines = err.strip().splitlines()
+    m = re.fullmatch(rf"Interrupted: (\d+) of 16 tasks done; their rows are in {re.escape(str(out))}: run the same "
+                     r"command again to do the rest", lines[-1])
+    assert m and len(lines) == 1, err
+    kept = _done_paths(out) if out.exists() else set()
+    assert len(kept) == int(m.group(1)) < 16
+    res = run_cli("probe", *args)
+    assert res.returncode == 0, res.stderr
+    assert len(_done_paths(out)) == 16
+
+
+def test_figures_stop_their_trainers_and_resume_them(tmp_path):
+    args = ["figures", "p1-accuracy", "p1-emb-mlp", "--tiny", "-o", tmp_path, "--jobs", "2"]
+    proc = popen_cli("probe", *args)
+    took, _, err = _interrupt(proc, 4.0)
+    assert proc.returncode == 130 and took < LIMIT + 4, (took, err)
+    last = err.strip().splitlines()[-1]
+    assert re.fullmatch(r"Interrupted: \d of 6 run\(s\) finished; the others stopped at a snapshot and resume when "
+                        r"the same command runs again", last), err
+    res = run_cli("probe", *args, timeout=600)
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "p1-accuracy.png").exists() and (tmp_path / "p1-emb-mlp.png").exists()
