@@ -79,7 +79,8 @@ class RunConfig:
     grad_clip: float = _f(1.0, "clip the gradient norm to this (0: off)")
     seed: int = _f(0, "seed of the initialization and the batch order")
     device: str = _f("auto", "'auto' (CUDA when present), 'cpu' or 'cuda[:N]'")
-    threads: int = _f(0, "CPU threads for torch (0: torch's default)")
+    threads: int = _f(0, "CPU threads for torch (0: automatic: 1 on a CPU, robust on a busy machine and the "
+                         "same trajectory whatever the load; env PROBE_THREADS=N or 'torch' overrides)")
     # --- snapshots ---
     snapshot_every: int = _f(1000, "snapshot every N steps (0: none besides the log-spaced ones and the last)")
     snapshot_log: bool = _f(True, "also snapshot at steps 0, 1, 2, 4, 8, ... below snapshot_every")
@@ -184,7 +185,7 @@ def held_out_combos(cfg: RunConfig) -> list[tuple[int, ...]]:
         except ValueError:
             raise ProbeError(f"bad held_out combination '{part}': use e.g. '11,13;13,11'") from None
         if len(combo) != cfg.n_anchors or not all(cfg.rsn_anchor_min <= a <= cfg.rsn_anchor_max for a in combo):
-            raise ProbeError(f"held_out combination {part} must be {cfg.n_anchors} reasoning anchors")
+            raise ProbeError(f"{param('held_out')} combination {part} must be {cfg.n_anchors} reasoning anchors")
         combos.append(combo)
     return combos
 

@@ -71,9 +71,12 @@ def load_task(run: Run):
 
 
 def load_model(run: Run, index: int):
-    """(model at snapshot ``index`` on the CPU in eval mode, its RunConfig)."""
+    """(model at snapshot ``index`` on the CPU in eval mode, its RunConfig); torch's threads follow
+    the trainer's default (one, or PROBE_THREADS)."""
     from .models import build_model
+    from .trainer import set_threads
 
+    set_threads(0)
     cfg = run_config(run)
     model = build_model(cfg)
     with torch.no_grad():

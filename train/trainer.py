@@ -53,6 +53,31 @@ def lr_at(cfg: RunConfig, step: int) -> float:
     return floor + 0.5 * (cfg.lr - floor) * (1 + math.cos(math.pi * progress))
 
 
+def set_threads(threads: int = 0, device: torch.device | None = None) -> None:
+    """Torch's CPU threads: ``threads``, or with 0 the toolkit's default, which is 1 on a CPU.
+
+    Measured (bench/bench_threads.py, 2 cores): with one competing process torch's default (every
+    core, OpenMP spinning) trained the quick preset 2.0x slower than one thread, while on the idle
+    machine it was only 1.15x faster (1.6x slower / 1.45x faster at d_model 256, batch 512); one
+    thread also gives the same float reduction order, hence the same trajectory, whatever the
+    machine is doing. The environment
+    variable PROBE_THREADS sets another count, or 'torch' to keep torch's own choice.
+    """
+    env = os.environ.get("PROBE_THREADS", "").strip()
+    if threads <= 0 and env == "torch":
+        return
+    if threads <= 0 and env:
+        try:
+            threads = int(env)
+        except ValueError:
+            raise ProbeError(f"PROBE_THREADS={env!r}: use a number of threads or 'torch'") from None
+    if threads <= 0:
+        if device is not None and device.type != "cpu":
+            return   # the GPU does the work; torch's CPU threads only feed it
+        threads = 1
+    torch.set_num_threads(threads)
+
+
 def pick_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -98,9 +123,8 @@ class Trainer:
         parent = os.path.dirname(os.path.abspath(self.out))
         if not os.path.isdir(parent):
             raise ProbeError(f"cannot write {self.out}: directory {parent} does not exist")
-        if cfg.threads:
-            torch.set_num_threads(cfg.threads)
         self.device = pick_device(cfg.device)
+        set_threads(cfg.threads, self.device)
         if self.device.type == "cpu":
             # Small init (large gamma) drives gradients and Adam's second moments into the
             # subnormal range, where x86 arithmetic is many times slower (bench/bench_denormal.py).

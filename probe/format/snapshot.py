@@ -101,7 +101,7 @@ def open_h5(path: str | os.PathLike) -> h5py.File:
     except OSError as exc:
         raise ProbeError(f"{path}: cannot read ({exc.strerror})") from None
     if head[:8] != _SIGNATURE:
-        raise ProbeError(f"{path}: not an HDF5 file")
+        raise ProbeError(f"{path}: not an HDF5 file" + (" (empty: 0 bytes)" if not head else ""))
     _check_not_truncated(path, head)
     try:
         return h5py.File(path, "r")

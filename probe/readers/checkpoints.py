@@ -46,12 +46,14 @@ def step_from_name(path: str) -> int | None:
 
 def sniff(path: str) -> str:
     """What a file is by its first bytes: 'hdf5', 'safetensors', 'zip' (torch.save), 'pickle'
-    (legacy torch.save), 'json' or 'unknown' — no extension trusted, no torch imported."""
+    (legacy torch.save), 'json', 'empty' or 'unknown' — no extension trusted, no torch imported."""
     try:
         with open(path, "rb") as fh:
             head = fh.read(16)
     except OSError as exc:
         raise ProbeError(f"{path}: cannot read ({exc.strerror})") from None
+    if not head:
+        return "empty"
     for kind, sig in _SIGNATURES.items():
         if head.startswith(sig):
             return kind
@@ -334,6 +336,8 @@ def _open_file(path: str, config: dict, name_step: int | None, step) -> Source:
         return StateDictSource(path, config, name_step)
     if kind == "json":
         return ShardedSource(path, config, name_step)
+    if kind == "empty":
+        raise ProbeError(f"{path}: empty file (0 bytes)")
     what = "an HDF5 file" if path.endswith((".h5", ".hdf5")) else "a snapshot or checkpoint"
     raise ProbeError(f"{path}: not {what}: its content is neither HDF5, safetensors, a torch.save file "
                      "nor a JSON index")

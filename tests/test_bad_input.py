@@ -1,0 +1,261 @@
+"""The bad-input matrix: every command against a shared set of broken files and bad values, through
+real subprocesses. The bar for each case: exit 2, exactly one ``Error: ...`` line on stderr, no
+traceback, and no input changed (a hash of every file before and after the whole matrix)."""
+import hashlib
+import json
+import os
+import shutil
+from concurrent.futures import ThreadPoolExecutor
+
+import h5py
+import numpy as np
+import pytest
+
+from conftest import run_cli
+
+FILE_COMMANDS = ["info", "validate", "similarity", "pca", "align", "condense", "theory", "ood", "attention", "bias",
+                 "spectrum"]
+SNAPSHOT_ONLY = {"validate", "theory", "ood", "attention", "bias"}
+
+# broken inputs: (name in the work folder, fragment of the error line; None: any one-line error)
+BROKEN = [
+    ("nope.h5", "no such file"),
+    ("notes.txt", None),
+    ("empty.h5", None),
+    ("truncated.h5", "truncated"),
+    ("corrupt.h5", None),
+    ("newer.h5", "99.0"),
+    ("garbage.pt", None),
+    ("evil.pt", None),
+    ("bad-header.safetensors", None),
+    ("emptydir", None),
+    ("badconfig", None),
+    ("missing-shard", None),
+]
+
+
+def _digest(folder):
+    out = {}
+    for root, dirs, files in os.walk(folder):
+        for f in files:
+            p = os.path.join(root, f)
+            out[os.path.relpath(p, folder)] = hashlib.sha256(open(p, "rb").read()).hexdigest()
+        out.update({os.path.relpath(os.path.join(root, d), folder) + "/": "dir" for d in dirs})
+    return out
+
+
+class _Evil:
+    def __reduce__(self):
+        return (os.system, ("touch pwned",))
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory, tiny_run):
+    import torch
+    from safetensors.numpy import save_file
+
+    d = tmp_path_factory.mktemp("bad")
+    good = d / "good.h5"
+    shutil.copy(tiny_run, good)
+    (d / "notes.txt").write_text("not a checkpoint\n")
+    (d / "empty.h5").write_bytes(b"")
+    data = good.read_bytes()
+    (d / "truncated.h5").write_bytes(data[: len(data) // 3])
+    corrupt = bytearray(data)
+    corrupt[48:4096] = b"\xff" * (4096 - 48)
+    (d / "corrupt.h5").write_bytes(bytes(corrupt))
+    shutil.copy(good, d / "newer.h5")
+    with h5py.File(d / "newer.h5", "a") as f:
+        f.attrs["schema_version"] = "99.0"
+    (d / "garbage.pt").write_bytes(bytes(range(256)) * 4)
+    torch.save({"w": torch.zeros(2), "x": _Evil()}, d / "evil.pt")
+    (d / "bad-header.safetensors").write_bytes((10**12).to_bytes(8, "little") + b"{}")
+    (d / "emptydir").mkdir()
+    (d / "badconfig").mkdir()
+    (d / "badconfig" / "config.json").write_text("{not json")
+    (d / "badconfig" / "model.safetensors").write_bytes(b"x")
+    (d / "missing-shard").mkdir()
+    (d / "missing-shard" / "model.safetensors.index.json").write_text(
+        json.dumps({"weight_map": {"a.weight": "model-00001-of-00002.safetensors"}}))
+    ext = d / "ext"                                   # a tiny GPT-2-style folder
+    ext.mkdir()
+    rng = np.random.default_rng(0)
+    save_file({"transformer.wte.weight": rng.standard_normal((40, 8)).astype(np.float32),
+               "transformer.h.0.attn.c_attn.weight": rng.standard_normal((8, 24)).astype(np.float32),
+               "transformer.h.0.attn.c_proj.weight": rng.standard_normal((8, 8)).astype(np.float32),
+               "transformer.h.0.mlp.c_fc.weight": rng.standard_normal((8, 32)).astype(np.float32),
+               "transformer.h.0.mlp.c_proj.weight": rng.standard_normal((32, 8)).astype(np.float32)},
+              str(ext / "model.safetensors"))
+    (ext / "config.json").write_text(json.dumps({"n_head": 2}))
+    (d / "groups-bad.json").write_text("{not json: [")
+    (d / "groups-wrong.json").write_text(json.dumps({"g": [1, "x"]}))
+    (d / "mapping-bad.json").write_text(json.dumps({"token_embedding": "no.such.tensor"}))
+    (d / "stories.txt").write_text("one story only\n")
+    return d
+
+
+def _cases():
+    cases = []
+    # 1. every file command on every broken input
+    for cmd in FILE_COMMANDS:
+        for name, frag in BROKEN:
+            if cmd in SNAPSHOT_ONLY and name in ("garbage.pt", "evil.pt", "bad-header.safetensors", "emptydir",
+                                                 "badconfig", "missing-shard"):
+                frag = None
+            cases.append((["probe", cmd, "{d}/" + name], frag))
+    # 2. bad values, per option, on a good run (G) or an external folder (X)
+    G, X = "{d}/good.h5", "{d}/ext"
+    bad = [
+        (["similarity", G, "--format", "xml"], "--format"),
+        (["pca", G, "-f", "yaml"], "--format"),
+        (["similarity", G, "--step", "soon"], "bad --step 'soon'"),
+        (["similarity", G, "--step", "123456"], "no snapshot at step 123456"),
+        (["bias", G, "--step", "5:3"], "no snapshot with step in"),
+        (["similarity", G, "--tokens", "bogus"], "unknown token group 'bogus'"),
+        (["similarity", G, "--tokens", "3,,4"], "empty item in --tokens 3,,4"),
+        (["pca", G, "--tokens", "reasoning,,memory"], "empty item"),
+        (["condense", G, "--tokens", ","], "empty item"),
+        (["similarity", G, "--tokens", "195:250"], "outside the vocabulary"),
+        (["similarity", G, "--tokens", "-3,4"], "outside the vocabulary"),
+        (["similarity", G, "--tokens", "9:3"], "empty token range"),
+        (["similarity", G, "--tokens", "11"], "needs at least 2 tokens"),
+        (["pca", G, "--tokens", "11"], "PCA needs at least 2 tokens"),
+        (["condense", G, "--tokens", "11"], "covariance spectrum needs at least 2"),
+        (["theory", G, "--tokens", "11"], "needs at least 2 tokens"),
+        (["similarity", G, "--tensor", "W_nope"], "no tensor 'W_nope'"),
+        (["similarity", G, "--words", "cat"], "stores no vocabulary"),
+        (["similarity", G, "--words", "a,,b"], "empty item in --words"),
+        (["similarity", G, "--words-file", "{d}/no-such-words.txt"], "cannot read words file"),
+        (["similarity", G, "--tokens", "11:14", "--words", "x"], "not both"),
+        (["similarity", G, "--groups", "{d}/groups-bad.json"], "groups file"),
+        (["similarity", G, "--groups", "{d}/groups-wrong.json"], "only token ids or only words"),
+        (["similarity", G, "--groups", "{d}/nope.json"], "cannot read groups file"),
+        (["similarity", G, "--plot", "{d}/nodir/x.png"], "does not exist"),
+        (["similarity", G, "--plot", "{d}/x.gif"], "use a .png"),
+        (["similarity", G, "--plot", "/proc/x.png"], "cannot write plot"),
+        (["similarity", G, "--plot", "{d}/emptydir"], "is a directory"),
+        (["align", G, "--layer", "9"], "--layer 9 out of range"),
+        (["align", G, "--layer", "-1"], "out of range"),
+        (["align", G, "--head", "5"], "--head 5 out of range"),
+        (["align", G, "--head", "x"], "--head"),
+        (["align", G, "--top-k", "0"], "--top-k"),
+        (["align", G, "--top", "3"], "No such option"),
+        (["pca", G, "--n-components", "0"], "--n-components"),
+        (["pca", G, "--components", "3"], "No such option"),
+        (["condense", G, "--threshold", "nan"], "--threshold nan"),
+        (["condense", G, "--threshold", "2"], "between -1.0 and 1.0"),
+        (["condense", G, "--threshold", "inf"], "finite"),
+        (["condense", G, "--neurons", "W_nope"], "no tensor 'W_nope'"),
+        (["theory", G, "--dim", "-3"], "--dim -3"),
+        (["theory", G, "--dim", "0"], "--dim 0"),
+        (["theory", G, "--seed", "-1"], "--seed -1"),
+        (["theory", G, "--anchor", "99"], "--anchor 99 is not among"),
+        (["attention", G, "--layer", "4"], "out of range"),
+        (["bias", G, "--splits", "mem"], "exactly two splits"),
+        (["bias", G, "--splits", "mem", "--splits", "nope"], "unknown split 'nope'"),
+        (["bias", G, "--splits", "a", "--splits", "b", "--splits", "c"], "exactly two splits"),
+        (["ood", G, "--step", "77"], "no snapshot at step 77"),
+        (["ood", G, "--full", "yes"], "Got unexpected extra argument"),
+        (["spectrum", G, "--step", "abc"], "bad --step"),
+        (["similarity", X, "--tokens", "0:3", "--step", "5"], "holds one step"),
+        (["similarity", X], "no token group 'reasoning'"),
+        (["similarity", X, "--tokens", "30:60"], "outside the vocabulary"),
+        (["similarity", X, "--words", "cat"], "no tokenizer files"),
+        (["align", X, "--groups", "{d}/groups-bad.json"], "groups file"),
+        (["align", X, "--layer", "3"], "out of range"),
+        (["similarity", X, "--mapping", "{d}/mapping-bad.json", "--tokens", "0:3"], "does not hold"),
+        (["theory", X], "needs a snapshot file"),
+        (["info", G, "--format", "xml"], "--format"),
+        (["validate", G, "extra"], "unexpected extra argument"),
+        (["nosuchcommand"], "No such command"),
+        (["similarity"], "Missing argument"),
+        (["batch", "{d}/ext", "--probe", "nope"], "unknown probe 'nope'"),
+        (["batch", "{d}/none*.pt", "--probe", "spectrum"], "no checkpoint matches"),
+        (["batch", "{d}/ext", "--probe", "spectrum", "-o", "{d}/x.txt"], ".csv or .json"),
+        (["batch", "{d}/ext", "--probe", "spectrum", "-o", "/proc/x.csv"], "cannot write results /proc/x.csv"),
+        (["batch", "{d}/ext", "--probe", "spectrum", "-o", "{d}/notes.txt"], "use a .csv"),
+        (["batch", "{d}/ext", "--probe", "spectrum", "--jobs", "-1"], "--jobs"),
+        (["batch", "{d}/ext"], "Missing option"),
+        (["batch", "{d}/ext", "--probe", "spectrum", "--scheduler", "tcp://127.0.0.1:9"], "cannot reach"),
+        (["figures", "nosuchfigure", "--tiny", "-o", "{d}/figs"], "unknown figure"),
+        (["figures", "--tiny", "-o", "{d}/figs"], "--all"),
+        (["figures", "--all", "--quick", "--tiny", "-o", "{d}/figs"], "exclude"),
+        (["figures", "--all", "--examples", "{d}/emptydir", "-o", "{d}/figs"], "no figure scripts"),
+    ]
+    cases += [(["probe", *args], frag) for args, frag in bad]
+    # 3. the trainer
+    T = ["probe-train", "--preset", "tiny", "--out"]
+    train = [
+        (T + ["{d}/t.h5", "--gamma", "inf"], "--gamma inf: need a finite number"),
+        (T + ["{d}/t.h5", "--gamma", "0"], "--gamma must be positive"),
+        (T + ["{d}/t.h5", "--lr", "nan"], "--lr nan"),
+        (T + ["{d}/t.h5", "--steps", "abc"], "--steps"),
+        (T + ["{d}/t.h5", "--steps", "0"], "--steps must be positive"),
+        (T + ["{d}/t.h5", "--d-model", "0"], "--d-model must be positive"),
+        (T + ["{d}/t.h5", "--heads", "3"], "divisible"),
+        (T + ["{d}/t.h5", "--seed", "-1"], "--seed -1"),
+        (T + ["{d}/t.h5", "--beta2", "1"], "--beta2"),
+        (T + ["{d}/t.h5", "--weight-decay", "-1"], "--weight-decay"),
+        (T + ["{d}/t.h5", "--held-out", "11,13;;13,11"], "empty item in --held-out"),
+        (T + ["{d}/t.h5", "--held-out", "1,2"], "must be 2 reasoning anchors"),
+        (T + ["{d}/t.h5", "--vocab-size", "50"], "--vocab-size 50 too small"),
+        (T + ["{d}/t.h5", "--norm", "mid"], "--norm"),
+        (T + ["{d}/t.h5", "--device", "cuda"], "CUDA is not available"),
+        (T + ["{d}/t.h5", "--bogus"], "No such option"),
+        (T + ["{d}/nodir/t.h5"], "does not exist"),
+        (T + ["{d}/good.h5"], "exists"),
+        (["probe-train", "--preset", "nope", "--out", "{d}/t.h5"], "unknown preset"),
+        (["probe-train", "--resume", "--out", "{d}/t.h5"], "no such file"),
+        (["probe-train", "--resume", "--out", "{d}/good.h5", "--gamma", "0.1"], "cannot change gamma"),
+        (["probe-train", "--resume", "--out", "{d}/notes.txt"], None),
+        (["probe-train", "--preset", "lm-tiny", "--stories", "{d}/stories.txt", "--out", "{d}/t.h5"], None),
+        (["probe-train", "--preset", "lm-tiny", "--tokenizer", "{d}/nope", "--out", "{d}/t.h5"], "tokenizer"),
+        (["probe-train", "--preset", "tiny"], "Missing option '--out'"),
+    ]
+    return cases + train
+
+
+CASES = _cases()
+
+
+@pytest.fixture(scope="module")
+def results(work):
+    """Every case run once (two at a time), with the work folder's digest before and after."""
+    before = _digest(work)
+
+    def go(case):
+        args, _ = case
+        name, *rest = args
+        return run_cli(name, *[a.format(d=work) for a in rest], timeout=120)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        outs = list(pool.map(go, CASES))
+    return outs, before, _digest(work)
+
+
+def test_the_matrix_is_large():
+    assert len(CASES) >= 100
+
+
+@pytest.mark.parametrize("i", range(len(CASES)), ids=[" ".join(a[1:4]).replace("{d}/", "")[:60] + f"#{i}"
+                                                       for i, (a, _) in enumerate(CASES)])
+def test_bad_input_meets_the_bar(results, work, i):
+    args, frag = CASES[i]
+    res = results[0][i]
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 2, (args, res.returncode, res.stdout[-300:], res.stderr[-500:])
+    assert len(lines) == 1 and lines[0].startswith("Error: "), (args, res.stderr)
+    assert "Traceback" not in res.stderr and not lines[0].startswith("Error: unexpected "), (args, lines[0])
+    if frag:
+        assert frag in lines[0], (args, lines[0])
+
+
+def test_print_every_error_line(results, work, capsys):  # for the eye: pytest -s -k print_every
+    for (args, _), res in zip(CASES, results[0]):
+        print(" ".join(args).replace("{d}/", ""), "->", res.stderr.strip().replace(str(work) + "/", ""))
+
+
+def test_nothing_was_written_or_changed(results, work):
+    _, before, after = results
+    assert after == before
+    assert not (work / "pwned").exists()
