@@ -43,49 +43,13 @@ def work(tmp_path, tiny_run):
     return tmp_path
 
 
-CASES = [
-    (["info", "{d}/nope.h5"], ["no such file"]),
-    (["similarity", "{d}/nope.h5"], ["no such file"]),
-    (["info", "{d}/notes.txt"], ["not a snapshot or checkpoint"]),
-    (["validate", "{d}/notes.txt"], ["not an HDF5 file"]),
-    (["similarity", "{d}/truncated.h5"], ["truncated"]),
-    (["validate", "{d}/truncated.h5"], ["truncated"]),
-    (["info", "{d}/corrupt.h5"], []),
-    (["similarity", "{d}/newer.h5"], ["99.0", "upgrade"]),
-    (["validate", "{d}/newer.h5"], ["99.0"]),
-    (["similarity", "{d}/missing.h5"], ["token_embedding"]),
-    (["similarity", "{d}/good.h5", "--tokens", "bogus"], ["unknown token group 'bogus'", "keys, memory, reasoning"]),
-    (["similarity", "{d}/good.h5", "--step", "123456"], ["no snapshot at step 123456"]),
-    (["similarity", "{d}/good.h5", "--step", "soon"], ["bad --step"]),
-    (["similarity", "{d}/good.h5", "--tokens", "195:250"], ["outside the vocabulary"]),
-    (["similarity", "{d}/good.h5", "--tokens", "-3,4"], ["outside the vocabulary"]),
-    (["similarity", "{d}/good.h5", "--tensor", "W_nope"], ["no tensor 'W_nope'"]),
-    (["similarity", "{d}/good.h5", "--plot", "{d}/nodir/x.png"], ["does not exist"]),
-    (["similarity", "{d}/good.h5", "--tokens", "bogus", "--plot", "{d}/fig.png"], ["bogus"]),
-]
-
-
-@pytest.mark.parametrize("args,fragments", CASES, ids=[" ".join(a).replace("{d}/", "") for a, _ in CASES])
-def test_bad_input(work, args, fragments):
+def test_a_run_without_its_embedding(work):
+    """(The other bad inputs: tests/test_bad_input.py.)"""
     before = _digest(work)
-    res = run_cli("probe", *[a.format(d=work) for a in args])
-    _assert_clean_error(res, *fragments)
-    assert _digest(work) == before  # nothing written, nothing changed
-
-
-def test_train_cli_bad_input(tmp_path, tiny_run):
-    res = run_cli("probe-train", "--preset", "nope", "--out", tmp_path / "x.h5")
-    _assert_clean_error(res, "unknown preset")
-    res = run_cli("probe-train", "--preset", "tiny", "--vocab-size", "50", "--out", tmp_path / "x.h5")
-    _assert_clean_error(res, "--vocab-size 50 too small")
-    # refuses to clobber an existing run
-    before = hashlib.sha256(tiny_run.read_bytes()).hexdigest()
-    res = run_cli("probe-train", "--preset", "tiny", "--out", tiny_run)
-    _assert_clean_error(res, "exists")
-    assert hashlib.sha256(tiny_run.read_bytes()).hexdigest() == before
-    assert not (tmp_path / "x.h5").exists()
-    res = run_cli("probe-train", "--preset", "tiny", "--out", tmp_path / "no" / "x.h5")
-    _assert_clean_error(res, "does not exist")
+    _assert_clean_error(run_cli("probe", "similarity", work / "missing.h5"), "token_embedding")
+    _assert_clean_error(run_cli("probe", "similarity", work / "good.h5", "--tokens", "bogus", "--plot",
+                                work / "fig.png"), "bogus")
+    assert _digest(work) == before  # nothing written, not even the figure
 
 
 def test_good_calls_write_data_to_stdout(work):
