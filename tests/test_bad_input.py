@@ -246,6 +246,7 @@ def test_bad_input_meets_the_bar(results, work, i):
     assert res.returncode == 2, (args, res.returncode, res.stdout[-300:], res.stderr[-500:])
     assert len(lines) == 1 and lines[0].startswith("Error: "), (args, res.stderr)
     assert "Traceback" not in res.stderr and not lines[0].startswith("Error: unexpected "), (args, lines[0])
+    assert res.stdout == "", (args, res.stdout[:300])          # no table before the error
     if frag:
         assert frag in lines[0], (args, lines[0])
 

@@ -69,3 +69,16 @@ def test_good_calls_write_data_to_stdout(work):
     assert '0,cosine,"11,12",' in res.stdout          # matrix cells: key i,j (token ids)
     info = run_cli("probe", "info", work / "good.h5", "--format", "json")
     assert json.loads(info.stdout)["groups"]["reasoning"] == list(range(11, 21))
+
+
+def test_a_closed_pipe_ends_quietly(tiny_run, tmp_path):
+    """`probe ... | head -1`: the reader goes away mid-output; exit 0, nothing on stderr."""
+    import subprocess
+
+    from conftest import _script
+
+    cmd = " ".join(_script("probe")) + f" similarity {tiny_run} --tokens 0:200 --step all --format csv"
+    res = subprocess.run(["bash", "-c", f"{cmd} 2>err.txt | head -1; echo ${{PIPESTATUS[0]}}; cat err.txt"],
+                         capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    first, status, *err = res.stdout.splitlines()
+    assert first == "step,metric,key,value" and status == "0" and err == []
