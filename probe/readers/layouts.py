@@ -171,16 +171,23 @@ def _neox(source: Source, shapes: dict, cfg: dict) -> Layout:
     return Layout("gpt-neox", H, L, rules)
 
 
-def _llama(source: Source, shapes: dict, cfg: dict) -> Layout:
-    """LLaMA-style: separate q/k/v/o projections, grouped K/V heads, gated MLP."""
+def _decoder(source: Source, shapes: dict, cfg: dict, family: str, layer_part: str):
+    """What the Hugging Face decoders with ``model.layers.{i}.self_attn`` share: (prefix, layers,
+    heads, K/V heads, rules holding the embedding and the unembedding, tied when lm_head is absent)."""
     names = list(shapes)
     pre = _prefix(names, "layers.0.self_attn")
-    L = _layer_count(names, r"layers\.(\d+)\.self_attn\.q_proj")
-    H = _heads(cfg, source, "LLaMA-style")
+    L = _layer_count(names, rf"layers\.(\d+)\.self_attn\.{layer_part}")
+    H = _heads(cfg, source, family)
     KV = _cfg_int(cfg, "num_key_value_heads") or H
     emb = _ending(names, "embed_tokens.weight")
     rules: Rules = {"token_embedding": ((emb,), _same),
                     "unembedding": ((_ending(names, "lm_head.weight") or emb,), _T)}
+    return pre, L, H, KV, rules
+
+
+def _llama(source: Source, shapes: dict, cfg: dict) -> Layout:
+    """LLaMA-style: separate q/k/v/o projections, grouped K/V heads, gated MLP."""
+    pre, L, H, KV, rules = _decoder(source, shapes, cfg, "LLaMA-style", "q_proj")
     for i in range(L):
         p = f"{pre}layers.{i}."
         _linear_attention(rules, i, p + "self_attn.{}_proj.weight", ("q", "k", "v", "o"), H, KV)
@@ -193,14 +200,7 @@ def _llama(source: Source, shapes: dict, cfg: dict) -> Layout:
 def _phi(source: Source, shapes: dict, cfg: dict) -> Layout:
     """Phi-1/1.5/2: separate q/k/v projections, output ``dense``, MLP ``fc1``/``fc2``; partial rotary
     embedding changes no weight."""
-    names = list(shapes)
-    pre = _prefix(names, "layers.0.self_attn")
-    L = _layer_count(names, r"layers\.(\d+)\.self_attn\.dense")
-    H = _heads(cfg, source, "Phi")
-    KV = _cfg_int(cfg, "num_key_value_heads") or H
-    emb = _ending(names, "embed_tokens.weight")
-    rules: Rules = {"token_embedding": ((emb,), _same),
-                    "unembedding": ((_ending(names, "lm_head.weight") or emb,), _T)}
+    pre, L, H, KV, rules = _decoder(source, shapes, cfg, "Phi", "dense")
     for i in range(L):
         p = f"{pre}layers.{i}."
         _linear_attention(rules, i, p + "self_attn.{}.weight", ("q_proj", "k_proj", "v_proj", "dense"), H, KV)
@@ -212,14 +212,7 @@ def _phi(source: Source, shapes: dict, cfg: dict) -> Layout:
 def _phi3(source: Source, shapes: dict, cfg: dict) -> Layout:
     """Phi-3: fused ``qkv_proj`` (rows: H query heads, then KV key heads, then KV value heads) and
     fused ``gate_up_proj`` (rows: gate, then up)."""
-    names = list(shapes)
-    pre = _prefix(names, "layers.0.self_attn")
-    L = _layer_count(names, r"layers\.(\d+)\.self_attn\.qkv_proj")
-    H = _heads(cfg, source, "Phi-3")
-    KV = _cfg_int(cfg, "num_key_value_heads") or H
-    emb = _ending(names, "embed_tokens.weight")
-    rules: Rules = {"token_embedding": ((emb,), _same),
-                    "unembedding": ((_ending(names, "lm_head.weight") or emb,), _T)}
+    pre, L, H, KV, rules = _decoder(source, shapes, cfg, "Phi-3", "qkv_proj")
     e = shapes[f"{pre}layers.0.self_attn.qkv_proj.weight"][0] // (H + 2 * KV)
     spans = {"W_Q": (0, H * e, H), "W_K": (H * e, (H + KV) * e, KV), "W_V": ((H + KV) * e, (H + 2 * KV) * e, KV)}
     for i in range(L):
