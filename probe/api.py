@@ -10,6 +10,7 @@ a result (zero vectors, words left out) are :class:`~probe.errors.ProbeWarning`.
 """
 from __future__ import annotations
 
+import math
 import os
 import re
 import warnings
@@ -33,7 +34,7 @@ from .readers.tokens import parse_tokens
 from .readers.words import word_list
 
 __all__ = ["Run", "info", "token_text", "similarity", "validate", "select_tokens", "pca", "align", "condense",
-           "theory", "ood", "attention", "bias", "spectrum"]
+           "theory", "ood", "attention", "bias", "spectrum", "sweep_summary"]
 
 # The selection a probe analyses when neither tokens nor words are given (None: every row).
 DEFAULT_TOKENS = {"similarity": "reasoning", "pca": "keys,reasoning,memory", "theory": "reasoning",
@@ -445,3 +446,130 @@ def spectrum(path: str | os.PathLike, *, step: str | int = "latest", progress=No
         if progress:
             progress(n)
     return _warn([_spectrum(mats, step=src.step if src.step is not None else 0)])
+
+
+# --- sweeps: per grid cell over seeds -----------------------------------------------------------
+
+SEED_FIELDS = ("seed", "data_seed")
+_OUTCOME = re.compile(r"^\s*(.+?)\s*(>=|<=|>|<)\s*(.+?)\s*$")
+_DEFAULT_OUTCOMES = {"composite": ["acc[ood_inferential]>acc[ood_symmetric]"], "anchor": ["acc[rsn_test]>0.5"]}
+
+
+def _manifest(path) -> tuple[str, dict]:
+    import json
+
+    path = os.fspath(path)
+    file = os.path.join(path, "sweep.json") if os.path.isdir(path) else path
+    try:
+        with open(file) as fh:
+            manifest = json.load(fh)
+        manifest["runs"], manifest["grid"]
+    except FileNotFoundError:
+        raise ProbeError(f"{path}: no sweep manifest (sweep.json); make one with probe-train sweep --out DIR") from None
+    except (OSError, ValueError, KeyError, TypeError):
+        raise ProbeError(f"{file}: not a sweep manifest written by probe-train sweep") from None
+    return os.path.dirname(os.path.abspath(file)), manifest
+
+
+def _run_value(file: str, run: Run, name: str, index: int, cache: dict):
+    """A number of one run at snapshot ``index``: a logged metric (acc[split], loss[split],
+    train_loss) or a probe's summary number (probe:name, e.g. similarity:distance_corr)."""
+    if ":" in name:
+        probe, _, key = name.partition(":")
+        if probe not in _PROBES_FOR_SWEEPS:
+            raise ProbeError(f"{param('metric', name)}: unknown probe '{probe}' "
+                             f"(known: {', '.join(_PROBES_FOR_SWEEPS)})")
+        if probe not in cache:
+            cache[probe] = globals()[probe](file, step=int(run.steps[index]))[0].summary()
+        if key not in cache[probe]:
+            raise ProbeError(f"{param('metric', name)}: probe {probe} reports {', '.join(cache[probe])}")
+        return float(cache[probe][key])
+    if name == "train_loss":
+        return float(run.dataset("train_loss")[index])
+    m = re.fullmatch(r"(acc|loss)\[(\w+)\]", name)
+    if not m:
+        raise ProbeError(f"{param('metric', name)}: use acc[SPLIT], loss[SPLIT], train_loss or PROBE:NAME "
+                         "(e.g. similarity:distance_corr)")
+    metrics = run.metrics()
+    if m.group(2) not in metrics:
+        raise ProbeError(f"{param('metric', name)}: this run has splits {', '.join(metrics)}")
+    return float(metrics[m.group(2)][m.group(1)][index])
+
+
+_PROBES_FOR_SWEEPS = ("similarity", "pca", "align", "condense", "theory", "attention", "bias", "ood")
+
+
+def _side(text: str):
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def sweep_summary(path: str | os.PathLike, metric=None, outcome=None, *, step: str | int = "latest"
+                  ) -> list:
+    """Per grid cell of a sweep (``probe-train sweep``'s folder or manifest), over its seeds: mean,
+    std and 95 % bootstrap interval of each ``metric``, and the fraction of seeds with each binary
+    ``outcome`` (``A>B``, ``A<B``, ``A>=B``, ``A<=B``; A, B metrics or numbers) with its Wilson
+    interval. Defaults: every logged accuracy; composite task: acc[ood_inferential] >
+    acc[ood_symmetric]; anchor task: acc[rsn_test] > 0.5. ``step``: latest (finished runs only) or a
+    step number every run has."""
+    from .analyses.uncertainty import CellSummary, describe, proportion
+
+    folder, manifest = _manifest(path)
+    metrics = [metric] if isinstance(metric, str) else list(metric or [])
+    outcomes = [outcome] if isinstance(outcome, str) else list(outcome or [])
+    parsed = {}
+    for o in outcomes:
+        m = _OUTCOME.match(o)
+        if not m:
+            raise ProbeError(f"{param('outcome', o)}: use A>B, A<B, A>=B or A<=B with metrics or numbers")
+        parsed[o] = (_side(m.group(1)), m.group(2), _side(m.group(3)))
+    cell_keys = [k for k in manifest["grid"] if k not in SEED_FIELDS]
+    cells: dict[tuple, dict] = {}
+    left_out = []
+    for r in manifest["runs"]:
+        file = os.path.join(folder, r["path"])
+        if r.get("status") == "failed" or not os.path.exists(file):
+            left_out.append(r["label"])
+            continue
+        with Run(file) as run:
+            if str(step) == "latest" and int(run.steps[-1]) != int(run.config.get("steps", -1)):
+                left_out.append(r["label"])
+                continue
+            index = run.step_indices(step)[0] if str(step) != "latest" else run.n_snapshots - 1
+            kind = run.task.get("kind")
+            if not metrics:
+                metrics = [f"acc[{s}]" for s in run.splits]
+            if not parsed:
+                parsed = {o: (_side(a), op, _side(b)) for o in _DEFAULT_OUTCOMES.get(kind, [])
+                          for a, op, b in [_OUTCOME.match(o).groups()]}
+            names = set(metrics) | {x for a, _, b in parsed.values() for x in (a, b) if isinstance(x, str)}
+            cache: dict = {}
+            values = {n: _run_value(file, run, n, index, cache) for n in sorted(names)}
+            at = int(run.steps[index])
+        key = tuple(r["point"].get(k) for k in cell_keys)
+        cell = cells.setdefault(key, {"runs": [], "values": [], "steps": set()})
+        cell["runs"].append(r["path"])
+        cell["values"].append(values)
+        cell["steps"].add(at)
+    if left_out:
+        warnings.warn(f"{len(left_out)} run(s) left out (failed, missing or unfinished): "
+                      f"{', '.join(left_out[:5])}{', ...' if len(left_out) > 5 else ''}", ProbeWarning, stacklevel=2)
+    if not cells:
+        raise ProbeError(f"{path}: no finished run to summarise")
+
+    def holds(values, a, op, b):
+        x = values[a] if isinstance(a, str) else a
+        y = values[b] if isinstance(b, str) else b
+        if not (math.isfinite(x) and math.isfinite(y)):
+            return None
+        return {">": x > y, "<": x < y, ">=": x >= y, "<=": x <= y}[op]
+
+    out = []
+    for key, c in cells.items():
+        out.append(CellSummary(
+            step=next(iter(c["steps"])) if len(c["steps"]) == 1 else None, cell=dict(zip(cell_keys, key)),
+            runs=c["runs"], stats={m: describe([v[m] for v in c["values"]]) for m in metrics},
+            outcomes={o: proportion([holds(v, *parsed[o]) for v in c["values"]]) for o in parsed}))
+    return out

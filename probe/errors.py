@@ -169,20 +169,20 @@ class _Stdout:
         return getattr(self._raw, name)
 
 
-def _invoke(app) -> int:
+def _invoke(app, **kw) -> int:
     """Call ``app``; a Typer app runs without Click's own error printing, so usage errors reach us."""
     try:
         import typer
     except ImportError:  # pragma: no cover - typer is a dependency
         typer = None
     if typer is not None and isinstance(app, typer.Typer):
-        rc = app(standalone_mode=False)
+        rc = app(standalone_mode=False, **kw)
         return rc if isinstance(rc, int) else 0
     app()
     return 0
 
 
-def run_cli(app) -> None:
+def run_cli(app, **kw) -> None:
     """Run a command-line entry point (a Typer app or a function): bad input ends in one ``Error: ...``
     line on stderr and exit 2, Ctrl-C in one line saying what was kept and exit 130."""
     warnings.showwarning = _show_warning
@@ -190,7 +190,7 @@ def run_cli(app) -> None:
     if not isinstance(sys.stdout, _Stdout):
         sys.stdout = _Stdout(sys.stdout)
     try:
-        rc = _invoke(app)
+        rc = _invoke(app, **kw)
         if rc == EXIT_INTERRUPTED:  # Typer turns a KeyboardInterrupt it catches into exit 130, silently
             print("Error: interrupted", file=sys.stderr)
         sys.stdout.flush()

@@ -78,8 +78,74 @@ def _build_command():
 app.command()(_build_command())
 
 
+sweep_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
+
+
+@sweep_app.command()
+def sweep(
+    grid: list[str] = typer.Option(..., "--grid", "-g", help="config field and its values: gamma=0.3,0.5,0.8, "
+                                   "layers=2,3, seed=0:5 (a half-open range); repeat for a product", show_default=False),
+    preset: str = typer.Option("quick", help=f"starting configuration: {', '.join(PRESETS)}"),
+    out: str = typer.Option(..., "--out", "-o", help="folder for the runs and the manifest sweep.json",
+                            show_default=False),
+    jobs: int = typer.Option(0, "--jobs", "-j", min=0, help="runs trained at once, one torch thread each "
+                             "(0: one per CPU core)"),
+    scheduler: Optional[str] = typer.Option(None, help="address of a running Dask scheduler (tcp://host:8786): "
+                                            "one task per run, written to OUT, which the workers must reach"),
+) -> None:
+    """Train one run per point of a grid (any config field; e.g. probe-train sweep --preset composite-quick
+    --grid gamma=0.3,0.5,0.8 --grid seed=0:5 --out sweeps/g): finished runs are reused, killed ones
+    resumed, changed ones retrained; failed runs are recorded in OUT/sweep.json and the others go on.
+    Summarise with probe sweep-summary OUT."""
+    from .runs import parse_grid, sweep as run_sweep
+
+    cells = parse_grid(grid, preset)
+    with _sweep_progress() as (tick, log):
+        manifest = run_sweep(preset, cells, out, jobs=jobs, scheduler=scheduler, progress=tick, log=log)
+    status = [r["status"] for r in manifest["runs"]]
+    print(f"{out}: {status.count('done')} of {len(status)} runs done"
+          + (f", {status.count('failed')} failed (see {out}/sweep.json)" if "failed" in status else ""),
+          file=sys.stderr)
+    for r in manifest["runs"]:
+        print(f"{r['label']}\t{r['status']}\t{r['path']}" + (f"\t{r['error']}" if "error" in r else ""))
+    if "failed" in status:
+        raise typer.Exit(1)
+
+
+def _log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+class _sweep_progress:
+    """A progress line (done / running / failed of total) on stderr when it is a terminal."""
+
+    def __enter__(self):
+        if not sys.stderr.isatty():
+            return None, _log
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self._p = Progress(TextColumn("[bold]sweep"), BarColumn(), MofNCompleteColumn(),
+                           TextColumn("{task.description}"), TimeElapsedColumn(), console=Console(stderr=True))
+        self._p.__enter__()
+        self._task = self._p.add_task("", total=None)
+
+        def tick(done, running, failed, total):
+            self._p.update(self._task, completed=done, total=total,
+                           description=f"{running} running, {failed} failed")
+
+        return tick, lambda msg: self._p.console.print(msg, markup=False, highlight=False)
+
+    def __exit__(self, *exc):
+        if hasattr(self, "_p"):
+            self._p.__exit__(*exc)
+
+
 def main() -> None:
     from probe.errors import SIGINT
 
     with SIGINT.caught():   # from the first moment: Ctrl-C during torch's import is read at a safe point
-        run_cli(app)
+        if sys.argv[1:2] == ["sweep"]:
+            run_cli(sweep_app, args=sys.argv[2:], prog_name="probe-train sweep")
+        else:
+            run_cli(app)

@@ -93,19 +93,24 @@ def plan(wanted: Mapping[str, tuple[str, dict]], runs_dir: str | os.PathLike, *,
     return paths, todo
 
 
-def train_jobs(todo: list[Job], jobs: int = 0, log: Log = _stderr) -> None:
-    """Run the jobs, ``jobs`` at a time (0: one per core); the first failure stops the others and
-    is raised as a ProbeError with the trainer's last error line. Ctrl-C passes one SIGINT to each
-    running trainer (they stop at a step boundary, their files resumable) and raises Interrupted."""
+Progress = Callable[[int, int, int, int], None]   # (done, running, failed, total)
+
+
+def train_jobs(todo: list[Job], jobs: int = 0, log: Log = _stderr, *, keep_going: bool = False,
+               progress: Progress | None = None) -> dict[str, str]:
+    """Run the jobs, ``jobs`` at a time (0: one per core). A failure stops the others and is raised
+    as a ProbeError with the trainer's last error line, or with ``keep_going`` is recorded and the
+    rest go on; returns {label: error} of the failed runs. Ctrl-C passes one SIGINT to each running
+    trainer (they stop at a step boundary, their files resumable) and raises Interrupted."""
     jobs = default_jobs(jobs)
     t0 = time.perf_counter()
     queue = list(todo)
     running: list[tuple[Job, subprocess.Popen, object]] = []
-    finished = 0
+    state = {"done": 0, "failed": {}}
     log(f"training {len(todo)} run(s), {jobs} at a time, into {todo[0].path.parent if todo else '.'}")
     with SIGINT.caught():
         try:
-            finished = _loop(queue, running, jobs, log)
+            _loop(queue, running, jobs, log, state, keep_going, progress, len(todo))
         finally:
             if SIGINT.asked:
                 _stop(running)
@@ -113,9 +118,11 @@ def train_jobs(todo: list[Job], jobs: int = 0, log: Log = _stderr) -> None:
                 if proc.poll() is None:
                     proc.terminate()
         if SIGINT.asked:
-            raise Interrupted(f"Interrupted: {finished} of {len(todo)} run(s) finished; the others stopped at a "
-                              "snapshot and resume when the same command runs again")
-    log(f"trained {len(todo)} run(s) in {time.perf_counter() - t0:.0f} s")
+            raise Interrupted(f"Interrupted: {state['done']} of {len(todo)} run(s) finished; the others stopped at "
+                              "a snapshot and resume when the same command runs again")
+    log(f"trained {state['done']} run(s) in {time.perf_counter() - t0:.0f} s"
+        + (f"; {len(state['failed'])} failed" if state["failed"] else ""))
+    return state["failed"]
 
 
 def _stop(running, wait_s: float = 30.0) -> None:
@@ -133,8 +140,16 @@ def _stop(running, wait_s: float = 30.0) -> None:
             proc.terminate()
 
 
-def _loop(queue: list[Job], running: list, jobs: int, log: Log) -> int:
-    finished = 0
+def _last_line(err) -> str:
+    err.seek(0)
+    lines = [ln.strip("╭╮╰╯│─ ") for ln in err.read().splitlines()]
+    lines = [ln for ln in lines if ln]
+    err.close()
+    return lines[-1] if lines else ""
+
+
+def _loop(queue: list[Job], running: list, jobs: int, log: Log, state: dict, keep_going: bool,
+          progress: Progress | None, total: int) -> None:
     while (queue or running) and not SIGINT.asked:
         while queue and len(running) < jobs:
             job = queue.pop(0)
@@ -149,15 +164,18 @@ def _loop(queue: list[Job], running: list, jobs: int, log: Log) -> int:
             if proc.poll() is None:
                 continue
             running.remove(item)
-            err.seek(0)
-            lines = [ln.strip("╭╮╰╯│─ ") for ln in err.read().splitlines()]
-            lines = [ln for ln in lines if ln]
-            err.close()
+            last = _last_line(err)
             if proc.returncode != 0:
-                raise ProbeError(f"training run '{job.label}' failed: {lines[-1] if lines else proc.returncode}")
-            finished += 1
+                message = f"training run '{job.label}' failed: {last or f'exit {proc.returncode}'}"
+                if not keep_going:
+                    raise ProbeError(message)
+                state["failed"][job.label] = last or f"exit {proc.returncode}"
+                log(f"  {message}")
+            else:
+                state["done"] += 1
+        if progress:
+            progress(state["done"], len(running), len(state["failed"]), total)
         time.sleep(0.2)
-    return finished
 
 
 def ensure(wanted: Mapping[str, tuple[str, dict]], runs_dir: str | os.PathLike, *, jobs: int = 0,
@@ -172,3 +190,170 @@ def ensure(wanted: Mapping[str, tuple[str, dict]], runs_dir: str | os.PathLike, 
     if todo:
         train_jobs(todo, jobs, log)
     return paths
+
+
+# --- sweeps: a grid of configurations, each run once ---------------------------------------------
+
+MANIFEST = "sweep.json"
+
+
+def parse_grid(items: list[str], preset_name: str) -> dict[str, list]:
+    """``["gamma=0.3,0.5", "seed=0:5", "norm=pre,post"]`` -> {field: [values]}, each value typed like
+    the RunConfig field (a range ``A:B`` is half-open, like token ranges)."""
+    from dataclasses import fields
+
+    from probe.errors import param
+
+    from .config import RunConfig
+
+    types = {f.name: f.type for f in fields(RunConfig)}
+    base = preset(preset_name)
+    grid: dict[str, list] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or not text.strip():
+            raise ProbeError(f"{param('grid', item)}: use field=v1,v2 or field=A:B (e.g. gamma=0.3,0.8 or seed=0:5)")
+        if key not in types:
+            raise ProbeError(f"{param('grid', item)}: no config field '{key}' (see probe-train --help)")
+        if key in grid:
+            raise ProbeError(f"{param('grid', item)}: '{key}' is given twice")
+        kind = type(getattr(base, key))
+        values: list = []
+        for part in (p.strip() for p in text.split(",")):
+            if not part:
+                raise ProbeError(f"empty item in {param('grid', item)}: remove the extra comma")
+            if kind is int and ":" in part:
+                lo, _, hi = part.partition(":")
+                try:
+                    values += list(range(int(lo), int(hi)))
+                except ValueError:
+                    raise ProbeError(f"{param('grid', item)}: bad range '{part}'") from None
+                continue
+            try:
+                values.append(_typed(kind, part))
+            except ValueError:
+                raise ProbeError(f"{param('grid', item)}: '{part}' is not a {kind.__name__}") from None
+        if not values:
+            raise ProbeError(f"{param('grid', item)}: selects no values")
+        grid[key] = list(dict.fromkeys(values))
+    if not grid:
+        raise ProbeError(f"a sweep needs at least one {param('grid')}")
+    return grid
+
+
+def _typed(kind: type, text: str):
+    if kind is bool:
+        if text.lower() in ("true", "1", "yes"):
+            return True
+        if text.lower() in ("false", "0", "no"):
+            return False
+        raise ValueError(text)
+    return kind(text)
+
+
+def grid_points(grid: Mapping[str, list]) -> list[dict]:
+    import itertools
+
+    keys = list(grid)
+    return [dict(zip(keys, combo)) for combo in itertools.product(*(grid[k] for k in keys))]
+
+
+def point_label(point: Mapping) -> str:
+    return "-".join(f"{k.replace('_', '')}{v}" for k, v in point.items())
+
+
+def sweep(preset_name: str, grid: Mapping[str, list], out: str | os.PathLike, *, jobs: int = 0,
+          scheduler: str | None = None, log: Log = _stderr, progress: Progress | None = None) -> dict:
+    """Train every grid point (finished runs reused, killed ones resumed) into ``out`` and write the
+    manifest ``out/sweep.json``; a failed run is recorded there with its error, the others go on."""
+    out = Path(out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ProbeError(f"cannot create {out}: {exc.strerror}") from None
+    points = grid_points(grid)
+    wanted = {point_label(p): (preset_name, p) for p in points}
+    for label, (name, p) in wanted.items():   # every configuration is checked before anything trains
+        preset(name, **p)
+    paths, todo = plan(wanted, out, threads=1)
+    failed: dict[str, str] = {}
+    manifest_path = out / MANIFEST
+
+    def write(status_of):
+        runs = [{"label": label, "point": p, "path": paths[label].name, **status_of(label)}
+                for label, (_, p) in wanted.items()]
+        tmp = manifest_path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps({"preset": preset_name, "grid": dict(grid), "runs": runs}, indent=1) + "\n")
+        os.replace(tmp, manifest_path)
+
+    try:
+        if todo and scheduler:
+            failed = train_on_dask(todo, scheduler, log, progress)
+        elif todo:
+            failed = train_jobs(todo, jobs, log, keep_going=True, progress=progress)
+    finally:   # the manifest says what exists, also after Ctrl-C
+        def status(label):
+            if label in failed:
+                return {"status": "failed", "error": failed[label]}
+            done = last_step(paths[label])
+            cfg = preset(wanted[label][0], **wanted[label][1])
+            return {"status": "done" if done == cfg.steps else ("partial" if done is not None else "missing")}
+
+        write(status)
+    return json.loads(manifest_path.read_text())
+
+
+def _train_one(command: list[str]) -> tuple[int, str]:
+    """A Dask task: train one run in a subprocess on the worker; (exit code, last error line)."""
+    err = tempfile.TemporaryFile("w+")
+    rc = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=err).returncode
+    return rc, _last_line(err)
+
+
+def train_on_dask(todo: list[Job], scheduler: str, log: Log = _stderr, progress: Progress | None = None
+                  ) -> dict[str, str]:
+    """Each job as one task on a Dask distributed cluster (the run files land in the shared folder
+    the paths name); returns {label: error} of the failed runs."""
+    try:
+        from distributed import Client, wait
+    except ImportError:
+        raise ProbeError("--scheduler needs dask.distributed: pip install 'dask[distributed]'") from None
+    try:
+        client = Client(scheduler, timeout="10s")
+    except (OSError, TimeoutError) as exc:
+        raise ProbeError(f"cannot reach the Dask scheduler at {scheduler} ({exc})") from None
+    failed: dict[str, str] = {}
+    done = 0
+    log(f"training {len(todo)} run(s) on the Dask cluster at {scheduler}")
+    try:
+        with SIGINT.caught():
+            futures = {client.submit(_train_one, job.command, pure=False, key=f"train-{job.label}"): job
+                       for job in todo}
+            pending = set(futures)
+            while pending and not SIGINT.asked:
+                try:
+                    finished = wait(pending, timeout=0.5, return_when="FIRST_COMPLETED").done
+                except TimeoutError:
+                    finished = set()
+                for fut in finished:
+                    pending.discard(fut)
+                    job = futures[fut]
+                    try:
+                        rc, last = fut.result()
+                    except Exception as exc:   # the worker died
+                        rc, last = -1, f"{type(exc).__name__}: {exc}"
+                    if rc == 0:
+                        done += 1
+                    else:
+                        failed[job.label] = last or f"exit {rc}"
+                        log(f"  training run '{job.label}' failed: {failed[job.label]}")
+                if progress:
+                    progress(done, len(pending), len(failed), len(todo))
+            if SIGINT.asked:
+                client.cancel(list(pending))
+                raise Interrupted(f"Interrupted: {done} of {len(todo)} run(s) finished; the others resume when the "
+                                  "same command runs again")
+    finally:
+        client.close()
+    return failed

@@ -17,8 +17,8 @@ import typer
 from ..errors import Interrupted, ProbeError, run_cli
 from .options import (
     FORMAT, FULL, JOBS, N_COMPONENTS, NEURONS, SEED, STEP, TENSOR, THRESHOLD, TOP_K, Anchor, Dim, File, Fmt, Format,
-    Full, Groups, Head, Jobs, Layer, Mapping, NComponents, Neurons, Out, Plot, Seed, Source, Splits, Step, Tensor,
-    Threshold, Tokens, TopK, Words, WordsFile,
+    Full, Groups, Head, Jobs, Layer, Mapping, Metric, NComponents, Neurons, Out, Outcome, Plot, Seed, Source, Splits,
+    Step, Tensor, Threshold, Tokens, TopK, Words, WordsFile,
 )
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, no_args_is_help=True, rich_markup_mode=None,
@@ -315,6 +315,37 @@ def _batch_rows(rows, fmt: Format) -> None:
         render.write_csv(B.COLUMNS, rows)
     else:
         render.table(list(B.COLUMNS), rows)
+
+
+@app.command("sweep-summary")
+def sweep_summary(folder: Annotated[str, typer.Argument(help="a sweep's folder (probe-train sweep --out) or its "
+                                                              "sweep.json", show_default=False)],
+                  metric: Metric = None, outcome: Outcome = None, step: Step = STEP, fmt: Fmt = FORMAT) -> None:
+    """Per grid cell over its seeds: mean, std and 95 % bootstrap interval of each metric, and the
+    fraction of seeds with each outcome with its 95 % Wilson interval (verdict against 1/2: above,
+    below, or not shown when the interval straddles it)."""
+    from .. import api
+    from ..analyses.uncertainty import verdict
+    from . import render
+
+    res = api.sweep_summary(folder, metric, outcome, step=step)
+    if fmt is not Format.table:
+        render.emit(res, fmt.value, folder, "sweep-summary")
+        return
+    rows = [[r.label, m, s["n"], s["mean"], s["std"], _interval(s)] for r in res for m, s in r.stats.items()]
+    render.table(["cell", "metric", "seeds", "mean", "std", "95% CI (bootstrap)"], rows)
+    if any(r.outcomes for r in res):
+        print()
+        render.table(["cell", "outcome", "k/n", "fraction", "95% CI (Wilson)", "vs 1/2"],
+                     [[r.label, o, f"{s['k']}/{s['n']}", s["fraction"], _interval(s),
+                       verdict(s["ci_lo"], s["ci_hi"], 0.5)] for r in res for o, s in r.outcomes.items()])
+
+
+def _interval(s: dict) -> str:
+    import math
+
+    lo, hi = s["ci_lo"], s["ci_hi"]
+    return f"[{lo:.3f}, {hi:.3f}]" if math.isfinite(lo) and math.isfinite(hi) else "-"
 
 
 @app.command()

@@ -75,6 +75,14 @@ Splits = Annotated[Optional[list[str]], typer.Option(
     help="bias: split A then split B (give twice) [default: the task's pair: anchor mem, rsn_train; "
          "lm story, logic]")]
 
+# --- sweeps -------------------------------------------------------------------------------------
+Metric = Annotated[Optional[list[str]], typer.Option(
+    help="number per run (repeat): acc[SPLIT], loss[SPLIT], train_loss, or PROBE:NAME such as "
+         "similarity:distance_corr or pca:order_pc1[reasoning] [default: every logged accuracy]")]
+Outcome = Annotated[Optional[list[str]], typer.Option(
+    help="binary outcome per run (repeat): A>B, A<B, A>=B or A<=B with metrics or numbers "
+         "[default: composite acc[ood_inferential]>acc[ood_symmetric]; anchor acc[rsn_test]>0.5]")]
+
 # --- running -----------------------------------------------------------------------------------
 JOBS = 0
 Jobs = Annotated[int, typer.Option("--jobs", "-j", min=0, help="processes at once; 0: automatic (batch: one "

@@ -1,0 +1,98 @@
+"""A science claim is a distribution: per grid cell, the spread of a number over seeds (mean, std,
+95 % bootstrap interval) and the fraction of seeds with a binary outcome (Wilson interval)."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .base import Result
+
+
+def bootstrap_ci(values, level: float = 0.95, n_boot: int = 10_000, seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap interval of the mean of ``values`` (NaN, NaN for fewer than 2 values)."""
+    x = np.asarray([v for v in values if v is not None and math.isfinite(v)], dtype=np.float64)
+    if x.size < 2:
+        return float("nan"), float("nan")
+    rng = np.random.default_rng(seed)
+    means = x[rng.integers(0, x.size, size=(n_boot, x.size))].mean(axis=1)
+    a = (1 - level) / 2
+    return float(np.quantile(means, a)), float(np.quantile(means, 1 - a))
+
+
+def wilson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval of a proportion k / n (NaN, NaN for n = 0)."""
+    if n == 0:
+        return float("nan"), float("nan")
+    from scipy.stats import norm
+
+    z = float(norm.ppf(1 - (1 - level) / 2))
+    p = k / n
+    den = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / den
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def describe(values, level: float = 0.95, seed: int = 0) -> dict:
+    """n, mean, std (n - 1), and the bootstrap interval of the mean of the finite values."""
+    x = np.asarray([v for v in values if v is not None and math.isfinite(v)], dtype=np.float64)
+    lo, hi = bootstrap_ci(x, level, seed=seed)
+    return {"n": int(x.size), "mean": float(x.mean()) if x.size else float("nan"),
+            "std": float(x.std(ddof=1)) if x.size > 1 else float("nan"), "ci_lo": lo, "ci_hi": hi}
+
+
+def proportion(outcomes, level: float = 0.95) -> dict:
+    """k of n true outcomes (None ones are left out), the fraction and its Wilson interval."""
+    xs = [bool(o) for o in outcomes if o is not None]
+    k, n = sum(xs), len(xs)
+    lo, hi = wilson(k, n, level)
+    return {"k": k, "n": n, "fraction": k / n if n else float("nan"), "ci_lo": lo, "ci_hi": hi}
+
+
+def verdict(ci_lo: float, ci_hi: float, threshold: float) -> str:
+    """'above' / 'below' when the interval clears ``threshold``, else 'not shown'."""
+    if not (math.isfinite(ci_lo) and math.isfinite(ci_hi)):
+        return "not shown"
+    return "above" if ci_lo > threshold else "below" if ci_hi < threshold else "not shown"
+
+
+@dataclass
+class CellSummary(Result):
+    """One grid cell of a sweep, over its seeds.
+
+    cell      {field: value} of the cell (the grid without its seed fields)
+    runs      run files that entered (finished at the step asked for)
+    stats     {metric: {n, mean, std, ci_lo, ci_hi}}: 95 % percentile-bootstrap interval of the mean
+    outcomes  {outcome: {k, n, fraction, ci_lo, ci_hi}}: Wilson 95 % interval of the fraction
+    """
+
+    cell: dict = field(default_factory=dict)
+    runs: list[str] = field(default_factory=list)
+    stats: dict[str, dict] = field(default_factory=dict)
+    outcomes: dict[str, dict] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return ",".join(f"{k}={v}" for k, v in self.cell.items()) or "all"
+
+    def summary(self) -> dict[str, float]:
+        out = {}
+        for m, s in self.stats.items():
+            out.update({f"{m}:{k}": s[k] for k in ("mean", "ci_lo", "ci_hi")})
+        for o, s in self.outcomes.items():
+            out.update({f"P({o}):{k}": s[k] for k in ("fraction", "ci_lo", "ci_hi")})
+        return out
+
+    def rows(self) -> list[tuple[str, str, float]]:
+        """(metric:stat, cell, value), e.g. ('acc[rsn_test]:mean', 'gamma=0.8', 0.93)."""
+        rows = [(f"{m}:{k}", self.label, v) for m, s in self.stats.items() for k, v in s.items()]
+        rows += [(f"P({o}):{k}", self.label, v) for o, s in self.outcomes.items() for k, v in s.items()]
+        return rows
+
+    def to_dict(self) -> dict:
+        d = super().to_dict()
+        d["cell_label"] = self.label
+        return d
+
