@@ -56,6 +56,7 @@ def info(path: str | os.PathLike) -> dict:
             "snapshots": run.n_snapshots,
             "steps": [int(s) for s in run.steps],
             "config": run.config,
+            "environment": run.environment,
             "task": run.task,
             "dims": run.dims,
             "groups": {k: [int(i) for i in v] for k, v in groups.items()},

@@ -76,3 +76,24 @@ def test_cpu_trainer_flushes_subnormals(tmp_path):
     assert (torch.tensor([1e-39]) * 1.0).item() != 0.0
     Trainer(preset("tiny", gamma=1.0, steps=2), tmp_path / "r.h5", progress=False, snapshots=False)
     assert (torch.tensor([1e-39]) * 1.0).item() == 0.0
+
+
+def test_threads_are_pinned_and_recorded(tmp_path):
+    """The default (--threads 0) is one thread on a CPU, whatever the machine: the same numbers as an
+    explicit --threads 1; the file records the threads and library versions it was trained with."""
+    import numpy as np
+
+    import probe
+
+    paths = {}
+    for t in ("0", "1", "2"):
+        paths[t] = tmp_path / f"t{t}.h5"
+        res = run_cli("probe-train", "--preset", "tiny", "--threads", t, "--quiet", "--out", paths[t])
+        assert res.returncode == 0, res.stderr
+    env = {t: probe.info(p)["environment"] for t, p in paths.items()}
+    assert (env["0"]["threads"], env["1"]["threads"], env["2"]["threads"]) == (1, 1, 2)
+    assert env["0"]["torch"].startswith("2.") and env["0"]["device"] == "cpu" and "numpy" in env["0"]
+    with probe.Run(paths["0"]) as a, probe.Run(paths["1"]) as b:
+        for name in a.tensors():
+            np.testing.assert_array_equal(a.tensor(name)[:], b.tensor(name)[:], err_msg=name)
+    assert "1 torch thread(s)" in run_cli("probe", "info", paths["0"]).stdout

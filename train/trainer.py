@@ -211,6 +211,17 @@ class Trainer:
             out[split] = {"loss": loss, "acc": acc}
         return out
 
+    def environment(self) -> dict:
+        """What this run trains with (stored in the file; `probe info` shows it): the same config and
+        seed give the same numbers with the same threads and library versions."""
+        import platform
+
+        import h5py
+
+        return {"threads": torch.get_num_threads(), "device": str(self.device), "python": platform.python_version(),
+                "torch": torch.__version__, "numpy": np.__version__, "h5py": h5py.__version__,
+                "flush_denormal": self.device.type == "cpu"}
+
     def _create_writer(self) -> Writer:
         t, cfg = self.task, self.cfg
         p_idx = self.probe_idx
@@ -235,6 +246,7 @@ class Trainer:
             roles=self.model.roles(),
             attention_shape=self.model.attention_shape(len(p_idx)),
             resume_tensors=resume,
+            environment=self.environment(),
         )
 
     def _snapshot(self, writer: Writer, step: int, elapsed: float, train_loss: float) -> dict:
@@ -276,7 +288,8 @@ class Trainer:
         start, time_offset = 0, 0.0
         if self.snapshots:
             if self.resume:
-                writer, start, state, params = Writer.resume(self.out, config=cfg.to_dict())
+                writer, start, state, params = Writer.resume(self.out, config=cfg.to_dict(),
+                                                             environment=self.environment())
                 self._load_resume(state, params)
                 time_offset = float(writer.last("time"))
             else:

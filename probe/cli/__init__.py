@@ -89,6 +89,11 @@ def info(file: Source, fmt: Fmt = FORMAT) -> None:
           f"  heads={c.get('heads')}  d_ff={c.get('d_ff')}  norm={c.get('norm')}")
     print(f"training   {c.get('steps')} steps, batch {c.get('batch_size')}, lr {c.get('lr')}, "
           f"weight decay {c.get('weight_decay')}, seed {c.get('seed')}")
+    env = d.get("environment") or {}
+    if env:
+        print(f"trained    {env.get('device')}, {env.get('threads')} torch thread(s); torch {env.get('torch')}, "
+              f"numpy {env.get('numpy')}, h5py {env.get('h5py')}, python {env.get('python')}"
+              + (f" (resumed at step {env['resumed_at']})" if "resumed_at" in env else ""))
     print(f"snapshots  {d['snapshots']}: steps {shown}")
     for split, m in d["metrics"].items():
         if m:

@@ -193,6 +193,10 @@ class Run:
                 raise damaged from None
             raise
         self.package_version = str(self._f.attrs.get("package_version", "?"))
+        try:
+            self.environment = json.loads(self._f.attrs.get("environment", "{}"))
+        except (TypeError, ValueError):
+            self.environment = {}
         self.extra_groups: dict[str, np.ndarray] = {}
 
     # context manager -------------------------------------------------------
@@ -418,6 +422,7 @@ class Writer:
         roles: Mapping[str, str],
         attention_shape: tuple[int, ...] | None,
         resume_tensors: Mapping[str, tuple[tuple[int, ...], str]],
+        environment: Mapping | None = None,
     ) -> "Writer":
         """Create a run file with every dataset it will ever need, then open it for SWMR appends.
 
@@ -437,6 +442,8 @@ class Writer:
             f.attrs["config"] = json.dumps(config, sort_keys=True)
             f.attrs["task"] = json.dumps(task, sort_keys=True)
             f.attrs["dims"] = json.dumps(dict(dims), sort_keys=True)
+            if environment is not None:
+                f.attrs["environment"] = json.dumps(dict(environment), sort_keys=True)
             for name, ids in groups.items():
                 f.create_dataset(path_of("token_group", group=name), data=np.asarray(list(ids), dtype=np.int64))
             for entry, arr in run_arrays.items():
@@ -540,7 +547,7 @@ class Writer:
         self.close()
 
     @classmethod
-    def resume(cls, path: str | os.PathLike, config: Mapping | None = None
+    def resume(cls, path: str | os.PathLike, config: Mapping | None = None, environment: Mapping | None = None
                ) -> tuple["Writer", int, dict[str, np.ndarray], dict[str, np.ndarray]]:
         """Reopen a run for appending from its newest resumable snapshot.
 
@@ -571,6 +578,12 @@ class Writer:
                     g.attrs[k] = v
                 if config is not None:
                     g.attrs["config"] = json.dumps(dict(config), sort_keys=True)
+                if environment is not None:
+                    env = dict(environment, resumed_at=step)
+                    old = json.loads(f.attrs["environment"]) if "environment" in f.attrs else {}
+                    if old:
+                        env["before_resume"] = {k: v for k, v in old.items() if k != "before_resume"}
+                    g.attrs["environment"] = json.dumps(env, sort_keys=True)
                 f.copy(f[RUN_GROUP], g, name=RUN_GROUP)   # written once, at creation
                 _copy_rows(f[SNAPSHOTS_GROUP], g, SNAPSHOTS_GROUP, keep)
                 _copy_slot(f, g, slot)

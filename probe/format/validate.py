@@ -55,6 +55,12 @@ class _Checker:
                     meta[key] = json.loads(f.attrs[key])
                 except (TypeError, ValueError):
                     self.bad(f"root attribute '{key}' is not valid JSON")
+        for key in self.schema.get("optional_root_attrs", {}):
+            if key in f.attrs:
+                try:
+                    json.loads(f.attrs[key])
+                except (TypeError, ValueError):
+                    self.bad(f"root attribute '{key}' is not valid JSON")
         dims = meta.get("dims", {})
         task = meta.get("task", {})
         for sym in ("vocab", "d_model", "seq", "probe", "layers", "heads", "d_head", "d_hidden"):
