@@ -97,3 +97,43 @@ def test_threads_are_pinned_and_recorded(tmp_path):
         for name in a.tensors():
             np.testing.assert_array_equal(a.tensor(name)[:], b.tensor(name)[:], err_msg=name)
     assert "1 torch thread(s)" in run_cli("probe", "info", paths["0"]).stdout
+
+
+def test_composite_paper_schedule_is_the_authors_step_by_step():
+    """Paper 2's code: linear warm-up from 1e-5 to 2e-4 over 10 epochs of 370 batches, then a cosine
+    down to 1e-5 over 200 epochs (210 epochs = 77,700 steps), 759,375 training sequences."""
+    import math
+
+    from train.tasks import make_task
+
+    cfg = preset("composite-paper")
+    assert (cfg.steps, cfg.batch_size, cfg.warmup_steps) == (77_700, 2048, 3_700)
+    assert (cfg.head_bias, cfg.norm_bias, cfg.decay, cfg.bias) == (True, True, "all", False)
+    for step in range(0, 3_700, 37):                                   # warm-up, stepped per batch
+        assert lr_at(cfg, step) == pytest.approx(1e-5 + (2e-4 - 1e-5) * step / 3_700, rel=1e-12)
+    for epoch in range(0, 201, 5):                                     # then the cosine, 200 epochs
+        step = 3_700 + 370 * epoch
+        want = 1e-5 + 0.5 * (2e-4 - 1e-5) * (1 + math.cos(math.pi * epoch / 200))
+        assert lr_at(cfg, min(step, 77_699)) == pytest.approx(want, rel=1e-3, abs=1e-9)
+    assert lr_at(cfg, 3_700) == pytest.approx(2e-4) and lr_at(cfg, 77_700) == pytest.approx(1e-5)
+    small = preset("composite-paper", n_samples=759_375 // 50, steps=10)   # the per-pair count scales
+    task = make_task(small)
+    assert len(task.train_indices) == 15 * (759_375 // 50 // 15)
+    assert 759_375 // 15 == 50_625 and 759_375 // 2048 == 370
+
+
+def test_authors_switches_change_what_they_say(tmp_path):
+    import torch
+
+    cfg = preset("tiny", bias=False, head_bias=True, norm_bias=True, decay="all", steps=2, weight_decay=0.1)
+    model = build_model(cfg, torch.Generator().manual_seed(0))
+    names = dict(model.named_parameters())
+    assert "b_U" in names and "blocks.0.ln1.bias" in names and "blocks.0.attn.b_Q" not in names
+    assert 0 < names["b_U"].abs().max() <= 1 / cfg.d_model ** 0.5            # PyTorch's default, not gamma
+    from train.trainer import Trainer
+
+    t = Trainer(cfg, tmp_path / "a.h5", progress=False, snapshots=False)
+    decayed = [g for g in t.opt.param_groups if g["weight_decay"] > 0][0]["params"]
+    assert len(decayed) == len(list(model.parameters()))                     # decay on every parameter
+    t = Trainer(preset("tiny", steps=2, weight_decay=0.1), tmp_path / "b.h5", progress=False, snapshots=False)
+    assert all(p.ndim >= 2 for g in t.opt.param_groups if g["weight_decay"] > 0 for p in g["params"])

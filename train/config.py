@@ -66,14 +66,21 @@ class RunConfig:
     d_ff: int = _f(1200, "MLP width (Emb-MLP: hidden width)")
     norm: str = _f("post", "LayerNorm placement: 'pre' or 'post'")
     bias: bool = _f(False, "use biases in linear layers")
+    head_bias: bool = _f(False, "an output-head bias with PyTorch's default init U(+-1/sqrt(d)), not gamma-scaled "
+                                "(paper 2's code; with --bias alone it starts at 0)")
+    norm_bias: bool = _f(False, "LayerNorm biases even without --bias (paper 2's code)")
     activation: str = _f("relu", "'relu' or 'gelu'")
     # --- optimisation ---
     steps: int = _f(100_000, "optimizer steps")
     batch_size: int = _f(2048, "sequences per step")
     lr: float = _f(1e-4, "peak learning rate (AdamW)")
     min_lr_ratio: float = _f(0.0, "final learning rate of the cosine decay, as a fraction of lr")
+    min_lr: float = _f(0.0, "final learning rate of the cosine decay, absolute (instead of min_lr_ratio)")
     warmup_steps: int = _f(1000, "linear warm-up steps")
-    weight_decay: float = _f(0.01, "AdamW weight decay (matrices only; biases and LayerNorm are not decayed)")
+    warmup_from: float = _f(0.0, "learning rate at step 0 of the warm-up (0: the warm-up starts at lr / warmup_steps)")
+    weight_decay: float = _f(0.01, "AdamW weight decay")
+    decay: str = _f("matrices", "what weight decay applies to: 'matrices' (not biases and norms) or 'all' "
+                                "(paper 2's code)")
     beta1: float = _f(0.9, "AdamW beta1")
     beta2: float = _f(0.999, "AdamW beta2")
     grad_clip: float = _f(1.0, "clip the gradient norm to this (0: off)")
@@ -156,6 +163,11 @@ class RunConfig:
         need(self.lr > 0, f"{param('lr')} must be positive")
         need(0 <= self.beta1 < 1 and 0 <= self.beta2 < 1, f"{param('beta1')} and {param('beta2')} must be in [0, 1)")
         need(0 <= self.min_lr_ratio <= 1, f"{param('min_lr_ratio', self.min_lr_ratio)}: need between 0 and 1")
+        need(not (self.min_lr > 0 and self.min_lr_ratio > 0),
+             f"give {param('min_lr')} or {param('min_lr_ratio')}, not both")
+        need(0 <= self.min_lr <= self.lr and 0 <= self.warmup_from <= self.lr,
+             f"{param('min_lr')} and {param('warmup_from')} must be between 0 and {param('lr')}")
+        need(self.decay in ("matrices", "all"), f"{param('decay')} must be 'matrices' or 'all', not '{self.decay}'")
         need(self.probe_per_split >= 1, f"{param('probe_per_split')} must be positive")
         need(self.snapshot_every >= 0, f"{param('snapshot_every')} must be >= 0")
         need(self.gamma > 0, f"{param('gamma')} must be positive")
@@ -222,12 +234,17 @@ PRESETS: dict[str, dict] = {
         steps=3000, batch_size=128, lr=1e-3, warmup_steps=200, weight_decay=0.0, grad_clip=1.0,
         snapshot_every=250,
     ),
-    # Paper 2's composite task, model and optimiser (for a GPU): post-LN, 1 head, d 400,
-    # d_ff 1200, d_k = d_v = 200, no biases, ReLU, AdamW with warm-up and cosine, weight
-    # decay 0.01, batch 2048, clip 1; 900k training sequences, 210 epochs.
+    # Paper 2's composite task as the authors' code runs it (for a GPU): post-LN, 1 head, d 400,
+    # d_ff 1200, d_k = d_v = 200, ReLU, no biases in the linear layers but an output-head bias
+    # (PyTorch's default init) and LayerNorm biases, AdamW with weight decay 0.01 on every
+    # parameter, batch 2048, clip 1; 759,375 training sequences (15 trained pairs x 50,625): 370
+    # batches an epoch; the learning rate rises linearly from 1e-5 to 2e-4 over 10 epochs (3,700
+    # steps), then a cosine down to 1e-5 over 200 epochs: 77,700 steps. README: paper vs code.
     "composite-paper": dict(
-        task="composite", key_min=20, key_max=99, n_samples=900_000, d_head=200,
-        steps=92_000, batch_size=2048, lr=1e-4, warmup_steps=2000, snapshot_every=2000,
+        task="composite", key_min=20, key_max=99, n_samples=759_375, d_head=200,
+        head_bias=True, norm_bias=True, decay="all",
+        steps=77_700, batch_size=2048, lr=2e-4, warmup_from=1e-5, warmup_steps=3_700, min_lr=1e-5,
+        snapshot_every=2000,
     ),
     # The composite task sized for a CPU, paper 2's post-LN / ReLU / no-bias model at d 64
     # (see README for what differs and what it shows).

@@ -6,7 +6,9 @@ token's embedding, ``W_V[h]`` head h's value map (d_model x d_head).
 
 gamma-initialization (papers 1 and 2): every weight matrix with fan-in d_in is
 drawn from N(0, (d_in^-gamma)^2); embedding tables use d_model as d_in. Biases
-start at 0 and LayerNorm keeps its default init (weight 1, bias 0).
+start at 0 and LayerNorm keeps its default init (weight 1, bias 0); with ``head_bias``
+the output head's bias has PyTorch's nn.Linear default U(-1/sqrt(d), 1/sqrt(d)), as in
+paper 2's code (not gamma-scaled).
 """
 from __future__ import annotations
 
@@ -22,6 +24,8 @@ from .config import RunConfig
 class GammaInit:
     """Mixin: parameters listed in ``fan_in()`` are drawn with std fan_in^-gamma."""
 
+    head_bias_name = ""   # the output head's bias parameter
+
     def fan_in(self) -> dict[str, int]:
         raise NotImplementedError
 
@@ -31,6 +35,9 @@ class GammaInit:
         for name, p in self.named_parameters():
             if name in fans:
                 p.normal_(0.0, fans[name] ** (-gamma), generator=generator)
+            elif name == self.head_bias_name and self.cfg.head_bias:
+                bound = 1.0 / math.sqrt(self.head_fan_in())
+                p.uniform_(-bound, bound, generator=generator)
             elif name.rsplit(".", 1)[-1].startswith("b_"):
                 p.zero_()
 
@@ -102,9 +109,9 @@ class Block(nn.Module):
     def __init__(self, cfg: RunConfig):
         super().__init__()
         self.pre = cfg.norm == "pre"
-        self.ln1 = nn.LayerNorm(cfg.d_model, bias=cfg.bias)
+        self.ln1 = nn.LayerNorm(cfg.d_model, bias=cfg.bias or cfg.norm_bias)
         self.attn = Attention(cfg.d_model, cfg.heads, cfg.head_dim, cfg.bias)
-        self.ln2 = nn.LayerNorm(cfg.d_model, bias=cfg.bias)
+        self.ln2 = nn.LayerNorm(cfg.d_model, bias=cfg.bias or cfg.norm_bias)
         self.mlp = MLP(cfg.d_model, cfg.d_ff, cfg.bias, cfg.activation)
 
     def forward(self, x: torch.Tensor, last_only: bool = False, return_attn: bool = False):
@@ -127,6 +134,10 @@ class Transformer(GammaInit, nn.Module):
     """
 
     kind = "transformer"
+    head_bias_name = "b_U"
+
+    def head_fan_in(self) -> int:
+        return self.cfg.d_model
 
     def __init__(self, cfg: RunConfig):
         super().__init__()
@@ -134,9 +145,9 @@ class Transformer(GammaInit, nn.Module):
         self.W_E = nn.Parameter(torch.empty(cfg.vocab_size, cfg.d_model))
         self.W_pos = nn.Parameter(torch.empty(cfg.seq_len, cfg.d_model))
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.layers))
-        self.ln_f = nn.LayerNorm(cfg.d_model, bias=cfg.bias) if cfg.norm == "pre" else None
+        self.ln_f = nn.LayerNorm(cfg.d_model, bias=cfg.bias or cfg.norm_bias) if cfg.norm == "pre" else None
         self.W_U = nn.Parameter(torch.empty(cfg.d_model, cfg.vocab_size))
-        self.b_U = nn.Parameter(torch.zeros(cfg.vocab_size)) if cfg.bias else None
+        self.b_U = nn.Parameter(torch.zeros(cfg.vocab_size)) if cfg.bias or cfg.head_bias else None
 
     def fan_in(self) -> dict[str, int]:
         c = self.cfg
@@ -200,6 +211,10 @@ class EmbMLP(GammaInit, nn.Module):
     """
 
     kind = "emb-mlp"
+    head_bias_name = "b_2"
+
+    def head_fan_in(self) -> int:
+        return self.cfg.d_ff
 
     def __init__(self, cfg: RunConfig):
         super().__init__()
@@ -208,7 +223,7 @@ class EmbMLP(GammaInit, nn.Module):
         self.W_1 = nn.Parameter(torch.empty(cfg.d_model, cfg.d_ff))
         self.W_2 = nn.Parameter(torch.empty(cfg.d_ff, cfg.vocab_size))
         self.b_1 = nn.Parameter(torch.zeros(cfg.d_ff)) if cfg.bias else None
-        self.b_2 = nn.Parameter(torch.zeros(cfg.vocab_size)) if cfg.bias else None
+        self.b_2 = nn.Parameter(torch.zeros(cfg.vocab_size)) if cfg.bias or cfg.head_bias else None
         self.act = _act(cfg.activation)
 
     def fan_in(self) -> dict[str, int]:

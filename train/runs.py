@@ -31,7 +31,15 @@ def _stderr(msg: str) -> None:
 
 
 def config_hash(config: Mapping) -> str:
-    return hashlib.sha256(json.dumps(dict(config), sort_keys=True).encode()).hexdigest()[:10]
+    """A short hash of the fields that differ from RunConfig's defaults: a field added later, at its
+    default, leaves the hashes (and so the file names) of existing runs alone."""
+    from dataclasses import fields
+
+    from .config import RunConfig
+
+    defaults = {f.name: f.default for f in fields(RunConfig)}
+    kept = {k: v for k, v in dict(config).items() if k not in defaults or defaults[k] != v}
+    return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()[:10]
 
 
 def run_finished(path: str | os.PathLike, steps: int) -> bool:

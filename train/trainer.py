@@ -45,11 +45,17 @@ def _killed_in_first_snapshot(path: str) -> bool:
 
 
 def lr_at(cfg: RunConfig, step: int) -> float:
+    """Learning rate of the update at ``step`` (0-based): a linear warm-up to ``lr`` over
+    ``warmup_steps`` — from ``warmup_from`` at step 0, or with ``warmup_from`` 0 from lr / warmup_steps
+    (a zero first step would be wasted) — then a cosine down to the floor (``min_lr``, or
+    ``min_lr_ratio`` x lr) at the last step."""
     if step < cfg.warmup_steps:
+        if cfg.warmup_from > 0:
+            return cfg.warmup_from + (cfg.lr - cfg.warmup_from) * step / cfg.warmup_steps
         return cfg.lr * (step + 1) / cfg.warmup_steps
     span = max(1, cfg.steps - cfg.warmup_steps)
     progress = min(1.0, (step - cfg.warmup_steps) / span)
-    floor = cfg.lr * cfg.min_lr_ratio
+    floor = cfg.min_lr if cfg.min_lr > 0 else cfg.lr * cfg.min_lr_ratio
     return floor + 0.5 * (cfg.lr - floor) * (1 + math.cos(math.pi * progress))
 
 
@@ -136,8 +142,8 @@ class Trainer:
         gen = torch.Generator().manual_seed(cfg.seed)
         torch.manual_seed(cfg.seed)
         self.model = build_model(cfg, gen).to(self.device)
-        decay = [p for p in self.model.parameters() if p.ndim >= 2]
-        no_decay = [p for p in self.model.parameters() if p.ndim < 2]
+        decay = [p for p in self.model.parameters() if p.ndim >= 2 or cfg.decay == "all"]
+        no_decay = [p for p in self.model.parameters() if p.ndim < 2 and cfg.decay != "all"]
         self.opt = torch.optim.AdamW(
             [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
             lr=cfg.lr, betas=(cfg.beta1, cfg.beta2))
