@@ -1,36 +1,41 @@
 """Paper 1, Fig. 3B: the Emb-MLP (the theory's simplest model) on the anchor task: final
-accuracy per split against γ, and the held-out accuracy during training.
+accuracy per split against γ (mean over seeds, 95 % interval, every seed a dot), and the held-out
+accuracy during training (mean and range over seeds).
 
-    python examples/fig_p1_emb_mlp.py --size quick -o figures
+    python examples/fig_p1_emb_mlp.py --size quick -o figures [--seeds 3]
 """
 import numpy as np
 
 import probe
 from probe.figures import run_script
-from probe.plotting import GROUP_COLORS, gamma_color, pyplot
+from probe.plotting import GROUP_COLORS, gamma_color, points_with_ci, pyplot, seed_band
 
 NAME = "p1-emb-mlp"
 TITLE = "Paper 1 Fig. 3B: Emb-MLP accuracy against γ"
 SPLITS = ("mem", "rsn_train", "rsn_test")
+GAMMAS = (0.3, 0.5, 0.8)
 
 
 def make(ctx):
-    runs = ctx.emb_mlp((0.3, 0.5, 0.8))
+    runs = ctx.emb_mlp(GAMMAS, seeds=True)
     plt = pyplot()
-    fig, (bars, curves) = plt.subplots(1, 2, figsize=(8.5, 3.3))
-    width = 0.8 / len(SPLITS)
-    x = np.arange(len(runs))
+    fig, (final, curves) = plt.subplots(1, 2, figsize=(8.5, 3.3))
     for k, split in enumerate(SPLITS):
-        acc = [probe.info(p)["metrics"][split]["acc"] for p in runs.values()]
-        bars.bar(x + (k - 1) * width, acc, width, color=GROUP_COLORS[split], label=split)
-    bars.set_xticks(x, [f"γ = {g}" for g in runs])
-    bars.set_ylabel("final accuracy")
-    bars.set_ylim(0, 1.05)
-    bars.legend(frameon=False)
-    bars.set_title("accuracy at the last step")
-    for gamma, path in runs.items():
-        with probe.Run(path) as run:
-            curves.plot(run.steps, run.metrics()["rsn_test"]["acc"], color=gamma_color(gamma), label=f"γ = {gamma}")
+        per_gamma = [[probe.info(p)["metrics"][split]["acc"] for p in runs[g]] for g in GAMMAS]
+        points_with_ci(final, np.array(GAMMAS) + (k - 1) * 0.015, per_gamma, GROUP_COLORS[split], label=split)
+    final.set_xticks(GAMMAS)
+    final.set_xlabel("initialization rate γ")
+    final.set_ylabel("final accuracy")
+    final.set_ylim(-0.02, 1.05)
+    final.legend(frameon=False, fontsize=7)
+    final.set_title("accuracy at the last step")
+    for gamma in GAMMAS:
+        acc = []
+        for path in runs[gamma]:
+            with probe.Run(path) as run:
+                steps, acc_s = run.steps, run.metrics()["rsn_test"]["acc"]
+            acc.append(acc_s)
+        seed_band(curves, steps, np.array(acc), gamma_color(gamma), label=f"γ = {gamma}")
     curves.set_xlabel("step")
     curves.set_ylabel("rsn_test accuracy (held-out pairs)")
     curves.set_ylim(-0.02, 1.02)

@@ -6,7 +6,7 @@ against γ, and the embedding cosine matrices of logic vs story tokens at small 
 """
 import probe
 from probe.figures import run_script
-from probe.plotting import gamma_color, heatmap, pyplot
+from probe.plotting import gamma_color, heatmap, points_with_ci, pyplot, seed_band
 
 NAME = "p1-language"
 TITLE = "Paper 1 Fig. 7: reasoning bias ΔL on logic + stories, and token-embedding cosines"
@@ -14,20 +14,22 @@ GAMMAS = (0.3, 0.5, 0.8)
 
 
 def make(ctx):
-    runs = ctx.lm(GAMMAS)
+    seeded = ctx.lm(GAMMAS, seeds=True)
+    runs = {g: paths[0] for g, paths in seeded.items()}
     plt = pyplot()
     fig = plt.figure(figsize=(14, 7.2), constrained_layout=True)
     top = fig.subfigures(2, 1)
     traj, final = top[0].subplots(1, 2)
     for g in GAMMAS:
-        b = probe.bias(runs[g], ("story", "logic"), step="all")
-        traj.plot([r.step for r in b], [r.delta for r in b], color=gamma_color(g), label=f"γ = {g}")
+        per_seed = [probe.bias(p, ("story", "logic"), step="all") for p in seeded[g]]
+        seed_band(traj, [r.step for r in per_seed[0]], [[r.delta for r in b] for b in per_seed], gamma_color(g),
+                  label=f"γ = {g}")
     traj.set_xlabel("step")
     traj.set_ylabel("ΔL = (L_story − L_logic) / L_logic")
     traj.set_title("reasoning bias during training")
     traj.legend(frameon=False)
-    last = [probe.bias(runs[g], ("story", "logic"), step="latest")[0].delta for g in GAMMAS]
-    final.plot(GAMMAS, last, "o-", color="k")
+    last = [[probe.bias(p, ("story", "logic"))[0].delta for p in seeded[g]] for g in GAMMAS]
+    points_with_ci(final, GAMMAS, last, "k", label="ΔL at the last step")
     final.set_xlabel("initialization rate γ")
     final.set_ylabel("ΔL at the last step")
     final.set_title("ΔL against γ")

@@ -7,23 +7,23 @@ import numpy as np
 
 import probe
 from probe.figures import run_script
-from probe.plotting import gamma_color, pyplot
+from probe.plotting import gamma_color, pyplot, seed_band
 
 NAME = "p1-wv-alignment"
 TITLE = "Paper 1 Fig. 6D: alignment of W^V's top singular vector with anchor embeddings (layer 0)"
 
 
 def make(ctx):
-    runs = ctx.anchor((0.3, 0.5, 0.8))
+    runs = ctx.anchor((0.3, 0.5, 0.8), seeds=True)
     plt = pyplot()
     fig, (ax, sv) = plt.subplots(1, 2, figsize=(9.5, 3.6), constrained_layout=True)
     for gamma in (0.3, 0.8):
-        res = probe.align(runs[gamma], layer=0, step="all")
-        steps = np.array([r.step for r in res])
+        res = [probe.align(p, layer=0, step="all") for p in runs[gamma]]   # one trajectory per seed
+        steps = np.array([r.step for r in res[0]])
         for group, style in (("reasoning", "-"), ("memory", "--")):
-            ax.plot(steps, [r.group_mean[group][0] for r in res], style, color=gamma_color(gamma),
-                    label=f"γ = {gamma}, {group}")
-        sv.plot(steps, [r.top_share for r in res], color=gamma_color(gamma), label=f"γ = {gamma}")
+            seed_band(ax, steps, [[r.group_mean[group][0] for r in rs] for rs in res], gamma_color(gamma),
+                      label=f"γ = {gamma}, {group}", linestyle=style)
+        seed_band(sv, steps, [[r.top_share for r in rs] for rs in res], gamma_color(gamma), label=f"γ = {gamma}")
     ax.set_xlabel("step")
     ax.set_ylabel("mean |cos(u1, w(s))|")
     ax.set_title("top singular vector vs anchor embeddings")

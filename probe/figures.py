@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping
 
-from .errors import SIGINT, Interrupted, ProbeError
+from .errors import SIGINT, Interrupted, ProbeError, param
 
 SIZES = ("tiny", "quick", "full")
 
@@ -36,12 +36,16 @@ class FigureContext:
     size: str = "quick"
     runs_dir: Path | None = None
     jobs: int = 0
+    seeds: int = 0   # seeds per γ in figures that compare γ (0: the size's default: tiny 1, quick 3, full 1)
     log: Callable[[str], None] = field(default=lambda msg: print(msg, file=sys.stderr, flush=True))
 
     def __post_init__(self):
         self._plan: list | None = None
         if self.size not in SIZES:
             raise ProbeError(f"unknown size '{self.size}' (known: {', '.join(SIZES)})")
+        if self.seeds < 0:
+            raise ProbeError(f"{param('seeds', self.seeds)}: need 1 or more (0: the size's default)")
+        self.seeds = self.seeds or {"tiny": 1, "quick": 3, "full": 1}[self.size]
         self.out = Path(self.out)
         self.runs_dir = Path(self.runs_dir) if self.runs_dir else self.out / "runs"
         for d in (self.out, self.runs_dir):
@@ -75,36 +79,46 @@ class FigureContext:
             self._train(todo)
         return paths
 
-    # The papers' experiments, named once so figures that share runs find the same files.
-    def anchor(self, gammas=(0.3, 0.5, 0.8)) -> dict[float, Path]:
-        """Paper 1's anchor task on the transformer, one run per γ."""
-        p = self.preset("quick", "paper1")
-        got = self.runs({f"anchor-g{g}": (p, {"gamma": g}) for g in gammas})
-        return {g: got[f"anchor-g{g}"] for g in gammas}
+    # The papers' experiments, named once so figures that share runs find the same files. With
+    # ``seeds=True`` each returns, per key, the runs of seeds 0 .. ctx.seeds - 1 (seed 0 is the
+    # run the figures without seeds use).
+    def _seeded(self, base: dict, seeds: bool) -> dict:
+        """{key: (label, preset, overrides)} -> {key: path} or {key: [path per seed]}."""
+        n = self.seeds if seeds else 1
+        wanted = {}
+        for key, (label, name, overrides) in base.items():
+            for s in range(n):
+                wanted[label + (f"-s{s}" if s else "")] = (name, {**overrides, **({"seed": s} if s else {})})
+        got = self.runs(wanted)
+        if not seeds:
+            return {key: got[label] for key, (label, _, _) in base.items()}
+        return {key: [got[label + (f"-s{s}" if s else "")] for s in range(n)] for key, (label, _, _) in base.items()}
 
-    def emb_mlp(self, gammas=(0.3, 0.5, 0.8)) -> dict[float, Path]:
+    def anchor(self, gammas=(0.3, 0.5, 0.8), seeds: bool = False) -> dict:
+        """Paper 1's anchor task on the transformer, one run per γ (and seed)."""
+        p = self.preset("quick", "paper1")
+        return self._seeded({g: (f"anchor-g{g}", p, {"gamma": g}) for g in gammas}, seeds)
+
+    def emb_mlp(self, gammas=(0.3, 0.5, 0.8), seeds: bool = False) -> dict:
         """Paper 1 Fig. 3B: the Emb-MLP on the anchor task."""
         p = self.preset("emb-mlp-quick", "emb-mlp-quick")
         extra = {} if self.quick else {"d_model": 400, "d_ff": 1200, "steps": 20000, "n_samples": 200_000,
                                        "key_max": 120}
         if self.size == "tiny":
             extra = {"model": "emb-mlp", "bias": False}
-        got = self.runs({f"embmlp-g{g}": (p, {"gamma": g, **extra}) for g in gammas})
-        return {g: got[f"embmlp-g{g}"] for g in gammas}
+        return self._seeded({g: (f"embmlp-g{g}", p, {"gamma": g, **extra}) for g in gammas}, seeds)
 
-    def composite(self, gammas=(0.3, 0.5, 0.8), layers=(2,)) -> dict[tuple[float, int], Path]:
-        """Paper 2's composite task, one run per (γ, depth)."""
+    def composite(self, gammas=(0.3, 0.5, 0.8), layers=(2,), seeds: bool = False) -> dict:
+        """Paper 2's composite task, one run per (γ, depth) (and seed)."""
         p = self.preset("composite-quick", "composite-paper")
         extra = {"task": "composite", "key_min": 20, "key_max": 99} if self.size == "tiny" else {}
-        got = self.runs({f"composite-g{g}-L{n}": (p, {"gamma": g, "layers": n, **extra})
-                         for g in gammas for n in layers})
-        return {(g, n): got[f"composite-g{g}-L{n}"] for g in gammas for n in layers}
+        return self._seeded({(g, n): (f"composite-g{g}-L{n}", p, {"gamma": g, "layers": n, **extra})
+                             for g in gammas for n in layers}, seeds)
 
-    def lm(self, gammas=(0.3, 0.5, 0.8)) -> dict[float, Path]:
+    def lm(self, gammas=(0.3, 0.5, 0.8), seeds: bool = False) -> dict:
         """Paper 1's real-language experiment: logic text mixed with stories."""
         p = self.preset("lm-quick", "lm-gpt2", tiny="lm-tiny")
-        got = self.runs({f"lm-g{g}": (p, {"gamma": g}) for g in gammas})
-        return {g: got[f"lm-g{g}"] for g in gammas}
+        return self._seeded({g: (f"lm-g{g}", p, {"gamma": g}) for g in gammas}, seeds)
 
     def _train(self, todo) -> None:
         from train.runs import train_jobs
@@ -204,5 +218,6 @@ def run_script(make: Callable[[FigureContext], list[Path]]) -> None:
                     help="tiny (tests), quick (a CPU, minutes) or full (paper sizes, for a GPU)")
     ap.add_argument("--runs", default=None, help="folder of trained runs (default OUT/runs)")
     ap.add_argument("--jobs", type=int, default=0, help="runs trained at once (0: one per CPU core)")
+    ap.add_argument("--seeds", type=int, default=0, help="seeds per γ (0: tiny 1, quick 3, full 1)")
     a = ap.parse_args()
-    run_cli(lambda: make(FigureContext(Path(a.out), a.size, a.runs, a.jobs)))
+    run_cli(lambda: make(FigureContext(Path(a.out), a.size, a.runs, a.jobs, a.seeds)))

@@ -58,6 +58,33 @@ def heatmap(ax, matrix, xticks=None, yticks=None, *, vmin=-1.0, vmax=1.0, cmap=S
     return im
 
 
+def seed_band(ax, steps, curves, color, label=None, **kw):
+    """Mean of per-seed curves (rows of ``curves``, one per seed) with a band from the lowest to the
+    highest seed; one seed: the plain line."""
+    y = np.asarray(curves, dtype=float)
+    n = len(y)
+    line = ax.plot(steps, y.mean(axis=0), color=color, label=label and (f"{label} ({n} seeds)" if n > 1 else label),
+                   **kw)
+    if n > 1:
+        ax.fill_between(steps, y.min(axis=0), y.max(axis=0), color=color, alpha=0.18, linewidth=0)
+    return line
+
+
+def points_with_ci(ax, xs, per_x, color, label=None, **kw):
+    """Mean per x with its 95 % bootstrap interval as an error bar, and every seed as a faint dot."""
+    from .analyses.uncertainty import describe
+
+    stats = [describe(v) for v in per_x]
+    mean = np.array([s["mean"] for s in stats])
+    lo = np.array([s["ci_lo"] if np.isfinite(s["ci_lo"]) else s["mean"] for s in stats])
+    hi = np.array([s["ci_hi"] if np.isfinite(s["ci_hi"]) else s["mean"] for s in stats])
+    n = max(len(v) for v in per_x)
+    ax.errorbar(xs, mean, yerr=[mean - lo, hi - mean], fmt="o-", color=color, capsize=3,
+                label=label and (f"{label} ({n} seeds, 95% CI)" if n > 1 else label), **kw)
+    for x, v in zip(xs, per_x):
+        ax.scatter([x] * len(v), v, s=8, color=color, alpha=0.35, linewidths=0)
+
+
 def check_writable(path: str, what: str = "plot", exts=(".png", ".pdf", ".svg", ".jpg", ".jpeg")) -> None:
     """Fail before any work if the file cannot be written: its folder exists, takes a new file
     (tried with a temporary one, removed at once), and the name has a known extension."""

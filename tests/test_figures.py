@@ -7,7 +7,7 @@ import pytest
 from conftest import ROOT, run_cli
 
 FIGURES = {"p1-accuracy", "p1-emb-mlp", "p1-cosine", "p1-label-dist", "p1-embedding", "p1-wv-alignment",
-           "p1-language", "p2-ood", "p2-condensation", "p2-singular-values", "p2-attention"}
+           "p1-language", "p2-ood", "p2-transition", "p2-condensation", "p2-singular-values", "p2-attention"}
 
 
 def _check_outputs(out, names):
@@ -134,3 +134,34 @@ def test_every_size_asks_for_valid_runs(tmp_path, size):
     assert kinds == {"anchor", "composite", "lm"}
     if size == "full":
         assert {c.d_model for c in asked if c.task != "lm"} == {400} and max(c.d_model for c in asked) == 768
+
+
+def test_seeds_ask_for_one_run_per_seed_and_reuse_seed_zero(tmp_path):
+    from probe.figures import FigureContext
+
+    asked = {}
+
+    class Planner(FigureContext):
+        def runs(self, wanted):
+            asked.update(wanted)
+            return {label: tmp_path / f"{label}.h5" for label in wanted}
+
+    ctx = Planner(tmp_path, "quick", seeds=4)
+    runs = ctx.composite((0.5, 0.8), (2,), seeds=True)
+    assert [p.name for p in runs[0.8, 2]] == ["composite-g0.8-L2.h5", "composite-g0.8-L2-s1.h5",
+                                              "composite-g0.8-L2-s2.h5", "composite-g0.8-L2-s3.h5"]
+    assert asked["composite-g0.8-L2"][1] == {"gamma": 0.8, "layers": 2}           # seed 0: the seedless run
+    assert asked["composite-g0.8-L2-s3"][1] == {"gamma": 0.8, "layers": 2, "seed": 3}
+    assert ctx.composite((0.5,), (2,))[0.5, 2].name == "composite-g0.5-L2.h5"
+    assert Planner(tmp_path, "quick").seeds == 3 and Planner(tmp_path, "tiny").seeds == 1
+
+
+def test_crossing_of_the_mean_with_its_interval():
+    from probe.analyses.uncertainty import crossing
+
+    xs = [0.3, 0.5, 0.7, 0.9]
+    samples = [[-0.9, -0.8, -1.0], [-0.5, -0.4, -0.6], [0.5, 0.4, 0.6], [0.9, 1.0, 0.8]]
+    c = crossing(xs, samples)
+    assert c["x"] == pytest.approx(0.6) and c["ci_lo"] <= 0.6 <= c["ci_hi"] and c["found"] == 1.0
+    flat = crossing(xs, [[0.0, 0.0]] * 4)               # no solution anywhere: no crossing
+    assert flat["found"] == 0.0 and flat["x"] != flat["x"]

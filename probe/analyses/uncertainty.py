@@ -96,3 +96,27 @@ class CellSummary(Result):
         d["cell_label"] = self.label
         return d
 
+
+
+def crossing(xs, samples, level: float = 0.95, n_boot: int = 2000, seed: int = 0) -> dict:
+    """Where the mean of ``samples`` (one list of per-seed values per x, xs increasing) first changes
+    sign, by linear interpolation between neighbouring x; its interval from resampling the seeds
+    within each x. ``found`` is the fraction of resamples with a crossing at all."""
+    xs = np.asarray(xs, dtype=float)
+    vals = [np.asarray([v for v in s if math.isfinite(v)], dtype=float) for s in samples]
+
+    def first_cross(means):   # a strict sign change: a mean of exactly 0 (e.g. no solution at all) is none
+        for i in range(len(means) - 1):
+            a, b = means[i], means[i + 1]
+            if a * b < 0:
+                return xs[i] + (xs[i + 1] - xs[i]) * a / (a - b)
+        return float("nan")
+
+    point = first_cross([v.mean() if v.size else float("nan") for v in vals])
+    rng = np.random.default_rng(seed)
+    boots = np.array([first_cross([rng.choice(v, v.size).mean() if v.size else float("nan") for v in vals])
+                      for _ in range(n_boot)])
+    ok = boots[np.isfinite(boots)]
+    a = (1 - level) / 2
+    lo, hi = (float(np.quantile(ok, a)), float(np.quantile(ok, 1 - a))) if ok.size else (float("nan"),) * 2
+    return {"x": float(point), "ci_lo": lo, "ci_hi": hi, "found": float(ok.size / n_boot)}

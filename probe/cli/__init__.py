@@ -364,6 +364,8 @@ def figures(
     runs: Annotated[Optional[str], typer.Option(help="folder of trained runs, reused across calls "
                                                      "[default: OUT/runs]")] = None,
     jobs: Jobs = JOBS,
+    seeds: Annotated[int, typer.Option(min=0, help="seeds per γ in the figures that compare γ (bands, intervals); "
+                                       "0: --tiny 1, --quick 3, paper sizes 1")] = 0,
     examples: Annotated[Optional[str], typer.Option(help="folder of the fig_*.py scripts "
                                                          "[default: examples/ of this checkout]")] = None,
     list_: Annotated[bool, typer.Option("--list", help="list the figures and exit")] = False,
@@ -388,7 +390,7 @@ def figures(
     size = "tiny" if tiny else "quick" if quick else "full"
     if size == "full" and not F.cuda_available():
         print("warning: no GPU found; the papers' sizes take days on a CPU (use --quick)", file=sys.stderr)
-    ctx = F.FigureContext(Path(out or "figures"), size, runs, jobs)
+    ctx = F.FigureContext(Path(out or "figures"), size, runs, jobs, seeds)
     made = F.make_figures(list(scripts) if all_ else list(names), ctx, folder)
     for paths in made.values():
         for p in paths:
