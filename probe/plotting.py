@@ -79,7 +79,8 @@ def points_with_ci(ax, xs, per_x, color, label=None, **kw):
     lo = np.array([s["ci_lo"] if np.isfinite(s["ci_lo"]) else s["mean"] for s in stats])
     hi = np.array([s["ci_hi"] if np.isfinite(s["ci_hi"]) else s["mean"] for s in stats])
     n = max(len(v) for v in per_x)
-    ax.errorbar(xs, mean, yerr=[mean - lo, hi - mean], fmt="o-", color=color, capsize=3,
+    kw = {"marker": "o", "linestyle": "-", **kw}   # a caller's linestyle wins without a fmt clash
+    ax.errorbar(xs, mean, yerr=[mean - lo, hi - mean], color=color, capsize=3,
                 label=label and (f"{label} ({n} seeds, 95% CI)" if n > 1 else label), **kw)
     for x, v in zip(xs, per_x):
         ax.scatter([x] * len(v), v, s=8, color=color, alpha=0.35, linewidths=0)
