@@ -8,7 +8,7 @@ set -euo pipefail
 out=${1:-sweeps/p2-map}
 jobs=${2:-2}
 sweep() { local name=$1; shift
-  probe-train sweep --preset composite-quick --grid layers=2 --grid seed=0:5 --out "$out/$name" --jobs "$jobs" "$@"; }
+  probe-train sweep --preset composite-quick "$@" --grid layers=2 --grid seed=0:5 --out "$out/$name" --jobs "$jobs"; }
 
 # composite-quick as it is (d_model 64, 4000 steps, wd 0.1, 30k sequences): init std 64^-gamma
 sweep base     --grid gamma=0.3,0.5,0.8,1.0,1.2,1.5

@@ -38,6 +38,14 @@ def test_one_command_trains_every_grid_point(swept):
     again = run_cli("probe-train", "sweep", "--preset", "tiny", *GRID, "--out", d)
     assert again.returncode == 0 and "training" not in again.stderr
     assert {p: p.stat().st_mtime_ns for p in d.glob("*.h5")} == stamps
+    # so does the grid in another order: the runs have other labels but the same configuration hash
+    pairs = [GRID[i:i + 2] for i in range(0, len(GRID), 2)]
+    reordered = [a for pair in reversed(pairs) for a in pair]
+    other = run_cli("probe-train", "sweep", "--preset", "tiny", *reordered, "--out", d)
+    assert other.returncode == 0 and "training" not in other.stderr, other.stderr
+    assert {p: p.stat().st_mtime_ns for p in d.glob("*.h5")} == stamps
+    # put the manifest back for the tests below
+    assert run_cli("probe-train", "sweep", "--preset", "tiny", *GRID, "--out", d).returncode == 0
 
 
 def test_summary_per_cell_over_seeds(swept):

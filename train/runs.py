@@ -87,7 +87,12 @@ def plan(wanted: Mapping[str, tuple[str, dict]], runs_dir: str | os.PathLike, *,
     paths, todo = {}, []
     for label, (name, overrides) in wanted.items():
         cfg = preset(name, **overrides)
-        path = runs_dir / f"{label}-{config_hash(cfg.to_dict())}.h5"
+        digest = config_hash(cfg.to_dict())
+        path = runs_dir / f"{label}-{digest}.h5"
+        if not retrain and not path.exists():
+            # the hash names the whole configuration: a finished file with it under another label
+            # (a grid given in another order, a figure's run) is the same run
+            path = next((p for p in sorted(runs_dir.glob(f"*-{digest}.h5")) if last_step(p) == cfg.steps), path)
         paths[label] = path
         done = None if retrain else last_step(path)
         if done == cfg.steps:
