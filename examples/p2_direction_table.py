@@ -1,0 +1,54 @@
+"""The paper-2 direction map as a Markdown table: one row per (setting, γ) cell of the sweeps that
+``examples/p2_direction_map.sh`` trains, with the init std the γ gives at that width and the fraction
+of seeds (with its 95 % Wilson interval) that fit the training data, answer (4,3) inferentially
+(x − 10) or symmetrically (x − 6).
+
+    python examples/p2_direction_table.py sweeps/p2-map > map.md
+"""
+import sys
+from pathlib import Path
+
+import probe
+
+SETTINGS = {  # folder: what it changes against composite-quick
+    "base": "composite-quick (d 64, 4k steps, wd 0.1, 30k seqs)",
+    "long": "12k steps",
+    "width": "d_model 128, d_ff 512",
+    "authors": "authors' code: warm-up from lr/20, floor lr/20, head + LN biases, decay all, wd 0.01",
+    "wd": "weight decay 0.01",
+    "data": "100k sequences",
+}
+OUTCOMES = {
+    "fit": "acc[train]>0.95",
+    "inf>sym": "acc[ood_inferential]>acc[ood_symmetric]",
+    "inf>0.5": "acc[ood_inferential]>0.5",
+    "sym>0.5": "acc[ood_symmetric]>0.5",
+}
+
+
+def fraction(o: dict) -> str:
+    return f"{o['k']}/{o['n']} [{o['ci_lo']:.2f}, {o['ci_hi']:.2f}]"
+
+
+def main(root: str) -> None:
+    print("| setting | γ | init std | fit train | inferential > symmetric | inferential > 0.5 "
+          "| symmetric > 0.5 | mean inf / sym |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name, text in SETTINGS.items():
+        folder = Path(root) / name
+        if not (folder / "sweep.json").exists():
+            continue
+        for cell in probe.sweep_summary(folder, metric=["acc[ood_inferential]", "acc[ood_symmetric]"],
+                                        outcome=list(OUTCOMES.values())):
+            with probe.Run(folder / cell.runs[0]) as run:
+                d = run.config["d_model"]
+            g = cell.cell["gamma"]
+            o = {k: cell.outcomes[v] for k, v in OUTCOMES.items()}
+            inf, sym = cell.stats["acc[ood_inferential]"]["mean"], cell.stats["acc[ood_symmetric]"]["mean"]
+            print(f"| {text} | {g} | {d ** -g:.4f} | {fraction(o['fit'])} | {fraction(o['inf>sym'])} "
+                  f"| {fraction(o['inf>0.5'])} | {fraction(o['sym>0.5'])} | {inf:.2f} / {sym:.2f} |")
+            text = "″"
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "sweeps/p2-map")
