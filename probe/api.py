@@ -10,6 +10,7 @@ a result (zero vectors, words left out) are :class:`~probe.errors.ProbeWarning`.
 """
 from __future__ import annotations
 
+import inspect
 import math
 import os
 import re
@@ -476,15 +477,13 @@ def _run_value(file: str, run: Run, name: str, index: int, cache: dict):
     """A number of one run at snapshot ``index``: a logged metric (acc[split], loss[split],
     train_loss) or a probe's summary number (probe:name, e.g. similarity:distance_corr)."""
     if ":" in name:
-        probe, _, key = name.partition(":")
-        if probe not in _PROBES_FOR_SWEEPS:
-            raise ProbeError(f"{param('metric', name)}: unknown probe '{probe}' "
-                             f"(known: {', '.join(_PROBES_FOR_SWEEPS)})")
-        if probe not in cache:
-            cache[probe] = globals()[probe](file, step=int(run.steps[index]))[0].summary()
-        if key not in cache[probe]:
-            raise ProbeError(f"{param('metric', name)}: probe {probe} reports {', '.join(cache[probe])}")
-        return float(cache[probe][key])
+        call, _, key = name.rpartition(":")   # options may hold colons (tokens=21:41), keys do not
+        probe, options = _probe_call(name, call)
+        if call not in cache:
+            cache[call] = globals()[probe](file, step=int(run.steps[index]), **options)[0].summary()
+        if key not in cache[call]:
+            raise ProbeError(f"{param('metric', name)}: probe {probe} reports {', '.join(cache[call])}")
+        return float(cache[call][key])
     if name == "train_loss":
         return float(run.dataset("train_loss")[index])
     m = re.fullmatch(r"(acc|loss)\[(\w+)\]", name)
@@ -498,6 +497,30 @@ def _run_value(file: str, run: Run, name: str, index: int, cache: dict):
 
 
 _PROBES_FOR_SWEEPS = ("similarity", "pca", "align", "condense", "theory", "attention", "bias", "ood")
+_CALL = re.compile(r"^(\w+)(?:\((.*)\))?$")
+
+
+def _probe_call(name: str, call: str) -> tuple[str, dict]:
+    """``similarity(tokens=logic,tensor=W_E)`` -> ("similarity", {"tokens": "logic", ...}): a probe
+    and its options as the CLI spells them (numbers stay numbers)."""
+    m = _CALL.match(call.strip())
+    probe = m.group(1) if m else call
+    if not m or probe not in _PROBES_FOR_SWEEPS:
+        raise ProbeError(f"{param('metric', name)}: unknown probe '{call}' (known: {', '.join(_PROBES_FOR_SWEEPS)};"
+                         " options in brackets: similarity(tokens=logic):mean_offdiag)")
+    allowed = [p for p in inspect.signature(globals()[probe]).parameters if p not in ("path", "step")]
+    options = {}
+    # a comma starts a new option only before NAME=, so token lists (tokens=11,12,13) stay whole
+    for item in filter(None, (x.strip() for x in re.split(r",\s*(?=[\w-]+=)", m.group(2) or ""))):
+        k, sep, v = item.partition("=")
+        k = k.strip().replace("-", "_")
+        if not sep or k not in allowed:
+            raise ProbeError(f"{param('metric', name)}: '{item}' is not an option of {probe} "
+                             f"(options: {', '.join(allowed)})")
+        options[k] = _side(v.strip()) if k not in ("tokens", "words") else v.strip()
+        if isinstance(options[k], float) and options[k].is_integer():
+            options[k] = int(options[k])
+    return probe, options
 
 
 def _side(text: str):

@@ -71,6 +71,22 @@ def test_summary_per_cell_over_seeds(swept):
     assert lines[0] == "step,metric,key,value" and any(",P(loss[mem]<100):fraction," in ln for ln in lines)
     table = run_cli("probe", "sweep-summary", d, "--metric", "similarity:distance_corr")
     assert table.returncode == 0 and "similarity:distance_corr" in table.stdout and "vs 1/2" in table.stdout
+    # a probe's options in brackets, as the CLI spells them; colons and commas inside are kept
+    cells = probe.sweep_summary(d, metric=["similarity(tokens=memory):mean_offdiag",
+                                           "similarity(tokens=11:15):mean_offdiag",
+                                           "similarity(tokens=11,12,13,14):mean_offdiag"])
+    for r in cells:
+        for f_, tokens, name in [(r.runs, "memory", "similarity(tokens=memory):mean_offdiag"),
+                                 (r.runs, "11:15", "similarity(tokens=11:15):mean_offdiag"),
+                                 (r.runs, "11,12,13,14", "similarity(tokens=11,12,13,14):mean_offdiag")]:
+            direct = [probe.similarity(d / f, tokens)[-1].summary()["mean_offdiag"] for f in f_]
+            assert r.stats[name]["mean"] == pytest.approx(np.mean(direct))
+    assert r.stats["similarity(tokens=11:15):mean_offdiag"] == r.stats["similarity(tokens=11,12,13,14):mean_offdiag"]
+    for metric, needle in [("similarity(colour=red):mean_offdiag", "'colour=red' is not an option of similarity"),
+                           ("similarity(tokens=memory:mean_offdiag", "unknown probe"),
+                           ("simlarity:mean_offdiag", "unknown probe 'simlarity'")]:
+        bad = run_cli("probe", "sweep-summary", d, "--metric", metric)
+        assert bad.returncode == 2 and needle in bad.stderr and bad.stderr.strip().count("\n") == 0, bad.stderr
     bad = run_cli("probe", "sweep-summary", d, "--outcome", "acc[mem]=1")
     assert bad.returncode == 2 and "use A>B" in bad.stderr
     bad = run_cli("probe", "sweep-summary", d.parent)

@@ -78,7 +78,8 @@ Splits = Annotated[Optional[list[str]], typer.Option(
 # --- sweeps -------------------------------------------------------------------------------------
 Metric = Annotated[Optional[list[str]], typer.Option(
     help="number per run (repeat): acc[SPLIT], loss[SPLIT], train_loss, or PROBE:NAME such as "
-         "similarity:distance_corr or pca:order_pc1[reasoning] [default: every logged accuracy]")]
+         "similarity:distance_corr or pca:order_pc1[reasoning], the probe's options in brackets: "
+         "similarity(tokens=logic):mean_offdiag [default: every logged accuracy]")]
 Outcome = Annotated[Optional[list[str]], typer.Option(
     help="binary outcome per run (repeat): A>B, A<B, A>=B or A<=B with metrics or numbers "
          "[default: composite acc[ood_inferential]>acc[ood_symmetric]; anchor acc[rsn_test]>0.5]")]
