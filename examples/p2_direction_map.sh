@@ -16,6 +16,8 @@ sweep base     --grid gamma=0.3,0.5,0.8,1.0,1.2,1.5
 sweep long     --grid gamma=0.8,1.0,1.2 --grid steps=12000 --grid snapshot_every=500
 # twice the width: the same gamma is a smaller init std (128^-gamma)
 sweep width    --grid gamma=0.5,0.8,1.0 --grid d_model=128 --grid d_ff=512
+# four times the width (256^-gamma: gamma 0.8 is std 0.012, near the paper's 400^-0.8 = 0.0083)
+sweep width256 --grid gamma=0.5,0.8,1.0 --grid d_model=256 --grid d_ff=1024
 # the authors' code: warm-up from lr/20, cosine to lr/20, output-head bias, LayerNorm biases,
 # decay on every parameter, weight decay 0.01
 sweep authors  --grid gamma=0.5,0.8,1.0 --grid warmup_from=1e-4 --grid min_lr=1e-4 \

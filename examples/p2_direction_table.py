@@ -14,6 +14,7 @@ SETTINGS = {  # folder: what it changes against composite-quick
     "base": "composite-quick (d 64, 4k steps, wd 0.1, 30k seqs)",
     "long": "12k steps",
     "width": "d_model 128, d_ff 512",
+    "width256": "d_model 256, d_ff 1024",
     "authors": "authors' code: warm-up from lr/20, floor lr/20, head + LN biases, decay all, wd 0.01",
     "wd": "weight decay 0.01",
     "data": "100k sequences",

@@ -36,7 +36,9 @@ def gpt2_state(conv1d: bool):
           "transformer.h.0.attn.c_attn.weight": fused if conv1d else fused.T,
           "transformer.h.0.attn.c_proj.weight": proj if conv1d else proj.T,
           "transformer.h.0.mlp.c_fc.weight": WIN if conv1d else WIN.T,
-          "transformer.h.0.mlp.c_proj.weight": WOUT if conv1d else WOUT.T}
+          "transformer.h.0.mlp.c_proj.weight": WOUT if conv1d else WOUT.T,
+          "transformer.h.0.ln_1.weight": np.ones(D, np.float32), "transformer.h.0.ln_2.weight": np.ones(D, np.float32),
+          "transformer.ln_f.weight": np.full(D, 0.5, np.float32)}
     return {k: t(v) for k, v in sd.items()}
 
 
@@ -145,7 +147,7 @@ def test_roles_cover_every_weight_the_readers_know_per_layer(tmp_path):
     save_file(gpt2_state(conv1d=True), str(d / "model.safetensors"))
     theirs = set(CanonicalReader(open_checkpoint(d)).names())
     ours = set(build_model(preset("tiny", layers=1)).roles())
-    assert theirs == ours     # token/position embedding, unembedding, layer0/W_Q, W_K, W_V, W_O, W_in, W_out
+    assert theirs == ours     # embeddings, unembedding, layer0/W_Q, W_K, W_V, W_O, W_in, W_out, the norm gains
 
 
 class _Evil:

@@ -19,7 +19,8 @@ def _f(default, help: str):  # noqa: A002 - mirrors argparse
 # integer and float fields that only make sense at 0 or above (others have their own rule below)
 NON_NEGATIVE = ("key_min", "key_max", "mem_anchor_min", "mem_anchor_max", "rsn_anchor_min", "rsn_anchor_max",
                 "data_seed", "seed", "d_head", "warmup_steps", "weight_decay", "grad_clip", "threads",
-                "snapshot_every", "logic_docs", "story_docs")
+                "snapshot_every", "logic_docs", "story_docs", "gamma_embed", "gamma_attn", "gamma_mlp",
+                "gamma_head", "init_std", "kv_heads", "token_probe")
 
 
 @dataclass
@@ -57,8 +58,15 @@ class RunConfig:
     eval_size: int = _f(1024, "sequences per split used for the metrics at each snapshot")
     probe_per_split: int = _f(16, "probe-batch sequences per split (their attention maps are stored)")
     # --- model ---
-    model: str = _f("transformer", "'transformer' (decoder-only) or 'emb-mlp' (paper 1 Definition 1)")
+    model: str = _f("transformer", "'transformer' (GPT-style decoder), 'llama' (RMSNorm, SwiGLU, RoPE, no "
+                                   "biases) or 'emb-mlp' (paper 1 Definition 1)")
     gamma: float = _f(0.5, "initialization rate: std = fan_in^-gamma (embeddings: d_model^-gamma)")
+    gamma_embed: float = _f(0.0, "gamma of the token (and position) embeddings (0: --gamma)")
+    gamma_attn: float = _f(0.0, "gamma of the attention weights W_Q, W_K, W_V, W_O and the attention gate (0: --gamma)")
+    gamma_mlp: float = _f(0.0, "gamma of the MLP weights (0: --gamma)")
+    gamma_head: float = _f(0.0, "gamma of the output head W_U (0: --gamma; tied embeddings use --gamma-embed)")
+    init_std: float = _f(0.0, "a fixed std for every weight matrix instead of gamma-init (0: off; 0.02 is "
+                              "the usual LLM baseline)")
     d_model: int = _f(400, "embedding width")
     layers: int = _f(2, "transformer layers")
     heads: int = _f(1, "attention heads")
@@ -69,7 +77,14 @@ class RunConfig:
     head_bias: bool = _f(False, "an output-head bias with PyTorch's default init U(+-1/sqrt(d)), not gamma-scaled "
                                 "(paper 2's code; with --bias alone it starts at 0)")
     norm_bias: bool = _f(False, "LayerNorm biases even without --bias (paper 2's code)")
-    activation: str = _f("relu", "'relu' or 'gelu'")
+    activation: str = _f("relu", "'relu' or 'gelu' (llama: SwiGLU always)")
+    norm_eps: float = _f(1e-5, "epsilon of every LayerNorm / RMSNorm (added to the variance / mean square; "
+                               "RMSNorm computes in float32)")
+    kv_heads: int = _f(0, "llama: key/value heads, grouped-query attention (0: --heads)")
+    rope_theta: float = _f(10000.0, "llama: base of the rotary position embedding")
+    tie_embeddings: bool = _f(False, "llama: the output head is the token embedding transposed")
+    gated_attention: bool = _f(False, "llama: a head-wise sigmoid gate on each head's attention output, "
+                                      "computed from the block's normed input")
     # --- optimisation ---
     steps: int = _f(100_000, "optimizer steps")
     batch_size: int = _f(2048, "sequences per step")
@@ -84,6 +99,8 @@ class RunConfig:
     beta1: float = _f(0.9, "AdamW beta1")
     beta2: float = _f(0.999, "AdamW beta2")
     grad_clip: float = _f(1.0, "clip the gradient norm to this (0: off)")
+    precision: str = _f("fp32", "'fp32' or 'bf16' (autocast of the matmuls; norms, softmax and the loss stay "
+                                "in float32)")
     seed: int = _f(0, "seed of the initialization and the batch order")
     device: str = _f("auto", "'auto' (CUDA when present), 'cpu' or 'cuda[:N]'")
     threads: int = _f(0, "CPU threads for torch (0: automatic: 1 on a CPU, robust on a busy machine and the "
@@ -91,6 +108,8 @@ class RunConfig:
     # --- snapshots ---
     snapshot_every: int = _f(1000, "snapshot every N steps (0: none besides the log-spaced ones and the last)")
     snapshot_log: bool = _f(True, "also snapshot at steps 0, 1, 2, 4, 8, ... below snapshot_every")
+    token_probe: int = _f(0, "lm: held-out windows per source whose per-token loss and predictive entropy "
+                             "every snapshot stores (probe tokens)")
 
     def __post_init__(self) -> None:
         self.check()
@@ -116,8 +135,19 @@ class RunConfig:
 
         need(self.task in ("anchor", "composite", "lm"),
              f"unknown {param('task')} '{self.task}' (known: anchor, composite, lm)")
-        need(self.model in ("transformer", "emb-mlp"),
-             f"unknown {param('model')} '{self.model}' (known: transformer, emb-mlp)")
+        need(self.model in MODELS, f"unknown {param('model')} '{self.model}' (known: {', '.join(MODELS)})")
+        need(self.precision in ("fp32", "bf16"), f"{param('precision')} must be 'fp32' or 'bf16', not '{self.precision}'")
+        need(self.norm_eps > 0, f"{param('norm_eps', self.norm_eps)}: need a positive epsilon")
+        need(self.rope_theta > 0, f"{param('rope_theta', self.rope_theta)}: need a positive base")
+        need(not (self.init_std > 0 and any(getattr(self, g) > 0 for g in GAMMA_FIELDS)),
+             f"{param('init_std')} replaces gamma-init; give it or the per-module gammas, not both")
+        if self.model == "llama":
+            need(self.kv_heads == 0 or self.heads % self.kv_heads == 0,
+                 f"{param('heads', self.heads)} must be a multiple of {param('kv_heads', self.kv_heads)}")
+            need(self.head_dim % 2 == 0, f"rotary embeddings need an even width per head, not {self.head_dim}")
+        else:
+            for name, default in (("kv_heads", 0), ("tie_embeddings", False), ("gated_attention", False)):
+                need(getattr(self, name) == default, f"{param(name)} is a llama option ({param('model', 'llama')})")
         need(self.norm in ("pre", "post"), f"{param('norm')} must be 'pre' or 'post', not '{self.norm}'")
         need(self.activation in ("relu", "gelu"),
              f"{param('activation')} must be 'relu' or 'gelu', not '{self.activation}'")
@@ -129,7 +159,7 @@ class RunConfig:
         need(1 <= self.n_anchors < self.seq_len, f"need 1 <= {param('n_anchors')} < {param('seq_len')}")
         need(min(self.key_min, self.mem_anchor_min, self.rsn_anchor_min) >= 0, "token ids must be >= 0")
         if self.task == "lm":
-            need(self.model == "transformer", f"the lm task trains a transformer ({param('model', 'transformer')})")
+            need(self.model != "emb-mlp", f"the lm task trains a transformer ({param('model', 'transformer')} or llama)")
             need(self.lm_vocab in ("compact", "full"),
                  f"{param('lm_vocab')} must be 'compact' or 'full', not '{self.lm_vocab}'")
             need(1 <= self.logic_min_hops <= self.logic_max_hops,
@@ -176,6 +206,14 @@ class RunConfig:
     def head_dim(self) -> int:
         return self.d_head or self.d_model // self.heads
 
+    @property
+    def n_kv_heads(self) -> int:
+        return self.kv_heads or self.heads
+
+    def module_gamma(self, module: str) -> float:
+        """The gamma of ``module`` (embed, attn, mlp, head): its override, else ``gamma``."""
+        return getattr(self, f"gamma_{module}") or self.gamma
+
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
@@ -184,6 +222,10 @@ class RunConfig:
         if unknown:
             raise ProbeError(f"unknown config field(s): {', '.join(sorted(unknown))}")
         return dataclasses.replace(self, **overrides)
+
+
+MODELS = ("transformer", "llama", "emb-mlp")
+GAMMA_FIELDS = ("gamma_embed", "gamma_attn", "gamma_mlp", "gamma_head")
 
 
 def held_out_combos(cfg: RunConfig) -> list[tuple[int, ...]]:
@@ -276,6 +318,30 @@ PRESETS: dict[str, dict] = {
         d_model=768, d_ff=3072, layers=12, heads=12, norm="pre", bias=True, activation="gelu",
         steps=20_000, batch_size=64, lr=6e-4, warmup_steps=1000, weight_decay=0.1, grad_clip=1.0,
         min_lr_ratio=0.1, snapshot_every=2000,
+    ),
+    # Paper 4 (LLM pretraining with the gamma knob), LLaMA-style (pre-RMSNorm, SwiGLU, RoPE, no biases):
+    # logic + stories on a CPU in minutes; per-token losses of 32 held-out windows per source and
+    # snapshots log-spaced early (condensation is early).
+    "llm-quick": dict(
+        task="lm", model="llama", seq_len=64, logic_docs=3000, story_docs=3000, eval_size=64, probe_per_split=4,
+        d_model=128, d_ff=344, layers=2, heads=4, activation="gelu", norm="pre",
+        steps=1500, batch_size=32, lr=1e-3, warmup_steps=100, weight_decay=0.1, grad_clip=1.0,
+        min_lr_ratio=0.1, snapshot_every=100, token_probe=32,
+    ),
+    # A GPT-2-small-sized LLaMA on logic + TinyStories for a GPU: bf16 autocast (norms, softmax and the
+    # loss in float32), resumable (probe-train --resume) across commands.
+    "llm-gpu": dict(
+        task="lm", model="llama", seq_len=256, logic_docs=100_000, stories="tinystories", story_docs=200_000,
+        lm_vocab="full", eval_size=256, probe_per_split=4,
+        d_model=768, d_ff=2048, layers=12, heads=12, norm="pre", activation="gelu",
+        steps=20_000, batch_size=64, lr=6e-4, warmup_steps=1000, weight_decay=0.1, grad_clip=1.0,
+        min_lr_ratio=0.1, snapshot_every=1000, token_probe=64, precision="bf16",
+    ),
+    # For tests: seconds.
+    "llm-tiny": dict(
+        task="lm", model="llama", seq_len=32, logic_docs=300, story_docs=300, eval_size=32, probe_per_split=2,
+        d_model=96, d_ff=128, layers=2, heads=2, norm="pre", activation="gelu",
+        steps=60, batch_size=16, lr=1e-3, warmup_steps=5, weight_decay=0.0, snapshot_every=20, token_probe=4,
     ),
     # For tests: seconds.
     "lm-tiny": dict(

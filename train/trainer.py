@@ -157,6 +157,11 @@ class Trainer:
         self.eval_idx = {s: torch.as_tensor(t.eval_indices(s), device=dev) for s in t.splits}
         self.probe_idx = t.probe_indices()
         self.probe_tokens = torch.as_tensor(t.tokens[self.probe_idx], device=dev)
+        self.token_probe = None
+        if self.lm and cfg.token_probe > 0:
+            tp = t.token_probe_indices()
+            self.token_probe = (self.tokens[torch.as_tensor(tp, device=dev)], self.targets[torch.as_tensor(tp, device=dev)])
+        self.autocast = dict(device_type=dev.type, dtype=torch.bfloat16, enabled=cfg.precision == "bf16")
         self.steps_per_epoch = max(1, len(t.train_indices) // cfg.batch_size)
 
     # --- data -----------------------------------------------------------------
@@ -201,10 +206,25 @@ class Trainer:
         torch.set_rng_state(torch.as_tensor(state["rng/torch_cpu"]))
 
     def _loss(self, idx: torch.Tensor) -> torch.Tensor:
-        if self.lm:  # next-token loss at every position
-            logits = self.model.lm_logits(self.tokens[idx])
-            return F.cross_entropy(logits.flatten(0, 1), self.targets[idx].flatten())
-        return F.cross_entropy(self.model(self.tokens[idx], self.key_pos[idx]), self.labels[idx])
+        with torch.autocast(**self.autocast):   # bf16 matmuls; norms, softmax and the loss in float32
+            if self.lm:  # next-token loss at every position
+                logits = self.model.lm_logits(self.tokens[idx])
+                return F.cross_entropy(logits.float().flatten(0, 1), self.targets[idx].flatten())
+            return F.cross_entropy(self.model(self.tokens[idx], self.key_pos[idx]).float(), self.labels[idx])
+
+    @torch.no_grad()
+    def token_stats(self, chunk: int = 32) -> tuple[np.ndarray, np.ndarray]:
+        """(cross-entropy, predictive entropy) in nats of every token-probe position, (k, seq) each."""
+        tokens, targets = self.token_probe
+        was = self.model.training
+        self.model.eval()
+        losses, ents = [], []
+        for start in range(0, len(tokens), chunk):
+            logp = self.model.lm_logits(tokens[start:start + chunk]).float().log_softmax(-1)
+            losses.append(-logp.gather(-1, targets[start:start + chunk, :, None])[..., 0])
+            ents.append(-(logp.exp() * logp).sum(-1))
+        self.model.train(was)
+        return torch.cat(losses).cpu().numpy(), torch.cat(ents).cpu().numpy()
 
     def evaluate(self) -> dict[str, dict[str, float]]:
         """Loss and accuracy on each split's evaluation sequences."""
@@ -228,15 +248,33 @@ class Trainer:
                 "torch": torch.__version__, "numpy": np.__version__, "h5py": h5py.__version__,
                 "flush_denormal": self.device.type == "cpu"}
 
+    def _series(self) -> tuple[dict, dict]:
+        """(shape and dtype, run arrays) of what a snapshot stores besides weights and metrics: norm
+        statistics and residual norms of the probe batch (decoders), per-token losses (token probe)."""
+        cfg, shapes, arrays = self.cfg, {}, {}
+        if hasattr(self.model, "norms"):
+            sites = list(self.model.norms())
+            shapes.update(norm_ms=((len(sites),), "f8"), norm_ms_median=((len(sites),), "f8"),
+                          hidden_norm=((cfg.layers + 1, len(self.probe_idx), cfg.seq_len), "f4"))
+            arrays["norm_sites"] = np.asarray(sites, dtype=object)
+        if self.token_probe is not None:
+            k = (len(self.token_probe[0]), cfg.seq_len)
+            shapes.update(token_loss=(k, "f4"), token_entropy=(k, "f4"))
+        return shapes, arrays
+
     def _create_writer(self) -> Writer:
         t, cfg = self.task, self.cfg
         p_idx = self.probe_idx
         params = {n: tuple(p.shape) for n, p in self.model.named_parameters()}
         resume = {k: (v.shape, v.dtype) for k, v in self._resume_tensors().items()}
+        series, extra_arrays = self._series()
+        decoder = cfg.model != "emb-mlp"
         dims = {"vocab": cfg.vocab_size, "d_model": cfg.d_model, "seq": cfg.seq_len, "probe": len(p_idx),
-                "layers": cfg.layers if cfg.model == "transformer" else 0, "heads": cfg.heads,
-                "d_head": cfg.head_dim, "d_hidden": cfg.d_ff if cfg.model == "emb-mlp" else cfg.d_model,
-                "d_ff": cfg.d_ff}
+                "layers": cfg.layers if decoder else 0, "heads": cfg.heads, "kv_heads": cfg.n_kv_heads,
+                "d_head": cfg.head_dim, "d_hidden": cfg.d_model if decoder else cfg.d_ff,
+                "d_ff": cfg.d_ff, "blocks": cfg.layers + 1 if decoder else 0,
+                "sites": len(extra_arrays.get("norm_sites", ())),
+                "token_probe": 0 if self.token_probe is None else len(self.token_probe[0])}
         return Writer.create(
             self.out,
             config=cfg.to_dict(),
@@ -245,6 +283,7 @@ class Trainer:
             groups=t.groups,
             run_arrays={
                 **t.run_arrays(),
+                **extra_arrays,
                 "probe_tokens": t.tokens[p_idx], "probe_labels": t.labels[p_idx],
                 "probe_split": t.split[p_idx], "probe_key_pos": t.key_pos[p_idx],
             },
@@ -253,11 +292,24 @@ class Trainer:
             attention_shape=self.model.attention_shape(len(p_idx)),
             resume_tensors=resume,
             environment=self.environment(),
+            series=series,
         )
 
-    def _snapshot(self, writer: Writer, step: int, elapsed: float, train_loss: float) -> dict:
+    def _snapshot(self, writer: Writer, step: int, elapsed: float, train_loss: float,
+                  step_losses: np.ndarray | None = None) -> dict:
         metrics = self.evaluate()
-        attn = self.model.attention_maps(self.probe_tokens)
+        extra = {}
+        if hasattr(self.model, "inspect"):
+            was = self.model.training
+            self.model.eval()
+            seen = self.model.inspect(self.probe_tokens)
+            self.model.train(was)
+            attn = seen["attention"]
+            extra = {k: seen[k].cpu().numpy() for k in ("norm_ms", "norm_ms_median", "hidden_norm")}
+        else:
+            attn = self.model.attention_maps(self.probe_tokens)
+        if self.token_probe is not None:
+            extra["token_loss"], extra["token_entropy"] = self.token_stats()
         writer.append(
             step=step,
             epoch=step * self.cfg.batch_size / len(self.task.train_indices),
@@ -266,6 +318,8 @@ class Trainer:
             params={n: p.detach().cpu().numpy() for n, p in self.model.named_parameters()},
             metrics=metrics,
             attention=None if attn is None else attn.cpu().numpy(),
+            extra=extra,
+            step_losses=step_losses,
         )
         writer.save_resume(step, self._resume_tensors())
         return metrics
@@ -305,6 +359,7 @@ class Trainer:
         t0 = time.perf_counter()
         loss_sum = torch.zeros((), device=self.device)
         loss_n = 0
+        step_losses: list[torch.Tensor] = []   # read back at snapshots only (no per-step sync)
         try:
             with _Progress(self.progress, cfg.steps, start) as bar:
                 if writer is not None and not self.resume and 0 in schedule:
@@ -326,11 +381,15 @@ class Trainer:
                     self.opt.step()
                     loss_sum += loss.detach()
                     loss_n += 1
+                    if writer is not None:
+                        step_losses.append(loss.detach())
                     done = step + 1
                     if pending and done == pending[0]:
                         pending.pop(0)
                         elapsed = time_offset + time.perf_counter() - t0
-                        metrics = self._snapshot(writer, done, elapsed, float(loss_sum) / loss_n)
+                        log = torch.stack(step_losses).double().cpu().numpy()
+                        step_losses.clear()
+                        metrics = self._snapshot(writer, done, elapsed, float(loss_sum) / loss_n, log)
                         loss_sum.zero_()
                         loss_n = 0
                         bar.show_metrics(metrics)

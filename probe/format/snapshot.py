@@ -45,6 +45,7 @@ RUN_GROUP = P["token_group"].split("/")[0]
 RESUME_GROUP = P["resume_step"].split("/")[0]
 PARAMS_GROUP = P["param"].rsplit("/", 1)[0]
 WEIGHTS_GROUP = P["token_embedding"].rsplit("/", 1)[0]
+LOG_GROUP = P["step_loss"].split("/")[0]
 
 
 def _package_version() -> str:
@@ -297,6 +298,21 @@ class Run:
         return [n for n in _dataset_names(params) if params[n].ndim >= 3 and n.rsplit(".", 1)[-1].startswith("W")] \
             if params else []
 
+    def has(self, entry: str, **fields) -> bool:
+        """Whether the file holds schema entry ``entry`` (optional datasets of newer minor versions)."""
+        return path_of(entry, **fields) in self._f
+
+    def strings(self, entry: str) -> list[str]:
+        """A string dataset (``norm_sites``) as a list."""
+        return [str(x) for x in self.dataset(entry).asstr()[...]]
+
+    def step_losses(self) -> np.ndarray:
+        """Training-batch loss of every step up to the newest complete snapshot (row t: step t)."""
+        if not self.has("step_loss"):
+            raise ProbeError(f"{self.path}: holds no per-step loss log (written from schema 1.3)")
+        n = int(self.steps[-1]) if self.n_snapshots else 0
+        return np.asarray(self.dataset("step_loss")[:n])
+
     def metrics(self) -> dict[str, dict[str, np.ndarray]]:
         n = self.n_snapshots
         out: dict[str, dict[str, np.ndarray]] = {}
@@ -423,16 +439,20 @@ class Writer:
         attention_shape: tuple[int, ...] | None,
         resume_tensors: Mapping[str, tuple[tuple[int, ...], str]],
         environment: Mapping | None = None,
+        series: Mapping[str, tuple[tuple[int, ...], str]] | None = None,
     ) -> "Writer":
         """Create a run file with every dataset it will ever need, then open it for SWMR appends.
 
         ``run_arrays`` maps schema entries (``label_dist``, ``probe_tokens``, ...) to arrays;
         ``roles`` maps canonical weight names (``token_embedding``, ``layer0/W_Q``) to
-        parameter names; they become hard links, so nothing is stored twice.
+        parameter names; they become hard links, so nothing is stored twice. ``series`` maps
+        further time-first schema entries (``norm_ms``, ``token_loss``, ...) to their per-snapshot
+        shape and dtype; :meth:`append` then takes their values in ``extra``.
         The file is built under a temporary name and renamed into place, so a kill
         during creation never leaves a half-made file at ``path``.
         """
         path = os.fspath(path)
+        series_shapes = series
         tmp = path + ".creating"
         with h5py.File(tmp, "w", libver=LIBVER) as f:
             f.attrs["format"] = FORMAT
@@ -469,6 +489,9 @@ class Writer:
                 f[f"{WEIGHTS_GROUP}/{role}"] = f[path_of("param", name=pname)]
             if attention_shape is not None:
                 series(P["attention"], attention_shape, "f4")
+            for entry, (shape, dtype) in (series_shapes or {}).items():
+                series(P[entry], shape, dtype)
+            series(P["step_loss"])
             if resume_tensors:
                 f.create_dataset(P["resume_step"], data=np.full(2, -1, dtype=np.int64))
                 for slot in (0, 1):
@@ -487,8 +510,12 @@ class Writer:
         params: Mapping[str, np.ndarray],
         metrics: Mapping[str, Mapping[str, float]],
         attention: np.ndarray | None = None,
+        extra: Mapping[str, np.ndarray] | None = None,
+        step_losses: np.ndarray | None = None,
     ) -> None:
-        """Append one snapshot; it becomes visible to readers only when complete."""
+        """Append one snapshot; it becomes visible to readers only when complete. ``extra``: values of
+        the ``series`` entries given at creation; ``step_losses``: the loss of every step since the
+        previous snapshot (appended to the step log)."""
         f, n = self._f, self._n
         missing = set(self._params) - set(params)
         if missing:
@@ -501,6 +528,14 @@ class Writer:
             values[path_of("param", name=name)] = arr
         if attention is not None:
             values[P["attention"]] = attention
+        for entry, v in (extra or {}).items():
+            values[P[entry]] = v
+        if step_losses is not None and len(step_losses) and P["step_loss"] in f:
+            log = f[P["step_loss"]]
+            at = log.shape[0]
+            log.resize(at + len(step_losses), axis=0)
+            log[at:] = np.asarray(step_losses, dtype=np.float64)
+            log.flush()
         for p, v in values.items():
             ds = f[p]
             ds.resize(n + 1, axis=0)
@@ -586,6 +621,11 @@ class Writer:
                     g.attrs["environment"] = json.dumps(env, sort_keys=True)
                 f.copy(f[RUN_GROUP], g, name=RUN_GROUP)   # written once, at creation
                 _copy_rows(f[SNAPSHOTS_GROUP], g, SNAPSHOTS_GROUP, keep)
+                if P["step_loss"] in f:   # the losses of the steps before the resumed one
+                    log = f[P["step_loss"]]
+                    k = min(step, int(log.shape[0]))
+                    g.create_dataset(P["step_loss"], data=np.asarray(log[:k]), maxshape=(None,),
+                                     chunks=log.chunks)
                 _copy_slot(f, g, slot)
                 g.flush()
             with open(tmp, "rb+") as fh:

@@ -63,6 +63,7 @@ class _Checker:
                     self.bad(f"root attribute '{key}' is not valid JSON")
         dims = meta.get("dims", {})
         task = meta.get("task", {})
+        self.model = meta.get("config", {}).get("model") if isinstance(meta.get("config"), dict) else None
         for sym in ("vocab", "d_model", "seq", "probe", "layers", "heads", "d_head", "d_hidden"):
             if not isinstance(dims.get(sym), int):
                 self.bad(f"dims attribute lacks integer '{sym}'")
@@ -91,6 +92,8 @@ class _Checker:
             layers = dims.get("layers", 0) if isinstance(dims.get("layers"), int) else 0
             required = (spec.get("required") or (spec.get("required_with_layers") and layers > 0)
                         or task.get("kind") in spec.get("required_for_tasks", ()))
+            if self.model in spec.get("not_for_models", ()):
+                required = False
             if required or path in self.f:
                 return [path]
             return []

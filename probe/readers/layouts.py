@@ -3,7 +3,8 @@
 Whatever the source, a probe asks for ``token_embedding`` (vocab x d), ``position_embedding``,
 ``unembedding`` (d x vocab), and per layer ``layer{i}/W_Q``, ``W_K``, ``W_V`` (heads x d x d_head),
 ``W_O`` (heads x d_head x d), ``W_in`` (d x d_ff), ``W_out`` (d_ff x d) and, for gated MLPs,
-``W_gate`` (d x d_ff) — all in the ``x @ W`` layout of this toolkit's own models (the names of
+``W_gate`` (d x d_ff), and the norm gains ``layer{i}/attn_norm``, ``layer{i}/mlp_norm`` and
+``final_norm`` (d,) where the family has them — all in the ``x @ W`` layout of this toolkit's own models (the names of
 ``schemas/snapshot-v1.json``). Covered: GPT-2 (Hugging Face Conv1D weights, the fused
 ``c_attn``), nanoGPT, GPT-NeoX / Pythia (per-head interleaved ``query_key_value``), LLaMA-style
 (grouped K/V heads, gated MLP), BERT-style (MiniLM), Phi and Phi-3, and this toolkit's snapshots, whose trainer
@@ -70,6 +71,13 @@ def _linear_attention(rules: Rules, i: int, pattern: str, parts: tuple[str, str,
     for nm, part, heads in zip(("W_Q", "W_K", "W_V"), parts, (H, KV, KV)):
         rules[f"layer{i}/{nm}"] = ((pattern.format(part),), lambda w, n=heads: _heads_in(w.T, n))
     rules[f"layer{i}/W_O"] = ((pattern.format(parts[3]),), lambda w, n=H: _heads_out(w.T, n))
+
+
+def _norms(rules: Rules, shapes: dict, sites: dict[str, str]) -> None:
+    """Norm gains (canonical site -> raw weight name), for the sites the checkpoint holds."""
+    for site, raw in sites.items():
+        if raw in shapes:
+            rules[site] = ((raw,), _same)
 
 
 def _layer_count(names, pattern: str) -> int:
@@ -142,6 +150,8 @@ def _gpt2(source: Source, shapes: dict, cfg: dict) -> Layout:
         rules[f"layer{i}/W_O"] = ((p + "attn.c_proj.weight",), lambda w, H=H, fix=fix: _heads_out(fix(w), H))
         rules[f"layer{i}/W_in"] = ((p + "mlp.c_fc.weight",), fix)
         rules[f"layer{i}/W_out"] = ((p + "mlp.c_proj.weight",), fix)
+        _norms(rules, shapes, {f"layer{i}/attn_norm": p + "ln_1.weight", f"layer{i}/mlp_norm": p + "ln_2.weight"})
+    _norms(rules, shapes, {"final_norm": f"{pre}ln_f.weight"})
     return Layout("gpt2" if conv1d else "nanogpt", H, L, rules)
 
 
@@ -168,6 +178,9 @@ def _neox(source: Source, shapes: dict, cfg: dict) -> Layout:
         rules[f"layer{i}/W_O"] = ((p + "attention.dense.weight",), lambda w, H=H: _heads_out(w.T, H))
         rules[f"layer{i}/W_in"] = ((p + "mlp.dense_h_to_4h.weight",), _T)
         rules[f"layer{i}/W_out"] = ((p + "mlp.dense_4h_to_h.weight",), _T)
+        _norms(rules, shapes, {f"layer{i}/attn_norm": p + "input_layernorm.weight",
+                               f"layer{i}/mlp_norm": p + "post_attention_layernorm.weight"})
+    _norms(rules, shapes, {"final_norm": f"{pre}final_layer_norm.weight"})
     return Layout("gpt-neox", H, L, rules)
 
 
@@ -182,11 +195,16 @@ def _decoder(source: Source, shapes: dict, cfg: dict, family: str, layer_part: s
     emb = _ending(names, "embed_tokens.weight")
     rules: Rules = {"token_embedding": ((emb,), _same),
                     "unembedding": ((_ending(names, "lm_head.weight") or emb,), _T)}
+    for i in range(L):   # LLaMA, Mistral, Qwen2, Gemma, Phi-3 (Phi has one input_layernorm per layer)
+        _norms(rules, shapes, {f"layer{i}/attn_norm": f"{pre}layers.{i}.input_layernorm.weight",
+                               f"layer{i}/mlp_norm": f"{pre}layers.{i}.post_attention_layernorm.weight"})
+    _norms(rules, shapes, {"final_norm": f"{pre}norm.weight"})
+    _norms(rules, shapes, {"final_norm": f"{pre}final_layernorm.weight"})
     return pre, L, H, KV, rules
 
 
 def _llama(source: Source, shapes: dict, cfg: dict) -> Layout:
-    """LLaMA-style: separate q/k/v/o projections, grouped K/V heads, gated MLP."""
+    """LLaMA-style: separate q/k/v/o projections, grouped K/V heads, gated MLP, RMSNorm gains."""
     pre, L, H, KV, rules = _decoder(source, shapes, cfg, "LLaMA-style", "q_proj")
     for i in range(L):
         p = f"{pre}layers.{i}."

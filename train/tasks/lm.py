@@ -135,7 +135,37 @@ class TextTask(Task):
         raise ProbeError("P^s is defined for the synthetic tasks, not for text runs")
 
     def run_arrays(self) -> dict[str, np.ndarray]:
-        return {"vocab_ids": self.vocab_ids, "vocab_strings": np.asarray(self.vocab_strings, dtype=object)}
+        out = {"vocab_ids": self.vocab_ids, "vocab_strings": np.asarray(self.vocab_strings, dtype=object)}
+        if self.cfg.token_probe > 0:
+            out.update(self.token_probe_arrays())
+        return out
+
+    def token_probe_indices(self) -> np.ndarray:
+        """The first ``token_probe`` validation windows of each source (their order is random)."""
+        return np.concatenate([self.indices(s)[: self.cfg.token_probe] for s in self.splits])
+
+    def token_probe_arrays(self) -> dict[str, np.ndarray]:
+        """The token-probe windows with, per position, the n-gram surprisal of the next token under
+        the training windows' counts: unigram add-one smoothed, bigram (given the input token)
+        add-0.01 smoothed; the training counts of every token (``token_counts``)."""
+        V = len(self.vocab_ids)
+        train = self.train_indices
+        a, b = self.tokens[train].ravel(), self.targets[train].ravel()
+        uni = np.bincount(b, minlength=V).astype(np.float64)
+        ctx = np.bincount(a, minlength=V).astype(np.float64)
+        codes, pair_counts = np.unique(a * V + b, return_counts=True)
+        idx = self.token_probe_indices()
+        pa, pb = self.tokens[idx], self.targets[idx]
+        want = pa * V + pb
+        pos = np.clip(np.searchsorted(codes, want), 0, len(codes) - 1)
+        c_ab = np.where(codes[pos] == want, pair_counts[pos], 0).astype(np.float64)
+        alpha = 0.01
+        return {
+            "token_counts": uni,
+            "token_probe_tokens": pa, "token_probe_targets": pb, "token_probe_source": self.split[idx],
+            "token_probe_unigram": -np.log((uni[pb] + 1.0) / (uni.sum() + V)),
+            "token_probe_bigram": -np.log((c_ab + alpha) / (ctx[pa] + alpha * V)),
+        }
 
     def describe(self) -> dict:
         c = self.cfg
