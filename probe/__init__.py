@@ -13,7 +13,8 @@ path can be, ``analyses/`` the math, ``api`` path in -> results out, ``cli/`` th
 from .errors import ProbeError, ProbeWarning
 
 _API = ("Run", "info", "token_text", "validate", "select_tokens", "similarity", "pca", "align", "condense", "theory",
-        "ood", "attention", "bias", "spectrum", "sweep_summary")
+        "ood", "attention", "bias", "spectrum", "norms", "sinks", "rank", "rank_trajectory", "tokens", "dynamics",
+        "sweep_summary")
 __all__ = ["ProbeError", "ProbeWarning", *_API]
 
 

@@ -22,8 +22,13 @@ from .analyses.align import AlignResult, align as _align
 from .analyses.attention import AttentionResult, attention_stats
 from .analyses.bias import BiasResult, reasoning_bias
 from .analyses.condense import CondenseResult, condense as _condense
+from .analyses.dynamics import DELTA, SPIKE_FACTOR, SPIKE_WINDOW, WINDOW as SMOOTH, DynamicsResult, loss_dynamics
+from .analyses.norms import SATURATION, NormsResult, norm_saturation
+from .analyses.rank import RankResult, RankTrajectoryResult, matrix_ranks, rank_trajectory as _rank_trajectory
 from .analyses.ood import OODResult, loss_acc
 from .analyses.pca import PCAResult, pca as _pca
+from .analyses.sinks import MIN_QUERY, SINK_THRESHOLD, SinksResult, attention_sinks
+from .analyses.tokens import BUCKETS, TokensResult, token_features, token_gains
 from .analyses.similarity import BLOCKED_ABOVE, SimilarityResult, cosine_similarity, cosine_similarity_blocked
 from .analyses.spectrum import SpectrumResult, spectrum as _spectrum
 from .analyses.theory import TheoryResult, theory as _theory
@@ -35,7 +40,8 @@ from .readers.tokens import parse_tokens
 from .readers.words import word_list
 
 __all__ = ["Run", "info", "token_text", "similarity", "validate", "select_tokens", "pca", "align", "condense",
-           "theory", "ood", "attention", "bias", "spectrum", "sweep_summary"]
+           "theory", "ood", "attention", "bias", "spectrum", "norms", "sinks", "rank", "rank_trajectory", "tokens",
+           "dynamics", "sweep_summary"]
 
 # The selection a probe analyses when neither tokens nor words are given (None: every row).
 DEFAULT_TOKENS = {"similarity": "reasoning", "pca": "keys,reasoning,memory", "theory": "reasoning",
@@ -450,6 +456,221 @@ def spectrum(path: str | os.PathLike, *, step: str | int = "latest", progress=No
     return _warn([_spectrum(mats, step=src.step if src.step is not None else 0)])
 
 
+# --- paper 4: norms, sinks, rank, tokens ---------------------------------------------------------
+
+WINDOW, MAX_TOKENS = 128, 4096
+
+
+def _forward(path: str, text: str | None, what: str, step, *, window: int, max_tokens: int, attention: bool = False):
+    """A checkpoint run over ``text`` (the probes that need activations, on external checkpoints)."""
+    from .readers.activations import run_text
+
+    if text is None:
+        raise ProbeError(f"{path}: {what} on a checkpoint needs activations: pass {param('text')} FILE, a text "
+                         "file to run the model on (its tokenizer files are used)")
+    if str(step) not in ("latest", "all"):
+        raise ProbeError(f"{path}: a checkpoint holds one step; use {param('step', 'latest')}")
+    _number("window", window, lo=2, integer=True)
+    _number("max_tokens", max_tokens, lo=2, integer=True)
+    return run_text(path, text, window=window, max_tokens=max_tokens, attention=attention)
+
+
+def _text_only_for_checkpoints(path, text) -> None:
+    if text is not None:
+        warnings.warn(f"{path}: {param('text')} is for external checkpoints; a snapshot file stores what it needs "
+                      "(ignored)", ProbeWarning, stacklevel=3)
+
+
+def norms(path: str | os.PathLike, *, step: str | int = "latest", saturation: float = SATURATION,
+          text: str | None = None, window: int = WINDOW, max_tokens: int = MAX_TOKENS) -> list[NormsResult]:
+    """ε share s = ε / (m + ε) and effective gain of every norm site (m: the mean over the probe
+    tokens of mean(x²), var(x) for a LayerNorm); sites with s >= ``saturation`` are saturated.
+    Snapshot files: from the stored norm statistics; checkpoints: by running the model on ``text``."""
+    _number("saturation", saturation, lo=0.0, hi=1.0)
+    path = os.fspath(path)
+    if not is_snapshot_file(path):
+        fw = _forward(path, text, "norms", step, window=window, max_tokens=max_tokens)
+        if not fw.norm_sites:
+            raise ProbeError(f"{path}: the model has no normalisation layers")
+        eps = set(fw.norm_eps)
+        if len(eps) > 1:
+            warnings.warn(f"{path}: the norms use several epsilons ({sorted(eps)}); the largest is reported",
+                          ProbeWarning, stacklevel=2)
+        return _warn([norm_saturation(fw.norm_sites, fw.norm_ms, max(eps), gain=fw.norm_gain,
+                                      median_square=fw.norm_ms_median, saturation=saturation)])
+    _text_only_for_checkpoints(path, text)
+    with Run(path) as run:
+        if not run.has("norm_ms"):
+            raise ProbeError(f"{run.path}: stores no norm statistics (a run without norms, or written before "
+                             "schema 1.3)")
+        sites = run.strings("norm_sites")
+        indices = run.step_indices(step)
+        ms = _read(run.dataset("norm_ms"), indices)
+        med = _read(run.dataset("norm_ms_median"), indices) if run.has("norm_ms_median") else [None] * len(indices)
+        gains = {s: _read(run.tensor(s), indices) for s in sites if s in run.weights()}
+        eps = float(run.config.get("norm_eps", 1e-5))
+        steps = run.steps
+    out = []
+    for k, i in enumerate(indices):
+        g = np.array([np.sqrt(np.mean(np.square(gains[s][k], dtype=np.float64))) if s in gains else 1.0
+                      for s in sites])
+        out.append(norm_saturation(sites, ms[k], eps, gain=g, median_square=med[k], saturation=saturation,
+                                   step=int(steps[i])))
+    return _warn(out)
+
+
+def sinks(path: str | os.PathLike, *, step: str | int = "latest", min_query: int = MIN_QUERY,
+          sink_threshold: float = SINK_THRESHOLD, text: str | None = None, window: int = WINDOW,
+          max_tokens: int = MAX_TOKENS) -> list[SinksResult]:
+    """Attention sinks per layer and head: mean attention on the first position of queries at
+    positions >= ``min_query``, the fraction of heads at or above ``sink_threshold``, and the first
+    position's residual norm against the median position. Snapshot files: the stored probe batch;
+    checkpoints: the model run on ``text``."""
+    _number("min_query", min_query, lo=1, integer=True)
+    _number("sink_threshold", sink_threshold, lo=0.0, hi=1.0)
+    path = os.fspath(path)
+    if not is_snapshot_file(path):
+        fw = _forward(path, text, "sinks", step, window=window, max_tokens=max_tokens, attention=True)
+        return _warn([attention_sinks(fw.attention, fw.hidden_norm, min_query=min_query,
+                                      threshold=sink_threshold)])
+    _text_only_for_checkpoints(path, text)
+    with Run(path) as run:
+        if P["attention"] not in run.h5:
+            raise ProbeError(f"{run.path}: holds no attention maps (an Emb-MLP run?)")
+        indices = run.step_indices(step)
+        maps = _read(run.dataset("attention"), indices)
+        hidden = _read(run.dataset("hidden_norm"), indices) if run.has("hidden_norm") else [None] * len(indices)
+        steps = run.steps
+    return _warn([attention_sinks(A, h, min_query=min_query, threshold=sink_threshold, step=int(steps[i]))
+                  for A, h, i in zip(maps, hidden, indices)])
+
+
+def _rank_names(run) -> list[str]:
+    """The canonical matrices a rank probe reads: every 2-D or per-head weight but the embedding (which
+    enters centred, as ``embedding``), in natural order."""
+    shapes = run.weights() if isinstance(run, Run) else run.tensors()
+    names = [n for n, s in shapes.items() if len(s) >= 2 and n != "token_embedding"]
+    return sorted(names, key=_natural)
+
+
+def rank(path: str | os.PathLike, *, step: str | int = "latest", groups: str | None = None,
+         mapping: str | None = None) -> list[RankResult]:
+    """Effective rank (exp entropy of σ / Σσ), stable rank (Σσ² / σ₁²) and top-1 / top-5 energy of the
+    centred token embedding and of every weight matrix (per-head tensors as the full map), per step."""
+    with open_source(path, groups, mapping) as run:
+        indices = run.step_indices(step)
+        names = _rank_names(run)
+        emb = _read(run.tensor("token_embedding"), indices)
+        mats = {n: _read(run.tensor(n), indices) for n in names}
+        steps = run.steps
+    return _warn([matrix_ranks({n: _as_matrix(n, m[k]) for n, m in mats.items()}, emb[k], step=int(steps[i]))
+                  for k, i in enumerate(indices)])
+
+
+def rank_trajectory(path: str | os.PathLike, *, step: str | int = "all", metric: str = "effective_rank",
+                    groups: str | None = None, mapping: str | None = None) -> list[RankTrajectoryResult]:
+    """Where each matrix's ``metric`` (effective_rank, stable_rank, top1_energy, top5_energy) bottoms out
+    over the selected steps: its minimum, the step of it, the dip below the first step and the rebound
+    to the last ("condense, then expand" as numbers)."""
+    results = rank(path, step=step, groups=groups, mapping=mapping)
+    known = list(next(iter(results[0].numbers.values())))
+    if metric not in known:
+        raise ProbeError(f"{param('metric', metric)}: rank reports {', '.join(known)}")
+    return _warn([_rank_trajectory(results, metric)])
+
+
+def tokens(path: str | os.PathLike, other: str | os.PathLike | None = None, *, step: str | int = "latest",
+           step_b: str | int | None = None, buckets: int = BUCKETS, text: str | None = None, window: int = WINDOW,
+           max_tokens: int = MAX_TOKENS) -> list[TokensResult]:
+    """Per-token loss difference ΔL = L_A − L_B between run A (``path`` at ``step``) and run B
+    (``other``, or ``path`` again, at ``step_b``) on identical held-out tokens, bucketed by token
+    frequency, unigram and bigram surprisal, how much the context lowers the loss, and the models'
+    predictive entropy; per bucket the mean ΔL and the share of the total gain. Snapshot files: the
+    stored token-probe windows; checkpoints (two Hugging Face folders): the models run on ``text``."""
+    _number("buckets", buckets, lo=1, integer=True)
+    path = os.fspath(path)
+    other = os.fspath(other) if other is not None else None
+    if other is None and step_b is None:
+        raise ProbeError(f"tokens compares two models: give a second run, or a second step of the same run "
+                         f"with {param('step_b')}")
+    b_path = other if other is not None else path
+    step_b = step if step_b is None else step_b
+    if not is_snapshot_file(path) or not is_snapshot_file(b_path):
+        if is_snapshot_file(path) or is_snapshot_file(b_path):
+            raise ProbeError("tokens compares two snapshot files or two checkpoints, not one of each")
+        if other is None:
+            raise ProbeError(f"{path}: a checkpoint holds one step; give a second checkpoint to compare with")
+        fa = _forward(path, text, "tokens", step, window=window, max_tokens=max_tokens)
+        fb = _forward(b_path, text, "tokens", step_b, window=window, max_tokens=max_tokens)
+        if fa.vocab_size != fb.vocab_size or not np.array_equal(fa.tokens, fb.tokens):
+            raise ProbeError(f"{path} and {b_path} tokenize the text differently; the per-token comparison needs "
+                             "one vocabulary")
+        V = fa.vocab_size
+        counts = np.bincount(fa.targets.ravel(), minlength=V).astype(np.float64)
+        prev = np.bincount(fa.tokens.ravel(), minlength=V).astype(np.float64)
+        codes, pair = np.unique(fa.tokens.ravel() * V + fa.targets.ravel(), return_counts=True)
+        want = fa.tokens.ravel() * V + fa.targets.ravel()
+        c_ab = pair[np.searchsorted(codes, want)].astype(np.float64)
+        tgt = fa.targets.ravel()
+        unigram = -np.log((counts[tgt] + 1.0) / (counts.sum() + V))
+        bigram = -np.log((c_ab + 0.01) / (prev[fa.tokens.ravel()] + 0.01 * V))
+        warnings.warn("n-gram statistics of a checkpoint comparison come from the text itself (no training counts)",
+                      ProbeWarning, stacklevel=2)
+        la, lb = fa.token_loss.ravel(), fb.token_loss.ravel()
+        feats = token_features(counts[tgt], unigram, bigram, la, lb, fa.token_entropy.ravel(), fb.token_entropy.ravel())
+        return _warn([token_gains(la, lb, feats, buckets=buckets, label_a=path, label_b=b_path)])
+    _text_only_for_checkpoints(path, text)
+    a = _token_run(path, step)
+    b = _token_run(b_path, step_b)
+    if not np.array_equal(a["tokens"], b["tokens"]) or not np.array_equal(a["targets"], b["targets"]):
+        raise ProbeError(f"{path} and {b_path} hold different token-probe windows (another data seed, tokenizer "
+                         "or token_probe size); the per-token comparison needs identical tokens")
+    tgt = a["targets"].ravel()
+    la, lb = a["loss"].ravel(), b["loss"].ravel()
+    feats = token_features(a["counts"][tgt], a["unigram"].ravel(), a["bigram"].ravel(), la, lb,
+                           a["entropy"].ravel(), b["entropy"].ravel())
+    source = np.repeat(a["source"], a["tokens"].shape[1])
+    label = lambda p, s: f"{p}@{s}"   # noqa: E731
+    return _warn([token_gains(la, lb, feats, groups=source, group_names=a["splits"], buckets=buckets,
+                              label_a=label(path, a["step"]), label_b=label(b_path, b["step"]), step=a["step"])])
+
+
+def dynamics(path: str | os.PathLike, *, step: str | int = "latest", delta: float = DELTA, smooth: int = SMOOTH,
+             spike_factor: float = SPIKE_FACTOR, spike_window: int = SPIKE_WINDOW) -> list[DynamicsResult]:
+    """From the per-step loss log up to each selected snapshot: the escape step (first step where the
+    loss, averaged over ``smooth`` steps, is below ln V − ``delta``) and the loss spikes (a loss above
+    ``spike_factor`` x the median of the ``spike_window`` steps before it; a run of them is one)."""
+    _number("delta", delta, lo=0.0)
+    _number("smooth", smooth, lo=1, integer=True)
+    _number("spike_factor", spike_factor, lo=1.0)
+    _number("spike_window", spike_window, lo=1, integer=True)
+    with Run(path) as run:
+        indices = run.step_indices(step)
+        losses = run.step_losses()
+        vocab = int(run.dims["vocab"])
+        steps = run.steps
+    return _warn([loss_dynamics(losses[:int(steps[i])], vocab, delta=delta, window=smooth, spike_factor=spike_factor,
+                                spike_window=spike_window, step=int(steps[i])) for i in indices])
+
+
+def _token_run(path: str, step) -> dict:
+    with Run(path) as run:
+        if not run.has("token_loss"):
+            raise ProbeError(f"{run.path}: stores no per-token losses (train a text run with --token-probe N)")
+        idx = run.step_indices(step)
+        if len(idx) != 1:
+            raise ProbeError(f"tokens compares one step of each run, not {param('step', step)}")
+        i = idx[0]
+        return {"tokens": np.asarray(run.dataset("token_probe_tokens")[...]),
+                "targets": np.asarray(run.dataset("token_probe_targets")[...]),
+                "source": np.asarray(run.dataset("token_probe_source")[...]),
+                "unigram": np.asarray(run.dataset("token_probe_unigram")[...]),
+                "bigram": np.asarray(run.dataset("token_probe_bigram")[...]),
+                "counts": np.asarray(run.dataset("token_counts")[...]),
+                "loss": np.asarray(run.dataset("token_loss")[i]), "entropy": np.asarray(run.dataset("token_entropy")[i]),
+                "splits": run.splits, "step": int(run.steps[i])}
+
+
 # --- sweeps: per grid cell over seeds -----------------------------------------------------------
 
 SEED_FIELDS = ("seed", "data_seed")
@@ -496,7 +717,8 @@ def _run_value(file: str, run: Run, name: str, index: int, cache: dict):
     return float(metrics[m.group(2)][m.group(1)][index])
 
 
-_PROBES_FOR_SWEEPS = ("similarity", "pca", "align", "condense", "theory", "attention", "bias", "ood")
+_PROBES_FOR_SWEEPS = ("similarity", "pca", "align", "condense", "theory", "attention", "bias", "ood", "norms", "sinks",
+                      "rank", "dynamics")
 _CALL = re.compile(r"^(\w+)(?:\((.*)\))?$")
 
 

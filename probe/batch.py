@@ -20,9 +20,10 @@ from .errors import SIGINT, Interrupted, ProbeError, ProbeWarning, param
 from .readers.checkpoints import step_from_name
 
 COLUMNS = ("path", "step", "probe", "key", "metric", "value")
-WEIGHT_PROBES = ("similarity", "pca", "align", "condense", "spectrum")
-SNAPSHOT_PROBES = ("theory", "attention", "bias", "ood")
-PROBES = WEIGHT_PROBES + SNAPSHOT_PROBES
+WEIGHT_PROBES = ("similarity", "pca", "align", "condense", "spectrum", "rank")
+ACTIVATION_PROBES = ("norms", "sinks")      # checkpoints: with a text to run on (text=)
+SNAPSHOT_PROBES = ("theory", "attention", "bias", "ood", "dynamics")
+PROBES = WEIGHT_PROBES + ACTIVATION_PROBES + SNAPSHOT_PROBES
 _CHECKPOINT_EXT = (".h5", ".hdf5", ".safetensors", ".pt", ".pth", ".bin", ".ckpt")
 
 

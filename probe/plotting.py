@@ -155,6 +155,24 @@ def _trajectory(results: Sequence, path: str, title: str) -> None:
     plt.close(fig)
 
 
+def saturation_map(results: Sequence, path: str | None, title: str, ax=None):
+    """ε share per norm site (rows) and step (columns) as a heat map; returns the image."""
+    plt = pyplot()
+    own = ax is None
+    if own:
+        fig, ax = plt.subplots(figsize=(1.5 + 0.32 * len(results), 1.2 + 0.3 * len(results[0].sites)),
+                               constrained_layout=True)
+    M = np.array([r.eps_share for r in results]).T
+    im = heatmap(ax, M, [str(r.step) for r in results], results[0].sites, vmin=0.0, vmax=1.0, cmap="magma")
+    ax.set_xlabel("step")
+    if own:
+        fig.colorbar(im, ax=ax, label=f"ε share (ε = {results[0].eps:g})")
+        fig.suptitle(title, fontsize=10)
+        fig.savefig(path, dpi=150)
+        plt.close(fig)
+    return im
+
+
 def _pca_panel(ax, r) -> None:
     groups = list(dict.fromkeys(r.groups))
     cmap = pyplot().get_cmap("tab10")
@@ -235,6 +253,47 @@ def _single(name: str, r, path: str, title: str) -> bool:
         axes[1].set_ylabel("log10 ||W||_F^2")
         for ax in axes:
             ax.set_xticks(range(len(names)), names, fontsize=5, rotation=90)
+    elif name == "norms":
+        fig, ax = plt.subplots(figsize=(6, 3.6), constrained_layout=True)
+        ax.barh(r.sites, r.eps_share, color=["#d62728" if s in r.saturated else "#1f77b4" for s in r.sites])
+        ax.axvline(r.saturation, color="grey", ls=":", label=f"saturated from s = {r.saturation:g}")
+        ax.set_xlim(0, 1)
+        ax.set_xlabel(f"ε share s = ε / (m + ε), ε = {r.eps:g}")
+        ax.invert_yaxis()
+        ax.legend(fontsize=7)
+    elif name == "sinks":
+        fig, ax = plt.subplots(figsize=(1.2 + 0.7 * r.mass.shape[1], 1.2 + 0.6 * r.mass.shape[0]),
+                               constrained_layout=True)
+        im = heatmap(ax, r.mass, [f"h{h}" for h in range(r.mass.shape[1])], [f"L{l}" for l in range(r.mass.shape[0])],
+                     vmin=0.0, vmax=1.0, cmap="magma", xrotation=0)
+        fig.colorbar(im, ax=ax, label="attention on position 0")
+    elif name == "rank":
+        fig, ax = plt.subplots(figsize=(6, 0.8 + 0.25 * len(r.names)), constrained_layout=True)
+        ax.barh(r.names, [r.numbers[n]["effective_rank"] for n in r.names])
+        ax.set_xlabel("effective rank (exp entropy of σ)")
+        ax.invert_yaxis()
+    elif name == "rank-minima":
+        fig, ax = plt.subplots(figsize=(6, 0.8 + 0.25 * len(r.names)), constrained_layout=True)
+        ax.barh(r.names, [r.dip(n) for n in r.names], label="dip: minimum / initial")
+        ax.barh(r.names, [r.rebound(n) - 1 for n in r.names], left=[r.dip(n) for n in r.names], alpha=0.5,
+                label="rebound: final / minimum − 1")
+        ax.axvline(1.0, color="grey", ls=":")
+        ax.set_xlabel(f"{r.metric} relative to the first step")
+        ax.invert_yaxis()
+        ax.legend(fontsize=7)
+    elif name == "tokens":
+        feats = list(r.buckets)
+        fig, axes = plt.subplots(1, len(feats), figsize=(2.6 * len(feats), 3.2), squeeze=False,
+                                 constrained_layout=True)
+        for ax, f in zip(axes[0], feats):
+            bs = r.buckets[f]
+            x = np.arange(len(bs))
+            ax.bar(x - 0.2, [b["gain_share"] for b in bs], 0.4, label="share of the gain")
+            ax.bar(x + 0.2, [b["token_share"] for b in bs], 0.4, label="share of the tokens")
+            ax.set_xticks(x, [f"q{b['bucket']}" for b in bs])
+            ax.set_title(f, fontsize=9)
+        axes[0][0].legend(fontsize=7)
+        axes[0][0].set_ylabel("share (A over B)")
     elif name == "ood":
         fig, ax = plt.subplots(figsize=(6, 3.8), constrained_layout=True)
         names = list(r.splits) + [f"held-out {c}" for c in r.combos] + [f"target {t}" for t in r.targets]
@@ -256,6 +315,9 @@ def plot_results(name: str, results: Sequence, path: str, title: str) -> None:
     (similarity: a heat map per step, at most ``MAX_PANELS``)."""
     if name == "similarity":
         similarity_heatmaps(results, path, title)
+        return
+    if name == "norms" and len(results) > 1:
+        saturation_map(results, path, title)
         return
     if len(results) == 1 and _single(name, results[0], path, f"{title}, step {results[0].step}"):
         return

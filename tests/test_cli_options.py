@@ -13,8 +13,9 @@ COMMANDS = get_command(app).commands
 # flags that do not feed an API parameter of the same name
 NOT_API = {"fmt": "--format", "all_": "--all", "list_": "--list", "probes": "--probe", "plot": "--plot",
            "out": "--out", "jobs": "--jobs", "scheduler": "--scheduler", "quick": "--quick", "tiny": "--tiny",
-           "runs": "--runs", "examples": "--examples"}
-PROBES = ("similarity", "pca", "align", "condense", "theory", "ood", "attention", "bias", "spectrum")
+           "runs": "--runs", "examples": "--examples", "minima": "--minima"}
+PROBES = ("similarity", "pca", "align", "condense", "theory", "ood", "attention", "bias", "spectrum", "norms", "sinks",
+          "rank", "dynamics")
 
 
 def _options(cmd):

@@ -340,7 +340,7 @@ PRESETS: dict[str, dict] = {
     # For tests: seconds.
     "llm-tiny": dict(
         task="lm", model="llama", seq_len=32, logic_docs=300, story_docs=300, eval_size=32, probe_per_split=2,
-        d_model=96, d_ff=128, layers=2, heads=2, norm="pre", activation="gelu",
+        d_model=128, d_ff=128, layers=2, heads=2, norm="pre", activation="gelu",
         steps=60, batch_size=16, lr=1e-3, warmup_steps=5, weight_decay=0.0, snapshot_every=20, token_probe=4,
     ),
     # For tests: seconds.

@@ -16,9 +16,10 @@ import typer
 
 from ..errors import Interrupted, ProbeError, run_cli
 from .options import (
-    FORMAT, FULL, JOBS, N_COMPONENTS, NEURONS, SEED, STEP, TENSOR, THRESHOLD, TOP_K, Anchor, Dim, File, Fmt, Format,
-    Full, Groups, Head, Jobs, Layer, Mapping, Metric, NComponents, Neurons, Out, Outcome, Plot, Seed, Source, Splits,
-    Step, Tensor, Threshold, Tokens, TopK, Words, WordsFile,
+    BUCKETS, DELTA, SMOOTH, SPIKE_FACTOR, SPIKE_WINDOW, Delta, Smooth, SpikeFactor, SpikeWindow, FORMAT, FULL, JOBS, MAX_TOKENS, MIN_QUERY, N_COMPONENTS, NEURONS, SATURATION, SEED, SINK_THRESHOLD, STEP,
+    TENSOR, THRESHOLD, TOP_K, WINDOW, Anchor, Buckets, Dim, File, Fmt, Format, Full, Groups, Head, Jobs, Layer,
+    Mapping, MaxTokens, Metric, MinQuery, NComponents, Neurons, Out, Outcome, Plot, Saturation, Seed, SinkThreshold,
+    Source, Splits, Step, StepB, Tensor, Text, Threshold, Tokens, TopK, Window, Words, WordsFile,
 )
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, no_args_is_help=True, rich_markup_mode=None,
@@ -267,12 +268,82 @@ def spectrum(file: Source, step: Step = STEP, fmt: Fmt = FORMAT, plot: Plot = No
 
 
 @app.command()
+def norms(file: Source, saturation: Saturation = SATURATION, text: Text = None, window: Window = WINDOW,
+          max_tokens: MaxTokens = MAX_TOKENS, step: Step = STEP, fmt: Fmt = FORMAT, plot: Plot = None) -> None:
+    """ε-saturation of every norm site: ε share s = ε / (m + ε), m the mean over tokens of mean(x²)
+    (var(x) for LayerNorm), and the effective gain; flags the saturated sites (--step all: site x step)."""
+    from .. import api
+
+    _check_plot(plot)
+    _show(api.norms(file, step=step, saturation=saturation, text=text, window=window, max_tokens=max_tokens),
+          fmt, file, "norms", plot)
+
+
+@app.command()
+def sinks(file: Source, min_query: MinQuery = MIN_QUERY, sink_threshold: SinkThreshold = SINK_THRESHOLD,
+          text: Text = None, window: Window = WINDOW, max_tokens: MaxTokens = MAX_TOKENS, step: Step = STEP,
+          fmt: Fmt = FORMAT, plot: Plot = None) -> None:
+    """Attention sinks per layer and head: mean attention on the first position (queries past the first
+    few), the fraction of sink heads, and the first position's residual norm over the median position's."""
+    from .. import api
+
+    _check_plot(plot)
+    _show(api.sinks(file, step=step, min_query=min_query, sink_threshold=sink_threshold, text=text, window=window,
+                    max_tokens=max_tokens), fmt, file, "sinks", plot)
+
+
+@app.command()
+def rank(file: Source, minima: Annotated[bool, typer.Option(
+             help="report where each effective-rank trajectory bottoms out (its minimum, the step of it, the dip "
+                  "and the rebound) over the selected steps (default: every step)")] = False,
+         groups: Groups = None, mapping: Mapping = None, step: Step = STEP, fmt: Fmt = FORMAT,
+         plot: Plot = None) -> None:
+    """Effective rank, stable rank and top-1/top-5 energy of the centred token embedding and of every weight
+    matrix; with --step all a trajectory, with --minima the step where each one bottoms out."""
+    from .. import api
+
+    _check_plot(plot)
+    if minima:
+        res = api.rank_trajectory(file, step="all" if step == STEP else step, groups=groups, mapping=mapping)
+        _show(res, fmt, file, "rank-minima", plot)
+        return
+    _show(api.rank(file, step=step, groups=groups, mapping=mapping), fmt, file, "rank", plot)
+
+
+@app.command()
+def tokens(file: Source, other: Annotated[Optional[str], typer.Argument(
+               help="run B (default: FILE again, at --step-b)", show_default=False)] = None,
+           step_b: StepB = None, buckets: Buckets = BUCKETS, text: Text = None, window: Window = WINDOW,
+           max_tokens: MaxTokens = MAX_TOKENS, step: Step = STEP, fmt: Fmt = FORMAT, plot: Plot = None) -> None:
+    """Per-token loss difference ΔL = L_A − L_B on identical held-out tokens, bucketed by token frequency,
+    n-gram surprisal, how much the context lowers the loss and the predictive entropy: mean ΔL and share of
+    the total gain per bucket."""
+    from .. import api
+
+    _check_plot(plot)
+    _show(api.tokens(file, other, step=step, step_b=step_b, buckets=buckets, text=text, window=window,
+                     max_tokens=max_tokens), fmt, file, "tokens", plot)
+
+
+@app.command()
+def dynamics(file: File, delta: Delta = DELTA, smooth: Smooth = SMOOTH, spike_factor: SpikeFactor = SPIKE_FACTOR,
+             spike_window: SpikeWindow = SPIKE_WINDOW, step: Step = STEP, fmt: Fmt = FORMAT, plot: Plot = None) -> None:
+    """From the per-step loss log: the escape step (loss below ln V - delta, smoothed) and the loss spikes."""
+    from .. import api
+
+    _check_plot(plot)
+    _show(api.dynamics(file, step=step, delta=delta, smooth=smooth, spike_factor=spike_factor,
+                       spike_window=spike_window), fmt, file, "dynamics", plot)
+
+
+@app.command()
 def batch(
     paths: Annotated[list[str], typer.Argument(help="checkpoints: files, folders (a model folder, or a folder "
                                                     "of checkpoints) and globs", show_default=False)],
     probes: Annotated[list[str], typer.Option("--probe", "-p", help="probe to run (repeat for several): "
-                                              "similarity, pca, align, condense, spectrum; on snapshot files also "
-                                              "theory, attention, bias, ood", show_default=False)],
+                                              "similarity, pca, align, condense, spectrum, rank; norms, sinks "
+                                              "(checkpoints: with --text); on snapshot files also theory, "
+                                              "attention, bias, ood, dynamics", show_default=False)],
     out: Out = None, jobs: Jobs = JOBS,
     scheduler: Annotated[Optional[str], typer.Option(help="address of a running Dask scheduler "
                                                           "(tcp://host:8786)")] = None,
@@ -280,6 +351,9 @@ def batch(
     groups: Groups = None, mapping: Mapping = None, layer: Layer = None, head: Head = None, top_k: TopK = TOP_K,
     n_components: NComponents = N_COMPONENTS, neurons: Neurons = NEURONS, threshold: Threshold = THRESHOLD,
     anchor: Anchor = None, dim: Dim = None, seed: Seed = SEED, full: Full = FULL, splits: Splits = None,
+    saturation: Saturation = SATURATION, min_query: MinQuery = MIN_QUERY, sink_threshold: SinkThreshold = SINK_THRESHOLD,
+    text: Text = None, window: Window = WINDOW, max_tokens: MaxTokens = MAX_TOKENS, delta: Delta = DELTA,
+    smooth: Smooth = SMOOTH, spike_factor: SpikeFactor = SPIKE_FACTOR, spike_window: SpikeWindow = SPIKE_WINDOW,
     step: Step = STEP, fmt: Fmt = FORMAT,
 ) -> None:
     """Run probes over many checkpoints into one tidy table (path, step, probe, key, metric, value),
@@ -294,7 +368,10 @@ def batch(
                "groups": absolute(groups), "mapping": absolute(mapping), "layer": layer, "head": head,
                "top_k": top_k, "n_components": n_components, "neurons": neurons or None, "threshold": threshold,
                "anchor": anchor, "dim": dim, "seed": seed, "full": full,
-               "splits": tuple(splits) if splits else None, "step": step}
+               "splits": tuple(splits) if splits else None, "saturation": saturation, "min_query": min_query,
+               "sink_threshold": sink_threshold, "text": absolute(text), "window": window, "max_tokens": max_tokens,
+               "delta": delta, "smooth": smooth, "spike_factor": spike_factor, "spike_window": spike_window,
+               "step": step}
     try:
         with _progress("batch") as tick:
             rows = B.batch(paths, probes, options, out=out, jobs=jobs, scheduler=scheduler,

@@ -75,6 +75,37 @@ Splits = Annotated[Optional[list[str]], typer.Option(
     help="bias: split A then split B (give twice) [default: the task's pair: anchor mem, rsn_train; "
          "lm story, logic]")]
 
+# --- paper 4 ---------------------------------------------------------------------------------
+SATURATION = 0.1
+Saturation = Annotated[float, typer.Option(help="norms: ε share s = ε / (m + ε) from which a norm site counts as "
+                                           "saturated (0.1: its output rms is <= 95 % of a clean norm's)")]
+MIN_QUERY = 4
+MinQuery = Annotated[int, typer.Option(min=1, help="sinks: first query position counted (earlier queries see "
+                                       "little besides position 0)")]
+SINK_THRESHOLD = 0.3
+SinkThreshold = Annotated[float, typer.Option(help="sinks: mean attention on position 0 from which a head counts "
+                                              "as a sink head")]
+Text = Annotated[Optional[str], typer.Option(help="checkpoints: a text file to run the model on (norms, sinks and "
+                                             "tokens need activations; the checkpoint's tokenizer files are used)")]
+WINDOW = 128
+Window = Annotated[int, typer.Option(min=2, help="with --text: tokens per window the model sees")]
+MAX_TOKENS = 4096
+MaxTokens = Annotated[int, typer.Option(min=2, help="with --text: at most this many tokens of the text")]
+BUCKETS = 4
+Buckets = Annotated[int, typer.Option(min=1, help="tokens: quantile buckets per token feature")]
+StepB = Annotated[Optional[str], typer.Option(help="tokens: step of run B (default: --step); with one file, the "
+                                              "second step to compare")]
+
+DELTA = 0.5
+Delta = Annotated[float, typer.Option(help="dynamics: the loss has escaped once it is below ln V minus this (nats)")]
+SMOOTH = 10
+Smooth = Annotated[int, typer.Option(min=1, help="dynamics: steps averaged for the escape test")]
+SPIKE_FACTOR = 1.3
+SpikeFactor = Annotated[float, typer.Option(help="dynamics: a spike is a loss above this many times the running "
+                                            "median")]
+SPIKE_WINDOW = 50
+SpikeWindow = Annotated[int, typer.Option(min=1, help="dynamics: steps in the running median")]
+
 # --- sweeps -------------------------------------------------------------------------------------
 Metric = Annotated[Optional[list[str]], typer.Option(
     help="number per run (repeat): acc[SPLIT], loss[SPLIT], train_loss, or PROBE:NAME such as "

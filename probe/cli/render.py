@@ -132,7 +132,60 @@ def _spectrum(r, labels: Labels) -> None:
     print()
 
 
-DETAILS = {"similarity": _similarity, "pca": _pca, "align": _align, "condense": _condense, "theory": _theory,
+def _norms(r, labels: Labels) -> None:
+    print(f"norm sites, step {r.step}: eps {r.eps:g}; saturated when the eps share s >= {r.saturation:g}")
+    med = r.median_square if r.median_square is not None else [None] * len(r.sites)
+    gain = r.gain if r.gain is not None else [None] * len(r.sites)
+    table(["site", "mean m", "median m", "eps share s", "gain", "effective gain", "saturated"],
+          [[s, f"{m:.3g}", "-" if md is None else f"{md:.3g}", float(e), None if g is None else float(g),
+            f"{eg:.4g}", "yes" if s in r.saturated else ""]
+           for s, m, md, e, g, eg in zip(r.sites, r.mean_square, med, r.eps_share, gain, r.effective_gain)])
+    print(f"{len(r.saturated)} of {len(r.sites)} sites saturated")
+
+
+def _sinks(r, labels: Labels) -> None:
+    H = r.mass.shape[1] if r.mass.ndim == 2 else 0
+    print(f"attention on position 0, queries at positions >= {r.min_query}, step {r.step} "
+          f"(causal averaging: {r.uniform_mass:.3f}; sink head: >= {r.threshold:g})")
+    table(["layer"] + [f"head {h}" for h in range(H)] + ["sink heads"],
+          [[l] + [float(v) for v in row] + [int(r.sink_heads[l].sum())] for l, row in enumerate(r.mass)])
+    if r.norm_ratio is not None:
+        print("first position's residual norm / median position's: "
+              + "  ".join(f"{'block ' + str(b) if b < len(r.norm_ratio) - 1 else 'out'} {v:.2f}"
+                          for b, v in enumerate(r.norm_ratio)))
+    print(f"sink heads: {int(r.sink_heads.sum())} of {r.sink_heads.size}")
+
+
+def _rank(r, labels: Labels) -> None:
+    metrics = list(next(iter(r.numbers.values()), {}))
+    print(f"step {r.step}")
+    table(["matrix"] + metrics, [[n] + [r.numbers[n][m] for m in metrics] for n in r.names])
+
+
+def _rank_minima(r, labels: Labels) -> None:
+    print(f"{r.metric} over steps {r.steps[0]}..{r.steps[-1]} ({len(r.steps)} snapshots); condense then expand: "
+          f"the minimum strictly inside, dip <= {1 - r.margin:g}, rebound >= {1 + r.margin:g}")
+    table(["matrix", "initial", "minimum", "min_step", "final", "dip", "rebound", "condense_then_expand"],
+          [[n, r.initial[n], r.minimum[n], r.min_step[n], r.final[n], r.dip(n), r.rebound(n),
+            "yes" if r.condense_then_expand(n) else ""] for n in r.names])
+
+
+def _tokens(r, labels: Labels) -> None:
+    print(f"A = {r.label_a}\nB = {r.label_b}")
+    print(f"{r.n} tokens: mean loss A {r.mean_loss_a:.4f}, B {r.mean_loss_b:.4f}; mean ΔL = L_A − L_B "
+          f"{r.mean_delta:+.4f}; total gain of A Σ(−ΔL) {r.total_gain:+.2f}")
+    if r.groups:
+        table(["group", "n", "mean ΔL", "gain share"],
+              [[g, v["n"], v["mean_delta"], v["gain_share"]] for g, v in r.groups.items()])
+    table(["feature", "bucket", "range", "n", "token share", "mean ΔL", "gain share"],
+          [[f, f"q{b['bucket']}", f"{b['lo']:.3g}..{b['hi']:.3g}", b["n"], b["token_share"], b["mean_delta"],
+            b["gain_share"]] for f, bs in r.buckets.items() for b in bs])
+
+
+# probes whose detail table is the whole story (their summary repeats it)
+DETAIL_ONLY = {"norms": _norms, "rank": _rank, "rank-minima": _rank_minima, "tokens": _tokens}
+
+DETAILS = {"sinks": _sinks, "similarity": _similarity, "pca": _pca, "align": _align, "condense": _condense, "theory": _theory,
            "ood": _ood, "spectrum": _spectrum}
 
 
@@ -150,6 +203,19 @@ def emit(results, fmt: str, file: str, probe: str, labels: Labels = lambda ids: 
     elif fmt == "csv":
         write_csv(TIDY, tidy_rows(results))
     else:
+        if probe == "norms" and len(results) > 1:   # site x step
+            print(f"eps share s = eps / (m + eps) per norm site and step (eps {results[0].eps:g}; saturated: s >= "
+                  f"{results[0].saturation:g})")
+            table(["site"] + [f"step {r.step}" for r in results],
+                  [[site] + [float(r.eps_share[k]) for r in results] for k, site in enumerate(results[0].sites)]
+                  + [["saturated sites"] + [len(r.saturated) for r in results]])
+            return
+        if probe in DETAIL_ONLY and (len(results) == 1 or probe != "rank"):
+            for i, r in enumerate(results):
+                if i:
+                    print()
+                DETAIL_ONLY[probe](r, labels)
+            return
         if probe == "spectrum":  # a table per step: one row per layer
             for r in results:
                 print(f"step {r.step}")

@@ -123,7 +123,8 @@ class CheckpointRun:
         return {n: self.tensor(n).shape[1:] for n in self.reader.names()}
 
     def weight_matrices(self) -> list[str]:
-        return [n for n in self.reader.names() if n.startswith("layer")]
+        """Per-layer weight matrices (norm gains, which are vectors, left out)."""
+        return [n for n in self.reader.names() if n.startswith("layer") and self.tensor(n).ndim >= 3]
 
     def close(self) -> None:
         self._tensors.clear()

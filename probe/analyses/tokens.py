@@ -1,0 +1,128 @@
+"""Where a gain comes from, token by token (paper 4): the per-token loss difference between two
+models on identical held-out tokens, split into buckets of token features.
+
+ΔL = L_A − L_B per token (negative: A predicts it better); the gain of A is −ΔL. For each
+feature the tokens are cut into ``buckets`` quantile bins (bucket 1 the lowest values) and each
+bin reports its token count, its mean ΔL and its share of the total gain Σ(−ΔL). A gain that
+concentrates where the context matters puts more than its token share into the top
+``context_benefit`` bins.
+
+Features (each one value per token):
+  frequency        training count of the token being predicted
+  unigram          its unigram surprisal −ln P(token) (nats)
+  bigram           its bigram surprisal −ln P(token | previous token) (nats)
+  context_benefit  unigram surprisal minus the mean model loss of A and B: how much the
+                   context lowers the loss (both models averaged, so neither is favoured)
+  entropy          the mean predictive entropy of A and B (nats): how unsure the models are
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .base import Result
+
+BUCKETS = 4
+
+
+@dataclass
+class TokensResult(Result):
+    """Per-token comparison of model A with model B.
+
+    n                  tokens compared
+    mean_delta         mean ΔL = L_A − L_B (nats)
+    total_gain         Σ(−ΔL)
+    buckets            {feature: [{"bucket", "lo", "hi", "n", "token_share", "mean_delta",
+                                   "gain_share"}, ...]}
+    groups             {group (e.g. the source): {"n", "mean_delta", "gain_share"}}
+    """
+
+    label_a: str = "A"
+    label_b: str = "B"
+    n: int = 0
+    mean_delta: float = float("nan")
+    mean_loss_a: float = float("nan")
+    mean_loss_b: float = float("nan")
+    total_gain: float = float("nan")
+    buckets: dict[str, list[dict]] = field(default_factory=dict)
+    groups: dict[str, dict] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, float]:
+        out = {"n": float(self.n), "mean_loss_a": self.mean_loss_a, "mean_loss_b": self.mean_loss_b,
+               "mean_delta": self.mean_delta, "total_gain": self.total_gain}
+        for g, v in self.groups.items():
+            out[f"mean_delta[{g}]"] = v["mean_delta"]
+            out[f"gain_share[{g}]"] = v["gain_share"]
+        for feat, bs in self.buckets.items():
+            for b in bs:
+                out[f"mean_delta[{feat}:q{b['bucket']}]"] = b["mean_delta"]
+            for b in bs:
+                out[f"gain_share[{feat}:q{b['bucket']}]"] = b["gain_share"]
+        return out
+
+
+def quantile_buckets(x: np.ndarray, n: int) -> np.ndarray:
+    """Bucket 1..n of each value by its rank (ties broken by order, so buckets hold equal counts)."""
+    order = np.argsort(x, kind="stable")
+    b = np.empty(len(x), dtype=np.int64)
+    b[order] = (np.arange(len(x)) * n) // max(len(x), 1) + 1
+    return b
+
+
+def token_gains(loss_a: np.ndarray, loss_b: np.ndarray, features: dict[str, np.ndarray], *,
+                groups: np.ndarray | None = None, group_names: list[str] | None = None,
+                buckets: int = BUCKETS, label_a: str = "A", label_b: str = "B",
+                step: int | None = None) -> TokensResult:
+    """loss_a, loss_b (N,) per-token losses of the two models on the same tokens; features
+    name -> (N,) values; groups (N,) an index into ``group_names`` (or None)."""
+    a = np.asarray(loss_a, dtype=np.float64).ravel()
+    b = np.asarray(loss_b, dtype=np.float64).ravel()
+    ok = np.isfinite(a) & np.isfinite(b)
+    warnings = [] if ok.all() else [f"{int((~ok).sum())} token(s) with a non-finite loss left out"]
+    a, b = a[ok], b[ok]
+    delta = a - b
+    gain = -delta
+    total = float(gain.sum())
+    if abs(total) < 1e-12:
+        warnings.append("the two models' total loss is equal: gain shares are undefined")
+
+    def share(mask):
+        return float(gain[mask].sum() / total) if abs(total) >= 1e-12 else float("nan")
+
+    out = TokensResult(step=step, label_a=label_a, label_b=label_b, n=int(len(a)),
+                       mean_delta=float(delta.mean()) if len(a) else float("nan"),
+                       mean_loss_a=float(a.mean()) if len(a) else float("nan"),
+                       mean_loss_b=float(b.mean()) if len(a) else float("nan"), total_gain=total,
+                       warnings=warnings)
+    for name, values in features.items():
+        v = np.asarray(values, dtype=np.float64).ravel()[ok]
+        q = quantile_buckets(v, buckets)
+        rows = []
+        for k in range(1, buckets + 1):
+            m = q == k
+            if not m.any():
+                continue
+            rows.append({"bucket": k, "lo": float(v[m].min()), "hi": float(v[m].max()), "n": int(m.sum()),
+                         "token_share": float(m.mean()), "mean_delta": float(delta[m].mean()),
+                         "gain_share": share(m)})
+        out.buckets[name] = rows
+    if groups is not None:
+        g = np.asarray(groups).ravel()[ok]
+        for k in np.unique(g):
+            m = g == k
+            name = group_names[int(k)] if group_names is not None else str(k)
+            out.groups[name] = {"n": int(m.sum()), "mean_delta": float(delta[m].mean()), "gain_share": share(m)}
+    return out
+
+
+def token_features(counts_of_target: np.ndarray, unigram: np.ndarray, bigram: np.ndarray, loss_a: np.ndarray,
+                   loss_b: np.ndarray, entropy_a: np.ndarray | None = None,
+                   entropy_b: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """The features of the module docstring from their ingredients (each (N,))."""
+    mean_loss = (np.asarray(loss_a, np.float64) + np.asarray(loss_b, np.float64)) / 2
+    feats = {"frequency": np.asarray(counts_of_target, np.float64), "unigram": np.asarray(unigram, np.float64),
+             "bigram": np.asarray(bigram, np.float64), "context_benefit": np.asarray(unigram, np.float64) - mean_loss}
+    if entropy_a is not None and entropy_b is not None:
+        feats["entropy"] = (np.asarray(entropy_a, np.float64) + np.asarray(entropy_b, np.float64)) / 2
+    return feats
