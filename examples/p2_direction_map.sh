@@ -2,7 +2,7 @@
 # Paper 2's direction at CPU size: P(inferential > symmetric on (4,3)) over gamma x one setting at a
 # time, 5 seeds per cell, 2 layers (the paper's depth). Every folder is a sweep; summarise one with
 #   probe sweep-summary OUT/<variant>
-# Finished runs are reused, so the script can be stopped and started again. About 65 min on 2 cores.
+# Finished runs are reused, so the script can be stopped and started again. About 2 h on 2 cores (width256 alone takes half of it).
 # Usage: examples/p2_direction_map.sh [OUT (default sweeps/p2-map)] [JOBS (default 2)]
 set -euo pipefail
 out=${1:-sweeps/p2-map}
@@ -16,8 +16,6 @@ sweep base     --grid gamma=0.3,0.5,0.8,1.0,1.2,1.5
 sweep long     --grid gamma=0.8,1.0,1.2 --grid steps=12000 --grid snapshot_every=500
 # twice the width: the same gamma is a smaller init std (128^-gamma)
 sweep width    --grid gamma=0.5,0.8,1.0 --grid d_model=128 --grid d_ff=512
-# four times the width (256^-gamma: gamma 0.8 is std 0.012, near the paper's 400^-0.8 = 0.0083)
-sweep width256 --grid gamma=0.5,0.8,1.0 --grid d_model=256 --grid d_ff=1024
 # the authors' code: warm-up from lr/20, cosine to lr/20, output-head bias, LayerNorm biases,
 # decay on every parameter, weight decay 0.01
 sweep authors  --grid gamma=0.5,0.8,1.0 --grid warmup_from=1e-4 --grid min_lr=1e-4 \
@@ -26,3 +24,6 @@ sweep authors  --grid gamma=0.5,0.8,1.0 --grid warmup_from=1e-4 --grid min_lr=1e
 sweep wd       --grid gamma=0.5,0.8,1.0 --grid weight_decay=0.01
 # more data: 100k sequences instead of 30k (same steps)
 sweep data     --grid gamma=0.5,0.8,1.0 --grid n_samples=100000
+# four times the width (256^-gamma: gamma 0.8 is std 0.012, near the paper's 400^-0.8 = 0.0083); the
+# slowest variant (about 10 min a run on one core), so last
+sweep width256 --grid gamma=0.5,0.8,1.0 --grid d_model=256 --grid d_ff=1024

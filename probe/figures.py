@@ -120,6 +120,13 @@ class FigureContext:
         p = self.preset("lm-quick", "lm-gpt2", tiny="lm-tiny")
         return self._seeded({g: (f"lm-g{g}", p, {"gamma": g}) for g in gammas}, seeds)
 
+    def llm(self, gammas=(0.5, 1.0), eps=(1e-5,), gated=(False,), seeds: bool = False) -> dict:
+        """Paper 4: LLaMA-style pretraining on logic + stories, one run per (γ, ε, gated attention)."""
+        p = self.preset("llm-quick", "llm-gpu", tiny="llm-tiny")
+        return self._seeded({(g, e, a): (f"llm-g{g}-eps{e:g}" + ("-gated" if a else ""), p,
+                                         {"gamma": g, "norm_eps": e, "gated_attention": a})
+                             for g in gammas for e in eps for a in gated}, seeds)
+
     def _train(self, todo) -> None:
         from train.runs import train_jobs
 

@@ -162,11 +162,15 @@ def saturation_map(results: Sequence, path: str | None, title: str, ax=None):
     if own:
         fig, ax = plt.subplots(figsize=(1.5 + 0.32 * len(results), 1.2 + 0.3 * len(results[0].sites)),
                                constrained_layout=True)
-    M = np.array([r.eps_share for r in results]).T
-    im = heatmap(ax, M, [str(r.step) for r in results], results[0].sites, vmin=0.0, vmax=1.0, cmap="magma")
+    from matplotlib.colors import LogNorm
+
+    # log colours: the shares that matter span orders of magnitude (1e-8 at large init, 0.1 saturated)
+    M = np.clip(np.array([r.eps_share for r in results]).T, 1e-4, 1.0)
+    im = heatmap(ax, M, [str(r.step) for r in results], results[0].sites, vmin=None, vmax=None, cmap="magma",
+                 norm=LogNorm(1e-4, 1.0))
     ax.set_xlabel("step")
     if own:
-        fig.colorbar(im, ax=ax, label=f"ε share (ε = {results[0].eps:g})")
+        fig.colorbar(im, ax=ax, label=f"ε share (ε = {results[0].eps:g}; below 1e-4 shown as 1e-4)")
         fig.suptitle(title, fontsize=10)
         fig.savefig(path, dpi=150)
         plt.close(fig)

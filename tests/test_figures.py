@@ -7,7 +7,8 @@ import pytest
 from conftest import ROOT, run_cli
 
 FIGURES = {"p1-accuracy", "p1-emb-mlp", "p1-cosine", "p1-label-dist", "p1-embedding", "p1-wv-alignment",
-           "p1-language", "p2-ood", "p2-transition", "p2-condensation", "p2-singular-values", "p2-attention"}
+           "p1-language", "p2-ood", "p2-transition", "p2-condensation", "p2-singular-values", "p2-attention",
+           "p4-saturation", "p4-sinks", "p4-rank", "p4-tokens", "p4-critical"}
 
 
 def _check_outputs(out, names):

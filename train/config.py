@@ -325,7 +325,7 @@ PRESETS: dict[str, dict] = {
     "llm-quick": dict(
         task="lm", model="llama", seq_len=64, logic_docs=3000, story_docs=3000, eval_size=64, probe_per_split=4,
         d_model=128, d_ff=344, layers=2, heads=4, activation="gelu", norm="pre",
-        steps=1500, batch_size=32, lr=1e-3, warmup_steps=100, weight_decay=0.1, grad_clip=1.0,
+        steps=1000, batch_size=32, lr=1e-3, warmup_steps=100, weight_decay=0.1, grad_clip=1.0,
         min_lr_ratio=0.1, snapshot_every=100, token_probe=32,
     ),
     # A GPT-2-small-sized LLaMA on logic + TinyStories for a GPU: bf16 autocast (norms, softmax and the

@@ -120,3 +120,18 @@ def crossing(xs, samples, level: float = 0.95, n_boot: int = 2000, seed: int = 0
     a = (1 - level) / 2
     lo, hi = (float(np.quantile(ok, a)), float(np.quantile(ok, 1 - a))) if ok.size else (float("nan"),) * 2
     return {"x": float(point), "ci_lo": lo, "ci_hi": hi, "found": float(ok.size / n_boot)}
+
+
+def argmin_x(xs, samples, level: float = 0.95, n_boot: int = 2000, seed: int = 0) -> dict:
+    """The x whose mean of ``samples`` (one list of per-seed values per x) is smallest, with an interval
+    from resampling the seeds within each x, and ``share``: the fraction of resamples that pick the same x."""
+    xs = np.asarray(xs, dtype=float)
+    vals = [np.asarray([v for v in s if math.isfinite(v)], dtype=float) for s in samples]
+    means = np.array([v.mean() if v.size else np.inf for v in vals])
+    point = float(xs[int(np.argmin(means))])
+    rng = np.random.default_rng(seed)
+    picks = np.array([xs[int(np.argmin([rng.choice(v, v.size).mean() if v.size else np.inf for v in vals]))]
+                      for _ in range(n_boot)])
+    a = (1 - level) / 2
+    return {"x": point, "ci_lo": float(np.quantile(picks, a)), "ci_hi": float(np.quantile(picks, 1 - a)),
+            "share": float(np.mean(picks == point))}
