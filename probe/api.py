@@ -464,7 +464,11 @@ WINDOW, MAX_TOKENS = 128, 4096
 def _forward(path: str, text: str | None, what: str, step, *, window: int, max_tokens: int, attention: bool = False):
     """A checkpoint run over ``text`` (the probes that need activations, on external checkpoints)."""
     from .readers.activations import run_text
+    from .readers.checkpoints import open_checkpoint
 
+    if not os.path.exists(path):
+        raise ProbeError(f"{path}: no such file or folder")
+    open_checkpoint(path)   # a clear error for anything that is no readable checkpoint at all
     if text is None:
         raise ProbeError(f"{path}: {what} on a checkpoint needs activations: pass {param('text')} FILE, a text "
                          "file to run the model on (its tokenizer files are used)")
@@ -590,6 +594,9 @@ def tokens(path: str | os.PathLike, other: str | os.PathLike | None = None, *, s
     _number("buckets", buckets, lo=1, integer=True)
     path = os.fspath(path)
     other = os.fspath(other) if other is not None else None
+    for p in (path, other):   # a broken file is named before anything else is said
+        if p is not None:
+            open_source(p).close()
     if other is None and step_b is None:
         raise ProbeError(f"tokens compares two models: give a second run, or a second step of the same run "
                          f"with {param('step_b')}")
@@ -621,7 +628,12 @@ def tokens(path: str | os.PathLike, other: str | os.PathLike | None = None, *, s
         return _warn([token_gains(la, lb, feats, buckets=buckets, label_a=path, label_b=b_path)])
     _text_only_for_checkpoints(path, text)
     a = _token_run(path, step)
-    b = _token_run(b_path, step_b)
+    try:
+        b = _token_run(b_path, step_b)
+    except ProbeError as exc:   # a bad step of run B is --step-b's fault
+        mark = param("step")[0]
+        raise ProbeError(exc.args[0].replace(f"{mark}step{mark}", param("step_b"))
+                         .replace(f"{mark}step=", f"{mark}step_b=")) from None
     if not np.array_equal(a["tokens"], b["tokens"]) or not np.array_equal(a["targets"], b["targets"]):
         raise ProbeError(f"{path} and {b_path} hold different token-probe windows (another data seed, tokenizer "
                          "or token_probe size); the per-token comparison needs identical tokens")

@@ -14,8 +14,8 @@ import pytest
 from conftest import run_cli
 
 FILE_COMMANDS = ["info", "validate", "similarity", "pca", "align", "condense", "theory", "ood", "attention", "bias",
-                 "spectrum"]
-SNAPSHOT_ONLY = {"validate", "theory", "ood", "attention", "bias"}
+                 "spectrum", "norms", "sinks", "rank", "dynamics", "tokens"]
+SNAPSHOT_ONLY = {"validate", "theory", "ood", "attention", "bias", "dynamics"}
 
 # broken inputs: (name in the work folder, fragment of the error line; None: any one-line error)
 BROKEN = [
@@ -177,6 +177,23 @@ def _cases():
         (["batch", "{d}/ext", "--probe", "spectrum", "--jobs", "-1"], "--jobs"),
         (["batch", "{d}/ext"], "Missing option"),
         (["batch", "{d}/ext", "--probe", "spectrum", "--scheduler", "tcp://127.0.0.1:9"], "cannot reach"),
+        (["norms", G, "--saturation", "2"], "--saturation 2.0: need between 0.0 and 1.0"),
+        (["norms", G, "--saturation", "nan"], "--saturation nan"),
+        (["norms", G, "--step", "soon"], "bad --step"),
+        (["norms", X], "pass --text FILE"),
+        (["norms", X, "--text", "{d}/nope.txt"], "cannot read the text file"),
+        (["sinks", X, "--text", "{d}/notes.txt"], "no tokenizer files"),
+        (["sinks", X, "--text", "{d}/notes.txt", "--window", "1"], "--window"),
+        (["sinks", G, "--min-query", "0"], "--min-query"),
+        (["sinks", G, "--sink-threshold", "1.5"], "--sink-threshold 1.5"),
+        (["rank", G, "--step", "5:3"], "no snapshot with step in"),
+        (["rank", X, "--mapping", "{d}/mapping-bad.json"], "does not hold"),
+        (["dynamics", G, "--spike-factor", "0.5"], "--spike-factor 0.5"),
+        (["dynamics", G, "--smooth", "0"], "--smooth"),
+        (["tokens", G], "two models"),
+        (["tokens", G, X], "not one of each"),
+        (["tokens", G, "--step-b", "10"], "stores no per-token losses"),
+        (["tokens", G, G, "--buckets", "0"], "--buckets"),
         (["figures", "nosuchfigure", "--tiny", "-o", "{d}/figs"], "unknown figure"),
         (["figures", "--tiny", "-o", "{d}/figs"], "--all"),
         (["figures", "--all", "--quick", "--tiny", "-o", "{d}/figs"], "exclude"),

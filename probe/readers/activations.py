@@ -69,7 +69,7 @@ def text_windows(path: str, text_file: str, window: int = WINDOW, max_tokens: in
             text = fh.read()
     except (OSError, UnicodeDecodeError) as exc:
         raise ProbeError(f"{text_file}: cannot read the text file ({getattr(exc, 'strerror', None) or exc})") from None
-    tok, _ = load_tokenizer(path)
+    tok, _ = load_tokenizer(path, purpose="text")
     ids = np.asarray(tok.encode(text, add_special_tokens=False).ids, dtype=np.int64)[: max_tokens + 1]
     n = (len(ids) - 1) // window
     if n < 1:

@@ -19,14 +19,14 @@ def _folder(path: str) -> str:
     return path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
 
 
-def load_tokenizer(path: str, required: bool = True):
+def load_tokenizer(path: str, required: bool = True, purpose: str = "words"):
     """(tokenizer, byte_level) for the checkpoint at ``path``; ``None`` when it has no tokenizer
     files and ``required`` is false. Files that exist but cannot be read are a ProbeError."""
     try:
         from tokenizers import Tokenizer
         from tokenizers.implementations import BertWordPieceTokenizer, ByteLevelBPETokenizer
     except ImportError:
-        raise ProbeError(f"{param('words')} needs the 'tokenizers' package: pip install tokenizers") from None
+        raise ProbeError(f"{param(purpose)} needs the 'tokenizers' package: pip install tokenizers") from None
     d = _folder(path)
     try:
         j = os.path.join(d, "tokenizer.json")
@@ -47,7 +47,7 @@ def load_tokenizer(path: str, required: bool = True):
     if not required:
         return None
     raise ProbeError(f"{d}: no tokenizer files (tokenizer.json, vocab.json + merges.txt, or vocab.txt) "
-                     f"for {param('words')}")
+                     f"for {param(purpose)}")
 
 
 def words_to_ids(path: str, words: list[str]) -> np.ndarray:
