@@ -159,7 +159,7 @@ def test_tokens_between_runs_and_steps(llm_runs):
     assert early.mean_delta > 0          # step 0 predicts worse than step 60
     with pytest.raises(ProbeError, match="two models"):
         probe.tokens(a)
-    with pytest.raises(ProbeError, match="bad step_b='soon'"):
+    with pytest.raises(ProbeError, match="bad step_b 'soon'"):
         probe.tokens(a, step_b="soon")
 
 

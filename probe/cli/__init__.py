@@ -88,6 +88,10 @@ def info(file: Source, fmt: Fmt = FORMAT) -> None:
     print(f"task       {d['task'].get('kind')}: splits {', '.join(d['task'].get('splits', []))}")
     print(f"model      {c.get('model')}  gamma={c.get('gamma')}  d_model={c.get('d_model')}  layers={c.get('layers')}"
           f"  heads={c.get('heads')}  d_ff={c.get('d_ff')}  norm={c.get('norm')}")
+    extra = [f"{k}={c[k]}" for k in ("gamma_embed", "gamma_attn", "gamma_mlp", "gamma_head", "init_std", "kv_heads")
+             if c.get(k)] + [k for k in ("tie_embeddings", "gated_attention") if c.get(k)]
+    if c.get("model") == "llama" or extra or c.get("norm_eps", 1e-5) != 1e-5:
+        print(f"           norm_eps={c.get('norm_eps', 1e-5):g}  " + "  ".join(extra))
     print(f"training   {c.get('steps')} steps, batch {c.get('batch_size')}, lr {c.get('lr')}, "
           f"weight decay {c.get('weight_decay')}, seed {c.get('seed')}")
     env = d.get("environment") or {}

@@ -1,0 +1,118 @@
+"""Paper 4 at CPU size, over seeds: the tables of the README's paper-4 section from one sweep of
+``llm-quick`` runs (γ x RMSNorm ε x gated attention x seeds):
+
+    probe-train sweep --preset llm-quick --grid gamma=0.5,0.75,1.0,1.25 --grid norm_eps=1e-5,1e-12 \\
+        --grid gated_attention=false,true --grid seed=0:3 --out sweeps/p4 --jobs 2
+    python examples/p4_critical_table.py sweeps/p4 > p4.md
+
+Per cell (mean with its 95 % bootstrap interval over seeds): the final validation loss (mean of the
+logic and story losses), both losses, paper 1's ΔL, the escape step, loss spikes, the largest ε share
+of any norm site over training and the number of saturated snapshots, the mean sink mass; then γ*
+(the γ of the lowest mean validation loss, with its bootstrap interval), and per seed-matched pair
+(γ 1 against γ 0.5) the loss gain on logic against story text and the share of the per-token gain in
+the top context-benefit quartile.
+"""
+import math
+import sys
+import warnings
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+import probe
+from probe.analyses.uncertainty import argmin_x, describe, proportion
+
+
+def ci(values, digits=3) -> str:
+    d = describe(values)
+    if not math.isfinite(d["mean"]):
+        return "-"
+    if not math.isfinite(d["ci_lo"]):
+        return f"{d['mean']:.{digits}f}"
+    return f"{d['mean']:.{digits}f} [{d['ci_lo']:.{digits}f}, {d['ci_hi']:.{digits}f}]"
+
+
+def frac(flags) -> str:
+    p = proportion(flags)
+    return f"{p['k']}/{p['n']} [{p['ci_lo']:.2f}, {p['ci_hi']:.2f}]"
+
+
+def numbers(path: Path) -> dict:
+    info = probe.info(path)
+    m = info["metrics"]
+    dyn = probe.dynamics(path)[0]
+    norms = probe.norms(path, step="all")
+    sinks = probe.sinks(path)[0]
+    return {"val": (m["logic"]["loss"] + m["story"]["loss"]) / 2, "logic": m["logic"]["loss"],
+            "story": m["story"]["loss"], "delta": probe.bias(path)[0].delta,
+            "escape": np.nan if dyn.escape_step is None else dyn.escape_step, "spikes": dyn.spikes,
+            "max_share": max(float(r.eps_share.max()) for r in norms),
+            "saturated": sum(1 for r in norms if r.saturated), "sink": float(sinks.mass.mean())}
+
+
+def main(root: str) -> None:
+    folder = Path(root)
+    manifest = probe.api._manifest(folder)[1]
+    cells: dict[tuple, list] = defaultdict(list)
+    files: dict[tuple, dict] = {}
+    for r in manifest["runs"]:
+        path = folder / r["path"]
+        if r.get("status") != "done" or not path.exists():
+            continue
+        p = r["point"]
+        key = (float(p["gamma"]), float(p["norm_eps"]), bool(p.get("gated_attention", False)))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            cells[key].append(numbers(path))
+        files[key + (int(p.get("seed", 0)),)] = path
+    print("| γ | ε | gate | seeds | val loss | logic loss | story loss | ΔL | escape step | spikes | max ε share "
+          "| saturated snapshots | sink mass |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for key in sorted(cells):
+        g, e, gate = key
+        rows = cells[key]
+        col = lambda k, d=3: ci([r[k] for r in rows], d)  # noqa: E731
+        print(f"| {g:g} | {e:g} | {'on' if gate else 'off'} | {len(rows)} | {col('val')} | {col('logic')} | "
+              f"{col('story')} | {col('delta', 2)} | {col('escape', 0)} | {col('spikes', 1)} | {col('max_share', 4)} | "
+              f"{col('saturated', 1)} | {col('sink', 3)} |")
+    print()
+    for e in sorted({k[1] for k in cells}):
+        for gate in sorted({k[2] for k in cells}):
+            G = sorted(k[0] for k in cells if k[1] == e and k[2] == gate)
+            if len(G) < 2:
+                continue
+            star = argmin_x(G, [[r["val"] for r in cells[g, e, gate]] for g in G])
+            star_l = argmin_x(G, [[r["logic"] for r in cells[g, e, gate]] for g in G])
+            print(f"- ε {e:g}, gate {'on' if gate else 'off'}: γ* (lowest validation loss) {star['x']:g} "
+                  f"[{star['ci_lo']:g}, {star['ci_hi']:g}] (picked in {100 * star['share']:.0f}% of resamples); "
+                  f"lowest logic loss at γ {star_l['x']:g} [{star_l['ci_lo']:g}, {star_l['ci_hi']:g}]")
+    print()
+    # seed-matched pairs: small (γ 1) against large (γ 0.5) init
+    for e in sorted({k[1] for k in cells}):
+        for gate in sorted({k[2] for k in cells}):
+            pairs = [(files[1.0, e, gate, s], files[0.5, e, gate, s]) for s in range(10)
+                     if (1.0, e, gate, s) in files and (0.5, e, gate, s) in files]
+            if not pairs:
+                continue
+            gain_logic, gain_story, top_share, flags_c, flags_d = [], [], [], [], []
+            for small, large in pairs:
+                a, b = probe.info(small)["metrics"], probe.info(large)["metrics"]
+                gl, gs = b["logic"]["loss"] - a["logic"]["loss"], b["story"]["loss"] - a["story"]["loss"]
+                gain_logic.append(gl)
+                gain_story.append(gs)
+                flags_c.append(gl > gs)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    t = probe.tokens(small, large)[0]
+                q4 = t.buckets["context_benefit"][-1]
+                top_share.append(q4["gain_share"])
+                flags_d.append(q4["gain_share"] > q4["token_share"] and t.total_gain > 0)
+            print(f"- ε {e:g}, gate {'on' if gate else 'off'}, γ 1 vs γ 0.5 over {len(pairs)} seed pairs: loss gain on "
+                  f"logic {ci(gain_logic)} vs story {ci(gain_story)} nats; logic gains more in {frac(flags_c)}; "
+                  f"share of the per-token gain in the top context-benefit quartile {ci(top_share)} (its token share "
+                  f"0.25); top quartile over its share with a positive total gain in {frac(flags_d)}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "sweeps/p4")
