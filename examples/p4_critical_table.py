@@ -3,7 +3,7 @@
 
     probe-train sweep --preset llm-quick --grid gamma=0.5,0.75,1.0,1.25 --grid norm_eps=1e-5,1e-12 \\
         --grid gated_attention=false,true --grid seed=0:3 --out sweeps/p4 --jobs 2
-    python examples/p4_critical_table.py sweeps/p4 > p4.md
+    python examples/p4_critical_table.py sweeps/p4 [sweeps/p4-gate ...] > p4.md
 
 Per cell (mean with its 95 % bootstrap interval over seeds): the final validation loss (mean of the
 logic and story losses), both losses, paper 1's ΔL, the escape step, loss spikes, the largest ε share
@@ -12,6 +12,7 @@ of any norm site over training and the number of saturated snapshots, the mean s
 (γ 1 against γ 0.5) the loss gain on logic against story text and the share of the per-token gain in
 the top context-benefit quartile.
 """
+import json
 import math
 import sys
 import warnings
@@ -51,17 +52,19 @@ def numbers(path: Path) -> dict:
             "saturated": sum(1 for r in norms if r.saturated), "sink": float(sinks.mass.mean())}
 
 
-def main(root: str) -> None:
-    folder = Path(root)
-    manifest = probe.api._manifest(folder)[1]
+def main(roots: list[str]) -> None:
     cells: dict[tuple, list] = defaultdict(list)
     files: dict[tuple, dict] = {}
-    for r in manifest["runs"]:
+    runs = []
+    for root in roots:   # several sweeps (e.g. the gate-on cells in a folder of their own) in one table
+        folder = Path(root)
+        runs += [(folder, r) for r in json.loads((folder / "sweep.json").read_text())["runs"]]
+    for folder, r in runs:
         path = folder / r["path"]
         if r.get("status") != "done" or not path.exists():
             continue
         p = r["point"]
-        key = (float(p["gamma"]), float(p["norm_eps"]), bool(p.get("gated_attention", False)))
+        key = (float(p["gamma"]), float(p.get("norm_eps", 1e-5)), bool(p.get("gated_attention", False)))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             cells[key].append(numbers(path))
@@ -88,14 +91,15 @@ def main(root: str) -> None:
                   f"[{star['ci_lo']:g}, {star['ci_hi']:g}] (picked in {100 * star['share']:.0f}% of resamples); "
                   f"lowest logic loss at γ {star_l['x']:g} [{star_l['ci_lo']:g}, {star_l['ci_hi']:g}]")
     print()
-    # seed-matched pairs: small (γ 1) against large (γ 0.5) init
-    for e in sorted({k[1] for k in cells}):
-        for gate in sorted({k[2] for k in cells}):
-            pairs = [(files[1.0, e, gate, s], files[0.5, e, gate, s]) for s in range(10)
-                     if (1.0, e, gate, s) in files and (0.5, e, gate, s) in files]
+    # seed-matched pairs: a smaller init (γ > 0.5) against γ 0.5
+    for e, gate, g in sorted({(k[1], k[2], k[0]) for k in cells if k[0] > 0.5}):
+        if True:
+            pairs = [(files[g, e, gate, s], files[0.5, e, gate, s]) for s in range(10)
+                     if (g, e, gate, s) in files and (0.5, e, gate, s) in files]
             if not pairs:
                 continue
             gain_logic, gain_story, top_share, flags_c, flags_d = [], [], [], [], []
+            feature_top: dict[str, list] = defaultdict(list)
             for small, large in pairs:
                 a, b = probe.info(small)["metrics"], probe.info(large)["metrics"]
                 gl, gs = b["logic"]["loss"] - a["logic"]["loss"], b["story"]["loss"] - a["story"]["loss"]
@@ -105,14 +109,17 @@ def main(root: str) -> None:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     t = probe.tokens(small, large)[0]
+                for f, bs in t.buckets.items():   # the quartile of the hardest tokens (rarest for frequency)
+                    feature_top[f].append((bs[0] if f == "frequency" else bs[-1])["gain_share"])
                 q4 = t.buckets["context_benefit"][-1]
                 top_share.append(q4["gain_share"])
                 flags_d.append(q4["gain_share"] > q4["token_share"] and t.total_gain > 0)
-            print(f"- ε {e:g}, gate {'on' if gate else 'off'}, γ 1 vs γ 0.5 over {len(pairs)} seed pairs: loss gain on "
+            print(f"- ε {e:g}, gate {'on' if gate else 'off'}, γ {g:g} vs γ 0.5 over {len(pairs)} seed pairs: loss gain on "
                   f"logic {ci(gain_logic)} vs story {ci(gain_story)} nats; logic gains more in {frac(flags_c)}; "
                   f"share of the per-token gain in the top context-benefit quartile {ci(top_share)} (its token share "
-                  f"0.25); top quartile over its share with a positive total gain in {frac(flags_d)}")
+                  f"0.25); top quartile over its share with a positive total gain in {frac(flags_d)}; gain share of "
+                  f"the hardest quartile by feature: " + ", ".join(f"{f} {ci(v, 2)}" for f, v in feature_top.items()))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "sweeps/p4")
+    main(sys.argv[1:] or ["sweeps/p4"])
