@@ -587,7 +587,8 @@ def tokens(path: str | os.PathLike, other: str | os.PathLike | None = None, *, s
            step_b: str | int | None = None, buckets: int = BUCKETS, text: str | None = None, window: int = WINDOW,
            max_tokens: int = MAX_TOKENS) -> list[TokensResult]:
     """Per-token loss difference ΔL = L_A − L_B between run A (``path`` at ``step``) and run B
-    (``other``, or ``path`` again, at ``step_b``) on identical held-out tokens, bucketed by token
+    (``other``, or ``path`` again, at ``step_b``; by default B's latest step, or with several or a
+    numbered ``step`` the same steps as A: a trajectory) on identical held-out tokens, bucketed by token
     frequency, unigram and bigram surprisal, how much the context lowers the loss, and the models'
     predictive entropy; per bucket the mean ΔL and the share of the total gain. Snapshot files: the
     stored token-probe windows; checkpoints (two Hugging Face folders): the models run on ``text``."""
@@ -601,6 +602,7 @@ def tokens(path: str | os.PathLike, other: str | os.PathLike | None = None, *, s
         raise ProbeError(f"tokens compares two models: give a second run, or a second step of the same run "
                          f"with {param('step_b')}")
     b_path = other if other is not None else path
+    same_steps = step_b is None and str(step) != "latest"
     step_b = step if step_b is None else step_b
     if not is_snapshot_file(path) or not is_snapshot_file(b_path):
         if is_snapshot_file(path) or is_snapshot_file(b_path):
@@ -627,24 +629,51 @@ def tokens(path: str | os.PathLike, other: str | os.PathLike | None = None, *, s
         feats = token_features(counts[tgt], unigram, bigram, la, lb, fa.token_entropy.ravel(), fb.token_entropy.ravel())
         return _warn([token_gains(la, lb, feats, buckets=buckets, label_a=path, label_b=b_path)])
     _text_only_for_checkpoints(path, text)
-    a = _token_run(path, step)
-    try:
-        b = _token_run(b_path, step_b)
+    runs_a = _token_runs(path, step)
+    try:   # B at step_b; with a second run and no step_b, at its latest step or at each of A's steps
+        if other is not None and same_steps:
+            runs_b = [_token_runs(b_path, a["step"])[0] for a in runs_a]
+        else:
+            runs_b = _token_runs(b_path, step_b)
+            if len(runs_b) != 1:
+                raise ProbeError(f"{param('step')} selects the steps of run A; run B takes one step, not "
+                                 f"{param('step', step_b)}")
+            runs_b = runs_b * len(runs_a)
     except ProbeError as exc:   # a bad step of run B is --step-b's fault
         mark = param("step")[0]
         raise ProbeError(exc.args[0].replace(f"{mark}step{mark}", param("step_b"))
                          .replace(f"{mark}step=", f"{mark}step_b=")) from None
-    if not np.array_equal(a["tokens"], b["tokens"]) or not np.array_equal(a["targets"], b["targets"]):
-        raise ProbeError(f"{path} and {b_path} hold different token-probe windows (another data seed, tokenizer "
-                         "or token_probe size); the per-token comparison needs identical tokens")
-    tgt = a["targets"].ravel()
-    la, lb = a["loss"].ravel(), b["loss"].ravel()
-    feats = token_features(a["counts"][tgt], a["unigram"].ravel(), a["bigram"].ravel(), la, lb,
-                           a["entropy"].ravel(), b["entropy"].ravel())
-    source = np.repeat(a["source"], a["tokens"].shape[1])
-    label = lambda p, s: f"{p}@{s}"   # noqa: E731
-    return _warn([token_gains(la, lb, feats, groups=source, group_names=a["splits"], buckets=buckets,
-                              label_a=label(path, a["step"]), label_b=label(b_path, b["step"]), step=a["step"])])
+    out = []
+    for a, b in zip(runs_a, runs_b):
+        if not np.array_equal(a["tokens"], b["tokens"]) or not np.array_equal(a["targets"], b["targets"]):
+            raise ProbeError(f"{path} and {b_path} hold different token-probe windows (another data seed, "
+                             "tokenizer or token_probe size); the per-token comparison needs identical tokens")
+        tgt = a["targets"].ravel()
+        la, lb = a["loss"].ravel(), b["loss"].ravel()
+        feats = token_features(a["counts"][tgt], a["unigram"].ravel(), a["bigram"].ravel(), la, lb,
+                               a["entropy"].ravel(), b["entropy"].ravel())
+        source = np.repeat(a["source"], a["tokens"].shape[1])
+        out.append(token_gains(la, lb, feats, groups=source, group_names=a["splits"], buckets=buckets,
+                               label_a=f"{path}@{a['step']}", label_b=f"{b_path}@{b['step']}", step=a["step"]))
+    return _warn(out)
+
+
+def _token_runs(path: str, step) -> list[dict]:
+    """The token-probe windows of a run with their per-token loss and entropy at each selected step."""
+    with Run(path) as run:
+        if not run.has("token_loss"):
+            raise ProbeError(f"{run.path}: stores no per-token losses (train a text run with --token-probe N)")
+        indices = run.step_indices(step)
+        fixed = {"tokens": np.asarray(run.dataset("token_probe_tokens")[...]),
+                 "targets": np.asarray(run.dataset("token_probe_targets")[...]),
+                 "source": np.asarray(run.dataset("token_probe_source")[...]),
+                 "unigram": np.asarray(run.dataset("token_probe_unigram")[...]),
+                 "bigram": np.asarray(run.dataset("token_probe_bigram")[...]),
+                 "counts": np.asarray(run.dataset("token_counts")[...]), "splits": run.splits}
+        loss, ent = _read(run.dataset("token_loss"), indices), _read(run.dataset("token_entropy"), indices)
+        steps = run.steps
+    return [{**fixed, "loss": np.asarray(l), "entropy": np.asarray(e), "step": int(steps[i])}
+            for l, e, i in zip(loss, ent, indices)]
 
 
 def dynamics(path: str | os.PathLike, *, step: str | int = "latest", delta: float = DELTA, smooth: int = SMOOTH,
@@ -663,24 +692,6 @@ def dynamics(path: str | os.PathLike, *, step: str | int = "latest", delta: floa
         steps = run.steps
     return _warn([loss_dynamics(losses[:int(steps[i])], vocab, delta=delta, window=smooth, spike_factor=spike_factor,
                                 spike_window=spike_window, step=int(steps[i])) for i in indices])
-
-
-def _token_run(path: str, step) -> dict:
-    with Run(path) as run:
-        if not run.has("token_loss"):
-            raise ProbeError(f"{run.path}: stores no per-token losses (train a text run with --token-probe N)")
-        idx = run.step_indices(step)
-        if len(idx) != 1:
-            raise ProbeError(f"tokens compares one step of each run, not {param('step', step)}")
-        i = idx[0]
-        return {"tokens": np.asarray(run.dataset("token_probe_tokens")[...]),
-                "targets": np.asarray(run.dataset("token_probe_targets")[...]),
-                "source": np.asarray(run.dataset("token_probe_source")[...]),
-                "unigram": np.asarray(run.dataset("token_probe_unigram")[...]),
-                "bigram": np.asarray(run.dataset("token_probe_bigram")[...]),
-                "counts": np.asarray(run.dataset("token_counts")[...]),
-                "loss": np.asarray(run.dataset("token_loss")[i]), "entropy": np.asarray(run.dataset("token_entropy")[i]),
-                "splits": run.splits, "step": int(run.steps[i])}
 
 
 # --- sweeps: per grid cell over seeds -----------------------------------------------------------

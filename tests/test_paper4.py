@@ -157,6 +157,12 @@ def test_tokens_between_runs_and_steps(llm_runs):
     assert sum(b["gain_share"] for b in r.buckets["frequency"]) == pytest.approx(1.0)
     early = probe.tokens(a, step=0, step_b=60)[0]
     assert early.mean_delta > 0          # step 0 predicts worse than step 60
+    traj = probe.tokens(a, b, step="all")    # A against B at every step the two share
+    assert [t.step for t in traj] == [0, 1, 2, 4, 8, 16, 20, 40, 60]
+    assert traj[-1].mean_delta == pytest.approx(r.mean_delta)
+    # at step 0 the small init (A) predicts nearly uniformly, better than the large init's random logits
+    assert traj[0].mean_loss_a == pytest.approx(np.log(probe.info(a)["dims"]["vocab"]), abs=0.01)
+    assert traj[0].mean_delta < 0
     with pytest.raises(ProbeError, match="two models"):
         probe.tokens(a)
     with pytest.raises(ProbeError, match="bad step_b 'soon'"):

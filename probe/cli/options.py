@@ -93,8 +93,9 @@ MAX_TOKENS = 4096
 MaxTokens = Annotated[int, typer.Option(min=2, help="with --text: at most this many tokens of the text")]
 BUCKETS = 4
 Buckets = Annotated[int, typer.Option(min=1, help="tokens: quantile buckets per token feature")]
-StepB = Annotated[Optional[str], typer.Option(help="tokens: step of run B (default: --step); with one file, the "
-                                              "second step to compare")]
+StepB = Annotated[Optional[str], typer.Option(help="tokens: step of run B (default: its latest step, or with --step "
+                                              "all / A:B / N the same steps as run A); with one file, the second "
+                                              "step to compare")]
 
 DELTA = 0.5
 Delta = Annotated[float, typer.Option(help="dynamics: the loss has escaped once it is below ln V minus this (nats)")]
