@@ -178,6 +178,9 @@ def _invoke(app, **kw) -> int:
     if typer is not None and isinstance(app, typer.Typer):
         rc = app(standalone_mode=False, **kw)
         return rc if isinstance(rc, int) else 0
+    if hasattr(app, "main"):   # a click command (the lean build of a Typer app)
+        rc = app.main(standalone_mode=False, **kw)
+        return rc if isinstance(rc, int) else 0
     app()
     return 0
 

@@ -359,3 +359,36 @@ def test_words_and_word_groups_through_the_cli(tmp_path):
     assert res.returncode == 2 and len(err) == 1 and "cannot read the tokenizer files" in err[0]
     res = run_cli("probe", "similarity", _minilm(), "--words", "wumpus")
     assert res.returncode == 2 and "none of the --words" in res.stderr
+
+
+def test_safetensors_are_read_with_numpy_alone(tmp_path):
+    """Every dtype numpy holds is read from its own bytes, equal to the safetensors library's reading
+    (bf16 and fp16 as float32), rows included; similarity on a checkpoint never imports torch."""
+    import subprocess
+    import sys
+
+    from safetensors.torch import load_file, save_file as save_torch
+
+    g = torch.Generator().manual_seed(0)
+    sd = {"a.f32": torch.randn(7, 5, generator=g), "b.f16": torch.randn(6, 4, generator=g).half(),
+          "c.bf16": torch.randn(9, 3, generator=g).bfloat16(), "d.i64": torch.arange(12).reshape(3, 4),
+          "e.scalar": torch.tensor(2.5), "f.f64": torch.randn(4, 2, 3, generator=g).double()}
+    path = tmp_path / "m.safetensors"
+    save_torch(sd, str(path))
+    src = open_checkpoint(path)
+    for name, t in load_file(str(path)).items():
+        want = t.float().numpy() if t.dtype in (torch.float16, torch.bfloat16) else t.numpy()
+        np.testing.assert_array_equal(src.read(name), want, err_msg=name)
+        if t.ndim:
+            np.testing.assert_array_equal(src.read_rows(name, 1, 3), want[1:3], err_msg=name)
+    code = (f"import sys, probe; r = probe.similarity({str(path)!r}, tokens='0:5', tensor='token_embedding', "
+            f"mapping={str(tmp_path / 'map.json')!r})[0]; print('torch' in sys.modules)")
+    (tmp_path / "map.json").write_text(json.dumps({"token_embedding": "a.f32"}))
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == "False"
+    cut = tmp_path / "cut.safetensors"
+    cut.write_bytes(path.read_bytes()[:-40])
+    last = max(src._offsets, key=lambda n: src._offsets[n][1])      # the tensor whose bytes end the file
+    with pytest.raises(ProbeError, match="cut short"):
+        open_checkpoint(cut).read(last)

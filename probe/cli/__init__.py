@@ -502,4 +502,6 @@ class _progress:
 
 
 def main() -> None:
-    run_cli(app)
+    from ._lean import lean_command
+
+    run_cli(lean_command(app))

@@ -106,9 +106,20 @@ class _Source:
         raise ProbeError(f"{self.path}: no tensor '{name}'")
 
 
+# safetensors dtypes numpy reads as they are; BF16 is read as its 16 raw bits (see _from_bf16)
+_ST_DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "BF16": "<u2", "I64": "<i8", "I32": "<i4", "I16": "<i2",
+              "I8": "i1", "U8": "u1", "BOOL": "?"}
+
+
+def _from_bf16(bits: np.ndarray) -> np.ndarray:
+    """bfloat16 raw bits -> float32: the same sign, exponent and leading mantissa, 16 zero bits below."""
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
 class SafetensorsSource(_Source):
-    """One .safetensors file: names, shapes and dtypes from the JSON header; tensors (or a block of
-    rows) read one at a time from the memory-mapped file, whatever their dtype (bf16 included)."""
+    """One .safetensors file: names, shapes, dtypes and byte ranges from the JSON header; a tensor (or
+    a block of its rows) is read with numpy from exactly its bytes, no torch and no safetensors library
+    (bf16 and fp16 become float32); dtypes numpy cannot hold (fp8) go through torch."""
 
     kind = "safetensors"
 
@@ -120,11 +131,13 @@ class SafetensorsSource(_Source):
                 if not 0 < n < 100 * 2**20:
                     raise ValueError
                 header = json.loads(fh.read(n))
-        except (OSError, ValueError):
+            header.pop("__metadata__", None)
+            self._shapes = {k: tuple(int(x) for x in v["shape"]) for k, v in header.items()}
+            self._dtypes = {k: str(v.get("dtype", "?")).lower() for k, v in header.items()}
+            self._offsets = {k: tuple(int(x) for x in v["data_offsets"]) for k, v in header.items()}
+        except (OSError, ValueError, TypeError, KeyError, AttributeError):
             raise ProbeError(f"{path}: not a safetensors file (unreadable header)") from None
-        header.pop("__metadata__", None)
-        self._shapes = {k: tuple(v["shape"]) for k, v in header.items()}
-        self._dtypes = {k: str(v.get("dtype", "?")).lower() for k, v in header.items()}
+        self._base = 8 + n
 
     def shapes(self) -> dict[str, tuple[int, ...]]:
         return dict(self._shapes)
@@ -132,21 +145,50 @@ class SafetensorsSource(_Source):
     def dtypes(self) -> dict[str, str]:
         return dict(self._dtypes)
 
-    def read(self, name: str) -> np.ndarray:
-        from safetensors import safe_open
-
+    def _read(self, name: str, lo: int, hi: int) -> np.ndarray:
+        """Rows lo:hi along the first axis (the whole tensor for lo, hi = 0, None)."""
         if name not in self._shapes:
             self._missing(name)
+        raw = self._dtypes[name].upper()
+        shape = self._shapes[name]
+        if raw not in _ST_DTYPES:
+            return self._read_torch(name, lo, hi)
+        dt = np.dtype(_ST_DTYPES[raw])
+        start, end = self._offsets[name]
+        if not shape:
+            lo, hi, rows_shape = 0, 1, ()
+        else:
+            lo, hi, _ = slice(lo, hi).indices(shape[0])
+            hi = max(hi, lo)
+            rows_shape = (hi - lo, *shape[1:])
+        row = int(np.prod(shape[1:], dtype=np.int64)) if shape else 1
+        count = int(np.prod(rows_shape, dtype=np.int64)) if shape else 1
+        offset = self._base + start + lo * row * dt.itemsize
+        if offset + count * dt.itemsize > self._base + end:
+            raise ProbeError(f"{self.path}: tensor '{name}' runs past its byte range (a damaged file)")
+        try:
+            arr = np.fromfile(self.path, dtype=dt, count=count, offset=offset)
+        except (OSError, ValueError) as exc:
+            raise ProbeError(f"{self.path}: cannot read tensor '{name}' ({exc})") from None
+        if arr.size != count:
+            raise ProbeError(f"{self.path}: tensor '{name}' is cut short (a truncated file)")
+        arr = arr.reshape(rows_shape)
+        if raw == "BF16":
+            return _from_bf16(arr)
+        return arr.astype(np.float32) if raw == "F16" else arr
+
+    def _read_torch(self, name: str, lo: int, hi: int) -> np.ndarray:
+        from safetensors import safe_open
+
         with safe_open(self.path, framework="pt") as f:
-            return _to_numpy(f.get_tensor(name))
+            t = f.get_slice(name)[lo:hi] if self._shapes[name] else f.get_tensor(name)
+            return _to_numpy(t.float())
+
+    def read(self, name: str) -> np.ndarray:
+        return self._read(name, 0, None)
 
     def read_rows(self, name: str, lo: int, hi: int) -> np.ndarray:
-        from safetensors import safe_open
-
-        if name not in self._shapes:
-            self._missing(name)
-        with safe_open(self.path, framework="pt") as f:
-            return _to_numpy(f.get_slice(name)[lo:hi])
+        return self._read(name, lo, hi)
 
 
 class StateDictSource(_Source):
