@@ -75,6 +75,10 @@ Splits = Annotated[Optional[list[str]], typer.Option(
     help="bias: split A then split B (give twice) [default: the task's pair: anchor mem, rsn_train; "
          "lm story, logic]")]
 
+PRECISION = "float64"
+Precision = Annotated[str, typer.Option(help="spectrum: precision of the Gram matrix, float64 (WeightWatcher's values "
+                                        "to machine precision) or float32 (about twice as fast, ~1e-6 relative)")]
+
 # --- paper 4 ---------------------------------------------------------------------------------
 SATURATION = 0.1
 Saturation = Annotated[float, typer.Option(help="norms: ε share s = ε / (m + ε) from which a norm site counts as "
