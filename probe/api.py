@@ -30,7 +30,7 @@ from .analyses.pca import PCAResult, pca as _pca
 from .analyses.sinks import MIN_QUERY, SINK_THRESHOLD, SinksResult, attention_sinks
 from .analyses.tokens import BUCKETS, TokensResult, token_features, token_gains
 from .analyses.similarity import BLOCKED_ABOVE, SimilarityResult, cosine_similarity, cosine_similarity_blocked
-from .analyses.spectrum import SpectrumResult, spectrum as _spectrum
+from .analyses.spectrum import SpectrumResult
 from .analyses.theory import TheoryResult, theory as _theory
 from .errors import ProbeError, ProbeWarning, param
 from .format import P, Run, is_snapshot_file, read_rows
@@ -417,11 +417,12 @@ def _natural(name: str):
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
 
 
-def spectrum(path: str | os.PathLike, *, step: str | int = "latest", precision: str = "float64", progress=None
-             ) -> list[SpectrumResult]:
+def spectrum(path: str | os.PathLike, *, step: str | int = "latest", precision: str = "float64", threads: int = 0,
+             progress=None) -> list[SpectrumResult]:
     """Spectral metrics (WeightWatcher's: spectral norm, Frobenius norm, stable rank, alpha, ...)
-    of every linear layer, one matrix in memory at a time. ``precision`` of the Gram matrix:
-    float64 (WeightWatcher's values to machine precision) or float32 (about twice as fast).
+    of every linear layer. ``precision`` of the Gram matrix: float64 (WeightWatcher's values to
+    machine precision) or float32 (about twice as fast). ``threads`` layers at once, each with one
+    BLAS thread (0: one per CPU core), so at most that many matrices are in memory.
 
     Snapshot files: every weight matrix parameter (per-head tensors as the full map); other
     checkpoints, whatever their layout: every 2-D tensor, in natural order (layer 2 before 10), a
@@ -431,6 +432,7 @@ def spectrum(path: str | os.PathLike, *, step: str | int = "latest", precision: 
 
     if precision not in PRECISIONS:
         raise ProbeError(f"{param('precision', precision)}: use {' or '.join(PRECISIONS)}")
+    _number("threads", threads, lo=0, integer=True)
     out = []
     if is_snapshot_file(path):
         with Run(path) as run:
@@ -438,12 +440,8 @@ def spectrum(path: str | os.PathLike, *, step: str | int = "latest", precision: 
             names = run.weight_matrices() + [n for n in run.tensors() if n in ("W_E", "W_pos", "W_U")]
             names = list(dict.fromkeys(sorted(names, key=_natural)))
             for i in indices:
-                mats = {}
-                for n in names:
-                    mats[n] = _as_matrix(n, run.read(n, i))
-                    if progress:
-                        progress(n)
-                out.append(_spectrum(mats, step=int(run.steps[i]), precision=precision))
+                layers = _layer_spectra(names, lambda n: _as_matrix(n, run.read(n, i)), precision, threads, progress)
+                out.append(SpectrumResult(step=int(run.steps[i]), layers=layers))
         return _warn(out)
     # any checkpoint, known layout or not: every 2-D tensor, in natural order
     from .readers.checkpoints import open_checkpoint
@@ -454,12 +452,41 @@ def spectrum(path: str | os.PathLike, *, step: str | int = "latest", precision: 
     tied = src.aliases()   # a tied lm_head is the embedding: one matrix, counted once
     names = sorted((n for n, s in src.shapes().items() if len(s) == 2 and min(s) > 1 and n not in tied),
                    key=_natural)
-    mats = {}
-    for n in names:
-        mats[n] = src.read(n)
-        if progress:
-            progress(n)
-    return _warn([_spectrum(mats, step=src.step if src.step is not None else 0, precision=precision)])
+    layers = _layer_spectra(names, src.read, precision, threads, progress)
+    return _warn([SpectrumResult(step=src.step if src.step is not None else 0, layers=layers)])
+
+
+def _layer_spectra(names: list[str], read, precision: str, threads: int, progress) -> list:
+    """Each matrix read and analysed by ``threads`` workers (numpy and LAPACK release the GIL), each
+    with one BLAS thread: on 2 cores the small Gram matrices and eigen-decompositions of a
+    transformer scale with the workers, where two BLAS threads on one matrix do not."""
+    from .analyses.spectrum import layer_spectrum
+
+    workers = min(threads or os.cpu_count() or 1, max(1, len(names)))
+
+    def one(n):
+        return layer_spectrum(n, read(n), precision)
+
+    if workers == 1:
+        results = map(one, names)
+    else:
+        from concurrent.futures import ThreadPoolExecutor
+
+        from threadpoolctl import threadpool_limits
+
+        limits, pool = threadpool_limits(1), ThreadPoolExecutor(workers)
+        results = pool.map(one, names)
+    out = []
+    try:
+        for n, layer in zip(names, results):
+            out.append(layer)
+            if progress:
+                progress(n)
+    finally:
+        if workers > 1:
+            pool.shutdown(cancel_futures=True)
+            limits.restore_original_limits()
+    return out
 
 
 # --- paper 4: norms, sinks, rank, tokens ---------------------------------------------------------

@@ -171,6 +171,8 @@ def batch(paths: Iterable[str], probes: Iterable[str], options: dict | None = No
     existing = read_table(out) if out else []
     done = {(r[0], r[2]) for r in existing if r[4] != "error"}
     kept = [r for r in existing if (r[0], r[2]) in done]
+    if (jobs > 1 or scheduler) and not options.get("threads"):
+        options["threads"] = 1     # a worker per core already: one BLAS thread and one layer at a time each
     opts = tuple(sorted(options.items()))
     tasks = [Task(c, p, opts) for c in checkpoints for p in probes if (c, p) not in done]
     rows: list[tuple] = []

@@ -16,7 +16,7 @@ import typer
 
 from ..errors import Interrupted, ProbeError, run_cli
 from .options import (
-    PRECISION, Precision, BUCKETS, DELTA, SMOOTH, SPIKE_FACTOR, SPIKE_WINDOW, Delta, Smooth, SpikeFactor, SpikeWindow, FORMAT, FULL, JOBS, MAX_TOKENS, MIN_QUERY, N_COMPONENTS, NEURONS, SATURATION, SEED, SINK_THRESHOLD, STEP,
+    PRECISION, THREADS, Precision, Threads, BUCKETS, DELTA, SMOOTH, SPIKE_FACTOR, SPIKE_WINDOW, Delta, Smooth, SpikeFactor, SpikeWindow, FORMAT, FULL, JOBS, MAX_TOKENS, MIN_QUERY, N_COMPONENTS, NEURONS, SATURATION, SEED, SINK_THRESHOLD, STEP,
     TENSOR, THRESHOLD, TOP_K, WINDOW, Anchor, Buckets, Dim, File, Fmt, Format, Full, Groups, Head, Jobs, Layer,
     Mapping, MaxTokens, Metric, MinQuery, NComponents, Neurons, Out, Outcome, Plot, Saturation, Seed, SinkThreshold,
     Source, Splits, Step, StepB, Tensor, Text, Threshold, Tokens, TopK, Window, Words, WordsFile,
@@ -260,15 +260,15 @@ def bias(file: File, splits: Splits = None, step: Step = STEP, fmt: Fmt = FORMAT
 
 
 @app.command()
-def spectrum(file: Source, precision: Precision = PRECISION, step: Step = STEP, fmt: Fmt = FORMAT,
-             plot: Plot = None) -> None:
+def spectrum(file: Source, precision: Precision = PRECISION, threads: Threads = THREADS, step: Step = STEP,
+             fmt: Fmt = FORMAT, plot: Plot = None) -> None:
     """Per linear layer: spectral norm, Frobenius norm, stable rank, entropy rank, and the power-law
     exponent alpha of the eigenvalue density with its fit range (WeightWatcher's metrics)."""
     from .. import api
 
     _check_plot(plot)
     with _progress("spectrum") as tick:
-        res = api.spectrum(file, step=step, precision=precision, progress=tick)
+        res = api.spectrum(file, step=step, precision=precision, threads=threads, progress=tick)
     _show(res, fmt, file, "spectrum", plot)
 
 
@@ -359,7 +359,7 @@ def batch(
     saturation: Saturation = SATURATION, min_query: MinQuery = MIN_QUERY, sink_threshold: SinkThreshold = SINK_THRESHOLD,
     text: Text = None, window: Window = WINDOW, max_tokens: MaxTokens = MAX_TOKENS, delta: Delta = DELTA,
     smooth: Smooth = SMOOTH, spike_factor: SpikeFactor = SPIKE_FACTOR, spike_window: SpikeWindow = SPIKE_WINDOW,
-    precision: Precision = PRECISION, step: Step = STEP, fmt: Fmt = FORMAT,
+    precision: Precision = PRECISION, threads: Threads = THREADS, step: Step = STEP, fmt: Fmt = FORMAT,
 ) -> None:
     """Run probes over many checkpoints into one tidy table (path, step, probe, key, metric, value),
     sorted by step; each probe gets the options it takes; a failing checkpoint is an error row and the
@@ -376,7 +376,7 @@ def batch(
                "splits": tuple(splits) if splits else None, "saturation": saturation, "min_query": min_query,
                "sink_threshold": sink_threshold, "text": absolute(text), "window": window, "max_tokens": max_tokens,
                "delta": delta, "smooth": smooth, "spike_factor": spike_factor, "spike_window": spike_window,
-               "precision": precision, "step": step}
+               "precision": precision, "threads": threads, "step": step}
     try:
         with _progress("batch") as tick:
             rows = B.batch(paths, probes, options, out=out, jobs=jobs, scheduler=scheduler,
