@@ -366,13 +366,17 @@ def bias(path: str | os.PathLike, splits: tuple[str, str] | None = None, *, step
                                 splits[0], splits[1]))
 
 
-def ood(path: str | os.PathLike, *, step: str | int = "latest", full: bool = False) -> list[OODResult]:
+def ood(path: str | os.PathLike, *, step: str | int = "latest", full: bool = False, threads: int = 0,
+        progress=None) -> list[OODResult]:
     """Rebuild the model from the stored weights and evaluate every split, per anchor combination on
     the held-out data; for the composite task also the inferential and symmetric accuracy.
 
     By default each split is evaluated on the sequences the trainer used for its metrics, so the
-    numbers equal the logged ones; ``full`` evaluates every sequence of each split.
+    numbers equal the logged ones; ``full`` evaluates every sequence of each split. With several
+    steps, ``threads`` snapshots are evaluated at once, one torch thread each (0: one per CPU core);
+    the numbers do not depend on it.
     """
+    _number("threads", threads, lo=0, integer=True)
     from train import evaluate as E  # probe's one door into the trainer (torch is imported here)
 
     with Run(path) as run:
@@ -380,28 +384,32 @@ def ood(path: str | os.PathLike, *, step: str | int = "latest", full: bool = Fal
         task = E.load_task(run)
         indices = run.step_indices(step)
         steps = run.steps
-        models = [E.load_model(run, i)[0] for i in indices]
-    held_out = "rsn_test" if cfg.task == "anchor" else "ood_inferential"
-    out = []
-    for model, i in zip(models, indices):
-        res = OODResult(step=int(steps[i]))
-        logits_of = {}
-        for split in task.splits:
-            idx, loss, acc, logits = E.evaluate_split(model, task, split, full)
-            logits_of[split] = (idx, logits)
-            res.splits[split] = {"loss": loss, "acc": acc, "n": int(len(idx))}
-        idx, logits = logits_of[held_out]
-        for c in np.unique(task.combo[idx]):
-            sel = task.combo[idx] == c
-            loss, acc = loss_acc(logits[sel], task.labels[idx][sel])
-            res.combos[",".join(map(str, task.combos[c]))] = {"loss": loss, "acc": acc, "n": int(sel.sum())}
-        if cfg.task == "composite":
-            for name in ("ood_inferential", "ood_symmetric"):
-                idx, logits = logits_of[name]
-                res.targets[name.removeprefix("ood_")] = {
-                    "acc": float((logits.argmax(-1) == task.labels[idx]).mean()), "n": int(len(idx))}
-        out.append(res)
+        held_out = "rsn_test" if cfg.task == "anchor" else "ood_inferential"
+        inputs = {split: E.split_inputs(task, split, full) for split in task.splits}
+        out = E.map_models(run, indices, lambda i, model: _ood_one(E, model, task, cfg, held_out, inputs,
+                                                                   int(steps[i])),
+                           threads=threads or os.cpu_count() or 1, progress=progress)
     return _warn(out)
+
+
+def _ood_one(E, model, task, cfg, held_out: str, inputs: dict, step: int) -> OODResult:
+    res = OODResult(step=step)
+    logits_of = {}
+    for split in task.splits:
+        idx, loss, acc, logits = E.evaluate_split(model, task, inputs[split])
+        logits_of[split] = (idx, logits)
+        res.splits[split] = {"loss": loss, "acc": acc, "n": int(len(idx))}
+    idx, logits = logits_of[held_out]
+    for c in np.unique(task.combo[idx]):
+        sel = task.combo[idx] == c
+        loss, acc = loss_acc(logits[sel], task.labels[idx][sel])
+        res.combos[",".join(map(str, task.combos[c]))] = {"loss": loss, "acc": acc, "n": int(sel.sum())}
+    if cfg.task == "composite":
+        for name in ("ood_inferential", "ood_symmetric"):
+            idx, logits = logits_of[name]
+            res.targets[name.removeprefix("ood_")] = {
+                "acc": float((logits.argmax(-1) == task.labels[idx]).mean()), "n": int(len(idx))}
+    return res
 
 
 def _as_matrix(name: str, W: np.ndarray) -> np.ndarray:

@@ -1,10 +1,14 @@
 """Paper 2's composite task: data, splits, and the inferential/symmetric read-out of `probe ood`."""
+import json
+
 import numpy as np
 import pytest
 
 import probe
 from train import Trainer, preset
 from train.tasks import make_task
+
+from conftest import run_cli
 
 
 @pytest.fixture(scope="module")
@@ -46,3 +50,19 @@ def test_probe_ood_reads_inferential_and_symmetric_accuracy(tmp_path):
     assert set(res.combos) == {"4,3"}
     assert probe.validate(run.path) == []
     assert probe.bias(run.path)[-1].split_a == "train"
+
+
+def test_probe_ood_trajectory_equals_logged_metrics_with_any_worker_count(tmp_path):
+    cfg = preset("composite-quick", steps=40, snapshot_every=10, n_samples=2000, eval_size=128, gamma=0.5)
+    run = Trainer(cfg, tmp_path / "c.h5", progress=False).run()
+    one = probe.ood(run.path, step="all", threads=1)
+    two = probe.ood(run.path, step="all", threads=2)
+    with probe.Run(run.path) as r:
+        logged, steps = r.metrics(), r.steps
+    assert [x.step for x in one] == [x.step for x in two] == list(steps)
+    for k, (a, b) in enumerate(zip(one, two)):
+        assert a.splits == b.splits and a.combos == b.combos and a.targets == b.targets
+        for split, m in a.splits.items():     # the weights swapped into one model give the logged numbers
+            assert m["loss"] == logged[split]["loss"][k] and m["acc"] == logged[split]["acc"][k]
+    res = run_cli("probe", "ood", run.path, "--step", "all", "--threads", "2", "--format", "json")
+    assert res.returncode == 0 and len(json.loads(res.stdout)["results"]) == len(steps)

@@ -89,10 +89,81 @@ def load_model(run: Run, index: int):
     return model.eval(), cfg
 
 
-def evaluate_split(model, task, split: str, full: bool = False) -> tuple[np.ndarray, float, float, np.ndarray]:
-    """(sequence indices, loss, accuracy, logits) of ``model`` on ``split``: the sequences the trainer
-    logs metrics on, or with ``full`` every sequence of the split."""
+def map_models(run: Run, indices, fn, *, threads: int = 1, block_bytes: int = 1 << 28, progress=None) -> list:
+    """``[fn(index, model) for index in indices]``: the run's model at each snapshot index.
+
+    A trajectory pays for one model per worker, not one per snapshot: each worker builds the model
+    once and overwrites its parameters in place (``fn`` must not keep the model), and each tensor is
+    read for a block of snapshots in one HDF5 call (at most ``block_bytes`` of weights at a time).
+    ``threads`` workers evaluate snapshots at once, each on one torch thread (torch releases the GIL
+    in its kernels): on 2 cores that scales where two intra-op threads on one small model do not.
+    ``progress`` is called once per snapshot done."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from .models import build_model
+
+    cfg = run_config(run)
+    indices = [int(i) for i in indices]
+    workers = max(1, min(threads, len(indices)))
+    torch.set_num_threads(1) if workers > 1 else _default_threads()
+    models = [build_model(cfg).eval() for _ in range(workers)]
+    params = [dict(m.named_parameters()) for m in models]
+    for name, p in params[0].items():
+        shape = tuple(run.tensor(name).shape[1:])
+        if shape != tuple(p.shape):
+            raise ProbeError(f"{run.path}: parameter {name} has shape {shape}, the model needs {tuple(p.shape)}")
+    per_snapshot = sum(p.numel() * 4 for p in params[0].values())
+    block = max(workers, block_bytes // max(per_snapshot, 1))
+
+    def job(w: int, part: list[int], stacks: dict, ks: range) -> list:
+        out = []
+        for k in ks:
+            with torch.no_grad():
+                for name, p in params[w].items():
+                    p.copy_(torch.from_numpy(np.ascontiguousarray(stacks[name][k])))
+            out.append(fn(part[k], models[w]))
+            if progress:
+                progress(part[k])
+        return out
+
+    out = []
+    pool = ThreadPoolExecutor(workers) if workers > 1 else None
+    try:
+        for start in range(0, len(indices), block):
+            part = indices[start:start + block]
+            stacks = {name: run.read_many(name, part) for name in params[0]}
+            if pool is None:
+                out += job(0, part, stacks, range(len(part)))
+                continue
+            # contiguous shares, so each worker walks its snapshots in order
+            bounds = np.linspace(0, len(part), workers + 1).astype(int)
+            futures = [pool.submit(job, w, part, stacks, range(bounds[w], bounds[w + 1])) for w in range(workers)]
+            for f in futures:
+                out += f.result()
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
+    return out
+
+
+def _default_threads() -> None:
+    from .trainer import set_threads
+
+    set_threads(0)
+
+
+def split_inputs(task, split: str, full: bool = False) -> tuple[np.ndarray, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(sequence indices, tokens, key positions, labels) of ``split``: the sequences the trainer logs
+    metrics on, or with ``full`` every sequence of the split. Build once, evaluate many models."""
     idx = task.indices(split) if full else task.eval_indices(split)
-    loss, acc, logits = evaluate(model, torch.as_tensor(task.tokens[idx]), torch.as_tensor(task.key_pos[idx]),
-                                 torch.as_tensor(task.labels[idx]))
+    return (idx, torch.as_tensor(task.tokens[idx]), torch.as_tensor(task.key_pos[idx]),
+            torch.as_tensor(task.labels[idx]))
+
+
+def evaluate_split(model, task, split: str | tuple, full: bool = False
+                   ) -> tuple[np.ndarray, float, float, np.ndarray]:
+    """(sequence indices, loss, accuracy, logits) of ``model`` on ``split`` (a split name, or the
+    tuple :func:`split_inputs` returned for it)."""
+    idx, tokens, key_pos, labels = split_inputs(task, split, full) if isinstance(split, str) else split
+    loss, acc, logits = evaluate(model, tokens, key_pos, labels)
     return idx, loss, acc, logits.numpy()

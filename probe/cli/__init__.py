@@ -230,13 +230,16 @@ def theory(file: File, tokens: Tokens = None, words: Words = None, words_file: W
 
 
 @app.command()
-def ood(file: File, full: Full = FULL, step: Step = STEP, fmt: Fmt = FORMAT, plot: Plot = None) -> None:
+def ood(file: File, full: Full = FULL, step: Step = STEP, threads: Threads = THREADS, fmt: Fmt = FORMAT,
+        plot: Plot = None) -> None:
     """Rebuild the model from the stored weights; accuracy and loss per split and per held-out anchor
     combination (composite task: inferential vs symmetric accuracy on the unseen pair)."""
     from .. import api
 
     _check_plot(plot)
-    _show(api.ood(file, step=step, full=full), fmt, file, "ood", plot)
+    with _progress("ood") as tick:
+        res = api.ood(file, step=step, full=full, threads=threads, progress=tick)
+    _show(res, fmt, file, "ood", plot)
 
 
 @app.command()

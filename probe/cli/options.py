@@ -80,8 +80,8 @@ Precision = Annotated[str, typer.Option(help="spectrum: precision of the Gram ma
                                         "to machine precision) or float32 (about twice as fast, ~1e-6 relative)")]
 
 THREADS = 0
-Threads = Annotated[int, typer.Option(min=0, help="spectrum: layers analysed at once, one BLAS thread each (0: one "
-                                      "per CPU core; batch with --jobs gives each worker 1)")]
+Threads = Annotated[int, typer.Option(min=0, help="spectrum: layers, ood: snapshots analysed at once, one BLAS/torch "
+                                      "thread each (0: one per CPU core; batch with --jobs gives each worker 1)")]
 
 # --- paper 4 ---------------------------------------------------------------------------------
 SATURATION = 0.1

@@ -366,6 +366,21 @@ class Run:
             return np.asarray(ds[index])
         return read_rows(ds, index, rows)
 
+    def read_many(self, name: str, indices: Sequence[int]) -> np.ndarray:
+        """Tensor ``name`` at several snapshots, stacked on a new first axis in the order given:
+        one read of the rows they span (a trajectory costs one HDF5 call per tensor, not one per step)."""
+        ds = self.tensor(name)
+        idx = np.asarray(indices, dtype=np.int64)
+        if idx.size == 0:
+            return np.empty((0,) + ds.shape[1:], dtype=ds.dtype)
+        if idx.min() < 0 or idx.max() >= self.n_snapshots:
+            raise ProbeError(f"{self.path}: snapshot index out of range")
+        lo, hi = int(idx.min()), int(idx.max()) + 1
+        if (hi - lo) <= 2 * idx.size:                 # dense: one contiguous hyperslab, then pick
+            return np.asarray(ds[lo:hi])[idx - lo]
+        order = np.unique(idx)
+        return np.asarray(ds[order])[np.searchsorted(order, idx)]
+
 
 def resumable_step(run: "Run") -> int | None:
     """The newest step a resume can start from, or None when no resume slot was completed (a writer
