@@ -1,17 +1,17 @@
 """The bad-input matrix: every command against a shared set of broken files and bad values, through
-real subprocesses. The bar for each case: exit 2, exactly one ``Error: ...`` line on stderr, no
+real processes (forked from one that imported the CLI once: ``forkcli.ForkCLI``). The bar for each case: exit 2, exactly one ``Error: ...`` line on stderr, no
 traceback, and no input changed (a hash of every file before and after the whole matrix)."""
 import hashlib
 import json
 import os
 import shutil
-from concurrent.futures import ThreadPoolExecutor
 
 import h5py
 import numpy as np
 import pytest
 
 from conftest import run_cli
+from forkcli import ForkCLI
 
 FILE_COMMANDS = ["info", "validate", "similarity", "pca", "align", "condense", "theory", "ood", "attention", "bias",
                  "spectrum", "norms", "sinks", "rank", "dynamics", "tokens"]
@@ -239,15 +239,18 @@ CASES = _cases()
 def results(work):
     """Every case run once (two at a time), with the work folder's digest before and after."""
     before = _digest(work)
-
-    def go(case):
-        args, _ = case
-        name, *rest = args
-        return run_cli(name, *[a.format(d=work) for a in rest], timeout=120)
-
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        outs = list(pool.map(go, CASES))
+    with ForkCLI(jobs=2) as cli:
+        outs = cli.run_many([[args[0], *[a.format(d=work) for a in args[1:]]] for args, _ in CASES])
     return outs, before, _digest(work)
+
+
+def test_a_sample_through_the_real_console_scripts(work, results):
+    """The matrix runs in forked processes; a few cases through the installed scripts give the same."""
+    for i in (0, 7, len(CASES) - 3):
+        args, _ = CASES[i]
+        res = run_cli(args[0], *[a.format(d=work) for a in args[1:]], timeout=120)
+        mine = results[0][i]
+        assert (res.returncode, res.stdout, res.stderr) == (mine.returncode, mine.stdout, mine.stderr)
 
 
 def test_the_matrix_is_large():

@@ -1,0 +1,110 @@
+"""Many CLI calls at the cost of a few: a helper process imports the console scripts' modules once
+(and torch, numpy, h5py), then forks one child per call. Each call is still a process of its own —
+its own argv, exit code, stdout and stderr, and the entry point the console script runs — only the
+interpreter start-up and the imports are shared. The start-up itself is covered by the tests that
+use ``conftest.run_cli``.
+
+    with ForkCLI() as cli:
+        results = cli.run_many([["probe", "info", "x.h5"], ...], jobs=2)   # CompletedProcess each
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+_SERVER = r'''
+import importlib, json, os, sys, time
+import numpy, h5py, torch                      # the heavy imports, once
+for mod in ("probe.api", "probe.batch", "probe.figures", "probe.cli.render", "probe.format.validate",
+            "probe.readers.checkpoints", "probe.readers.activations", "train.trainer", "train.tasks",
+            "train.evaluate", "rich.console", "rich.progress", "scipy.linalg"):
+    importlib.import_module(mod)
+ENTRY = {"probe": "probe.cli:main", "probe-train": "train.cli:main"}
+mains = {}
+for name, spec in ENTRY.items():
+    mod, fn = spec.split(":")
+    mains[name] = getattr(importlib.import_module(mod), fn)
+print("ready", flush=True)
+running, started = {}, {}
+jobs = int(sys.argv[1])
+
+def reap(block):
+    pid, status = os.waitpid(-1, 0 if block else os.WNOHANG)
+    if pid:
+        print(json.dumps([running.pop(pid), os.waitstatus_to_exitcode(status), time.perf_counter() - started.pop(pid)]),
+              flush=True)
+    return pid
+
+for line in sys.stdin:
+    if not line.strip():
+        break
+    key, argv, out, err = json.loads(line)
+    while len(running) >= jobs:
+        reap(True)
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            fo, fe = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), os.open(err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+            os.dup2(os.open(os.devnull, os.O_RDONLY), 0); os.dup2(fo, 1); os.dup2(fe, 2)
+            sys.stdout = open(1, "w", closefd=False); sys.stderr = open(2, "w", closefd=False)
+            sys.argv = [argv[0]] + argv[1:]
+            try:
+                mains[argv[0]]()
+                code = 0
+            except SystemExit as e:
+                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+                if not isinstance(e.code, (int, type(None))):
+                    print(e.code, file=sys.stderr)
+        finally:
+            sys.stdout.flush(); sys.stderr.flush()
+            os._exit(code)
+    running[pid], started[pid] = key, time.perf_counter()
+while running:
+    reap(True)
+'''
+
+
+class ForkCLI:
+    def __init__(self, jobs: int = 2):
+        self.jobs = jobs
+
+    def __enter__(self):
+        self._tmp = tempfile.TemporaryDirectory()
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env.pop("PROBE_DEBUG", None)
+        self._proc = subprocess.Popen([sys.executable, "-c", _SERVER, str(self.jobs)], stdin=subprocess.PIPE,
+                                      stdout=subprocess.PIPE, text=True, env=env)
+        assert self._proc.stdout.readline().strip() == "ready"
+        return self
+
+    def __exit__(self, *exc):
+        if self._proc.poll() is None:
+            self._proc.kill()
+        self._proc.wait()
+        self._tmp.cleanup()
+
+    def run_many(self, calls: list[list[str]]) -> list[subprocess.CompletedProcess]:
+        """Run every call (``[script, *args]``), ``jobs`` at a time; results in the order given (and
+        each call's wall time in ``self.seconds``)."""
+        files = []
+        for k, argv in enumerate(calls):
+            out, err = (os.path.join(self._tmp.name, f"{k}.{s}") for s in ("out", "err"))
+            files.append((out, err))
+            self._proc.stdin.write(json.dumps([k, [str(a) for a in argv], out, err]) + "\n")
+        self._proc.stdin.write("\n")
+        self._proc.stdin.close()
+        codes, self.seconds = {}, {}
+        for line in self._proc.stdout:
+            k, code, seconds = json.loads(line)
+            codes[k], self.seconds[k] = code, seconds
+        self._proc.wait()
+        results = []
+        for k, argv in enumerate(calls):
+            out, err = files[k]
+            with open(out) as fo, open(err) as fe:
+                results.append(subprocess.CompletedProcess(argv, codes[k], fo.read(), fe.read()))
+        return results
