@@ -22,7 +22,7 @@ for mod in ("probe.api", "probe.batch", "probe.figures", "probe.cli.render", "pr
             "probe.readers.checkpoints", "probe.readers.activations", "train.trainer", "train.tasks",
             "train.evaluate", "rich.console", "rich.progress", "scipy.linalg"):
     importlib.import_module(mod)
-ENTRY = {"probe": "probe.cli:main", "probe-train": "train.cli:main"}
+ENTRY = {"probe": "probe.cli:main", "probe-train": "train._entry:main"}
 mains = {}
 for name, spec in ENTRY.items():
     mod, fn = spec.split(":")

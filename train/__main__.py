@@ -1,3 +1,3 @@
-from .cli import main
+from ._entry import main
 
 main()
