@@ -19,37 +19,25 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _util import machine  # noqa: E402
 
 import probe  # noqa: E402
-from probe.analyses.ood import OODResult, loss_acc  # noqa: E402
+from probe.analyses.ood import OODResult  # noqa: E402
+from probe.api import _ood_one  # noqa: E402
 from train import evaluate as E  # noqa: E402
 
 
 def baseline(path) -> list[OODResult]:
-    """What probe.ood did before: a model rebuilt and read tensor by tensor for every snapshot."""
+    """What probe.ood did before: a model rebuilt and read tensor by tensor, and the split inputs
+    rebuilt, for every snapshot (the per-snapshot evaluation is probe.ood's own)."""
     with probe.Run(path) as run:
         cfg, task = E.run_config(run), E.load_task(run)
         indices, steps = run.step_indices("all"), run.steps
         models = [E.load_model(run, i)[0] for i in indices]
     held_out = "rsn_test" if cfg.task == "anchor" else "ood_inferential"
-    out = []
-    for model, i in zip(models, indices):
-        res, logits_of = OODResult(step=int(steps[i])), {}
-        for split in task.splits:
-            idx, loss, acc, logits = E.evaluate_split(model, task, split)
-            logits_of[split] = (idx, logits)
-            res.splits[split] = {"loss": loss, "acc": acc, "n": int(len(idx))}
-        idx, logits = logits_of[held_out]
-        for c in np.unique(task.combo[idx]):
-            sel = task.combo[idx] == c
-            loss, acc = loss_acc(logits[sel], task.labels[idx][sel])
-            res.combos[",".join(map(str, task.combos[c]))] = {"loss": loss, "acc": acc, "n": int(sel.sum())}
-        out.append(res)
-    return out
+    return [_ood_one(E, model, task, cfg, held_out, {s: E.split_inputs(task, s) for s in task.splits}, int(steps[i]))
+            for model, i in zip(models, indices)]
 
 
 def main() -> None:

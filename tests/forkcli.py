@@ -22,11 +22,10 @@ for mod in ("probe.api", "probe.batch", "probe.figures", "probe.cli.render", "pr
             "probe.readers.checkpoints", "probe.readers.activations", "train.trainer", "train.tasks",
             "train.evaluate", "rich.console", "rich.progress", "scipy.linalg"):
     importlib.import_module(mod)
-ENTRY = {"probe": "probe.cli:main", "probe-train": "train._entry:main"}
-mains = {}
-for name, spec in ENTRY.items():
-    mod, fn = spec.split(":")
-    mains[name] = getattr(importlib.import_module(mod), fn)
+from importlib.metadata import entry_points
+# the console scripts as installed (pyproject's [project.scripts]), so the entry points cannot drift
+mains = {ep.name: ep.load() for ep in entry_points(group="console_scripts") if ep.name in ("probe", "probe-train")}
+assert set(mains) == {"probe", "probe-train"}, mains
 print("ready", flush=True)
 running, started = {}, {}
 jobs = int(sys.argv[1])

@@ -79,14 +79,21 @@ def load_model(run: Run, index: int):
     set_threads(0)
     cfg = run_config(run)
     model = build_model(cfg)
+    params = _checked_params(run, model)
     with torch.no_grad():
-        for name, p in model.named_parameters():
-            arr = run.read(name, index)
-            if tuple(arr.shape) != tuple(p.shape):
-                raise ProbeError(f"{run.path}: parameter {name} has shape {arr.shape}, the model needs "
-                                 f"{tuple(p.shape)}")
-            p.copy_(torch.from_numpy(np.ascontiguousarray(arr)))
+        for name, p in params.items():
+            p.copy_(torch.from_numpy(np.ascontiguousarray(run.read(name, index))))
     return model.eval(), cfg
+
+
+def _checked_params(run: Run, model) -> dict:
+    """The model's parameters by name, each checked against the shape the run stores for it."""
+    params = dict(model.named_parameters())
+    for name, p in params.items():
+        shape = tuple(run.tensor(name).shape[1:])
+        if shape != tuple(p.shape):
+            raise ProbeError(f"{run.path}: parameter {name} has shape {shape}, the model needs {tuple(p.shape)}")
+    return params
 
 
 def map_models(run: Run, indices, fn, *, threads: int = 1, block_bytes: int = 1 << 28, progress=None) -> list:
@@ -101,17 +108,14 @@ def map_models(run: Run, indices, fn, *, threads: int = 1, block_bytes: int = 1 
     from concurrent.futures import ThreadPoolExecutor
 
     from .models import build_model
+    from .trainer import set_threads
 
     cfg = run_config(run)
     indices = [int(i) for i in indices]
     workers = max(1, min(threads, len(indices)))
-    torch.set_num_threads(1) if workers > 1 else _default_threads()
+    set_threads(1 if workers > 1 else 0)     # 0: the trainer's default (one, or PROBE_THREADS)
     models = [build_model(cfg).eval() for _ in range(workers)]
-    params = [dict(m.named_parameters()) for m in models]
-    for name, p in params[0].items():
-        shape = tuple(run.tensor(name).shape[1:])
-        if shape != tuple(p.shape):
-            raise ProbeError(f"{run.path}: parameter {name} has shape {shape}, the model needs {tuple(p.shape)}")
+    params = [_checked_params(run, m) for m in models]
     per_snapshot = sum(p.numel() * 4 for p in params[0].values())
     block = max(workers, block_bytes // max(per_snapshot, 1))
 
@@ -144,12 +148,6 @@ def map_models(run: Run, indices, fn, *, threads: int = 1, block_bytes: int = 1 
         if pool is not None:
             pool.shutdown(cancel_futures=True)
     return out
-
-
-def _default_threads() -> None:
-    from .trainer import set_threads
-
-    set_threads(0)
 
 
 def split_inputs(task, split: str, full: bool = False) -> tuple[np.ndarray, torch.Tensor, torch.Tensor, torch.Tensor]:
