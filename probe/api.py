@@ -1,7 +1,7 @@
 """The Python API behind the ``probe`` CLI: each function takes a path and returns results.
 
 Functions that accept ``step`` return one result per selected snapshot (``latest``,
-``all``, a step number, or ``A:B``); with several steps each dataset is read once. Token
+``all``, a step number, ``A:B`` or a comma list); with several steps each dataset is read once. Token
 selections are ``tokens`` (group names, ids ``3,5,7``, a half-open range ``11:21``, or a
 list) or ``words`` / ``words_file`` (looked up in a text run's stored vocabulary or a
 checkpoint's tokenizer files); ``None`` for all of them is the probe's own selection.
@@ -507,7 +507,7 @@ def _forward(path: str, text: str | None, what: str, step, *, window: int, max_t
     from .readers.activations import run_text
     from .readers.checkpoints import open_checkpoint
 
-    if not os.path.exists(path):
+    if not os.path.exists(path) and not path.startswith("hf:"):
         raise ProbeError(f"{path}: no such file or folder")
     open_checkpoint(path)   # a clear error for anything that is no readable checkpoint at all
     if text is None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from .errors import SIGINT, Interrupted, ProbeError, ProbeWarning, param
-from .readers.checkpoints import step_from_name
+from .readers.checkpoints import FOLDER_FILES, step_from_name
 
 COLUMNS = ("path", "step", "probe", "key", "metric", "value")
 WEIGHT_PROBES = ("similarity", "pca", "align", "condense", "spectrum", "rank")
@@ -37,23 +37,37 @@ def probe_options(probe: str, options: dict) -> dict:
     return {k: v for k, v in options.items() if k in takes and k != "path"}
 
 
-def discover(paths: Iterable[str]) -> list[str]:
-    """Checkpoints named by files, folders (a model folder, or a folder of checkpoints) and globs."""
+def _model_folder(path: str) -> bool:
+    return os.path.isdir(path) and any(os.path.exists(os.path.join(path, f)) for f in FOLDER_FILES)
+
+
+def discover(paths: Iterable[str], revisions: str | None = None) -> list[str]:
+    """Checkpoints named by files, folders (a model folder, or a folder of checkpoints such as a
+    Trainer's ``checkpoint-500/`` folders), globs and hub sources (``hf:ORG/NAME[@REV]``; with
+    ``revisions``, a comma list or ``all``, one source per revision)."""
+    from .readers.hub import expand, is_hub
+
     found: list[str] = []
+    hub: list[str] = []
     for p in paths:
+        if is_hub(p):
+            hub += expand(p, revisions)
+            continue
         matches = sorted(glob.glob(p)) if any(c in p for c in "*?[") else [p]
         if not matches:
             raise ProbeError(f"no checkpoint matches '{p}'")
         for m in matches:
             if not os.path.exists(m):
                 raise ProbeError(f"{m}: no such file or folder")
-            if os.path.isdir(m) and not os.path.exists(os.path.join(m, "config.json")):
+            if os.path.isdir(m) and not _model_folder(m):
                 inner = sorted(os.path.join(m, x) for x in os.listdir(m))
                 found += [x for x in inner if (os.path.isfile(x) and x.endswith(_CHECKPOINT_EXT))
-                          or os.path.exists(os.path.join(x, "config.json"))]
+                          or _model_folder(x)]
             else:
                 found.append(m)
-    return list(dict.fromkeys(os.path.abspath(f) for f in found))
+    if revisions and not hub:
+        raise ProbeError("--revisions is for hub sources (hf:ORG/NAME)")
+    return list(dict.fromkeys([os.path.abspath(f) for f in found] + hub))
 
 
 @dataclass(frozen=True)
@@ -145,9 +159,10 @@ def _write(tmp: str, path: str, rows: list[tuple]) -> None:
 
 
 def batch(paths: Iterable[str], probes: Iterable[str], options: dict | None = None, out: str | None = None,
-          jobs: int = 0, scheduler: str | None = None, progress: Callable[[int, int], None] | None = None
-          ) -> list[tuple]:
+          jobs: int = 0, scheduler: str | None = None, progress: Callable[[int, int], None] | None = None,
+          revisions: str | None = None) -> list[tuple]:
     """Run every probe on every checkpoint; with ``out``, skip what it already holds and rewrite it.
+    ``revisions`` (a comma list or ``all``) expands each ``hf:ORG/NAME`` source into its revisions.
 
     ``options`` maps API parameter names to values; each probe gets the ones it takes.
     ``jobs`` local worker processes; 0 or 1: this process, whose BLAS already uses every core
@@ -165,7 +180,7 @@ def batch(paths: Iterable[str], probes: Iterable[str], options: dict | None = No
         from ._files import writable
 
         writable(out, "results")
-    checkpoints = discover(paths)
+    checkpoints = discover(paths, revisions)
     if not checkpoints:
         raise ProbeError("no checkpoints found")
     existing = read_table(out) if out else []

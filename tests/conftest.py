@@ -17,16 +17,16 @@ def _script(name: str) -> list[str]:
     return [sys.executable, "-m", module]
 
 
-def run_cli(name: str, *args, timeout: float = 300, **kw) -> subprocess.CompletedProcess:
-    """Run a console script for real and capture its output."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+def run_cli(name: str, *args, timeout: float = 300, env: dict | None = None, **kw) -> subprocess.CompletedProcess:
+    """Run a console script for real and capture its output (``env``: instead of this process's)."""
+    env = {**(os.environ if env is None else env), "PYTHONUNBUFFERED": "1"}
     env.pop("PROBE_DEBUG", None)
     return subprocess.run(_script(name) + [str(a) for a in args], capture_output=True, text=True,
                           timeout=timeout, env=env, **kw)
 
 
-def popen_cli(name: str, *args, **kw) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+def popen_cli(name: str, *args, env: dict | None = None, **kw) -> subprocess.Popen:
+    env = {**(os.environ if env is None else env), "PYTHONUNBUFFERED": "1"}
     return subprocess.Popen(_script(name) + [str(a) for a in args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env, **kw)
 

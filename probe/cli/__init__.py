@@ -18,7 +18,7 @@ from ..errors import Interrupted, ProbeError, run_cli
 from .options import (
     PRECISION, THREADS, Precision, Threads, BUCKETS, DELTA, SMOOTH, SPIKE_FACTOR, SPIKE_WINDOW, Delta, Smooth, SpikeFactor, SpikeWindow, FORMAT, FULL, JOBS, MAX_TOKENS, MIN_QUERY, N_COMPONENTS, NEURONS, SATURATION, SEED, SINK_THRESHOLD, STEP,
     TENSOR, THRESHOLD, TOP_K, WINDOW, Anchor, Buckets, Dim, File, Fmt, Format, Full, Groups, Head, Jobs, Layer,
-    Mapping, MaxTokens, Metric, MinQuery, NComponents, Neurons, Out, Outcome, Plot, Saturation, Seed, SinkThreshold,
+    Mapping, MaxTokens, Revisions, Metric, MinQuery, NComponents, Neurons, Out, Outcome, Plot, Saturation, Seed, SinkThreshold,
     Source, Splits, Step, StepB, Tensor, Text, Threshold, Tokens, TopK, Window, Words, WordsFile,
 )
 
@@ -347,7 +347,8 @@ def dynamics(file: File, delta: Delta = DELTA, smooth: Smooth = SMOOTH, spike_fa
 @app.command()
 def batch(
     paths: Annotated[list[str], typer.Argument(help="checkpoints: files, folders (a model folder, or a folder "
-                                                    "of checkpoints) and globs", show_default=False)],
+                                                    "of checkpoints such as checkpoint-500/), globs, and hub "
+                                                    "models hf:ORG/NAME[@REV]", show_default=False)],
     probes: Annotated[list[str], typer.Option("--probe", "-p", help="probe to run (repeat for several): "
                                               "similarity, pca, align, condense, spectrum, rank; norms, sinks "
                                               "(checkpoints: with --text); on snapshot files also theory, "
@@ -362,7 +363,8 @@ def batch(
     saturation: Saturation = SATURATION, min_query: MinQuery = MIN_QUERY, sink_threshold: SinkThreshold = SINK_THRESHOLD,
     text: Text = None, window: Window = WINDOW, max_tokens: MaxTokens = MAX_TOKENS, delta: Delta = DELTA,
     smooth: Smooth = SMOOTH, spike_factor: SpikeFactor = SPIKE_FACTOR, spike_window: SpikeWindow = SPIKE_WINDOW,
-    precision: Precision = PRECISION, threads: Threads = THREADS, step: Step = STEP, fmt: Fmt = FORMAT,
+    precision: Precision = PRECISION, threads: Threads = THREADS, step: Step = STEP, revisions: Revisions = None,
+    fmt: Fmt = FORMAT,
 ) -> None:
     """Run probes over many checkpoints into one tidy table (path, step, probe, key, metric, value),
     sorted by step; each probe gets the options it takes; a failing checkpoint is an error row and the
@@ -383,7 +385,7 @@ def batch(
     try:
         with _progress("batch") as tick:
             rows = B.batch(paths, probes, options, out=out, jobs=jobs, scheduler=scheduler,
-                           progress=lambda n, total: tick(f"{n}/{total} tasks"))
+                           progress=lambda n, total: tick(f"{n}/{total} tasks"), revisions=revisions)
     except Interrupted as exc:   # what finished is kept: in --out, else printed before the message
         if not out:
             _batch_rows(exc.rows, fmt)

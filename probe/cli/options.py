@@ -24,7 +24,7 @@ class Format(str, Enum):
 File = Annotated[str, typer.Argument(help="snapshot file (.h5) written by probe-train", show_default=False)]
 Source = Annotated[str, typer.Argument(
     help="snapshot file, or a checkpoint: Hugging Face folder, .safetensors, .pt/.pth/.bin state dict, "
-         "nanoGPT ckpt.pt", show_default=False)]
+         "nanoGPT ckpt.pt, or a hub model hf:ORG/NAME[@REVISION]", show_default=False)]
 
 # --- output ------------------------------------------------------------------------------------
 FORMAT = Format.table
@@ -37,7 +37,7 @@ Out = Annotated[Optional[str], typer.Option(
 
 # --- what to read ------------------------------------------------------------------------------
 STEP = "latest"
-Step = Annotated[str, typer.Option("--step", "-s", help="latest, all, a step number, or A:B (steps in [A, B))")]
+Step = Annotated[str, typer.Option("--step", "-s", help="latest, all, a step number, A:B (steps in [A, B)) or a comma list of these")]
 Tokens = Annotated[Optional[str], typer.Option(
     "--tokens", "-t", help="group names (reasoning, memory, keys), ids 3,5,7 or a half-open range 11:21 "
                            "[default: similarity, theory: reasoning; pca: keys,reasoning,memory; condense: "
@@ -50,6 +50,9 @@ TENSOR = "token_embedding"
 Tensor = Annotated[str, typer.Option(help="tensor whose rows are the token vectors (see probe info)")]
 Groups = Annotated[Optional[str], typer.Option(help="JSON/YAML file: group name -> token ids or words "
                                                     "(adds --tokens names)")]
+Revisions = Annotated[Optional[str], typer.Option(
+    help="hub sources (hf:ORG/NAME): a comma list of revisions (step1000,step2000) or all (every branch and "
+         "tag, in step order); HF_HUB_OFFLINE=1 reads the local hub cache only")]
 Mapping = Annotated[Optional[str], typer.Option(help="JSON name-mapping file for an unknown checkpoint layout")]
 Layer = Annotated[Optional[int], typer.Option("--layer", "-l", help="attention layer, 0-based [default: align: 0; "
                                               "attention: every layer]")]

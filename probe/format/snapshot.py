@@ -326,11 +326,17 @@ class Run:
 
     # steps -----------------------------------------------------------------
     def step_indices(self, spec: str | int) -> list[int]:
-        """Snapshot indices for ``latest``, ``all``, a step number or a ``A:B`` step range (half-open)."""
+        """Snapshot indices for ``latest``, ``all``, a step number, a ``A:B`` step range (half-open) or
+        a comma list of these (``100,500,latest``; each snapshot once, in step order)."""
         steps = self.steps
         if len(steps) == 0:
             raise ProbeError(f"{self.path}: has no complete snapshot yet")
         spec = str(spec).strip()
+        if "," in spec:
+            parts = [p for p in spec.split(",") if p.strip()]
+            if not parts:
+                raise ProbeError(f"bad {param('step')} '{spec}': use latest, all, a step number or A:B")
+            return sorted({i for p in parts for i in self.step_indices(p)})
         if spec == "latest":
             return [len(steps) - 1]
         if spec == "all":
@@ -346,7 +352,8 @@ class Run:
         try:
             want = int(spec)
         except ValueError:
-            raise ProbeError(f"bad {param('step')} '{spec}': use latest, all, a step number or A:B") from None
+            raise ProbeError(f"bad {param('step')} '{spec}': use latest, all, a step number, A:B or a comma "
+                             "list of these") from None
         hits = np.flatnonzero(steps == want)
         if len(hits) == 0:
             shown = ", ".join(str(s) for s in steps[:12]) + (", ..." if len(steps) > 12 else "")

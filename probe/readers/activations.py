@@ -87,6 +87,9 @@ def _load_model(path: str):
     except ImportError:
         raise ProbeError("running a checkpoint on text needs the transformers package: pip install transformers") \
             from None
+    from .hub import local
+
+    path = local(path)
     if not os.path.isdir(path) or not os.path.exists(os.path.join(path, "config.json")):
         raise ProbeError(f"{path}: running a checkpoint on text needs a Hugging Face model folder (config.json "
                          "and weights)")

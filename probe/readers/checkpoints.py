@@ -34,8 +34,15 @@ _SIGNATURES = {"hdf5": b"\x89HDF\r\n\x1a\n", "zip": b"PK\x03\x04"}
 
 def step_from_name(path: str) -> int | None:
     """The training step a checkpoint's file or folder name states (step1000, model_20.pt,
-    checkpoint-500, iter_300, epoch-3); None for anything else (phi-2, llama-7b, ckpt.pt)."""
+    checkpoint-500, iter_300, epoch-3, hf:ORG/NAME@step1000); None for anything else (phi-2,
+    llama-7b, ckpt.pt)."""
+    if path.startswith("hf:"):         # a hub revision: hf:ORG/NAME@step1000
+        path = path.partition("@")[2]
+        if not path:
+            return None
     stem = os.path.basename(os.path.normpath(path))
+    if stem in FOLDER_FILES or re.fullmatch(r"(model|pytorch_model)-\d+-of-\d+\.(safetensors|bin)", stem):
+        stem = os.path.basename(os.path.dirname(os.path.abspath(path)))   # checkpoint-500/model.safetensors
     stem = re.sub(r"\.(safetensors|pt|pth|bin|h5|hdf5|ckpt)$", "", stem)
     for pat in _STEP_PATTERNS:
         m = re.search(pat, stem, flags=re.IGNORECASE)
@@ -338,7 +345,7 @@ class SnapshotSource(_Source):
         return self._run.read(name, self._index)
 
 
-_FOLDER_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+FOLDER_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
                  "pytorch_model.bin.index.json")
 
 
@@ -346,9 +353,13 @@ def open_checkpoint(path: str | os.PathLike, step: str | int = "latest") -> Sour
     """The right reader for ``path``: a model folder, or a file recognised by its content (a
     snapshot, .safetensors, a torch.save file, an index), whatever its extension."""
     path = os.fspath(path)
+    name_step = step_from_name(path)
+    if path.startswith("hf:"):
+        from .hub import local
+
+        path = local(path)
     if not os.path.exists(path):
         raise ProbeError(f"{path}: no such file or folder")
-    name_step = step_from_name(path)
     if os.path.isdir(path):
         cfg_path = os.path.join(path, "config.json")
         config = {}
@@ -360,11 +371,11 @@ def open_checkpoint(path: str | os.PathLike, step: str | int = "latest") -> Sour
                 raise ProbeError(f"{cfg_path}: not valid JSON") from None
             if not isinstance(config, dict):
                 raise ProbeError(f"{cfg_path}: not a JSON object")
-        for fname in _FOLDER_FILES:
+        for fname in FOLDER_FILES:
             full = os.path.join(path, fname)
             if os.path.exists(full):
                 return _open_file(full, config, name_step, step)
-        raise ProbeError(f"{path}: a folder without {', '.join(_FOLDER_FILES[:-1])} or {_FOLDER_FILES[-1]}")
+        raise ProbeError(f"{path}: a folder without {', '.join(FOLDER_FILES[:-1])} or {FOLDER_FILES[-1]}")
     return _open_file(path, _sibling_config(path), name_step, step)
 
 

@@ -105,8 +105,8 @@ class CheckpointRun:
         return 1
 
     def step_indices(self, spec) -> list[int]:
-        spec = str(spec).strip()
-        if spec in ("latest", "all") or spec == str(int(self.steps[0])):
+        parts = [p.strip() for p in str(spec).split(",") if p.strip()]
+        if parts and all(p in ("latest", "all", str(int(self.steps[0]))) for p in parts):
             return [0]
         raise ProbeError(f"{self.path}: a checkpoint holds one step ({int(self.steps[0])}); "
                          f"use {param('step', 'latest')}")
@@ -144,7 +144,7 @@ def open_source(path: str | os.PathLike, groups: str | None = None, mapping: str
         if groups:
             run.extra_groups = load_groups(groups)
         return run
-    if not os.path.exists(path):
+    if not os.path.exists(path) and not path.startswith("hf:"):
         raise ProbeError(f"{path}: no such file or folder")
     return CheckpointRun(path, groups, mapping)
 

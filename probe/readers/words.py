@@ -16,6 +16,9 @@ from ..errors import ProbeError, param, warn
 
 
 def _folder(path: str) -> str:
+    from .hub import local
+
+    path = local(path)
     return path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
 
 
