@@ -97,7 +97,37 @@ def check_writable(path: str, what: str = "plot", exts=(".png", ".pdf", ".svg", 
         raise ProbeError(f"cannot write {what} {path}: use a {', '.join(exts[:-1])} or {exts[-1]} name")
 
 
-def similarity_heatmaps(results: Sequence, path: str, title: str) -> None:
+def save(fig, path, dpi: int = 150) -> None:
+    """Write and close ``fig``: to a file name (format from its extension) or a binary file object (PNG)."""
+    fig.savefig(path, dpi=dpi, **({"format": "png"} if hasattr(path, "write") else {}))
+    pyplot().close(fig)
+
+
+def curves(steps, metrics: dict, path, title: str, dpi: int = 150, xlabel: str = "step") -> None:
+    """Loss (log scale) and accuracy per split against the step: ``metrics`` maps split -> metric -> values."""
+    plt = pyplot()
+    kinds = [m for m in ("loss", "acc") if any(m in ms for ms in metrics.values())]
+    fig, axes = plt.subplots(1, max(1, len(kinds)), figsize=(4.6 * max(1, len(kinds)), 3.2), squeeze=False,
+                             constrained_layout=True)
+    steps = np.asarray(steps, dtype=float)
+    for ax, kind in zip(axes[0], kinds):
+        for split, ms in metrics.items():
+            if kind in ms and len(ms[kind]):
+                x = steps[:len(ms[kind])] if len(ms[kind]) <= len(steps) else np.arange(len(ms[kind]))
+                ax.plot(x, ms[kind], marker="." if len(x) < 40 else None, label=split,
+                        color=GROUP_COLORS.get(split))
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("accuracy" if kind == "acc" else "loss")
+        if kind == "loss" and all((np.asarray(ms.get("loss", [1])) > 0).all() for ms in metrics.values()):
+            ax.set_yscale("log")
+        if kind == "acc":
+            ax.set_ylim(-0.02, 1.02)
+        ax.legend(fontsize=7)
+    fig.suptitle(title, fontsize=10)
+    save(fig, path, dpi)
+
+
+def similarity_heatmaps(results: Sequence, path, title: str, dpi: int = 150) -> None:
     """One cosine heat map per result (at most MAX_PANELS, spread over the steps)."""
     if any(r.matrix is None for r in results):
         raise ProbeError(f"too many tokens for a heat map (more than {MAX_HEATMAP}); choose fewer with "
@@ -121,11 +151,10 @@ def similarity_heatmaps(results: Sequence, path: str, title: str) -> None:
     axes[0][0].set_ylabel("token")
     fig.colorbar(im, ax=list(axes[0]), shrink=0.85, label="cosine similarity")
     fig.suptitle(title, fontsize=10)
-    fig.savefig(path, dpi=150)
-    plt.close(fig)
+    save(fig, path, dpi)
 
 
-def _trajectory(results: Sequence, path: str, title: str) -> None:
+def trajectory(results: Sequence, path, title: str, dpi: int = 150) -> None:
     """Every summary number against the step, a panel per kind of number."""
     plt = pyplot()
     keys = list(dict.fromkeys(k for r in results for k in r.summary()))
@@ -151,11 +180,10 @@ def _trajectory(results: Sequence, path: str, title: str) -> None:
     for ax in list(axes.flat)[n:]:
         ax.axis("off")
     fig.suptitle(title, fontsize=10)
-    fig.savefig(path, dpi=150)
-    plt.close(fig)
+    save(fig, path, dpi)
 
 
-def saturation_map(results: Sequence, path: str | None, title: str, ax=None):
+def saturation_map(results: Sequence, path, title: str, ax=None, dpi: int = 150):
     """ε share per norm site (rows) and step (columns) as a heat map; returns the image."""
     plt = pyplot()
     own = ax is None
@@ -172,8 +200,7 @@ def saturation_map(results: Sequence, path: str | None, title: str, ax=None):
     if own:
         fig.colorbar(im, ax=ax, label=f"ε share (ε = {results[0].eps:g}; below 1e-4 shown as 1e-4)")
         fig.suptitle(title, fontsize=10)
-        fig.savefig(path, dpi=150)
-        plt.close(fig)
+        save(fig, path, dpi)
     return im
 
 
@@ -193,7 +220,7 @@ def _pca_panel(ax, r) -> None:
     ax.legend(fontsize=7)
 
 
-def _single(name: str, r, path: str, title: str) -> bool:
+def _single(name: str, r, path, title: str, dpi: int = 150) -> bool:
     """A probe-specific figure for one step; False if the probe has none."""
     plt = pyplot()
     if name == "pca":
@@ -309,20 +336,20 @@ def _single(name: str, r, path: str, title: str) -> bool:
     else:
         return False
     fig.suptitle(title, fontsize=10)
-    fig.savefig(path, dpi=150)
-    plt.close(fig)
+    save(fig, path, dpi)
     return True
 
 
-def plot_results(name: str, results: Sequence, path: str, title: str) -> None:
+def plot_results(name: str, results: Sequence, path, title: str, dpi: int = 150) -> None:
     """The figure of probe ``name``: its own picture for one step, the trajectory for several
-    (similarity: a heat map per step, at most ``MAX_PANELS``)."""
+    (similarity: a heat map per step, at most ``MAX_PANELS``). ``path``: a file name, or a binary
+    file object (PNG)."""
     if name == "similarity":
-        similarity_heatmaps(results, path, title)
+        similarity_heatmaps(results, path, title, dpi)
         return
     if name == "norms" and len(results) > 1:
-        saturation_map(results, path, title)
+        saturation_map(results, path, title, dpi=dpi)
         return
-    if len(results) == 1 and _single(name, results[0], path, f"{title}, step {results[0].step}"):
+    if len(results) == 1 and _single(name, results[0], path, f"{title}, step {results[0].step}", dpi):
         return
-    _trajectory(results, path, title)
+    trajectory(results, path, title, dpi)

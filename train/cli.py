@@ -20,9 +20,63 @@ app = typer.Typer(add_completion=False, pretty_exceptions_enable=False,
                   help="Train an anchor-function run and write periodic HDF5 snapshots.")
 
 
-def _train(preset: str, out: str, resume: bool, overwrite: bool, quiet: bool, **overrides) -> None:
+class _LiveReport:
+    """``--report PAGE``: a ``probe report --watch`` process, started at the first snapshot, niced, on
+    one BLAS thread and held to 3 % of a core, so the page follows the run without slowing it
+    (bench/bench_report.py). When training ends (finished or stopped) it is asked to write the last
+    page (SIGTERM) and waited for, so the page is never left half-written or still reloading."""
+
+    def __init__(self, run: str, page: str):
+        self.run, self.page, self.proc, self.log = run, page, None, None
+
+    def __call__(self, step: int) -> None:
+        if self.proc is not None:
+            return
+        import os
+        import subprocess
+        import tempfile
+
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+        self.log = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "probe", "report", self.run, "-o", self.page, "--watch", "--max-share", "0.03"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self.log, env=env,
+            preexec_fn=lambda: os.nice(10))
+
+    def finish(self) -> None:
+        import signal
+        import subprocess
+
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:    # the last page now, not after the watcher's next look
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            code = self.proc.wait(timeout=600)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            code = self.proc.wait()
+        if code != 0:
+            self.log.seek(0)
+            msg = self.log.read().decode(errors="replace").strip().splitlines()
+            print(f"warning: the report process stopped ({msg[-1] if msg else f'exit {code}'})", file=sys.stderr)
+        else:
+            print(f"wrote {self.page}", file=sys.stderr)
+
+
+def _train(preset: str, out: str, resume: bool, overwrite: bool, quiet: bool, report: Optional[str] = None,
+           **overrides) -> None:
     from .config import preset as make_preset
     from .trainer import Trainer
+
+    if report is not None:
+        import os
+
+        if not report.endswith((".html", ".htm")):
+            fail(f"{param('report', report)}: use a .html name")
+        folder = os.path.dirname(os.path.abspath(report))
+        if not os.path.isdir(folder) or os.path.isdir(report):
+            fail(f"{param('report', report)}: cannot write there (no folder {folder}, or it is a folder)")
 
     given = {k: v for k, v in overrides.items() if v is not None}
     if resume:
@@ -37,7 +91,12 @@ def _train(preset: str, out: str, resume: bool, overwrite: bool, quiet: bool, **
         cfg = RunConfig(**{**stored, **given})
     else:
         cfg = make_preset(preset, **given)
-    result = Trainer(cfg, out, resume=resume, overwrite=overwrite, progress=not quiet).run()
+    live = _LiveReport(out, report) if report else None
+    try:
+        result = Trainer(cfg, out, resume=resume, overwrite=overwrite, progress=not quiet, on_snapshot=live).run()
+    finally:
+        if live is not None:
+            live.finish()
     print(f"wrote {result.path}: {result.snapshots} snapshots, {result.steps} steps in {result.seconds:.1f} s",
           file=sys.stderr)
     for split, m in result.metrics.items():
@@ -56,6 +115,9 @@ def _build_command():
                           default=typer.Option(False, help="replace OUT if it exists")),
         inspect.Parameter("quiet", inspect.Parameter.KEYWORD_ONLY, annotation=bool,
                           default=typer.Option(False, "--quiet", "-q", help="no progress bar")),
+        inspect.Parameter("report", inspect.Parameter.KEYWORD_ONLY, annotation=Optional[str],
+                          default=typer.Option(None, help="keep this HTML run report up to date while "
+                                                          "training (probe report --watch)")),
     ]
     for f in fields(RunConfig):
         flag = "--" + f.name.replace("_", "-")

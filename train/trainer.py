@@ -112,8 +112,10 @@ class Trainer:
     """
 
     def __init__(self, cfg: RunConfig, out: str | os.PathLike, *, resume: bool = False,
-                 overwrite: bool = False, progress: bool = True, snapshots: bool = True):
+                 overwrite: bool = False, progress: bool = True, snapshots: bool = True,
+                 on_snapshot=None):
         self.cfg = cfg
+        self.on_snapshot = on_snapshot      # called with the step after each snapshot is complete
         self.out = os.fspath(out)
         self.resume = resume
         self.progress = progress
@@ -322,6 +324,8 @@ class Trainer:
             step_losses=step_losses,
         )
         writer.save_resume(step, self._resume_tensors())
+        if self.on_snapshot is not None:
+            self.on_snapshot(step)
         return metrics
 
     # --- the loop ----------------------------------------------------------------

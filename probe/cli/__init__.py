@@ -397,6 +397,46 @@ def batch(
         _batch_rows(rows, fmt)
 
 
+@app.command()
+def report(
+    paths: Annotated[list[str], typer.Argument(help="runs: snapshot files, checkpoint folders (a model folder, or a "
+                                                    "folder of checkpoint-500/ ... folders) and hub models "
+                                                    "hf:ORG/NAME[@REV]; several runs are shown side by side",
+                                               show_default=False)],
+    out: Annotated[str, typer.Option("--out", "-o", help="the page to write (.html; self-contained, opens "
+                                                         "offline)")] = "report.html",
+    probes: Annotated[Optional[list[str]], typer.Option(
+        "--probe", "-p", help="probe to show (repeat for several) [default: every probe that applies]",
+        show_default=False)] = None,
+    max_steps: Annotated[int, typer.Option(min=1, help="steps shown per probe, spread over training (the "
+                                                       "first and the last among them)")] = 6,
+    watch: Annotated[bool, typer.Option(help="rewrite the page whenever a run gains a snapshot (the page "
+                                             "reloads itself) until every run is finished, or Ctrl-C")] = False,
+    interval: Annotated[float, typer.Option(help="--watch: seconds between looks at the runs")] = 2.0,
+    max_share: Annotated[float, typer.Option(help="--watch: at most this share of one core for rebuilding "
+                                                  "(0.03 while training)")] = 1.0,
+    revisions: Revisions = None,
+) -> None:
+    """Write one HTML page for a run, or for runs side by side: configuration, curves, token groups and
+    every probe's numbers and figures over training; e.g. probe report a.h5 b.h5 -o report.html."""
+    from .. import report as R
+
+    def log(msg):
+        print(msg, file=sys.stderr)
+
+    if watch:
+        rep = R.watch(paths, out, probes=probes, max_steps=max_steps, revisions=revisions, interval=interval,
+                      max_share=max_share, log=log)
+        if not rep.sources:
+            raise ProbeError(f"stopped before any run could be read: {next(iter(rep.errors.values()), 'none yet')}")
+        return
+    with _progress("report") as tick:
+        rep = R.report(paths, out, probes=probes, max_steps=max_steps, revisions=revisions, progress=tick)
+    for spec, err in rep.errors.items():
+        print(f"warning: {spec}: {err}", file=sys.stderr)
+    log(f"wrote {out}: {len(rep.sources)} run(s), {len(rep.probes)} probes")
+
+
 def _batch_rows(rows, fmt: Format) -> None:
     from .. import batch as B
     from . import render

@@ -1,0 +1,709 @@
+"""A run report: one self-contained HTML page per run, or per set of runs side by side.
+
+The page holds the run's configuration and task, its loss and accuracy curves per split, its
+token groups (with their text for language runs), and for every probe that applies its
+headline numbers at a few steps spread over training, their trajectory, and its figure at
+each of those steps behind a step slider. Figures are inline PNG (downloadable), tables are
+plain HTML (copyable as TSV), the CSS and JavaScript are inline: the file opens offline.
+
+A source is a snapshot file, a checkpoint folder or a folder of them (``checkpoint-500/``,
+``step_1000``: weight probes only), or a hub model ``hf:ORG/NAME`` with ``revisions``.
+
+:class:`Report` keeps what it computed, so :func:`watch` — which rewrites the page atomically
+whenever a run gains a snapshot and lets the page reload itself — computes only new steps.
+"""
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import os
+import signal
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from .errors import ProbeError, ProbeWarning
+
+# the probes a report runs, in page order; a probe that does not apply says why
+PROBES = ("similarity", "pca", "align", "condense", "theory", "ood", "attention", "bias", "spectrum", "rank",
+          "norms", "sinks", "dynamics", "rank_trajectory")
+WEIGHT_PROBES = ("similarity", "pca", "align", "condense", "spectrum", "rank")   # any checkpoint
+WHOLE_RUN = {"dynamics": "latest", "rank_trajectory": "all"}                      # one result for the run
+TITLES = {"similarity": "Cosine similarity of token embeddings", "pca": "PCA of token embeddings",
+          "align": "Singular vectors of W_V against the embeddings", "condense": "Covariance eigenvalues",
+          "theory": "Theory: P^s reconstruction of the embedding", "ood": "Accuracy per split and held-out combination",
+          "attention": "Attention against causal averaging", "bias": "Reasoning bias ΔL",
+          "spectrum": "Weight spectra (power-law alpha)", "rank": "Effective rank of weights",
+          "norms": "Norm saturation (ε share)", "sinks": "Attention sinks", "dynamics": "Loss dynamics",
+          "rank_trajectory": "Rank minima over training"}
+MAX_STEPS = 6
+DPI = 80
+REFRESH_S = 3
+
+
+@dataclass
+class Source:
+    """One run as the report sees it: a snapshot file or a series of checkpoints, one per step."""
+
+    label: str
+    path: str
+    kind: str                                   # "snapshot" or "checkpoints"
+    steps: list[int] = field(default_factory=list)
+    checkpoints: dict[int, str] = field(default_factory=dict)
+    config: dict = field(default_factory=dict)
+    task: dict = field(default_factory=dict)
+    curves: dict = field(default_factory=dict)  # split -> metric -> values (at curve_steps)
+    curve_steps: list[int] = field(default_factory=list)
+    groups: dict = field(default_factory=dict)  # name -> (ids, texts or None)
+    final_step: int | None = None               # the configured last step (snapshot runs)
+
+    @property
+    def done(self) -> bool:
+        return self.kind == "snapshot" and bool(self.steps) and self.final_step is not None \
+            and self.steps[-1] >= self.final_step
+
+
+def _label(path: str) -> str:
+    base = os.path.basename(os.path.normpath(path)) if not path.startswith("hf:") else path[3:]
+    return base or path
+
+
+def open_source(spec: str, revisions: str | None = None) -> Source:
+    """Read what the page needs of one run (cheap: no tensors); a file still being written works."""
+    from .format import Run, is_snapshot_file
+
+    if is_snapshot_file(spec):
+        with Run(spec) as run:
+            steps = [int(s) for s in run.steps]
+            metrics = run.metrics()
+            strings = run.token_strings()
+            groups = {k: (v, [strings[i] for i in v] if strings is not None else None) for k, v in run.groups.items()}
+            return Source(_label(spec), spec, "snapshot", steps, {}, dict(run.config), dict(run.task),
+                          {s: {m: np.asarray(v) for m, v in ms.items()} for s, ms in metrics.items()}, steps, groups,
+                          run.config.get("steps"))
+    return _checkpoint_series(spec, revisions)
+
+
+def _checkpoint_series(spec: str, revisions: str | None) -> Source:
+    from .batch import discover
+    from .readers.checkpoints import step_from_name
+
+    found = discover([spec], revisions)
+    by_step: dict[int, str] = {}
+    for i, path in enumerate(found):
+        step = step_from_name(path)
+        by_step.setdefault(step if step is not None else -(len(found) - i), path)   # unnamed: keep their order
+    if not by_step:
+        raise ProbeError(f"{spec}: no checkpoints found")
+    steps = sorted(by_step)
+    src = Source(_label(spec), spec, "checkpoints", steps, by_step)
+    src.config = _config_of(by_step[steps[-1]])
+    src.curve_steps, src.curves = _trainer_log(by_step[steps[-1]])
+    return src
+
+
+def _config_of(path: str) -> dict:
+    from .readers.hub import is_hub, local
+
+    folder = local(path) if is_hub(path) else path
+    if not os.path.isdir(folder):
+        folder = os.path.dirname(folder)
+    try:
+        with open(os.path.join(folder, "config.json")) as fh:
+            cfg = json.load(fh)
+        return cfg if isinstance(cfg, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _trainer_log(path: str) -> tuple[list[int], dict]:
+    """Loss curves from an HF Trainer checkpoint's ``trainer_state.json`` (its ``log_history``)."""
+    if path.startswith("hf:") or not os.path.isdir(path):
+        return [], {}
+    try:
+        with open(os.path.join(path, "trainer_state.json")) as fh:
+            log = json.load(fh).get("log_history", [])
+    except (OSError, ValueError, AttributeError):
+        return [], {}
+    steps, curves = [], {}
+    for key, split in (("loss", "train"), ("eval_loss", "eval")):
+        pts = [(e["step"], e[key]) for e in log if isinstance(e, dict) and key in e and "step" in e]
+        if pts:
+            curves[split] = {"loss": np.array([v for _, v in pts], dtype=float)}
+            steps = steps or [int(s) for s, _ in pts]
+            if len(pts) != len(steps):   # two splits logged at different steps: keep the first only
+                curves.pop(split)
+    return steps, curves
+
+
+def pick_steps(steps: list[int], k: int, final: int | None = None) -> list[int]:
+    """At most ``k`` steps spread over training, the first and the last always among them: the
+    snapshots nearest to k evenly spaced points of ``final`` (the planned last step), so that while
+    a run grows the earlier picks stay put and a rebuild computes only the newest step."""
+    if len(steps) <= k:
+        return list(steps)
+    arr = np.asarray(steps)
+    end = max(final or 0, int(arr[-1]))
+    targets = np.linspace(arr[0], end, k)
+    picked = {int(arr[np.abs(arr - t).argmin()]) for t in targets if t <= arr[-1]}
+    picked |= {int(arr[0]), int(arr[-1])}
+    return sorted(picked)
+
+
+def _png(draw) -> str:
+    buf = io.BytesIO()
+    draw(buf)
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+@dataclass
+class Section:
+    """One probe on one run: its results by step, a figure per step, the trajectory, or why none."""
+
+    results: dict = field(default_factory=dict)   # step -> Result
+    figures: dict = field(default_factory=dict)   # step -> base64 PNG
+    trajectory: str | None = None
+    note: str | None = None
+    warnings: list = field(default_factory=list)
+
+
+class Report:
+    """The page for ``specs``; :meth:`refresh` re-reads the runs, :meth:`html` computes what is new."""
+
+    def __init__(self, specs: list[str], probes: list[str] | None = None, max_steps: int = MAX_STEPS,
+                 revisions: str | None = None, progress: Callable[[str], None] | None = None):
+        if not specs:
+            raise ProbeError("give at least one run")
+        self.probes = list(dict.fromkeys(probes or PROBES))
+        for p in self.probes:
+            if p not in PROBES:
+                raise ProbeError(f"unknown probe '{p}' (known: {', '.join(PROBES)})")
+        if not isinstance(max_steps, int) or max_steps < 1:
+            raise ProbeError(f"bad --max-steps {max_steps}: need a whole number >= 1")
+        self.specs, self.max_steps, self.revisions = list(specs), max_steps, revisions
+        self.progress = progress or (lambda msg: None)
+        self._cache: dict = {}          # (spec, probe, step) -> (Result | None, figure, note, warnings)
+        self.sources: list[Source] = []
+        self.errors: dict[str, str] = {}
+
+    # ------------------------------------------------------------------------------------------
+    def refresh(self) -> tuple:
+        """Re-read every run's header; returns a signature that changes when a run gains a step."""
+        self.sources, self.errors = [], {}
+        for spec in self.specs:
+            try:
+                self.sources.append(open_source(spec, self.revisions))
+            except ProbeError as exc:
+                self.errors[spec] = str(exc)
+        return tuple((s.path, tuple(s.steps)) for s in self.sources) + tuple(sorted(self.errors.items()))
+
+    @property
+    def done(self) -> bool:
+        return bool(self.sources) and not self.errors and all(s.done for s in self.sources)
+
+    # ------------------------------------------------------------------------------------------
+    def _call(self, src: Source, probe: str, steps: list[int]) -> dict:
+        """Results of ``probe`` at ``steps`` (cached); a step whose call failed maps to the error text."""
+        from . import api
+
+        fn = getattr(api, probe)
+        todo = [s for s in steps if (src.path, probe, s) not in self._cache]
+        if todo:
+            if src.kind == "snapshot":
+                calls = [(src.path, ",".join(map(str, todo)) if probe not in WHOLE_RUN else WHOLE_RUN[probe], todo)]
+            else:
+                calls = [(src.checkpoints[s], "latest", [s]) for s in todo]
+            for path, spec, wanted in calls:
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always", ProbeWarning)
+                    try:
+                        kwargs = {"step": spec}
+                        if probe == "ood":
+                            kwargs["threads"] = 1
+                        results = fn(path, **kwargs)
+                        note = None
+                    except ProbeError as exc:
+                        results, note = [], str(exc)
+                    except Exception as exc:   # one probe's failure must not lose the page
+                        results, note = [], f"failed: {type(exc).__name__}: {exc}"
+                notes = list(dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, ProbeWarning)))
+                if probe in WHOLE_RUN and results:
+                    results[0].step = wanted[0]
+                by_step = {int(r.step): r for r in results} if src.kind == "snapshot" else \
+                    ({wanted[0]: results[0]} if results else {})
+                for s in wanted:
+                    r = by_step.get(s)
+                    fig = None
+                    if r is not None:
+                        fig = self._figure(probe, r, src)
+                    self._cache[(src.path, probe, s)] = (r, fig, None if r is not None else (note or "no result"),
+                                                         notes)
+        return {s: self._cache[(src.path, probe, s)] for s in steps}
+
+    def _figure(self, probe: str, r, src: Source) -> str | None:
+        from .plotting import plot_results
+
+        try:
+            return _png(lambda buf: plot_results(probe, [r], buf, f"{src.label}: {probe}", dpi=DPI))
+        except ProbeError:
+            return None
+
+    def section(self, src: Source, probe: str) -> Section:
+        if src.kind == "checkpoints" and probe not in WEIGHT_PROBES:
+            return Section(note="needs a snapshot file written by probe-train (a checkpoint holds weights only)")
+        if not src.steps:
+            return Section(note="no complete snapshot yet")
+        steps = [src.steps[-1]] if (probe in WHOLE_RUN and src.kind == "snapshot") else \
+            pick_steps(src.steps, self.max_steps, src.final_step)
+        self.progress(f"{src.label}: {probe}")
+        got = self._call(src, probe, steps)
+        sec = Section()
+        for s, (r, fig, note, notes) in got.items():
+            if r is not None:
+                sec.results[s] = r
+                if fig:
+                    sec.figures[s] = fig
+            sec.warnings += [n for n in notes if n not in sec.warnings]
+            if note and not sec.note:
+                sec.note = note
+        if sec.results:
+            sec.note = None if len(sec.results) == len(steps) else sec.note
+            if len(sec.results) > 1:
+                steps_ = sorted(sec.results)
+                keys = list(dict.fromkeys(k for st in steps_ for k in sec.results[st].summary()))
+                families: dict[str, list[str]] = {}
+                for k in keys:
+                    families.setdefault(k.split("[")[0], []).append(k)
+                panels = [(fam, {k[len(fam):].strip("[]") or fam:
+                                 (steps_, [sec.results[st].summary().get(k) for st in steps_]) for k in ks[:8]})
+                          for fam, ks in list(families.items())[:9]]
+                sec.trajectory = svg_panels(panels, "step")
+        return sec
+
+    # ------------------------------------------------------------------------------------------
+    def html(self, live: bool = False) -> str:
+        """The whole page (``live``: it reloads itself every few seconds, keeping scroll and sliders)."""
+        srcs = self.sources
+        parts = [_head(self._title(), live)]
+        latest = {s.label: (s.steps[-1] if s.steps else None) for s in srcs}
+        status = " · ".join(f"{html.escape(k)}: step <span class='latest-step'>{v}</span>"
+                            + (f" of {s.final_step}" if s.final_step else "") for (k, v), s in zip(latest.items(), srcs))
+        parts.append(f"<header><h1>{html.escape(self._title())}</h1><p class='status'>"
+                     f"{'<b class=live>live</b> · ' if live else ''}{status} · written "
+                     f"{time.strftime('%Y-%m-%d %H:%M:%S')}</p></header>")
+        for spec, err in self.errors.items():
+            parts.append(f"<p class='error'>{html.escape(spec)}: {html.escape(err)}</p>")
+        nav = ["config", "curves", "groups"] + list(self.probes)
+        parts.append("<nav>" + " ".join(f"<a href='#{n}'>{n}</a>" for n in nav) + "</nav>")
+        parts.append(self._config_section())
+        # curves
+        cells = []
+        for s in srcs:
+            if s.curves:
+                panels = [(kind, {split: (s.curve_steps[:len(ms[kind])], list(ms[kind]))
+                                  for split, ms in s.curves.items() if kind in ms})
+                          for kind in ("loss", "acc") if any(kind in ms for ms in s.curves.values())]
+                svg = svg_panels(panels, "step", log={"loss"}, unit={"acc"})
+                cells.append(_figure_html(svg, f"{s.label}-curves.svg", "loss and accuracy per split", mime="svg"))
+            else:
+                cells.append("<p class='note'>no logged metrics</p>")
+        parts.append(_section("curves", "Loss and accuracy per split", srcs, cells))
+        parts.append(_section("groups", "Token groups", srcs, [_groups_html(s) for s in srcs]))
+        for probe in self.probes:
+            secs = [self.section(s, probe) for s in srcs]
+            parts.append(self._probe_section(probe, srcs, secs))
+        parts.append(_SCRIPT + "</body></html>")
+        return "\n".join(parts)
+
+    def _title(self) -> str:
+        return "Run report: " + ", ".join(s.label for s in self.sources) if self.sources else "Run report"
+
+    def _config_section(self) -> str:
+        srcs = self.sources
+        keys = list(dict.fromkeys(k for s in srcs for k in s.config))
+        task_keys = list(dict.fromkeys(k for s in srcs for k in s.task if not isinstance(s.task[k], (list, dict))
+                                       or len(json.dumps(s.task[k])) < 200))
+        rows = [("kind", [s.kind for s in srcs]), ("steps", [f"{len(s.steps)} snapshots: {s.steps[:1]}…{s.steps[-1:]}"
+                                                             if s.steps else "none" for s in srcs])]
+        rows += [(k, [s.config.get(k, "") for s in srcs]) for k in keys]
+        rows += [(f"task.{k}", [s.task.get(k, "") for s in srcs]) for k in task_keys]
+        head = "<tr><th>field</th>" + "".join(f"<th>{html.escape(s.label)}</th>" for s in srcs) + "</tr>"
+        body = []
+        for k, vals in rows:
+            shown = [v if isinstance(v, str) else json.dumps(v) for v in vals]
+            cls = " class='diff'" if len(srcs) > 1 and len(set(shown)) > 1 else ""
+            body.append(f"<tr{cls}><td>{html.escape(k)}</td>" + "".join(f"<td>{html.escape(v)}</td>" for v in shown)
+                        + "</tr>")
+        note = "<p class='note'>rows that differ between runs are highlighted</p>" if len(srcs) > 1 else ""
+        return (f"<section id='config'><h2>Configuration and task</h2>{note}"
+                f"{_table(head, body, 'config')}</section>")
+
+    def _probe_section(self, probe: str, srcs: list[Source], secs: list[Section]) -> str:
+        cells = []
+        for s, sec in zip(srcs, secs):
+            if not sec.results:
+                cells.append(f"<p class='note na'>not applicable: {html.escape(sec.note or 'no result')}</p>")
+                continue
+            out = []
+            if sec.note:
+                out.append(f"<p class='note'>{html.escape(sec.note)}</p>")
+            for w in sec.warnings[:5]:
+                out.append(f"<p class='warn'>{html.escape(w)}</p>")
+            out.append(_numbers_table(sec, f"{s.label}-{probe}"))
+            if sec.trajectory:
+                out.append(_figure_html(sec.trajectory, f"{s.label}-{probe}-trajectory.svg", "over training",
+                                        mime="svg"))
+            if sec.figures:
+                out.append(_slider(sec.figures, f"{s.label}-{probe}"))
+            cells.append("\n".join(out))
+        compare = _compare_table(probe, srcs, secs) if len(srcs) > 1 else ""
+        return _section(probe, TITLES.get(probe, probe), srcs, cells, compare)
+
+
+# --- HTML pieces ----------------------------------------------------------------------------------
+
+def _fmt(v) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, (float, np.floating)):
+        if not np.isfinite(v):
+            return "–"
+        return f"{v:.4g}"
+    return html.escape(str(v))
+
+
+def _table(head: str, body: list[str], name: str) -> str:
+    return (f"<div class='table'><button class='copy' title='copy as tab-separated text'>copy</button>"
+            f"<table data-name='{html.escape(name)}'><thead>{head}</thead><tbody>{''.join(body)}</tbody></table></div>")
+
+
+def _numbers_table(sec: Section, name: str) -> str:
+    steps = sorted(sec.results)
+    keys = list(dict.fromkeys(k for s in steps for k in sec.results[s].summary()))
+    head = "<tr><th>number</th>" + "".join(f"<th>step {s}</th>" for s in steps) + "</tr>"
+    body = [f"<tr><td>{html.escape(k)}</td>" + "".join(f"<td>{_fmt(sec.results[s].summary().get(k))}</td>"
+                                                        for s in steps) + "</tr>" for k in keys]
+    return _table(head, body, name)
+
+
+def _differs(vals: list) -> bool:
+    nums = [float(v) for v in vals if isinstance(v, (int, float, np.floating, np.integer)) and np.isfinite(v)]
+    if len(nums) < 2:
+        return False
+    lo, hi = min(nums), max(nums)
+    return hi - lo > 0.1 * max(abs(lo), abs(hi), 1e-12) and hi - lo > 1e-6
+
+
+def _compare_table(probe: str, srcs: list[Source], secs: list[Section]) -> str:
+    finals = [sec.results[max(sec.results)] if sec.results else None for sec in secs]
+    keys = list(dict.fromkeys(k for r in finals if r is not None for k in r.summary()))
+    if not keys:
+        return ""
+    head = "<tr><th>at the last step</th>" + "".join(
+        f"<th>{html.escape(s.label)} (step {r.step if r is not None else '–'})</th>" for s, r in zip(srcs, finals)) + "</tr>"
+    body = []
+    for k in keys:
+        vals = [r.summary().get(k) if r is not None else None for r in finals]
+        cls = " class='diff'" if _differs(vals) else ""
+        body.append(f"<tr{cls}><td>{html.escape(k)}</td>" + "".join(f"<td>{_fmt(v)}</td>" for v in vals) + "</tr>")
+    return ("<p class='note'>runs side by side at their last step; numbers more than 10 % apart are highlighted</p>"
+            + _table(head, body, f"{probe}-compare"))
+
+
+def _figure_html(data: str, filename: str, caption: str, step: int | None = None, mime: str = "png") -> str:
+    """A figure: base64 PNG, or SVG text (``mime='svg'``), with a download link of the same bytes."""
+    attr = f" data-step='{step}'" if step is not None else ""
+    fn = html.escape(filename.replace("/", "_").replace(" ", "_"))
+    if mime == "svg":
+        data = base64.b64encode(data.encode("utf-8")).decode("ascii")
+    uri = f"data:image/{'svg+xml' if mime == 'svg' else 'png'};base64,{data}"
+    return (f"<figure{attr}><img class='fig' alt='{html.escape(caption)}' src='{uri}'>"
+            f"<figcaption>{html.escape(caption)} · <a download='{fn}' href='{uri}'>"
+            f"download {mime.upper()}</a></figcaption></figure>")
+
+
+_PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#17becf", "#8c564b", "#e377c2", "#7f7f7f")
+
+
+def svg_panels(panels: list, xlabel: str, log: set = frozenset(), unit: set = frozenset(), width: int = 300,
+               height: int = 190, cols: int = 3) -> str:
+    """Line charts as one SVG: ``panels`` is [(title, {label: (xs, ys)})]; a panel named in ``log``
+    has a log y axis, one in ``unit`` the range [0, 1]. Drawn without matplotlib: a rebuild of a live
+    page costs milliseconds per chart, and the text stays sharp at any zoom."""
+    from .plotting import GROUP_COLORS
+
+    cols = max(1, min(cols, len(panels)))
+    rows = (len(panels) + cols - 1) // cols
+    ml, mr, mt, mb = 46, 8, 18, 30
+    out = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{cols * width}' height='{rows * height}' "
+           f"viewBox='0 0 {cols * width} {rows * height}' font-family='sans-serif' font-size='10'>"]
+    for n, (title, series) in enumerate(panels):
+        ox, oy = (n % cols) * width, (n // cols) * height
+        pw, ph = width - ml - mr, height - mt - mb
+        pts = [(float(x), float(y)) for xs, ys in series.values() for x, y in zip(xs, ys)
+               if y is not None and np.isfinite(y) and (title not in log or y > 0)]
+        out.append(f"<text x='{ox + width / 2}' y='{oy + 12}' text-anchor='middle' font-weight='bold'>"
+                   f"{html.escape(str(title))}</text>")
+        if not pts:
+            out.append(f"<text x='{ox + width / 2}' y='{oy + height / 2}' text-anchor='middle'>no finite values</text>")
+            continue
+        fy = np.log10 if title in log else (lambda v: v)
+        x0, x1 = min(p[0] for p in pts), max(p[0] for p in pts)
+        ys = [fy(p[1]) for p in pts]
+        y0, y1 = (0.0, 1.0) if title in unit else (min(ys), max(ys))
+        if x1 == x0:
+            x0, x1 = x0 - 1, x1 + 1
+        if y1 == y0:
+            y0, y1 = y0 - 0.5, y1 + 0.5
+
+        def X(x):
+            return ox + ml + (x - x0) / (x1 - x0) * pw
+
+        def Y(y):
+            return oy + mt + ph - (fy(y) - y0) / (y1 - y0) * ph
+
+        out.append(f"<rect x='{ox + ml}' y='{oy + mt}' width='{pw}' height='{ph}' fill='none' stroke='#ccc'/>")
+        for t in np.linspace(y0, y1, 4):
+            label = f"{10 ** t:.3g}" if title in log else f"{t:.3g}"
+            yy = oy + mt + ph - (t - y0) / (y1 - y0) * ph
+            out.append(f"<line x1='{ox + ml}' x2='{ox + ml + pw}' y1='{yy:.1f}' y2='{yy:.1f}' stroke='#eee'/>"
+                       f"<text x='{ox + ml - 3}' y='{yy + 3:.1f}' text-anchor='end'>{label}</text>")
+        for t in np.linspace(x0, x1, 4):
+            out.append(f"<text x='{X(t):.1f}' y='{oy + mt + ph + 12}' text-anchor='middle'>{t:.4g}</text>")
+        out.append(f"<text x='{ox + ml + pw / 2}' y='{oy + height - 4}' text-anchor='middle' fill='#555'>"
+                   f"{html.escape(xlabel)}</text>")
+        for i, (label, (xs, ys_)) in enumerate(series.items()):
+            color = GROUP_COLORS.get(label, _PALETTE[i % len(_PALETTE)])
+            line = [(X(float(x)), Y(float(y))) for x, y in zip(xs, ys_)
+                    if y is not None and np.isfinite(y) and (title not in log or y > 0)]
+            if not line:
+                continue
+            d = " ".join(f"{a:.1f},{b:.1f}" for a, b in line)
+            out.append(f"<polyline fill='none' stroke='{color}' stroke-width='1.5' points='{d}'>"
+                       f"<title>{html.escape(str(label))}</title></polyline>")
+            if len(line) <= 12:
+                out += [f"<circle cx='{a:.1f}' cy='{b:.1f}' r='2' fill='{color}'/>" for a, b in line]
+            out.append(f"<text x='{ox + ml + pw - 2}' y='{oy + mt + 10 + 11 * i}' text-anchor='end' "
+                       f"fill='{color}'>{html.escape(str(label))}</text>")
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _slider(figures: dict, name: str) -> str:
+    steps = sorted(figures)
+    figs = "".join(_figure_html(figures[s], f"{name}-step{s}.png", f"step {s}", s) for s in steps)
+    if len(steps) == 1:
+        return f"<div class='steps'>{figs}</div>"
+    return (f"<div class='steps' data-name='{html.escape(name)}'><label>step <input type='range' min='0' "
+            f"max='{len(steps) - 1}' value='{len(steps) - 1}' class='slider'> <output></output></label>{figs}</div>")
+
+
+def _groups_html(src: Source) -> str:
+    if not src.groups:
+        return "<p class='note'>no token groups</p>"
+    body = []
+    for name, (ids, texts) in src.groups.items():
+        shown = texts if texts is not None else [str(int(i)) for i in ids]
+        more = f" … (+{len(shown) - 40})" if len(shown) > 40 else ""
+        body.append(f"<tr><td>{html.escape(name)}</td><td>{len(ids)}</td><td class='tokens'>"
+                    + html.escape(" ".join(repr(t) if texts is not None else t for t in shown[:40])) + more + "</td></tr>")
+    head = "<tr><th>group</th><th>tokens</th><th>" + ("text" if any(t is not None for _, t in src.groups.values())
+                                                      else "ids") + "</th></tr>"
+    return _table(head, body, f"{src.label}-groups")
+
+
+def _section(anchor: str, title: str, srcs: list[Source], cells: list[str], extra: str = "") -> str:
+    cols = "".join(f"<div class='run'><h3>{html.escape(s.label)}</h3>{c}</div>" for s, c in zip(srcs, cells))
+    return (f"<section id='{anchor}'><h2>{html.escape(title)}</h2>{extra}"
+            f"<div class='runs' style='--n:{max(1, len(srcs))}'>{cols}</div></section>")
+
+
+def _head(title: str, live: bool) -> str:
+    meta = f"<meta name='probe-live' content='{REFRESH_S}'>" if live else ""
+    return f"""<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">{meta}
+<meta name="viewport" content="width=device-width, initial-scale=1"><title>{html.escape(title)}</title>
+<style>
+body{{font:14px/1.4 system-ui,sans-serif;margin:0 1.5em 3em;color:#222}}
+header{{position:sticky;top:0;background:#fff;border-bottom:1px solid #ddd;padding:.4em 0;z-index:2}}
+h1{{font-size:1.3em;margin:.2em 0}} h2{{font-size:1.15em;border-bottom:1px solid #eee;margin-top:1.6em}}
+h3{{font-size:1em;margin:.4em 0;color:#555}} nav a{{margin-right:.8em}}
+.status{{margin:0;color:#555}} .live{{color:#fff;background:#c0392b;padding:0 .4em;border-radius:3px}}
+.runs{{display:grid;grid-template-columns:repeat(var(--n),minmax(0,1fr));gap:1.2em}}
+.run{{min-width:0}} .table{{position:relative;max-height:24em;overflow:auto;margin:.4em 0}}
+table{{border-collapse:collapse;font-size:12px}} td,th{{border:1px solid #ddd;padding:2px 6px;text-align:right}}
+td:first-child,th:first-child{{text-align:left}} thead th{{background:#f5f5f5;position:sticky;top:0}}
+tr.diff td{{background:#fff3cd}} .tokens{{text-align:left;font-family:monospace;white-space:normal}}
+.copy{{float:right;font-size:11px}} figure{{margin:.4em 0}} img.fig{{max-width:100%;height:auto}}
+figcaption{{font-size:12px;color:#666}} .note{{color:#777}} .na{{font-style:italic}}
+.warn{{color:#a66}} .error{{color:#c0392b;font-weight:bold}}
+.steps figure{{display:none}} .steps figure.on{{display:block}} .steps figure:only-of-type{{display:block}}
+</style></head><body>"""
+
+
+# Sliders show one step's figure; copy puts a table on the clipboard as TSV; a live page reloads
+# itself, keeping its scroll position and slider positions across the reload.
+_SCRIPT = """<script>
+(function () {
+  const key = 'probe-report:' + location.pathname;
+  const saved = JSON.parse(sessionStorage.getItem(key) || '{}');
+  document.querySelectorAll('.steps').forEach(function (box) {
+    const slider = box.querySelector('.slider');
+    const figs = box.querySelectorAll('figure');
+    function show(i) {
+      figs.forEach(function (f, j) { f.classList.toggle('on', j === i); });
+      const out = box.querySelector('output');
+      if (out && figs[i]) { out.textContent = figs[i].dataset.step; }
+    }
+    if (!slider) { if (figs[0]) { figs[0].classList.add('on'); } return; }
+    const name = box.dataset.name;
+    if (saved.sliders && name in saved.sliders && saved.sliders[name] < figs.length) {
+      slider.value = saved.sliders[name];
+    }
+    slider.addEventListener('input', function () { show(Number(slider.value)); });
+    show(Number(slider.value));
+  });
+  document.querySelectorAll('button.copy').forEach(function (b) {
+    b.addEventListener('click', function () {
+      const rows = Array.from(b.parentNode.querySelectorAll('tr')).map(function (tr) {
+        return Array.from(tr.children).map(function (c) { return c.textContent; }).join('\\t');
+      });
+      const text = rows.join('\\n');
+      if (navigator.clipboard && window.isSecureContext) {
+        navigator.clipboard.writeText(text).catch(function () {});
+      } else {
+        const sel = window.getSelection(); const range = document.createRange();
+        range.selectNodeContents(b.parentNode.querySelector('table'));
+        sel.removeAllRanges(); sel.addRange(range);
+      }
+    });
+  });
+  if (saved.scroll) { window.scrollTo(0, saved.scroll); }
+  sessionStorage.removeItem(key);
+  const live = document.querySelector('meta[name=probe-live]');
+  if (live) {
+    setTimeout(function () {
+      const sliders = {};
+      document.querySelectorAll('.steps[data-name]').forEach(function (box) {
+        sliders[box.dataset.name] = Number(box.querySelector('.slider').value);
+      });
+      sessionStorage.setItem(key, JSON.stringify({scroll: window.scrollY, sliders: sliders}));
+      location.reload();
+    }, 1000 * Number(live.content));
+  }
+})();
+</script>"""
+
+
+# --- writing --------------------------------------------------------------------------------------
+
+def write_atomic(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file in the same folder and a rename, so a
+    reader (a browser reloading) sees the old page or the new one, never half of one."""
+    folder = os.path.dirname(os.path.abspath(path))
+    tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise ProbeError(f"cannot write report {path} ({exc.strerror})") from None
+
+
+def check_out(path: str) -> None:
+    from ._files import writable
+
+    if not path.endswith((".html", ".htm")):
+        raise ProbeError(f"report {path}: use a .html name")
+    writable(path, "report")
+
+
+def report(specs: list[str], out: str, *, probes: list[str] | None = None, max_steps: int = MAX_STEPS,
+           revisions: str | None = None, progress: Callable[[str], None] | None = None) -> Report:
+    """Write the page for ``specs`` to ``out`` once; returns the :class:`Report` (its sections)."""
+    check_out(out)
+    rep = Report(specs, probes, max_steps, revisions, progress)
+    rep.refresh()
+    if not rep.sources:
+        raise ProbeError(next(iter(rep.errors.values())))
+    write_atomic(out, rep.html(live=False))
+    return rep
+
+
+def watch(specs: list[str], out: str, *, probes: list[str] | None = None, max_steps: int = MAX_STEPS,
+          revisions: str | None = None, interval: float = 2.0, max_share: float = 1.0,
+          progress: Callable[[str], None] | None = None, log: Callable[[str], None] | None = None) -> Report:
+    """Rewrite ``out`` whenever a run gains a snapshot, until every run reached its last step, or
+    Ctrl-C / SIGTERM (then the page is written once more, no longer reloading itself).
+
+    ``max_share`` bounds the share of one core the rebuilding takes: after a rebuild of t seconds
+    the next waits at least t (1 / max_share - 1) seconds (0.03 while training: <= 3 % overhead).
+    A run that does not exist yet is waited for.
+    """
+    if not 0 < max_share <= 1:
+        raise ProbeError(f"bad --max-share {max_share}: need 0 < share <= 1")
+    if interval <= 0:
+        raise ProbeError(f"bad --interval {interval}: need seconds > 0")
+    check_out(out)
+    log = log or (lambda msg: None)
+    rep = Report(specs, probes, max_steps, revisions, progress)
+    stop = {"asked": False}
+
+    def ask_stop(signum, frame):
+        stop["asked"] = True
+
+    old = {s: signal.signal(s, ask_stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    last = None
+    try:
+        while True:
+            sig = rep.refresh()
+            if not rep.sources:              # nothing to show yet: wait for the run to appear
+                if stop["asked"]:
+                    return rep
+                _sleep(interval, stop)
+                continue
+            done = rep.done or stop["asked"]
+            if sig == last and not done:
+                _sleep(interval, stop)
+                continue
+            t0 = time.perf_counter()
+            write_atomic(out, rep.html(live=not done))
+            took = time.perf_counter() - t0
+            last = sig
+            steps = ", ".join(f"{s.label} step {s.steps[-1] if s.steps else '-'}" for s in rep.sources)
+            log(f"wrote {out} ({steps}; {took:.1f} s){'' if done else ', watching'}")
+            if done:
+                return rep
+            # the share rule delays the next page, but not the last one: keep looking for the end
+            end = time.monotonic() + max(interval, took * (1 / max_share - 1))
+            while not stop["asked"] and time.monotonic() < end:
+                _sleep(min(interval, max(0.0, end - time.monotonic())), stop)
+                if _finished(rep):
+                    break
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def _finished(rep: Report) -> bool:
+    """Whether every run reached its last step (headers only: cheap)."""
+    from .format import last_step
+
+    return bool(rep.sources) and all(s.kind == "snapshot" and s.final_step is not None
+                                     and (last_step(s.path) or -1) >= s.final_step for s in rep.sources)
+
+
+def _sleep(seconds: float, stop: dict) -> None:
+    end = time.monotonic() + seconds
+    while not stop["asked"] and time.monotonic() < end:
+        time.sleep(min(0.2, max(0.0, end - time.monotonic())))
