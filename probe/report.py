@@ -225,6 +225,8 @@ class Report:
                         kwargs = {"step": spec}
                         if probe == "ood":
                             kwargs["threads"] = 1
+                        if self._tokens(src, probe):
+                            kwargs["tokens"] = self._tokens(src, probe)
                         results = fn(path, **kwargs)
                         note = None
                     except ProbeError as exc:
@@ -244,6 +246,25 @@ class Report:
                     self._cache[(src.path, probe, s)] = (r, fig, None if r is not None else (note or "no result"),
                                                          notes)
         return {s: self._cache[(src.path, probe, s)] for s in steps}
+
+    @staticmethod
+    def _tokens(src: Source, probe: str) -> str | None:
+        """The probe's own token selection where the run has it; else the run's groups (a composite
+        run has no 'reasoning' group), else the first 64 token ids (a checkpoint has no groups; fewer
+        if its config says the vocabulary is smaller)."""
+        from .api import DEFAULT_TOKENS
+
+        default = DEFAULT_TOKENS.get(probe)
+        if default is None:
+            return None
+        wanted = default.split(",")
+        if all(g in src.groups for g in wanted):
+            return None
+        if src.groups and probe != "theory":
+            return ",".join(list(src.groups)[:3])
+        vocab = src.config.get("vocab_size")
+        n = min(64, vocab) if isinstance(vocab, int) and vocab > 1 else 64
+        return None if probe == "theory" else f"0:{n}"
 
     def _figure(self, probe: str, r, src: Source) -> str | None:
         from .plotting import plot_results
@@ -350,6 +371,10 @@ class Report:
                 cells.append(f"<p class='note na'>not applicable: {html.escape(sec.note or 'no result')}</p>")
                 continue
             out = []
+            chosen = Report._tokens(s, probe)
+            if chosen:
+                out.append(f"<p class='note'>tokens: {html.escape(chosen)} (the run has no "
+                           f"{html.escape(_default_tokens(probe))} group)</p>")
             if sec.note:
                 out.append(f"<p class='note'>{html.escape(sec.note)}</p>")
             for w in sec.warnings[:5]:
@@ -366,6 +391,12 @@ class Report:
 
 
 # --- HTML pieces ----------------------------------------------------------------------------------
+
+def _default_tokens(probe: str) -> str:
+    from .api import DEFAULT_TOKENS
+
+    return str(DEFAULT_TOKENS.get(probe))
+
 
 def _fmt(v) -> str:
     if v is None:
