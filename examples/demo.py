@@ -75,7 +75,13 @@ def main() -> None:
     print()
     for text, ok in checks:
         print(f"[{'ok' if ok else 'NOT SHOWN'}] {text}")
-    print(f"\nexplore: probe similarity {paths[small]} --tokens reasoning --step all")
+    from probe.report import report
+
+    page = out / "report.html"
+    report([str(paths[large]), str(paths[small])], str(page),
+           probes=["similarity", "pca", "align", "condense", "theory", "attention", "bias"], max_steps=4)
+    print(f"\nthe two runs side by side: {page} (open it in a browser; probe report adds every other probe)")
+    print(f"explore: probe similarity {paths[small]} --tokens reasoning --step all")
     if not all(ok for _, ok in checks):
         sys.exit(1)
 

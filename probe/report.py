@@ -41,6 +41,7 @@ TITLES = {"similarity": "Cosine similarity of token embeddings", "pca": "PCA of 
           "spectrum": "Weight spectra (power-law alpha)", "rank": "Effective rank of weights",
           "norms": "Norm saturation (ε share)", "sinks": "Attention sinks", "dynamics": "Loss dynamics",
           "rank_trajectory": "Rank minima over training"}
+NO_STEP_FIGURE = ("bias", "dynamics")
 MAX_STEPS = 6
 DPI = 80
 REFRESH_S = 3
@@ -269,8 +270,11 @@ class Report:
     def _figure(self, probe: str, r, src: Source) -> str | None:
         from .plotting import plot_results
 
+        if probe in NO_STEP_FIGURE:      # its numbers are the picture: the trajectory shows them
+            return None
+        name = {"rank_trajectory": "rank-minima"}.get(probe, probe)
         try:
-            return _png(lambda buf: plot_results(probe, [r], buf, f"{src.label}: {probe}", dpi=DPI))
+            return _png(lambda buf: plot_results(name, [r], buf, f"{src.label}: {probe}", dpi=DPI))
         except ProbeError:
             return None
 

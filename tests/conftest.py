@@ -38,3 +38,12 @@ def tiny_run(tmp_path_factory) -> Path:
     res = run_cli("probe-train", "--preset", "tiny", "--gamma", "0.8", "--out", out, "--quiet", "--threads", "1")
     assert res.returncode == 0, res.stderr
     return out
+
+
+@pytest.fixture(scope="session")
+def two_runs(tiny_run, tmp_path_factory) -> tuple[Path, Path]:
+    """The tiny run at γ 0.8 and the same at γ 0.3 (runs compared side by side)."""
+    other = tmp_path_factory.mktemp("runs") / "tiny-g03.h5"
+    res = run_cli("probe-train", "--preset", "tiny", "--gamma", "0.3", "--out", other, "--quiet", "--threads", "1")
+    assert res.returncode == 0, res.stderr
+    return tiny_run, other

@@ -12,14 +12,6 @@ from conftest import popen_cli, run_cli
 FAST = ["-p", "similarity", "-p", "bias", "-p", "attention", "-p", "theory", "--max-steps", "3"]
 
 
-@pytest.fixture(scope="module")
-def two_runs(tiny_run, tmp_path_factory) -> tuple[Path, Path]:
-    other = tmp_path_factory.mktemp("report-runs") / "tiny-g03.h5"
-    res = run_cli("probe-train", "--preset", "tiny", "--gamma", "0.3", "--out", other, "--quiet", "--threads", "1")
-    assert res.returncode == 0, res.stderr
-    return tiny_run, other
-
-
 def _live(page: str) -> bool:
     return "<meta name='probe-live'" in page
 
