@@ -4,8 +4,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _readme_commands() -> list[str]:
-    lines = (ROOT / "README.md").read_text().splitlines()
-    return [ln.strip() for ln in lines[:20] if ln.strip().startswith("python3 -m venv")]
+    text = (ROOT / "README.md").read_text()
+    block = text[text.index("```bash") + 7:text.index("```", text.index("```bash") + 7)]
+    return [ln.strip() for ln in block.splitlines() if ln.strip()]
 
 
 def test_readme_starts_with_the_two_setup_commands_and_ci_runs_the_second():

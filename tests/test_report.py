@@ -115,9 +115,9 @@ def test_watch_follows_a_training_run(tmp_path):
     try:
         seen = watch_steps(page, watcher)
         assert watcher.wait(timeout=60) == 0, watcher.stderr.read()
+        assert trainer.wait(timeout=120) == 0
     finally:
         trainer.kill(), watcher.kill()
-    assert trainer.wait() == 0
     assert len(seen) >= 3, seen                      # the page followed the run
     assert seen[-1] == "1200" and seen == sorted(seen, key=int)
     assert not _live(page.read_text())               # the last page no longer reloads itself

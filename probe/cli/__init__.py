@@ -18,7 +18,7 @@ from ..errors import Interrupted, ProbeError, run_cli
 from .options import (
     PRECISION, THREADS, Precision, Threads, BUCKETS, DELTA, SMOOTH, SPIKE_FACTOR, SPIKE_WINDOW, Delta, Smooth, SpikeFactor, SpikeWindow, FORMAT, FULL, JOBS, MAX_TOKENS, MIN_QUERY, N_COMPONENTS, NEURONS, SATURATION, SEED, SINK_THRESHOLD, STEP,
     TENSOR, THRESHOLD, TOP_K, WINDOW, Anchor, Buckets, Dim, File, Fmt, Format, Full, Groups, Head, Jobs, Layer,
-    Mapping, MaxTokens, Revisions, Metric, MinQuery, NComponents, Neurons, Out, Outcome, Plot, Saturation, Seed, SinkThreshold,
+    Mapping, MaxTokens, Probes, Revisions, Metric, MinQuery, NComponents, Neurons, Out, Outcome, Plot, Saturation, Seed, SinkThreshold,
     Source, Splits, Step, StepB, Tensor, Text, Threshold, Tokens, TopK, Window, Words, WordsFile,
 )
 
@@ -349,10 +349,7 @@ def batch(
     paths: Annotated[list[str], typer.Argument(help="checkpoints: files, folders (a model folder, or a folder "
                                                     "of checkpoints such as checkpoint-500/), globs, and hub "
                                                     "models hf:ORG/NAME[@REV]", show_default=False)],
-    probes: Annotated[list[str], typer.Option("--probe", "-p", help="probe to run (repeat for several): "
-                                              "similarity, pca, align, condense, spectrum, rank; norms, sinks "
-                                              "(checkpoints: with --text); on snapshot files also theory, "
-                                              "attention, bias, ood, dynamics", show_default=False)],
+    probes: Probes,
     out: Out = None, jobs: Jobs = JOBS,
     scheduler: Annotated[Optional[str], typer.Option(help="address of a running Dask scheduler "
                                                           "(tcp://host:8786)")] = None,
@@ -403,11 +400,8 @@ def report(
                                                     "folder of checkpoint-500/ ... folders) and hub models "
                                                     "hf:ORG/NAME[@REV]; several runs are shown side by side",
                                                show_default=False)],
-    out: Annotated[str, typer.Option("--out", "-o", help="the page to write (.html; self-contained, opens "
-                                                         "offline)")] = "report.html",
-    probes: Annotated[Optional[list[str]], typer.Option(
-        "--probe", "-p", help="probe to show (repeat for several) [default: every probe that applies]",
-        show_default=False)] = None,
+    out: Out = None,
+    probes: Probes = None,
     max_steps: Annotated[int, typer.Option(min=1, help="steps shown per probe, spread over training (the "
                                                        "first and the last among them)")] = 6,
     watch: Annotated[bool, typer.Option(help="rewrite the page whenever a run gains a snapshot (the page "
@@ -421,17 +415,19 @@ def report(
     every probe's numbers and figures over training; e.g. probe report a.h5 b.h5 -o report.html."""
     from .. import report as R
 
+    out = out or "report.html"
+
     def log(msg):
         print(msg, file=sys.stderr)
 
     if watch:
-        rep = R.watch(paths, out, probes=probes, max_steps=max_steps, revisions=revisions, interval=interval,
+        rep = R.watch(paths, out, probes=probes or None, max_steps=max_steps, revisions=revisions, interval=interval,
                       max_share=max_share, log=log)
         if not rep.sources:
             raise ProbeError(f"stopped before any run could be read: {next(iter(rep.errors.values()), 'none yet')}")
         return
     with _progress("report") as tick:
-        rep = R.report(paths, out, probes=probes, max_steps=max_steps, revisions=revisions, progress=tick)
+        rep = R.report(paths, out, probes=probes or None, max_steps=max_steps, revisions=revisions, progress=tick)
     for spec, err in rep.errors.items():
         print(f"warning: {spec}: {err}", file=sys.stderr)
     log(f"wrote {out}: {len(rep.sources)} run(s), {len(rep.probes)} probes")

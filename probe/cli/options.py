@@ -33,7 +33,8 @@ Fmt = Annotated[Format, typer.Option("--format", "-f", help="table, json (strict
 Plot = Annotated[Optional[str], typer.Option(help="write a figure to this .png/.pdf/.svg")]
 Out = Annotated[Optional[str], typer.Option(
     "--out", "-o", help="where results go. batch: a .csv or .json table (re-running skips what it holds; "
-                        "default: stdout); figures: a folder (default: figures)")]
+                        "default: stdout); figures: a folder (default: figures); report: the .html page "
+                        "(default: report.html)")]
 
 # --- what to read ------------------------------------------------------------------------------
 STEP = "latest"
@@ -50,6 +51,11 @@ TENSOR = "token_embedding"
 Tensor = Annotated[str, typer.Option(help="tensor whose rows are the token vectors (see probe info)")]
 Groups = Annotated[Optional[str], typer.Option(help="JSON/YAML file: group name -> token ids or words "
                                                     "(adds --tokens names)")]
+Probes = Annotated[list[str], typer.Option(
+    "--probe", "-p", help="probe to run (repeat for several): similarity, pca, align, condense, spectrum, rank; "
+                          "norms, sinks (checkpoints: with --text); on snapshot files also theory, attention, bias, "
+                          "ood, dynamics (report: also rank_trajectory; default: every probe that applies)",
+    show_default=False)]
 Revisions = Annotated[Optional[str], typer.Option(
     help="hub sources (hf:ORG/NAME): a comma list of revisions (step1000,step2000) or all (every branch and "
          "tag, in step order); HF_HUB_OFFLINE=1 reads the local hub cache only")]
