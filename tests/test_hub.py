@@ -163,3 +163,13 @@ def test_revisions_all_lists_cache_refs_in_step_order(hub_cache, monkeypatch):
     finally:
         monkeypatch.undo()
         importlib.reload(C)
+
+
+def test_report_over_hub_revisions_offline(hub_cache, tmp_path):
+    page = tmp_path / "hub.html"
+    res = run_cli("probe", "report", f"hf:{REPO}", "--revisions", "step1000,step2000", "-o", page,
+                  "-p", "similarity", "-p", "spectrum", "--max-steps", "4", env=_env(hub_cache))
+    assert res.returncode == 0, res.stderr
+    text = page.read_text()
+    assert "step 1000" in text and "step 2000" in text and text.index("step 1000") < text.index("step 2000")
+    assert "not applicable" not in text
