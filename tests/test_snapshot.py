@@ -169,3 +169,16 @@ def test_validate_finds_what_a_probe_needs(tiny_run, tmp_path, remove, finding):
     assert any(finding in x for x in validate(path)), validate(path)
     res = run_cli("probe", "validate", path)
     assert res.returncode == 1 and finding in res.stdout
+
+
+def test_step_spec_takes_a_comma_list(tiny_run):
+    from probe.errors import ProbeError
+    from probe.format import Run
+
+    with Run(tiny_run) as run:
+        steps = [int(s) for s in run.steps]
+        got = run.step_indices(f"{steps[3]},latest,{steps[1]},{steps[3]}")
+        assert got == [1, 3, len(steps) - 1]            # each once, in step order
+        assert run.step_indices(f"0:{steps[2]},latest") == [0, 1, len(steps) - 1]
+        with pytest.raises(ProbeError, match="no snapshot at step 7777"):
+            run.step_indices("0,7777")

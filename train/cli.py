@@ -34,8 +34,9 @@ def _idle_priority() -> None:
 class _LiveReport:
     """``--report PAGE``: a ``probe report --watch`` process, started at the first snapshot, at idle
     priority, on one BLAS thread and held to 3 % of a core, so the page follows the run without slowing it
-    (bench/bench_report.py). When training ends (finished or stopped) it is asked to write the last
-    page (SIGTERM) and waited for, so the page is never left half-written or still reloading."""
+    (bench/bench_report.py). At the last step it writes the last page by itself; if training stops
+    early it is asked to (SIGTERM). Either way it is waited for, so the page is never left
+    half-written or still reloading."""
 
     def __init__(self, run: str, page: str):
         self.run, self.page, self.proc, self.log = run, page, None, None
@@ -54,13 +55,15 @@ class _LiveReport:
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self.log, env=env,
             preexec_fn=_idle_priority)
 
-    def finish(self) -> None:
+    def finish(self, completed: bool) -> None:
         import signal
         import subprocess
 
         if self.proc is None:
             return
-        if self.proc.poll() is None:    # the last page now, not after the watcher's next look
+        # a finished run: the watcher sees the last step within its --interval and writes the last page
+        # (a SIGTERM could arrive before it has even imported its handler); a stopped run: ask it
+        if not completed and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
         try:
             code = self.proc.wait(timeout=600)
@@ -103,11 +106,13 @@ def _train(preset: str, out: str, resume: bool, overwrite: bool, quiet: bool, re
     else:
         cfg = make_preset(preset, **given)
     live = _LiveReport(out, report) if report else None
+    completed = False
     try:
         result = Trainer(cfg, out, resume=resume, overwrite=overwrite, progress=not quiet, on_snapshot=live).run()
+        completed = True
     finally:
         if live is not None:
-            live.finish()
+            live.finish(completed)
     print(f"wrote {result.path}: {result.snapshots} snapshots, {result.steps} steps in {result.seconds:.1f} s",
           file=sys.stderr)
     for split, m in result.metrics.items():
