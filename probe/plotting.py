@@ -103,30 +103,6 @@ def save(fig, path, dpi: int = 150) -> None:
     pyplot().close(fig)
 
 
-def curves(steps, metrics: dict, path, title: str, dpi: int = 150, xlabel: str = "step") -> None:
-    """Loss (log scale) and accuracy per split against the step: ``metrics`` maps split -> metric -> values."""
-    plt = pyplot()
-    kinds = [m for m in ("loss", "acc") if any(m in ms for ms in metrics.values())]
-    fig, axes = plt.subplots(1, max(1, len(kinds)), figsize=(4.6 * max(1, len(kinds)), 3.2), squeeze=False,
-                             constrained_layout=True)
-    steps = np.asarray(steps, dtype=float)
-    for ax, kind in zip(axes[0], kinds):
-        for split, ms in metrics.items():
-            if kind in ms and len(ms[kind]):
-                x = steps[:len(ms[kind])] if len(ms[kind]) <= len(steps) else np.arange(len(ms[kind]))
-                ax.plot(x, ms[kind], marker="." if len(x) < 40 else None, label=split,
-                        color=GROUP_COLORS.get(split))
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel("accuracy" if kind == "acc" else "loss")
-        if kind == "loss" and all((np.asarray(ms.get("loss", [1])) > 0).all() for ms in metrics.values()):
-            ax.set_yscale("log")
-        if kind == "acc":
-            ax.set_ylim(-0.02, 1.02)
-        ax.legend(fontsize=7)
-    fig.suptitle(title, fontsize=10)
-    save(fig, path, dpi)
-
-
 def similarity_heatmaps(results: Sequence, path, title: str, dpi: int = 150) -> None:
     """One cosine heat map per result (at most MAX_PANELS, spread over the steps)."""
     if any(r.matrix is None for r in results):
