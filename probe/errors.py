@@ -119,18 +119,14 @@ SIGINT = _Sigint()
 
 
 def _usage_errors() -> tuple[type, ...]:
-    """Typer/Click's usage-error classes (Typer >= 0.20 vendors Click as ``typer._click``)."""
+    """Typer/Click's usage-error classes among the modules already imported (Typer >= 0.20 vendors
+    Click as ``typer._click``; plain Click, 30 ms to import, can only raise once something imported it).
+    Called in the ``except`` clause, so only when an exception is on its way out."""
     found = []
-    try:
-        from typer._click.exceptions import ClickException
-        found.append(ClickException)
-    except ImportError:
-        pass
-    try:
-        from click.exceptions import ClickException
-        found.append(ClickException)
-    except ImportError:
-        pass
+    for name in ("typer._click.exceptions", "click.exceptions"):
+        module = sys.modules.get(name)
+        if module is not None:
+            found.append(module.ClickException)
     return tuple(found)
 
 
@@ -189,7 +185,6 @@ def run_cli(app, **kw) -> None:
     """Run a command-line entry point (a Typer app or a function): bad input ends in one ``Error: ...``
     line on stderr and exit 2, Ctrl-C in one line saying what was kept and exit 130."""
     warnings.showwarning = _show_warning
-    usage = _usage_errors()
     if not isinstance(sys.stdout, _Stdout):
         sys.stdout = _Stdout(sys.stdout)
     try:
@@ -198,7 +193,7 @@ def run_cli(app, **kw) -> None:
             print("Error: interrupted", file=sys.stderr)
         sys.stdout.flush()
         sys.exit(rc)
-    except usage as exc:
+    except _usage_errors() as exc:
         if type(exc).__name__ == "NoArgsIsHelpError":  # `probe` alone: its help, as --help shows it
             print(exc.format_message())
             sys.exit(0)

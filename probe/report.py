@@ -171,6 +171,22 @@ class Section:
     trajectory: str | None = None
     note: str | None = None
     warnings: list = field(default_factory=list)
+    pending: bool = False                          # some steps or figures wait for CPU budget
+
+
+class Budget:
+    """A CPU budget of ``share`` of one core: work may go on while this process's CPU time (imports
+    included) stays under ``share`` times the wall time since the budget began."""
+
+    def __init__(self, share: float):
+        self.share, self.wall0 = share, time.monotonic()
+
+    def allows(self) -> bool:
+        return time.process_time() <= self.share * (time.monotonic() - self.wall0)
+
+
+PENDING = ("still to compute: while a run trains, the report holds to its share of the CPU "
+           "(probe-train --report: 3 % of a core) and fills this in at a later update")
 
 
 class Report:
@@ -188,7 +204,9 @@ class Report:
             raise ProbeError(f"bad --max-steps {max_steps}: need a whole number >= 1")
         self.specs, self.max_steps, self.revisions = list(specs), max_steps, revisions
         self.progress = progress or (lambda msg: None)
-        self._cache: dict = {}          # (spec, probe, step) -> (Result | None, figure, note, warnings)
+        self._cache: dict = {}          # (path, probe, step) -> (Result | None, note, warnings)
+        self._figs: dict = {}           # (path, probe, step) -> base64 PNG or None (no figure)
+        self.pending = False            # the last html() left work for later (its budget ran out)
         self.sources: list[Source] = []
         self.errors: dict[str, str] = {}
 
@@ -208,13 +226,17 @@ class Report:
         return bool(self.sources) and not self.errors and all(s.done for s in self.sources)
 
     # ------------------------------------------------------------------------------------------
-    def _call(self, src: Source, probe: str, steps: list[int]) -> dict:
-        """Results of ``probe`` at ``steps`` (cached); a step whose call failed maps to the error text."""
+    def _call(self, src: Source, probe: str, steps: list[int], budget: Budget | None = None) -> dict:
+        """Results of ``probe`` at ``steps`` (cached) as step -> (Result | None, figure, note, warnings);
+        a step whose call failed has the error as note. With a ``budget``, work it does not allow is
+        left out (the step is missing, or its figure is :data:`PENDING`) and ``self.pending`` set."""
         from . import api
 
-        fn = getattr(api, probe)
         todo = [s for s in steps if (src.path, probe, s) not in self._cache]
+        if todo and budget is not None and not budget.allows():
+            self.pending, todo = True, []
         if todo:
+            fn = getattr(api, probe)
             if src.kind == "snapshot":
                 calls = [(src.path, ",".join(map(str, todo)) if probe not in WHOLE_RUN else WHOLE_RUN[probe], todo)]
             else:
@@ -241,12 +263,21 @@ class Report:
                     ({wanted[0]: results[0]} if results else {})
                 for s in wanted:
                     r = by_step.get(s)
-                    fig = None
-                    if r is not None:
-                        fig = self._figure(probe, r, src)
-                    self._cache[(src.path, probe, s)] = (r, fig, None if r is not None else (note or "no result"),
-                                                         notes)
-        return {s: self._cache[(src.path, probe, s)] for s in steps}
+                    self._cache[(src.path, probe, s)] = (r, None if r is not None else (note or "no result"), notes)
+        got = {}
+        for s in steps:
+            if (src.path, probe, s) not in self._cache:
+                continue
+            r, note, notes = self._cache[(src.path, probe, s)]
+            key = (src.path, probe, s)
+            if r is not None and key not in self._figs:
+                if budget is not None and not budget.allows():
+                    self.pending = True
+                    got[s] = (r, PENDING, note, notes)
+                    continue
+                self._figs[key] = self._figure(probe, r, src)
+            got[s] = (r, self._figs.get(key), note, notes)
+        return got
 
     @staticmethod
     def _tokens(src: Source, probe: str) -> str | None:
@@ -278,7 +309,7 @@ class Report:
         except ProbeError:
             return None
 
-    def section(self, src: Source, probe: str) -> Section:
+    def section(self, src: Source, probe: str, budget: Budget | None = None) -> Section:
         if src.kind == "checkpoints" and probe not in WEIGHT_PROBES:
             return Section(note="needs a snapshot file written by probe-train (a checkpoint holds weights only)")
         if not src.steps:
@@ -286,18 +317,20 @@ class Report:
         steps = [src.steps[-1]] if (probe in WHOLE_RUN and src.kind == "snapshot") else \
             pick_steps(src.steps, self.max_steps, src.final_step)
         self.progress(f"{src.label}: {probe}")
-        got = self._call(src, probe, steps)
+        got = self._call(src, probe, steps, budget)
         sec = Section()
+        if len(got) < len(steps) or any(fig is PENDING for _, fig, _, _ in got.values()):
+            sec.pending = True
         for s, (r, fig, note, notes) in got.items():
             if r is not None:
                 sec.results[s] = r
-                if fig:
+                if fig and fig is not PENDING:
                     sec.figures[s] = fig
             sec.warnings += [n for n in notes if n not in sec.warnings]
             if note and not sec.note:
                 sec.note = note
         if sec.results:
-            sec.note = None if len(sec.results) == len(steps) else sec.note
+            sec.note = None if len(sec.results) == len(got) else sec.note
             if len(sec.results) > 1:
                 steps_ = sorted(sec.results)
                 keys = list(dict.fromkeys(k for st in steps_ for k in sec.results[st].summary()))
@@ -311,9 +344,11 @@ class Report:
         return sec
 
     # ------------------------------------------------------------------------------------------
-    def html(self, live: bool = False) -> str:
-        """The whole page (``live``: it reloads itself every few seconds, keeping scroll and sliders)."""
+    def html(self, live: bool = False, budget: Budget | None = None) -> str:
+        """The whole page (``live``: it reloads itself every few seconds, keeping scroll and sliders).
+        With a ``budget`` only the work it allows is done; ``self.pending`` says whether some was left."""
         srcs = self.sources
+        self.pending = False
         parts = [_head(self._title(), live)]
         latest = {s.label: (s.steps[-1] if s.steps else None) for s in srcs}
         status = " · ".join(f"{html.escape(k)}: step <span class='latest-step'>{v}</span>"
@@ -340,7 +375,7 @@ class Report:
         parts.append(_section("curves", "Loss and accuracy per split", srcs, cells))
         parts.append(_section("groups", "Token groups", srcs, [_groups_html(s) for s in srcs]))
         for probe in self.probes:
-            secs = [self.section(s, probe) for s in srcs]
+            secs = [self.section(s, probe, budget) for s in srcs]
             parts.append(self._probe_section(probe, srcs, secs))
         parts.append(_SCRIPT + "</body></html>")
         return "\n".join(parts)
@@ -372,9 +407,10 @@ class Report:
         cells = []
         for s, sec in zip(srcs, secs):
             if not sec.results:
-                cells.append(f"<p class='note na'>not applicable: {html.escape(sec.note or 'no result')}</p>")
+                cells.append(f"<p class='note pending'>{PENDING}</p>" if sec.pending else
+                             f"<p class='note na'>not applicable: {html.escape(sec.note or 'no result')}</p>")
                 continue
-            out = []
+            out = [f"<p class='note pending'>{PENDING}</p>"] if sec.pending else []
             chosen = Report._tokens(s, probe)
             if chosen:
                 out.append(f"<p class='note'>tokens: {html.escape(chosen)} (the run has no "
@@ -681,8 +717,9 @@ def watch(specs: list[str], out: str, *, probes: list[str] | None = None, max_st
     """Rewrite ``out`` whenever a run gains a snapshot, until every run reached its last step, or
     Ctrl-C / SIGTERM (then the page is written once more, no longer reloading itself).
 
-    ``max_share`` bounds the share of one core the rebuilding takes: after a rebuild of t seconds
-    the next waits at least t (1 / max_share - 1) seconds (0.03 while training: <= 3 % overhead).
+    ``max_share`` < 1 bounds this process's CPU time (imports included) to that share of one core
+    (:class:`Budget`; 0.03 from ``probe-train --report``): a page goes out with what the budget
+    allowed, the rest marked pending and filled in at later updates; the last page has everything.
     A run that does not exist yet is waited for.
     """
     if not 0 < max_share <= 1:
@@ -692,6 +729,7 @@ def watch(specs: list[str], out: str, *, probes: list[str] | None = None, max_st
     check_out(out)
     log = log or (lambda msg: None)
     rep = Report(specs, probes, max_steps, revisions, progress)
+    budget = Budget(max_share) if max_share < 1 else None
     stop = {"asked": False}
 
     def ask_stop(signum, frame):
@@ -701,6 +739,10 @@ def watch(specs: list[str], out: str, *, probes: list[str] | None = None, max_st
     last = None
     try:
         while True:
+            # over budget: wait (reading headers only), but never for the last page
+            while (budget is not None and last is not None and not budget.allows() and not stop["asked"]
+                   and not _finished(rep)):
+                _sleep(interval, stop)
             sig = rep.refresh()
             if not rep.sources:              # nothing to show yet: wait for the run to appear
                 if stop["asked"]:
@@ -708,23 +750,18 @@ def watch(specs: list[str], out: str, *, probes: list[str] | None = None, max_st
                 _sleep(interval, stop)
                 continue
             done = rep.done or stop["asked"]
-            if sig == last and not done:
+            if sig == last and not rep.pending and not done:
                 _sleep(interval, stop)
                 continue
             t0 = time.perf_counter()
-            write_atomic(out, rep.html(live=not done))
+            write_atomic(out, rep.html(live=not done, budget=None if done else budget))
             took = time.perf_counter() - t0
             last = sig
             steps = ", ".join(f"{s.label} step {s.steps[-1] if s.steps else '-'}" for s in rep.sources)
             log(f"wrote {out} ({steps}; {took:.1f} s){'' if done else ', watching'}")
             if done:
                 return rep
-            # the share rule delays the next page, but not the last one: keep looking for the end
-            end = time.monotonic() + max(interval, took * (1 / max_share - 1))
-            while not stop["asked"] and time.monotonic() < end:
-                _sleep(min(interval, max(0.0, end - time.monotonic())), stop)
-                if _finished(rep):
-                    break
+            _sleep(interval, stop)
     finally:
         for s, h in old.items():
             signal.signal(s, h)

@@ -67,17 +67,17 @@ def test_killed_run_is_resumed_not_restarted(tmp_path):
 
     from conftest import popen_cli
 
-    overrides = {"gamma": 0.8, "steps": 3000, "snapshot_every": 100}
+    overrides = {"gamma": 0.8, "steps": 1000, "snapshot_every": 50}
     path = tmp_path / "runs" / f"r-{config_hash(preset('tiny', **overrides).to_dict())}.h5"
     path.parent.mkdir()
-    proc = popen_cli("probe-train", "--preset", "tiny", "--gamma", "0.8", "--steps", "3000", "--snapshot-every",
-                     "100", "--threads", "1", "--quiet", "--out", path)
+    proc = popen_cli("probe-train", "--preset", "tiny", "--gamma", "0.8", "--steps", "1000", "--snapshot-every",
+                     "50", "--threads", "1", "--quiet", "--out", path)
     deadline = time.time() + 120
     while time.time() < deadline:
         time.sleep(0.3)
         try:
             with probe.Run(path) as run:
-                if run.n_snapshots >= 15:
+                if run.n_snapshots >= 6:
                     break
         except probe.ProbeError:
             pass
@@ -85,11 +85,11 @@ def test_killed_run_is_resumed_not_restarted(tmp_path):
     proc.wait()
     with probe.Run(path) as run:
         done = int(run.steps[-1])
-    assert 0 < done < 3000
+    assert 0 < done < 1000
     logs = []
     ctx = FigureContext(tmp_path, "tiny", log=logs.append)
     assert ctx.runs({"r": ("tiny", overrides)})["r"] == path
-    assert any("--resume" in m for m in logs) and run_finished(path, 3000)
+    assert any("--resume" in m for m in logs) and run_finished(path, 1000)
     with probe.Run(path) as run:
         assert list(run.steps).count(done) == 1 and int(run.steps[0]) == 0
 

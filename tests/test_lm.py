@@ -137,3 +137,15 @@ def test_bad_text_options_fail_cleanly(tmp_path, flag, value, needle):
 def test_theory_refuses_text_runs_cleanly(lm_run):
     res = run_cli("probe", "theory", lm_run, "--tokens", "logic")
     assert res.returncode == 2 and res.stderr.startswith("Error:")
+
+
+def test_report_shows_the_token_groups_with_their_text(lm_run, tmp_path):
+    out = tmp_path / "lm.html"
+    res = run_cli("probe", "report", lm_run, "-o", out, "-p", "similarity", "-p", "bias", "--max-steps", "2")
+    assert res.returncode == 0, res.stderr
+    page = out.read_text()
+    groups = page[page.index("<section id='groups'>"):page.index("</section>", page.index("<section id='groups'>"))]
+    assert "<th>text</th>" in groups and "<td>logic</td>" in groups and "<td>story</td>" in groups
+    assert "&#x27; Every&#x27;" in groups                     # the words themselves, quoted, not their ids
+    # the probes pick the run's own groups (a language run has no 'reasoning' group)
+    assert "tokens: logic,story" in page and "not applicable" not in page

@@ -108,7 +108,7 @@ def watch_steps(page: Path, proc, timeout: float = 240) -> list[str]:
 
 
 def test_watch_follows_a_training_run(tmp_path):
-    run, trainer = train_live(tmp_path)
+    run, trainer = train_live(tmp_path, steps=800, every=100)
     page = tmp_path / "watch.html"
     watcher = popen_cli("probe", "report", run, "-o", page, "--watch", "--interval", "0.3", "-p", "bias",
                         "-p", "similarity", "--max-steps", "2")
@@ -119,20 +119,35 @@ def test_watch_follows_a_training_run(tmp_path):
     finally:
         trainer.kill(), watcher.kill()
     assert len(seen) >= 3, seen                      # the page followed the run
-    assert seen[-1] == "1200" and seen == sorted(seen, key=int)
+    assert seen[-1] == "800" and seen == sorted(seen, key=int)
     assert not _live(page.read_text())               # the last page no longer reloads itself
     assert "watching" in watcher.stderr.read()
 
 
 def test_trainer_keeps_its_report(tmp_path):
     page = tmp_path / "train.html"
-    run, trainer = train_live(tmp_path, steps=300, every=100, report=page)
+    run, trainer = train_live(tmp_path, steps=300, every=300, report=page)
     seen = watch_steps(page, trainer)
     out, err = trainer.communicate(timeout=300)
     assert trainer.returncode == 0, err
     assert f"wrote {page}" in err
     text = page.read_text()
     assert seen and seen[-1] == "300" and not _live(text)
+    assert "still to compute" not in text            # the last page has everything, whatever the budget
+    assert text.count("src='data:image/png") >= 2 * 10  # each step's figure of every probe that has one
+
+
+def test_a_budget_leaves_work_for_later_and_the_last_page_has_it(tiny_run):
+    from probe.report import Budget, Report
+
+    rep = Report([str(tiny_run)], probes=["similarity", "bias"], max_steps=3)
+    rep.refresh()
+    starved = rep.html(live=True, budget=Budget(1e-9))  # this process already spent more than it allows
+    png = "src='data:image/png"
+    assert rep.pending and starved.count("still to compute") == 2 and png not in starved
+    assert "<section id='curves'>" in starved and "data:image/svg+xml" in starved  # the cheap parts are there
+    full = rep.html(live=False)
+    assert not rep.pending and "still to compute" not in full and full.count(png) == 3
 
 
 def test_pick_steps_keeps_early_picks_while_a_run_grows():

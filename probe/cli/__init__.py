@@ -407,8 +407,9 @@ def report(
     watch: Annotated[bool, typer.Option(help="rewrite the page whenever a run gains a snapshot (the page "
                                              "reloads itself) until every run is finished, or Ctrl-C")] = False,
     interval: Annotated[float, typer.Option(help="--watch: seconds between looks at the runs")] = 2.0,
-    max_share: Annotated[float, typer.Option(help="--watch: at most this share of one core for rebuilding "
-                                                  "(0.03 while training)")] = 1.0,
+    max_share: Annotated[float, typer.Option(help="--watch: this process's CPU time at most this share of "
+                                                  "one core; what does not fit now is filled in later "
+                                                  "(probe-train --report: 0.03)")] = 1.0,
     revisions: Revisions = None,
 ) -> None:
     """Write one HTML page for a run, or for runs side by side: configuration, curves, token groups and
