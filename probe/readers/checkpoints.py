@@ -130,21 +130,30 @@ class SafetensorsSource(_Source):
 
     kind = "safetensors"
 
-    def __init__(self, path: str, config: dict | None = None, step: int | None = None):
-        self.path, self.config, self.step = path, config or {}, step
+    def __init__(self, path: str, config: dict | None = None, step: int | None = None, reader=None):
+        """``reader``: where the bytes come from instead of the file ``path`` (an object with
+        ``read(offset, size) -> bytes`` and a ``label``: a hub file read by HTTP ranges)."""
+        self.path, self.config, self.step, self._reader = path, config or {}, step, reader
+        where = reader.label if reader is not None else path
         try:
-            with open(path, "rb") as fh:
-                n = int.from_bytes(fh.read(8), "little")
-                if not 0 < n < 100 * 2**20:
-                    raise ValueError
-                header = json.loads(fh.read(n))
+            n = int.from_bytes(self._bytes(0, 8), "little")
+            if not 0 < n < 100 * 2**20:
+                raise ValueError
+            header = json.loads(self._bytes(8, n))
             header.pop("__metadata__", None)
             self._shapes = {k: tuple(int(x) for x in v["shape"]) for k, v in header.items()}
             self._dtypes = {k: str(v.get("dtype", "?")).lower() for k, v in header.items()}
             self._offsets = {k: tuple(int(x) for x in v["data_offsets"]) for k, v in header.items()}
         except (OSError, ValueError, TypeError, KeyError, AttributeError):
-            raise ProbeError(f"{path}: not a safetensors file (unreadable header)") from None
+            raise ProbeError(f"{where}: not a safetensors file (unreadable header)") from None
         self._base = 8 + n
+
+    def _bytes(self, offset: int, size: int) -> bytes:
+        if self._reader is not None:
+            return self._reader.read(offset, size)
+        with open(self.path, "rb") as fh:
+            fh.seek(offset)
+            return fh.read(size)
 
     def shapes(self) -> dict[str, tuple[int, ...]]:
         return dict(self._shapes)
@@ -174,7 +183,10 @@ class SafetensorsSource(_Source):
         if offset + count * dt.itemsize > self._base + end:
             raise ProbeError(f"{self.path}: tensor '{name}' runs past its byte range (a damaged file)")
         try:
-            arr = np.fromfile(self.path, dtype=dt, count=count, offset=offset)
+            if self._reader is not None:
+                arr = np.frombuffer(bytearray(self._reader.read(offset, count * dt.itemsize)), dtype=dt)
+            else:
+                arr = np.fromfile(self.path, dtype=dt, count=count, offset=offset)
         except (OSError, ValueError) as exc:
             raise ProbeError(f"{self.path}: cannot read tensor '{name}' ({exc})") from None
         if arr.size != count:
@@ -187,7 +199,8 @@ class SafetensorsSource(_Source):
     def _read_torch(self, name: str, lo: int, hi: int) -> np.ndarray:
         from safetensors import safe_open
 
-        with safe_open(self.path, framework="pt") as f:
+        path = self.path if self._reader is None else (self._reader.local or self._reader._download())
+        with safe_open(path, framework="pt") as f:
             t = f.get_slice(name)[lo:hi] if self._shapes[name] else f.get_tensor(name)
             return _to_numpy(t.float())
 
@@ -271,8 +284,10 @@ class ShardedSource(_Source):
     """A model split over several files by an index (``model.safetensors.index.json`` or
     ``pytorch_model.bin.index.json``): each shard is opened when one of its tensors is asked for."""
 
-    def __init__(self, index_path: str, config: dict | None = None, step: int | None = None):
-        self.path, self.config, self.step = index_path, config or {}, step
+    def __init__(self, index_path: str, config: dict | None = None, step: int | None = None,
+                 remote: dict | None = None):
+        """``remote``: shard file name -> reader, for shards read over HTTP (see SafetensorsSource)."""
+        self.path, self.config, self.step, self._remote = index_path, config or {}, step, remote or {}
         try:
             with open(index_path) as fh:
                 weight_map = json.load(fh)["weight_map"]
@@ -282,7 +297,8 @@ class ShardedSource(_Source):
             raise ProbeError(f"{index_path}: not a checkpoint index (no weight_map)") from None
         self._folder = os.path.dirname(os.path.abspath(index_path))
         self._weight_map = {str(k): str(v) for k, v in weight_map.items()}
-        missing = sorted({s for s in self._weight_map.values() if not os.path.exists(os.path.join(self._folder, s))})
+        missing = sorted({s for s in self._weight_map.values()
+                          if s not in self._remote and not os.path.exists(os.path.join(self._folder, s))})
         if missing:
             raise ProbeError(f"{index_path}: shard {missing[0]} is missing"
                              + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
@@ -296,8 +312,11 @@ class ShardedSource(_Source):
         file = self._weight_map[name]
         if file not in self._shards:
             full = os.path.join(self._folder, file)
-            cls = SafetensorsSource if sniff(full) == "safetensors" else StateDictSource
-            self._shards[file] = cls(full)
+            if file in self._remote:
+                self._shards[file] = SafetensorsSource(full, reader=self._remote[file])
+            else:
+                cls = SafetensorsSource if sniff(full) == "safetensors" else StateDictSource
+                self._shards[file] = cls(full)
         return self._shards[file]
 
     def _all(self) -> list[_Source]:
@@ -354,10 +373,11 @@ def open_checkpoint(path: str | os.PathLike, step: str | int = "latest") -> Sour
     snapshot, .safetensors, a torch.save file, an index), whatever its extension."""
     path = os.fspath(path)
     name_step = step_from_name(path)
+    remote: dict = {}
     if path.startswith("hf:"):
-        from .hub import local
+        from .hub import fetch
 
-        path = local(path)
+        path, remote = fetch(path)     # safetensors weights not in the cache: read by HTTP ranges
     if not os.path.exists(path):
         raise ProbeError(f"{path}: no such file or folder")
     if os.path.isdir(path):
@@ -373,7 +393,11 @@ def open_checkpoint(path: str | os.PathLike, step: str | int = "latest") -> Sour
                 raise ProbeError(f"{cfg_path}: not a JSON object")
         for fname in FOLDER_FILES:
             full = os.path.join(path, fname)
+            if fname in remote:
+                return SafetensorsSource(full, config, name_step, reader=remote[fname])
             if os.path.exists(full):
+                if fname.endswith(".index.json") and remote:
+                    return ShardedSource(full, config, name_step, remote)
                 return _open_file(full, config, name_step, step)
         raise ProbeError(f"{path}: a folder without {', '.join(FOLDER_FILES[:-1])} or {FOLDER_FILES[-1]}")
     return _open_file(path, _sibling_config(path), name_step, step)

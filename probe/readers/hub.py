@@ -1,9 +1,11 @@
 """Checkpoints on the Hugging Face hub: ``hf:ORG/NAME`` or ``hf:ORG/NAME@REVISION``.
 
-A hub source becomes a local model folder through ``huggingface_hub``'s own cache, so a
-revision downloaded once is read from disk afterwards, and ``HF_HUB_OFFLINE=1`` reads the
-cache only. Only what a probe can use is fetched: ``config.json``, the weights (safetensors
-when the revision has them, else the PyTorch ``.bin`` files) and the tokenizer files.
+A hub source becomes a local model folder through ``huggingface_hub``'s own cache, and
+``HF_HUB_OFFLINE=1`` reads the cache only. Only what a probe can use is fetched: ``config.json``,
+the tokenizer files, and the weights: safetensors weights that are not in the cache are read over
+HTTP, header first and then only the byte ranges of the tensors a probe asks for (a hub that
+ignores ranges gets the file downloaded into the cache instead); PyTorch ``.bin`` weights, which
+cannot be read in parts, are downloaded whole.
 Revisions are branch or tag names (Pythia's ``step1000``, OLMo's ``stage1-step1000-tokens4B``)
 or commit hashes; :func:`revisions` lists a repository's refs (the cache's refs when offline).
 """
@@ -72,17 +74,99 @@ def _explain(spec: str, exc: Exception) -> ProbeError:
     if isinstance(exc, E.LocalEntryNotFoundError) or offline():
         where = f"revision {rev}" if rev else "its main revision"
         return ProbeError(f"{spec}: {where} is not in the hub cache ({_cache_dir()}) and the hub cannot be "
-                          "reached (HF_HUB_OFFLINE=1 reads the cache only)")
+                          "reached (HF_HUB_OFFLINE=1 reads the cache only); weights read online over HTTP are not "
+                          f"stored: huggingface-cli download {repo}{f' --revision {rev}' if rev else ''} stores them")
     return ProbeError(f"{spec}: the hub refused ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})")
 
 
+def _weights(files: list[str]) -> tuple[list[str], bool]:
+    """The weight files of a revision: its safetensors if it has any (True), else its .bin ones."""
+    st = [f for f in files if f.endswith(".safetensors") or f == "model.safetensors.index.json"]
+    if st:
+        return st, True
+    return [f for f in files if re.fullmatch(r"pytorch_model.*\.bin(\.index\.json)?", f)], False
+
+
 def _patterns(repo: str, rev: str | None) -> list[str]:
-    """The files to fetch: safetensors weights if the revision has any, else the .bin ones."""
-    files = _hub().HfApi().list_repo_files(repo, revision=rev)
-    weights = [f for f in files if f.endswith(".safetensors") or f == "model.safetensors.index.json"]
-    if not weights:
-        weights = [f for f in files if re.fullmatch(r"pytorch_model.*\.bin(\.index\.json)?", f)]
+    """The files to download: config, tokenizer and weights (safetensors if any, else .bin)."""
+    weights, _ = _weights(_hub().HfApi().list_repo_files(repo, revision=rev))
     return ["config.json", *weights, *_TOKENIZER]
+
+
+class RangeReader:
+    """One safetensors file of a hub revision, read by byte ranges over HTTP (``read``); when the
+    server answers a range request with the whole file, the file is downloaded into the cache once
+    and read from there."""
+
+    def __init__(self, repo: str, filename: str, commit: str):
+        self.repo, self.filename, self.commit = repo, filename, commit
+        self.label = f"hf:{repo}@{commit[:12]}/{filename}"
+        self.local: str | None = None      # set once the whole file had to be downloaded
+        self.requests = 0
+
+    def url(self) -> str:
+        return _hub().hf_hub_url(self.repo, self.filename, revision=self.commit)
+
+    def _download(self) -> str:
+        try:
+            self.local = _hub().hf_hub_download(self.repo, self.filename, revision=self.commit)
+        except Exception as exc:
+            raise _explain(f"hf:{self.repo}@{self.commit}", exc) from None
+        return self.local
+
+    def read(self, offset: int, size: int) -> bytes:
+        """``size`` bytes from ``offset`` (fewer at the end of the file)."""
+        if size <= 0:
+            return b""
+        if self.local is None:
+            from huggingface_hub.utils import build_hf_headers, get_session
+
+            headers = {**build_hf_headers(), "Range": f"bytes={offset}-{offset + size - 1}",
+                       "Accept-Encoding": "identity"}
+            try:
+                with get_session().stream("GET", self.url(), headers=headers, follow_redirects=True) as r:
+                    self.requests += 1
+                    if r.status_code == 206:
+                        return r.read()
+                    if r.status_code != 200:
+                        raise ProbeError(f"{self.label}: the hub answered {r.status_code} to a range request")
+            except ProbeError:
+                raise
+            except Exception as exc:   # network errors
+                raise ProbeError(f"{self.label}: cannot read from the hub ({type(exc).__name__}: "
+                                 f"{str(exc).splitlines()[0] if str(exc) else ''})") from None
+            self._download()           # 200: the server sends whole files only
+        with open(self.local, "rb") as fh:
+            fh.seek(offset)
+            return fh.read(size)
+
+
+def fetch(path) -> tuple[str, dict[str, RangeReader]]:
+    """(the local folder of a hub source, {weight file: RangeReader} for the safetensors weights that
+    are read over HTTP instead of from that folder). Offline, or for .bin weights, every file is
+    local; any other path is returned as it is."""
+    if not is_hub(path):
+        return path, {}
+    if offline():
+        return local(path), {}
+    repo, rev = parse(path)
+    hub = _hub()
+    try:
+        files = hub.HfApi().list_repo_files(repo, revision=rev)
+    except Exception as exc:
+        raise _explain(path, exc) from None
+    weights, safetensors = _weights(files)
+    if not safetensors:
+        return local(path), {}
+    small = ["config.json", *_TOKENIZER, *[f for f in weights if f.endswith(".json")]]
+    try:
+        folder = hub.snapshot_download(repo, revision=rev, allow_patterns=small)
+    except Exception as exc:
+        raise _explain(path, exc) from None
+    commit = os.path.basename(os.path.normpath(folder))
+    remote = {f: RangeReader(repo, f, commit) for f in weights
+              if f.endswith(".safetensors") and not os.path.exists(os.path.join(folder, f))}
+    return folder, remote
 
 
 def local(path):

@@ -16,9 +16,9 @@ from ..errors import ProbeError, param, warn
 
 
 def _folder(path: str) -> str:
-    from .hub import local
+    from .hub import fetch
 
-    path = local(path)
+    path, _ = fetch(path)    # the tokenizer files; safetensors weights stay on the hub
     return path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
 
 
