@@ -186,7 +186,7 @@ class Budget:
 
 
 PENDING = ("still to compute: while a run trains, the report holds to its share of the CPU "
-           "(probe-train --report: 3 % of a core) and fills this in at a later update")
+           "(probe-train --report: 1 % of a core) and fills this in at a later update")
 
 
 class Report:
@@ -718,7 +718,7 @@ def watch(specs: list[str], out: str, *, probes: list[str] | None = None, max_st
     Ctrl-C / SIGTERM (then the page is written once more, no longer reloading itself).
 
     ``max_share`` < 1 bounds this process's CPU time (imports included) to that share of one core
-    (:class:`Budget`; 0.03 from ``probe-train --report``): a page goes out with what the budget
+    (:class:`Budget`; 0.01 from ``probe-train --report``): a page goes out with what the budget
     allowed, the rest marked pending and filled in at later updates; the last page has everything.
     A run that does not exist yet is waited for.
     """

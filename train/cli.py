@@ -33,7 +33,7 @@ def _idle_priority() -> None:
 
 class _LiveReport:
     """``--report PAGE``: a ``probe report --watch`` process, started at the first snapshot, at idle
-    priority, on one BLAS thread and held to 3 % of a core, so the page follows the run without slowing it
+    priority, on one BLAS thread and held to 1 % of a core, so the page follows the run without slowing it
     (bench/bench_report.py). At the last step it writes the last page by itself; if training stops
     early it is asked to (SIGTERM). Either way it is waited for, so the page is never left
     half-written or still reloading."""
@@ -51,7 +51,7 @@ class _LiveReport:
         env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
         self.log = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "probe", "report", self.run, "-o", self.page, "--watch", "--max-share", "0.03"],
+            [sys.executable, "-m", "probe", "report", self.run, "-o", self.page, "--watch", "--max-share", "0.01"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self.log, env=env,
             preexec_fn=_idle_priority)
 

@@ -409,7 +409,7 @@ def report(
     interval: Annotated[float, typer.Option(help="--watch: seconds between looks at the runs")] = 2.0,
     max_share: Annotated[float, typer.Option(help="--watch: this process's CPU time at most this share of "
                                                   "one core; what does not fit now is filled in later "
-                                                  "(probe-train --report: 0.03)")] = 1.0,
+                                                  "(probe-train --report: 0.01)")] = 1.0,
     revisions: Revisions = None,
 ) -> None:
     """Write one HTML page for a run, or for runs side by side: configuration, curves, token groups and
