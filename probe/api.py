@@ -18,20 +18,42 @@ import warnings
 
 import numpy as np
 
-from .analyses.align import AlignResult, align as _align
-from .analyses.attention import AttentionResult, attention_stats
-from .analyses.bias import BiasResult, reasoning_bias
-from .analyses.condense import CondenseResult, condense as _condense
-from .analyses.dynamics import DELTA, SPIKE_FACTOR, SPIKE_WINDOW, WINDOW as SMOOTH, DynamicsResult, loss_dynamics
-from .analyses.norms import SATURATION, NormsResult, norm_saturation
-from .analyses.rank import RankResult, RankTrajectoryResult, matrix_ranks, rank_trajectory as _rank_trajectory
-from .analyses.ood import OODResult, loss_acc
-from .analyses.pca import PCAResult, pca as _pca
-from .analyses.sinks import MIN_QUERY, SINK_THRESHOLD, SinksResult, attention_sinks
-from .analyses.tokens import BUCKETS, TokensResult, token_features, token_gains
-from .analyses.similarity import BLOCKED_ABOVE, SimilarityResult, cosine_similarity, cosine_similarity_blocked
-from .analyses.spectrum import SpectrumResult
-from .analyses.theory import TheoryResult, theory as _theory
+from .analyses.dynamics import DELTA, SPIKE_FACTOR, SPIKE_WINDOW, WINDOW as SMOOTH
+from .analyses.norms import SATURATION
+from .analyses.sinks import MIN_QUERY, SINK_THRESHOLD
+from .analyses.tokens import BUCKETS
+from .analyses.similarity import BLOCKED_ABOVE
+
+
+def _lazy(module: str, name: str):
+    """``name`` of ``probe.analyses.<module>``, imported at its first call: ``probe info`` and
+    ``validate`` need none of the math (bench/bench_cli.py). (Result classes appear as annotations, strings
+    here, except the two this module builds.)"""
+    def call(*args, **kwargs):
+        from importlib import import_module
+
+        return getattr(import_module(f"probe.analyses.{module}"), name)(*args, **kwargs)
+
+    call.__name__ = call.__qualname__ = name
+    return call
+
+
+_align = _lazy("align", "align")
+attention_stats = _lazy("attention", "attention_stats")
+reasoning_bias = _lazy("bias", "reasoning_bias")
+_condense = _lazy("condense", "condense")
+loss_dynamics = _lazy("dynamics", "loss_dynamics")
+norm_saturation = _lazy("norms", "norm_saturation")
+matrix_ranks = _lazy("rank", "matrix_ranks")
+_rank_trajectory = _lazy("rank", "rank_trajectory")
+OODResult, loss_acc = _lazy("ood", "OODResult"), _lazy("ood", "loss_acc")
+_pca = _lazy("pca", "pca")
+attention_sinks = _lazy("sinks", "attention_sinks")
+token_features, token_gains = _lazy("tokens", "token_features"), _lazy("tokens", "token_gains")
+cosine_similarity = _lazy("similarity", "cosine_similarity")
+cosine_similarity_blocked = _lazy("similarity", "cosine_similarity_blocked")
+SpectrumResult = _lazy("spectrum", "SpectrumResult")
+_theory = _lazy("theory", "theory")
 from .errors import ProbeError, ProbeWarning, param
 from .format import P, Run, is_snapshot_file, read_rows
 from .format import validate as _validate

@@ -31,6 +31,16 @@ def _idle_priority() -> None:
         os.nice(19)
 
 
+def _normal_priority(pid: int) -> None:
+    """Back to the normal policy where this user may do that (else the page is written at idle priority)."""
+    import os
+
+    try:
+        os.sched_setscheduler(pid, os.SCHED_OTHER, os.sched_param(0))
+    except (AttributeError, OSError):
+        pass
+
+
 class _LiveReport:
     """``--report PAGE``: a ``probe report --watch`` process, started at the first snapshot, at idle
     priority, on one BLAS thread and held to 1 % of a core, so the page follows the run without slowing it
@@ -65,6 +75,7 @@ class _LiveReport:
         # (a SIGTERM could arrive before it has even imported its handler); a stopped run: ask it
         if not completed and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
+        _normal_priority(self.proc.pid)   # training is over: the last page need not wait for idle CPU
         try:
             code = self.proc.wait(timeout=600)
         except subprocess.TimeoutExpired:
