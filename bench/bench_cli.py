@@ -25,13 +25,15 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = [ROOT / p for p in ("probe", "train", "schemas") if (ROOT / p).is_dir()]
 
 
-def wall(cmd: list[str], n: int = 9, env: dict | None = None) -> float:
+def wall(cmd: list[str], n: int = 9, env: dict | None = None) -> tuple[float, float]:
+    """(minimum, median) wall time of ``n`` runs: other tenants of a shared machine only add time, so the
+    minimum is the command's own cost (as timeit reports); the median shows the spread."""
     times = []
     for _ in range(n):
         t0 = time.perf_counter()
         subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, env=env)
         times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    return min(times), statistics.median(times)
 
 
 def _pycache(remove: bool) -> None:
@@ -83,14 +85,14 @@ def main() -> None:
         nocache = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
         base = None
         print(f"machine: {machine()}")
-        print(f"{'command':<30} {'median s':>9} {'x baseline':>11} {'no bytecode s':>14}")
+        print(f"{'command':<30} {'min s':>7} {'median s':>9} {'x baseline':>11} {'no bytecode min s':>18}")
         for name, cmd in rows:
             _pycache(remove=False)
-            t = wall(cmd)
+            t, med = wall(cmd)
             _pycache(remove=True)
-            t_raw = wall(cmd, env=nocache)
+            t_raw, _ = wall(cmd, env=nocache)
             base = base or t
-            print(f"{name:<30} {t:>9.3f} {t / base:>11.2f} {t_raw:>14.3f}")
+            print(f"{name:<30} {t:>7.3f} {med:>9.3f} {t / base:>11.2f} {t_raw:>18.3f}")
         _pycache(remove=False)
 
 
