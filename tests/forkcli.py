@@ -18,7 +18,6 @@ import tempfile
 _SERVER = r'''
 import importlib, json, os, sys, time
 import numpy, h5py, torch                      # the heavy imports, once
-import torch._dynamo                           # what a torch optimizer's first step imports (~1.8 s)
 for mod in ("probe.api", "probe.batch", "probe.figures", "probe.cli.render", "probe.format.validate",
             "probe.readers.checkpoints", "probe.readers.activations", "train.trainer", "train.tasks",
             "train.evaluate", "rich.console", "rich.progress", "scipy.linalg", "probe.plotting"):
