@@ -128,7 +128,7 @@ def test_watch_follows_a_training_run(tmp_path):
 
 def test_trainer_keeps_its_report(tmp_path):
     page = tmp_path / "train.html"
-    run, trainer = train_live(tmp_path, steps=300, every=150, report=page, log=False)
+    run, trainer = train_live(tmp_path, steps=300, every=300, report=page, log=False)
     seen = watch_steps(page, trainer)
     out, err = trainer.communicate(timeout=300)
     assert trainer.returncode == 0, err
@@ -136,7 +136,7 @@ def test_trainer_keeps_its_report(tmp_path):
     text = page.read_text()
     assert seen and seen[-1] == "300" and not _live(text)
     assert "still to compute" not in text            # the last page has everything, whatever the budget
-    assert text.count("src='data:image/png") >= 3 * 10  # each step's figure of every probe that has one
+    assert text.count("src='data:image/png") >= 2 * 10  # each step's figure of every probe that has one
 
 
 def test_a_budget_leaves_work_for_later_and_the_last_page_has_it(tiny_run):
