@@ -15,7 +15,8 @@ import subprocess
 import sys
 import tempfile
 
-_SERVER = r'''
+# The imports, the entry points and one call: both helpers below share this prelude.
+_PRELUDE = r'''
 import importlib, json, os, sys, time
 import numpy, h5py, torch                      # the heavy imports, once
 for mod in ("probe.api", "probe.batch", "probe.figures", "probe.cli.render", "probe.format.validate",
@@ -27,7 +28,36 @@ from importlib.metadata import entry_points
 # the console scripts as installed (pyproject's [project.scripts]), so the entry points cannot drift
 mains = {ep.name: ep.load() for ep in entry_points(group="console_scripts") if ep.name in ("probe", "probe-train")}
 assert set(mains) == {"probe", "probe-train"}, mains
+
+def call(argv, out, err, cwd=None):
+    """Fork a child that runs the console script ``argv[0]`` with stdout/stderr into the files
+    ``out``/``err`` (in ``cwd``) and exits with its code; returns the child's pid."""
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 1
+    try:
+        fo, fe = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), os.open(err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        os.dup2(os.open(os.devnull, os.O_RDONLY), 0); os.dup2(fo, 1); os.dup2(fe, 2)
+        sys.stdout = open(1, "w", closefd=False); sys.stderr = open(2, "w", closefd=False)
+        if cwd:
+            os.chdir(cwd)
+        sys.argv = list(argv)
+        try:
+            mains[argv[0]]()
+            code = 0
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+            if not isinstance(e.code, (int, type(None))):
+                print(e.code, file=sys.stderr)
+    finally:
+        sys.stdout.flush(); sys.stderr.flush()
+        os._exit(code)
+
 print("ready", flush=True)
+'''
+
+_SERVER = _PRELUDE + r'''
 running, started = {}, {}
 jobs = int(sys.argv[1])
 
@@ -44,24 +74,7 @@ for line in sys.stdin:
     key, argv, out, err = json.loads(line)
     while len(running) >= jobs:
         reap(True)
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            fo, fe = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), os.open(err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-            os.dup2(os.open(os.devnull, os.O_RDONLY), 0); os.dup2(fo, 1); os.dup2(fe, 2)
-            sys.stdout = open(1, "w", closefd=False); sys.stderr = open(2, "w", closefd=False)
-            sys.argv = [argv[0]] + argv[1:]
-            try:
-                mains[argv[0]]()
-                code = 0
-            except SystemExit as e:
-                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-                if not isinstance(e.code, (int, type(None))):
-                    print(e.code, file=sys.stderr)
-        finally:
-            sys.stdout.flush(); sys.stderr.flush()
-            os._exit(code)
+    pid = call(argv, out, err)
     running[pid], started[pid] = key, time.perf_counter()
 while running:
     reap(True)
@@ -112,30 +125,9 @@ class ForkCLI:
 
 # One call at a time, for as long as the test process lives: the child's pid comes back first (so a
 # call past its timeout can be killed), then its exit code.
-_WARM = _SERVER.split("print(\"ready\", flush=True)")[0] + r'''
-print("ready", flush=True)
+_WARM = _PRELUDE + r'''
 for line in sys.stdin:
-    argv, out, err, cwd = json.loads(line)
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            fo, fe = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), os.open(err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-            os.dup2(os.open(os.devnull, os.O_RDONLY), 0); os.dup2(fo, 1); os.dup2(fe, 2)
-            sys.stdout = open(1, "w", closefd=False); sys.stderr = open(2, "w", closefd=False)
-            if cwd:
-                os.chdir(cwd)
-            sys.argv = list(argv)
-            try:
-                mains[argv[0]]()
-                code = 0
-            except SystemExit as e:
-                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-                if not isinstance(e.code, (int, type(None))):
-                    print(e.code, file=sys.stderr)
-        finally:
-            sys.stdout.flush(); sys.stderr.flush()
-            os._exit(code)
+    pid = call(*json.loads(line))
     print(pid, flush=True)
     _, status = os.waitpid(pid, 0)
     print(os.waitstatus_to_exitcode(status), flush=True)
@@ -163,7 +155,7 @@ class WarmCLI:
         self._env = self._environ()
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         env.pop("PROBE_DEBUG", None)
-        self._proc = subprocess.Popen([sys.executable, "-c", _WARM, "1"], stdin=subprocess.PIPE,
+        self._proc = subprocess.Popen([sys.executable, "-c", _WARM], stdin=subprocess.PIPE,
                                       stdout=subprocess.PIPE, text=True, env=env)
         self._buf = b""
         assert self._line(None) == "ready"
