@@ -266,10 +266,10 @@ class Report:
                     self._cache[(src.path, probe, s)] = (r, None if r is not None else (note or "no result"), notes)
         got = {}
         for s in steps:
-            if (src.path, probe, s) not in self._cache:
-                continue
-            r, note, notes = self._cache[(src.path, probe, s)]
             key = (src.path, probe, s)
+            if key not in self._cache:
+                continue
+            r, note, notes = self._cache[key]
             if r is not None and key not in self._figs:
                 if budget is not None and not budget.allows():
                     self.pending = True

@@ -199,7 +199,7 @@ class SafetensorsSource(_Source):
     def _read_torch(self, name: str, lo: int, hi: int) -> np.ndarray:
         from safetensors import safe_open
 
-        path = self.path if self._reader is None else (self._reader.local or self._reader._download())
+        path = self.path if self._reader is None else (self._reader.local or self._reader.download())
         with safe_open(path, framework="pt") as f:
             t = f.get_slice(name)[lo:hi] if self._shapes[name] else f.get_tensor(name)
             return _to_numpy(t.float())

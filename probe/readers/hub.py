@@ -87,9 +87,9 @@ def _weights(files: list[str]) -> tuple[list[str], bool]:
     return [f for f in files if re.fullmatch(r"pytorch_model.*\.bin(\.index\.json)?", f)], False
 
 
-def _patterns(repo: str, rev: str | None) -> list[str]:
-    """The files to download: config, tokenizer and weights (safetensors if any, else .bin)."""
-    weights, _ = _weights(_hub().HfApi().list_repo_files(repo, revision=rev))
+def _patterns(files: list[str]) -> list[str]:
+    """The files of a revision to download: config, tokenizer and weights (safetensors if any, else .bin)."""
+    weights, _ = _weights(files)
     return ["config.json", *weights, *_TOKENIZER]
 
 
@@ -102,12 +102,9 @@ class RangeReader:
         self.repo, self.filename, self.commit = repo, filename, commit
         self.label = f"hf:{repo}@{commit[:12]}/{filename}"
         self.local: str | None = None      # set once the whole file had to be downloaded
-        self.requests = 0
 
-    def url(self) -> str:
-        return _hub().hf_hub_url(self.repo, self.filename, revision=self.commit)
-
-    def _download(self) -> str:
+    def download(self) -> str:
+        """The whole file, into the cache; its local path."""
         try:
             self.local = _hub().hf_hub_download(self.repo, self.filename, revision=self.commit)
         except Exception as exc:
@@ -124,8 +121,8 @@ class RangeReader:
             headers = {**build_hf_headers(), "Range": f"bytes={offset}-{offset + size - 1}",
                        "Accept-Encoding": "identity"}
             try:
-                with get_session().stream("GET", self.url(), headers=headers, follow_redirects=True) as r:
-                    self.requests += 1
+                url = _hub().hf_hub_url(self.repo, self.filename, revision=self.commit)
+                with get_session().stream("GET", url, headers=headers, follow_redirects=True) as r:
                     if r.status_code == 206:
                         return r.read()
                     if r.status_code != 200:
@@ -135,7 +132,7 @@ class RangeReader:
             except Exception as exc:   # network errors
                 raise ProbeError(f"{self.label}: cannot read from the hub ({type(exc).__name__}: "
                                  f"{str(exc).splitlines()[0] if str(exc) else ''})") from None
-            self._download()           # 200: the server sends whole files only
+            self.download()            # 200: the server sends whole files only
         with open(self.local, "rb") as fh:
             fh.seek(offset)
             return fh.read(size)
@@ -157,7 +154,7 @@ def fetch(path) -> tuple[str, dict[str, RangeReader]]:
         raise _explain(path, exc) from None
     weights, safetensors = _weights(files)
     if not safetensors:
-        return local(path), {}
+        return local(path, files), {}
     small = ["config.json", *_TOKENIZER, *[f for f in weights if f.endswith(".json")]]
     try:
         folder = hub.snapshot_download(repo, revision=rev, allow_patterns=small)
@@ -169,8 +166,9 @@ def fetch(path) -> tuple[str, dict[str, RangeReader]]:
     return folder, remote
 
 
-def local(path):
-    """The local folder of a hub source (downloaded into the cache if needed); any other path as it is."""
+def local(path, files: list[str] | None = None):
+    """The local folder of a hub source (downloaded into the cache if needed); any other path as it is.
+    ``files``: the revision's file list, when the caller has already asked the hub for it."""
     if not is_hub(path):
         return path
     repo, rev = parse(path)
@@ -179,7 +177,8 @@ def local(path):
         if offline():
             folder = hub.snapshot_download(repo, revision=rev, local_files_only=True)
         else:
-            folder = hub.snapshot_download(repo, revision=rev, allow_patterns=_patterns(repo, rev))
+            files = hub.HfApi().list_repo_files(repo, revision=rev) if files is None else files
+            folder = hub.snapshot_download(repo, revision=rev, allow_patterns=_patterns(files))
     except ProbeError:
         raise
     except Exception as exc:  # the hub library's errors, network errors
