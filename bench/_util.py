@@ -30,7 +30,7 @@ def machine() -> str:
 
 def overrides(preset_name: str, pairs: list[str]) -> dict:
     """``["lr=1e-3", "d_model=128"]`` as config overrides, typed like the preset's fields."""
-    from train import preset
+    from probe_train import preset
 
     base, out = preset(preset_name), {}
     for kv in pairs:

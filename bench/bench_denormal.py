@@ -22,7 +22,7 @@ from _util import machine, overrides  # noqa: E402
 
 import torch  # noqa: E402
 
-from train import Trainer, preset  # noqa: E402
+from probe_train import Trainer, preset  # noqa: E402
 
 
 def timed(cfg, out, flush: bool) -> tuple[float, float]:

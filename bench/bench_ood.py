@@ -21,11 +21,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _util import machine  # noqa: E402
+from probe._proc import entry_command  # noqa: E402
 
 import probe  # noqa: E402
 from probe.analyses.ood import OODResult  # noqa: E402
 from probe.api import _ood_one  # noqa: E402
-from train import evaluate as E  # noqa: E402
+from probe_train import evaluate as E  # noqa: E402
 
 
 def baseline(path) -> list[OODResult]:
@@ -49,7 +50,7 @@ def main() -> None:
         path = args.run
         if path is None:
             path = str(Path(tmp) / "run.h5")
-            subprocess.run([sys.executable, "-m", "train", "--preset", "composite-quick", "--snapshot-every", "40",
+            subprocess.run([*entry_command("probe-train"), "--preset", "composite-quick", "--snapshot-every", "40",
                             "--quiet", "--out", path], check=True)
         with probe.Run(path) as run:
             n = run.n_snapshots

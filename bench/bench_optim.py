@@ -1,4 +1,4 @@
-"""Start-up cost of the optimizer: ``train.optim.AdamW`` against ``torch.optim.AdamW`` (the baseline),
+"""Start-up cost of the optimizer: ``probe_train.optim.AdamW`` against ``torch.optim.AdamW`` (the baseline),
 each in a fresh process (import torch, build a small model, three AdamW steps), alternating; the
 parameters after the steps must be equal bit for bit. Every ``probe-train`` process pays this once.
 
@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CODE = """
 import hashlib, sys, torch
 sys.path.insert(0, {root!r})
-from train.optim import AdamW as Mine
+from probe_train.optim import AdamW as Mine
 torch.manual_seed(0)
 m = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 64))
 opt = (torch.optim.AdamW if {torch_opt} else Mine)(m.parameters(), lr=1e-3, weight_decay=0.1)
@@ -59,7 +59,7 @@ def main() -> None:
     base, mine = statistics.median(times[True]), statistics.median(times[False])
     print(f"{'process: import torch, model, 3 AdamW steps':<46} {'median s':>9} {'min s':>7}  torch._dynamo imported")
     print(f"{'torch.optim.AdamW (baseline)':<46} {base:>9.3f} {min(times[True]):>7.3f}  {dynamo[True]}")
-    print(f"{'train.optim.AdamW':<46} {mine:>9.3f} {min(times[False]):>7.3f}  {dynamo[False]}")
+    print(f"{'probe_train.optim.AdamW':<46} {mine:>9.3f} {min(times[False]):>7.3f}  {dynamo[False]}")
     print(f"saved per process: {base - mine:.2f} s (median), {base / mine:.2f}x; parameters equal bit for bit")
 
 

@@ -140,7 +140,7 @@ def main() -> None:
     args = ap.parse_args()
     print(f"machine: {machine()}")
     with tempfile.TemporaryDirectory() as d:
-        from train import Trainer, preset
+        from probe_train import Trainer, preset
 
         run = Path(d) / "run100.h5"
         Trainer(preset("quick", gamma=0.8, steps=990, snapshot_every=10, snapshot_log=False), run,

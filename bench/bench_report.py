@@ -23,12 +23,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _util import machine  # noqa: E402
+from probe._proc import entry_command  # noqa: E402
 
 
 def train(folder: Path, preset: str, steps: int, threads: int, report: bool, i: int) -> tuple[float, float, int]:
     out = folder / f"run-{i}-{int(report)}.h5"
     page = folder / f"page-{i}.html"
-    cmd = [sys.executable, "-m", "train", "--preset", preset, "--steps", str(steps), "--out", str(out), "--quiet",
+    cmd = [*entry_command("probe-train"), "--preset", preset, "--steps", str(steps), "--out", str(out), "--quiet",
            "--threads", str(threads)] + (["--report", str(page)] if report else [])
     t0 = time.perf_counter()
     res = subprocess.run(cmd, capture_output=True, text=True)

@@ -34,7 +34,7 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _util import machine  # noqa: E402
 
-from train import Trainer, preset  # noqa: E402
+from probe_train import Trainer, preset  # noqa: E402
 
 D, DFF, DK, LAYERS, VOCAB, SEQ, BATCH = 400, 1200, 200, 2, 201, 9, 2048
 
@@ -117,7 +117,7 @@ def toolkit(steps: int, device: str, precision: str, snapshots: bool = False) ->
 
 
 def snapshot_overhead(a) -> None:
-    from train.trainer import snapshot_steps
+    from probe_train.trainer import snapshot_steps
 
     cfg = preset(a.preset, steps=a.steps, device=a.device, gamma=0.8)
     with tempfile.TemporaryDirectory() as d:
@@ -151,7 +151,7 @@ def main() -> None:
         snapshot_overhead(a)
         return
     a.steps = a.steps or 8
-    from train.trainer import pick_device, set_threads
+    from probe_train.trainer import pick_device, set_threads
 
     device = pick_device(a.device)
     set_threads(0, device)

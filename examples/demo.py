@@ -3,7 +3,7 @@
     python examples/demo.py [--out demo-out] [--steps N] [--retrain]
 
 Both runs train at once, one CPU thread each, through the real ``probe-train``
-CLI (:mod:`train.runs`: finished runs are reused, killed ones resumed); the probes
+CLI (:mod:`probe_train.runs`: finished runs are reused, killed ones resumed); the probes
 go through the Python API. Prints the accuracy table and the
 similarity numbers, writes heat maps, and says whether the paper-1 effect shows.
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 import probe
 from probe.errors import run_cli
 from probe.plotting import similarity_heatmaps
-from train.runs import ensure
+from probe_train.runs import ensure
 
 GAMMAS = (0.3, 0.8)
 

@@ -399,7 +399,7 @@ def ood(path: str | os.PathLike, *, step: str | int = "latest", full: bool = Fal
     the numbers do not depend on it.
     """
     _number("threads", threads, lo=0, integer=True)
-    from train import evaluate as E  # probe's one door into the trainer (torch is imported here)
+    from probe_train import evaluate as E  # probe's one door into the trainer (torch is imported here)
 
     with Run(path) as run:
         cfg = E.run_config(run)

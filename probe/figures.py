@@ -3,7 +3,7 @@
 A figure script defines ``NAME``, ``TITLE`` and ``make(ctx) -> list[Path]`` and ends with
 ``if __name__ == "__main__": run_script(make)``. ``probe figures`` imports the scripts and
 calls ``make`` with one shared :class:`FigureContext`, so runs asked for by several figures
-are trained once (:mod:`train.runs`: a finished run is reused, an unfinished one resumed, a
+are trained once (:mod:`probe_train.runs`: a finished run is reused, an unfinished one resumed, a
 changed configuration trained anew). The look of every figure lives in :mod:`probe.plotting`.
 
 Sizes: ``tiny`` (tests, seconds), ``quick`` (a CPU, minutes), ``full`` (the papers' sizes,
@@ -62,14 +62,14 @@ class FigureContext:
         return {"tiny": tiny, "quick": quick, "full": full}[self.size]
 
     def _gpu(self) -> bool:
-        from train.runs import cuda_available
+        from probe_train.runs import cuda_available
 
         return self.size == "full" and cuda_available()
 
     def runs(self, wanted: Mapping[str, tuple[str, dict]]) -> dict[str, Path]:
         """Paths of finished runs for ``{label: (preset, overrides)}``; trains what is missing,
         ``jobs`` at a time (one CPU thread each on a CPU)."""
-        from train.runs import plan
+        from probe_train.runs import plan
 
         paths, todo = plan(wanted, self.runs_dir, threads=None if self._gpu() else 1)
         if self._plan is not None:   # planning pass of make_figures: note the runs, stop the script
@@ -128,7 +128,7 @@ class FigureContext:
                              for g in gammas for e in eps for a in gated}, seeds)
 
     def _train(self, todo) -> None:
-        from train.runs import train_jobs
+        from probe_train.runs import train_jobs
 
         train_jobs(todo, 1 if self._gpu() else self.jobs, self.log)
 
@@ -145,7 +145,7 @@ class FigureContext:
 
 
 def cuda_available() -> bool:
-    from train.runs import cuda_available as available
+    from probe_train.runs import cuda_available as available
 
     return available()
 

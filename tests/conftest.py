@@ -13,8 +13,9 @@ def _script(name: str) -> list[str]:
     exe = BIN / name
     if exe.exists():
         return [str(exe)]
-    module = {"probe": "probe", "probe-train": "train"}[name]
-    return [sys.executable, "-m", module]
+    from probe._proc import entry_command
+
+    return entry_command(name)
 
 
 _WARM = None

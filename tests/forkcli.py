@@ -20,8 +20,8 @@ _PRELUDE = r'''
 import importlib, json, os, sys, time
 import numpy, h5py, torch                      # the heavy imports, once
 for mod in ("probe.api", "probe.batch", "probe.figures", "probe.cli.render", "probe.format.validate",
-            "probe.readers.checkpoints", "probe.readers.activations", "train.trainer", "train.tasks",
-            "train.evaluate", "rich.console", "rich.progress", "scipy.linalg", "probe.plotting"):
+            "probe.readers.checkpoints", "probe.readers.activations", "probe_train.trainer", "probe_train.tasks",
+            "probe_train.evaluate", "rich.console", "rich.progress", "scipy.linalg", "probe.plotting"):
     importlib.import_module(mod)
 sys.modules["probe.plotting"].pyplot()          # matplotlib with its Agg backend, as a figure call sets it
 from importlib.metadata import entry_points

@@ -7,18 +7,22 @@ import pytest
 
 from conftest import ROOT
 
-PACKAGES = ("probe", "train", "schemas")
+# installed import name -> repository folder (pyproject's package-dir mapping)
+FOLDERS = {"probe": "probe", "probe_train": "train", "probe_schemas": "schemas"}
+PACKAGES = tuple(FOLDERS)
 
 
 def _module_name(path: Path) -> str:
     parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    parts[0] = {folder: name for name, folder in FOLDERS.items()}[parts[0]]
     if parts[-1] == "__init__":
         parts = parts[:-1]
     return ".".join(parts)
 
 
 def _is_module(name: str) -> bool:
-    p = ROOT.joinpath(*name.split("."))
+    first, *rest = name.split(".")
+    p = ROOT.joinpath(FOLDERS.get(first, first), *rest)
     return p.with_suffix(".py").exists() or (p / "__init__.py").exists()
 
 
@@ -48,7 +52,7 @@ def _imports(path: Path) -> list[tuple[str, bool]]:
     return [(name, level) for name, level in out if name.split(".")[0] in PACKAGES]
 
 
-GRAPH = {_module_name(p): _imports(p) for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*.py"))}
+GRAPH = {_module_name(p): _imports(p) for pkg in FOLDERS.values() for p in sorted((ROOT / pkg).rglob("*.py"))}
 
 
 def _in(name: str, *prefixes: str) -> bool:
@@ -62,7 +66,7 @@ def _violations(importers: str, allowed) -> list[str]:
 
 def test_the_graph_sees_the_whole_tree():
     assert {"probe.api", "probe.cli", "probe.format.snapshot", "probe.readers.layouts", "probe.analyses._stats",
-            "train.tasks.lm", "train.runs", "train.evaluate"} <= set(GRAPH)
+            "probe_train.tasks.lm", "probe_train.runs", "probe_train.evaluate"} <= set(GRAPH)
     assert ("probe.format", True) in GRAPH["probe.api"]          # relative imports are resolved
 
 
@@ -71,28 +75,28 @@ def test_rule1_analyses_import_only_analyses():
 
 
 def test_rule2_format_imports_only_schemas_and_errors():
-    assert _violations("probe.format", lambda m, t: _in(t, "schemas", "probe.errors", "probe.format")) == []
+    assert _violations("probe.format", lambda m, t: _in(t, "probe_schemas", "probe.errors", "probe.format")) == []
 
 
 def test_rule3_readers_never_import_train_api_or_cli():
-    assert _violations("probe.readers", lambda m, t: not _in(t, "train", "probe.api", "probe.cli")) == []
+    assert _violations("probe.readers", lambda m, t: not _in(t, "probe_train", "probe.api", "probe.cli")) == []
 
 
 def test_rule4_api_never_imports_the_cli_and_the_cli_reaches_readers_only_through_the_api():
     assert _violations("probe.api", lambda m, t: not _in(t, "probe.cli")) == []
-    assert _violations("probe.cli", lambda m, t: not _in(t, "probe.readers", "probe.format", "train")) == []
+    assert _violations("probe.cli", lambda m, t: not _in(t, "probe.readers", "probe.format", "probe_train")) == []
 
 
 def test_rule5_probe_imports_train_in_exactly_two_places():
-    places = {(m, t) for m, imps in GRAPH.items() if _in(m, "probe") for t, _ in imps if _in(t, "train")}
-    assert places == {("probe.api", "train.evaluate"), ("probe.figures", "train.runs")}
-    assert all(not top for m, imps in GRAPH.items() if _in(m, "probe") for t, top in imps if _in(t, "train")), \
+    places = {(m, t) for m, imps in GRAPH.items() if _in(m, "probe") for t, _ in imps if _in(t, "probe_train")}
+    assert places == {("probe.api", "probe_train.evaluate"), ("probe.figures", "probe_train.runs")}
+    assert all(not top for m, imps in GRAPH.items() if _in(m, "probe") for t, top in imps if _in(t, "probe_train")), \
         "probe imports train lazily, inside the functions that need it"
 
 
 def test_rule6_train_imports_only_errors_format_and_words_of_probe():
-    allowed = ("probe.errors", "probe.format", "probe.readers.words")
-    assert _violations("train", lambda m, t: not _in(t, "probe") or _in(t, *allowed)) == []
+    allowed = ("probe.errors", "probe.format", "probe.readers.words", "probe._proc", "probe._files")
+    assert _violations("probe_train", lambda m, t: not _in(t, "probe") or _in(t, *allowed)) == []
 
 
 def test_no_import_cycles_at_module_level():

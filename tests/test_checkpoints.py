@@ -124,8 +124,8 @@ def test_neox_llama_bert_layouts(tmp_path):
 
 def test_own_snapshot_through_the_same_interface(tiny_run):
     from probe.format import Run
-    from train.config import preset
-    from train.models import build_model
+    from probe_train.config import preset
+    from probe_train.models import build_model
 
     r = CanonicalReader(open_checkpoint(tiny_run))
     assert r.layout.name == "gamma-probe" and (r.layout.layers, r.layout.heads) == (2, 2)
@@ -138,8 +138,8 @@ def test_own_snapshot_through_the_same_interface(tiny_run):
 
 
 def test_roles_cover_every_weight_the_readers_know_per_layer(tmp_path):
-    from train.config import preset
-    from train.models import build_model
+    from probe_train.config import preset
+    from probe_train.models import build_model
 
     d = tmp_path / "gpt2"
     d.mkdir()

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 import probe
-from train import Trainer, preset
-from train.tasks import make_task
+from probe_train import Trainer, preset
+from probe_train.tasks import make_task
 
 from conftest import run_cli
 

@@ -2,7 +2,7 @@
 import pytest
 
 import probe
-from train import Trainer, preset
+from probe_train import Trainer, preset
 
 STEPS = 1000
 

@@ -48,7 +48,7 @@ def test_figures_train_once_then_reuse(tmp_path):
 
 def test_changed_config_gets_its_own_run(tmp_path):
     from probe.figures import FigureContext
-    from train.runs import run_finished
+    from probe_train.runs import run_finished
 
     ctx = FigureContext(tmp_path, "tiny", log=lambda m: None)
     a = ctx.runs({"r": ("tiny", {"gamma": 0.8})})["r"]
@@ -62,8 +62,8 @@ def test_killed_run_is_resumed_not_restarted(tmp_path):
 
     import probe
     from probe.figures import FigureContext
-    from train import preset
-    from train.runs import config_hash, run_finished
+    from probe_train import preset
+    from probe_train.runs import config_hash, run_finished
 
     from conftest import popen_cli
 
@@ -118,7 +118,7 @@ def test_all_figures_tiny(tmp_path):
 def test_every_size_asks_for_valid_runs(tmp_path, size):
     """The runs each figure asks for build valid configurations at every size (nothing is trained)."""
     from probe.figures import FigureContext
-    from train.config import preset
+    from probe_train.config import preset
 
     asked = []
 

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 import probe
-from train import preset
-from train.tasks.lm import make_text_task, source_groups
-from train.text import synthetic_stories
+from probe_train import preset
+from probe_train.tasks.lm import make_text_task, source_groups
+from probe_train.text import synthetic_stories
 
 from conftest import run_cli
 

@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 import torch
 
-from train.config import preset
-from train.models import build_model
+from probe_train.config import preset
+from probe_train.models import build_model
 
 
 @pytest.mark.parametrize("gamma", [0.3, 0.5, 0.8])
@@ -181,14 +181,14 @@ def test_inspect_reports_each_norm_site():
 
 
 def test_adamw_equals_torch_bit_for_bit_and_imports_no_dynamo():
-    """train.optim.AdamW against torch.optim.AdamW: the same parameters after every step, exactly (two
+    """probe_train.optim.AdamW against torch.optim.AdamW: the same parameters after every step, exactly (two
     groups, one without weight decay, a parameter without a gradient, a changing learning rate)."""
     import subprocess
     import sys
 
     import torch
 
-    from train.optim import AdamW
+    from probe_train.optim import AdamW
 
     def model():
         torch.manual_seed(0)
@@ -221,7 +221,7 @@ def test_adamw_equals_torch_bit_for_bit_and_imports_no_dynamo():
     assert torch.equal(sa["exp_avg_sq"], sb["exp_avg_sq"]) and float(sa["step"]) == float(sb["step"]) == 40
     assert frozen_a not in mine.state
     # a whole training run never imports torch._dynamo (torch.optim's first call does: ~1.8 s)
-    code = ("import sys, tempfile, os; from train import preset; from train.trainer import Trainer; "
+    code = ("import sys, tempfile, os; from probe_train import preset; from probe_train.trainer import Trainer; "
             "d = tempfile.mkdtemp(); Trainer(preset('tiny', steps=5), os.path.join(d, 'r.h5'), progress=False).run(); "
             "print('torch._dynamo' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)

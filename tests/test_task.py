@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from probe.errors import ProbeError
-from train.config import RunConfig, preset
-from train.tasks import make_task
-from train.tasks.anchor import MEM, RSN_TEST, RSN_TRAIN
+from probe_train.config import RunConfig, preset
+from probe_train.tasks import make_task
+from probe_train.tasks.anchor import MEM, RSN_TEST, RSN_TRAIN
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,8 @@ from collections import Counter
 import pytest
 
 from probe.errors import ProbeError
-from train.text import LogicExample, generate_logic, load_stories, synthetic_stories
-from train.text.logic import CONCEPTS, EXTRA_CONCEPTS
+from probe_train.text import LogicExample, generate_logic, load_stories, synthetic_stories
+from probe_train.text.logic import CONCEPTS, EXTRA_CONCEPTS
 
 RULE = re.compile(r"Every (\w+) is (not )?(?:an? )?(\w+)\.")
 FACT = re.compile(r"([A-Z]\w*) is (not )?(?:an? )?(\w+)\.")

@@ -5,9 +5,9 @@ import h5py
 import pytest
 import torch
 
-from train.config import preset
-from train.models import build_model
-from train.trainer import lr_at, snapshot_steps
+from probe_train.config import preset
+from probe_train.models import build_model
+from probe_train.trainer import lr_at, snapshot_steps
 
 from conftest import run_cli
 
@@ -70,7 +70,7 @@ def test_schedules():
 @pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"), reason="flush-to-zero is an x86 mode")
 def test_cpu_trainer_flushes_subnormals(tmp_path):
     """Small init puts gradients and Adam moments below 1.2e-38; x86 is many times slower there."""
-    from train import Trainer
+    from probe_train import Trainer
 
     torch.set_flush_denormal(False)
     assert (torch.tensor([1e-39]) * 1.0).item() != 0.0
@@ -104,7 +104,7 @@ def test_composite_paper_schedule_is_the_authors_step_by_step():
     down to 1e-5 over 200 epochs (210 epochs = 77,700 steps), 759,375 training sequences."""
     import math
 
-    from train.tasks import make_task
+    from probe_train.tasks import make_task
 
     cfg = preset("composite-paper")
     assert (cfg.steps, cfg.batch_size, cfg.warmup_steps) == (77_700, 2048, 3_700)
@@ -130,7 +130,7 @@ def test_authors_switches_change_what_they_say(tmp_path):
     names = dict(model.named_parameters())
     assert "b_U" in names and "blocks.0.ln1.bias" in names and "blocks.0.attn.b_Q" not in names
     assert 0 < names["b_U"].abs().max() <= 1 / cfg.d_model ** 0.5            # PyTorch's default, not gamma
-    from train.trainer import Trainer
+    from probe_train.trainer import Trainer
 
     t = Trainer(cfg, tmp_path / "a.h5", progress=False, snapshots=False)
     decayed = [g for g in t.opt.param_groups if g["weight_decay"] > 0][0]["params"]

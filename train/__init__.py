@@ -13,7 +13,7 @@ def __getattr__(name):  # torch is imported only when training is asked for
         from .trainer import Trainer
 
         def train(cfg, out, **kw):
-            """Train ``cfg`` and write ``out``; returns a :class:`~train.trainer.TrainResult`."""
+            """Train ``cfg`` and write ``out``; returns a :class:`~probe_train.trainer.TrainResult`."""
             return Trainer(cfg, out, **kw).run()
 
         return train

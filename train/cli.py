@@ -1,6 +1,6 @@
 """``probe-train``: train a run and write its snapshot file.
 
-Every :class:`~train.config.RunConfig` field is a flag; a flag left out keeps
+Every :class:`~probe_train.config.RunConfig` field is a flag; a flag left out keeps
 the preset's value.
 """
 from __future__ import annotations
@@ -58,10 +58,12 @@ class _LiveReport:
         import subprocess
         import tempfile
 
+        from probe._proc import entry_command
+
         env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
         self.log = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "probe", "report", self.run, "-o", self.page, "--watch", "--max-share", "0.01"],
+            [*entry_command("probe"), "report", self.run, "-o", self.page, "--watch", "--max-share", "0.01"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self.log, env=env,
             preexec_fn=_idle_priority)
 

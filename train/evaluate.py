@@ -55,7 +55,7 @@ def evaluate_lm(model, tokens: torch.Tensor, targets: torch.Tensor, chunk: int =
 
 
 def run_config(run: Run) -> RunConfig:
-    """The run's :class:`~train.config.RunConfig` (unknown keys from newer minor versions are dropped)."""
+    """The run's :class:`~probe_train.config.RunConfig` (unknown keys from newer minor versions are dropped)."""
     known = {f.name for f in fields(RunConfig)}
     try:
         return RunConfig(**{k: v for k, v in run.config.items() if k in known})

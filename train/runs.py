@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping
 
+from probe._proc import entry_command
 from probe.errors import SIGINT, Interrupted, ProbeError
 from probe.format import last_step
 
@@ -69,11 +70,16 @@ def _flag(name: str, value) -> str:
 
 @dataclass
 class Job:
-    """One run to train: its label, file and ``probe-train`` command."""
+    """One run to train: its label, file and ``probe-train`` arguments."""
 
     label: str
     path: Path
-    command: list[str]
+    args: list[str]
+
+    @property
+    def command(self) -> list[str]:
+        """The whole command: this installation's ``probe-train`` in this interpreter."""
+        return [*entry_command("probe-train"), *self.args]
 
 
 def plan(wanted: Mapping[str, tuple[str, dict]], runs_dir: str | os.PathLike, *, threads: int | None = 1,
@@ -97,7 +103,7 @@ def plan(wanted: Mapping[str, tuple[str, dict]], runs_dir: str | os.PathLike, *,
         done = None if retrain else last_step(path)
         if done == cfg.steps:
             continue
-        cmd = [sys.executable, "-m", "train", "--preset", name, *(_flag(k, v) for k, v in overrides.items()),
+        cmd = ["--preset", name, *(_flag(k, v) for k, v in overrides.items()),
                "--quiet", "--out", str(path)]
         if threads:
             cmd += ["--threads", str(threads)]
@@ -166,7 +172,7 @@ def _loop(queue: list[Job], running: list, jobs: int, log: Log, state: dict, kee
     while (queue or running) and not SIGINT.asked:
         while queue and len(running) < jobs:
             job = queue.pop(0)
-            log(f"  $ probe-train {' '.join(job.command[3:])}")
+            log(f"  $ probe-train {' '.join(job.args)}")
             # stderr to a file, not a pipe: a child writing more than the pipe holds would block; a
             # session of its own: a terminal's Ctrl-C reaches the trainer once, from us
             err = tempfile.TemporaryFile("w+")

@@ -23,7 +23,7 @@ from typing import Iterable, Mapping, Sequence
 import h5py
 import numpy as np
 
-from schemas import path_of, snapshot_schema, version_tuple
+from probe_schemas import path_of, snapshot_schema, version_tuple
 
 from ..errors import ProbeError, param
 

@@ -9,7 +9,7 @@ import re
 import h5py
 import numpy as np
 
-from schemas import snapshot_schema, version_tuple
+from probe_schemas import snapshot_schema, version_tuple
 
 from .snapshot import METRICS, P, RESUME_GROUP, check_header, damaged_file_error, named_datasets, open_h5
 

@@ -1,7 +1,7 @@
 """What every task is: aligned arrays of sequences, splits, token groups and P^s.
 
 A task module (:mod:`.anchor`, :mod:`.composite`, :mod:`.lm`) subclasses :class:`Task` and
-provides ``groups``, ``describe()`` and a ``make_*`` function registered in :mod:`train.tasks`.
+provides ``groups``, ``describe()`` and a ``make_*`` function registered in :mod:`probe_train.tasks`.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Children's stories: a built-in TinyStories-like generator and loaders for real story text.
 
 The stories are the "memorization" side of the language-model experiment: ordinary text with
-no logical structure, mixed with the logic documents of :mod:`train.text.logic`. The synthetic
+no logical structure, mixed with the logic documents of :mod:`probe_train.text.logic`. The synthetic
 generator needs no download (tests, CPU runs); :func:`load_stories` also reads the real
 TinyStories data set or one's own files.
 """
