@@ -103,20 +103,30 @@ def open_h5(path: str | os.PathLike) -> h5py.File:
         raise ProbeError(f"{path}: cannot read ({exc.strerror})") from None
     if head[:8] != _SIGNATURE:
         raise ProbeError(f"{path}: not an HDF5 file" + (" (empty: 0 bytes)" if not head else ""))
-    _check_not_truncated(path, head)
+    live = _swmr_writer_flag(head)
+    if not live:
+        _check_not_truncated(path, head)
     try:
         return h5py.File(path, "r")
     except (OSError, ValueError) as exc:
         first = exc
-    if "already open for write" in str(first):
-        # A running or killed SWMR writer left its flag set: only a SWMR read open
-        # works. (Tried second: on a damaged file a SWMR open retries for minutes.)
+    if "already open for write" in str(first) or (live and "truncated file" in str(first)):
+        # A running or killed SWMR writer left its flag set: only a SWMR read open works. A running
+        # one also moves the superblock's end-of-file ahead of the bytes it has written yet, which a
+        # plain open calls truncated and a SWMR open allows. (Tried second: on a damaged file a SWMR
+        # open retries for minutes.)
         try:
             return h5py.File(path, "r", swmr=True)
         except (OSError, ValueError) as exc:
             first = exc
     msg = str(first).split("(", 1)[0].strip() or type(first).__name__
     raise ProbeError(f"{path}: cannot open HDF5 file, it is truncated or corrupted ({msg})")
+
+
+def _swmr_writer_flag(head: bytes) -> bool:
+    """True when a version 3 superblock says a SWMR writer has (or had, if killed) the file open:
+    byte 11 holds the file consistency flags, bit 2 the SWMR-write one."""
+    return len(head) >= 12 and head[8] == 3 and bool(head[11] & 0b100)
 
 
 def _check_not_truncated(path: str, head: bytes) -> None:
