@@ -1,6 +1,7 @@
 """The layer rules of ARCHITECTURE.md, checked on the import graph (every import statement,
 at module level or inside a function, read with ``ast``)."""
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -134,3 +135,11 @@ def test_the_tree_has_the_rooms_of_the_architecture(folder):
                  "train/evaluate.py", "train/tasks/base.py", "train/tasks/anchor.py", "train/tasks/composite.py",
                  "train/tasks/lm.py"):
         assert (ROOT / name).exists(), name
+
+
+def test_tests_wait_for_events_not_for_time():
+    """A sleep followed by an assertion passes only on a machine as slow as the one it was tuned on
+    (tests/README.md): tests wait through tests/waiting.py, which polls for an event."""
+    sleepers = [p.name for p in sorted((ROOT / "tests").glob("*.py"))
+                if p.name != "waiting.py" and re.search(r"\bsleep\(", p.read_text())]
+    assert sleepers == []

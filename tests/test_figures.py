@@ -58,7 +58,6 @@ def test_changed_config_gets_its_own_run(tmp_path):
 
 def test_killed_run_is_resumed_not_restarted(tmp_path):
     import signal
-    import time
 
     import probe
     from probe.figures import FigureContext
@@ -66,21 +65,14 @@ def test_killed_run_is_resumed_not_restarted(tmp_path):
     from probe_train.runs import config_hash, run_finished
 
     from conftest import popen_cli
+    from waiting import committed, wait_for
 
     overrides = {"gamma": 0.8, "steps": 1000, "snapshot_every": 50}
     path = tmp_path / "runs" / f"r-{config_hash(preset('tiny', **overrides).to_dict())}.h5"
     path.parent.mkdir()
     proc = popen_cli("probe-train", "--preset", "tiny", "--gamma", "0.8", "--steps", "1000", "--snapshot-every",
                      "50", "--threads", "1", "--quiet", "--out", path)
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        time.sleep(0.3)
-        try:
-            with probe.Run(path) as run:
-                if run.n_snapshots >= 6:
-                    break
-        except probe.ProbeError:
-            pass
+    wait_for(lambda: committed([path], step=150), "fourth snapshot", proc)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     with probe.Run(path) as run:

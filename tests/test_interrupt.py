@@ -1,5 +1,8 @@
 """Ctrl-C (SIGINT) on real processes, at several moments: training, batch and figures stop at a safe
-point within seconds, say what was kept in one line, exit 130, and pick up where they stopped."""
+point within seconds, say what was kept in one line, exit 130, and pick up where they stopped.
+
+Each moment is an event the test waits for (tests/waiting.py), never a sleep: torch being imported, a step
+committed to the snapshot file, a task counted on the terminal."""
 import csv
 import re
 import signal
@@ -7,28 +10,40 @@ import time
 
 import pytest
 
-from conftest import popen_cli, run_cli
+from conftest import _script, popen_cli, run_cli
+from waiting import Terminal, committed, importing_torch, wait_for
 
 LIMIT = 10.0  # seconds from SIGINT to exit: "a second or two", with room for a loaded CI machine running
 #              two test workers (a stop while torch is still being imported took 7.5 s there)
 
 
-def _interrupt(proc, delay: float) -> tuple[float, str, str]:
-    time.sleep(delay)
-    assert proc.poll() is None, "the process ended before it was interrupted"
+def _interrupt(proc) -> tuple[float, str, str]:
     t0 = time.time()
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     return time.time() - t0, out, err
 
 
-@pytest.mark.parametrize("delay,every", [(0.2, 10), (2.5, 10), (4.0, 1)],
+def _started(proc, out):
+    wait_for(lambda: importing_torch(proc.pid), "import of torch", proc)
+
+
+def _training(proc, out):
+    wait_for(lambda: committed([out]), "first snapshot", proc)
+
+
+def _snapshotting(proc, out):
+    wait_for(lambda: committed([out], step=3), "third snapshot", proc)
+
+
+@pytest.mark.parametrize("moment,every", [(_started, 10), (_training, 10), (_snapshotting, 1)],
                          ids=["while-starting", "while-training", "while-snapshotting"])
-def test_training_stops_says_where_and_resumes(tmp_path, delay, every):
+def test_training_stops_says_where_and_resumes(tmp_path, moment, every):
     out = tmp_path / "run.h5"
     proc = popen_cli("probe-train", "--preset", "tiny", "--steps", "100000", "--snapshot-every", every,
                      "--threads", "1", "--quiet", "--out", out)
-    took, _, err = _interrupt(proc, delay)
+    moment(proc, out)
+    took, _, err = _interrupt(proc)
     lines = err.strip().splitlines()
     assert proc.returncode == 130, err
     assert took < LIMIT, f"stopped {took:.1f} s after the SIGINT"
@@ -67,19 +82,24 @@ def _done_paths(path):
         return {r["path"] for r in csv.DictReader(fh) if r["metric"] != "error"}
 
 
-@pytest.mark.parametrize("jobs,delay", [("1", 4.0), ("2", 6.0)], ids=["in-process", "two-workers"])
-def test_batch_keeps_what_finished_and_the_rerun_does_the_rest(runs, tmp_path, jobs, delay):
+@pytest.mark.parametrize("jobs", ["1", "2"], ids=["in-process", "two-workers"])
+def test_batch_keeps_what_finished_and_the_rerun_does_the_rest(runs, tmp_path, jobs):
     out = tmp_path / "r.csv"
     args = ["batch", runs, "--probe", "ood", "--step", "all", "-o", out, "--jobs", jobs]
-    proc = popen_cli("probe", *args)
-    took, _, err = _interrupt(proc, delay)
-    assert proc.returncode == 130 and took < LIMIT, (took, err)
-    lines = err.strip().splitlines()
+    term = Terminal(_script("probe") + [str(a) for a in args])
+    # a task finished (the progress line a terminal shows): some rows to keep, most tasks still to do
+    term.wait_for(r"batch: [1-9]\d*/16 tasks", "first finished task")
+    t0 = time.time()
+    term.proc.send_signal(signal.SIGINT)
+    _, shown = term.finish(timeout=60)
+    took = time.time() - t0
+    assert term.proc.returncode == 130 and took < LIMIT, (took, shown)
+    lines = [ln for ln in shown.splitlines() if ln.strip()]
     m = re.fullmatch(rf"Interrupted: (\d+) of 16 tasks done; their rows are in {re.escape(str(out))}: run the same "
-                     r"command again to do the rest", lines[-1])
-    assert m and len(lines) == 1, err
-    kept = _done_paths(out) if out.exists() else set()
-    assert len(kept) == int(m.group(1)) < 16
+                     r"command again to do the rest", lines[-1].strip())
+    assert m and "Traceback" not in shown, shown
+    kept = _done_paths(out)
+    assert 1 <= len(kept) == int(m.group(1)) < 16
     res = run_cli("probe", *args)
     assert res.returncode == 0, res.stderr
     assert len(_done_paths(out)) == 16
@@ -88,7 +108,8 @@ def test_batch_keeps_what_finished_and_the_rerun_does_the_rest(runs, tmp_path, j
 def test_figures_stop_their_trainers_and_resume_them(tmp_path):
     args = ["figures", "p1-accuracy", "p1-emb-mlp", "--tiny", "-o", tmp_path, "--jobs", "2"]
     proc = popen_cli("probe", *args)
-    took, _, err = _interrupt(proc, 4.0)
+    wait_for(lambda: committed(tmp_path.rglob("*.h5")), "a trainer's first snapshot", proc)
+    took, _, err = _interrupt(proc)
     assert proc.returncode == 130 and took < LIMIT + 4, (took, err)
     last = err.strip().splitlines()[-1]
     assert re.fullmatch(r"Interrupted: \d of 6 run\(s\) finished; the others stopped at a snapshot and resume when "

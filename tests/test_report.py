@@ -1,13 +1,16 @@
 """probe report: the page of real runs, side by side, live while a real trainer writes."""
 from __future__ import annotations
 
+import contextlib
 import re
-import time
+import signal
 from pathlib import Path
 
 import pytest
 
 from conftest import popen_cli, run_cli
+from probe.format import last_step
+from waiting import DEADLINE, wait_for
 
 FAST = ["-p", "similarity", "-p", "bias", "-p", "attention", "-p", "theory", "--max-steps", "3"]
 
@@ -92,20 +95,48 @@ def train_live(tmp_path: Path, steps: int = 1200, every: int = 200, report: Path
                           "--snapshot-every", every, "--out", run, "--quiet", "--threads", "1", *extra)
 
 
-def watch_steps(page: Path, proc, timeout: float = 240) -> list[str]:
-    """The latest step each distinct version of ``page`` showed, until ``proc`` ends."""
+def shown_step(page: Path) -> str | None:
+    """The latest step ``page`` shows (None before it exists); every version read is a whole page."""
+    if not page.exists():
+        return None
+    text = page.read_text()
+    assert text.rstrip().endswith("</html>")   # atomic: never half a page
+    m = re.search(r"class='latest-step'>(\d+)<", text)
+    return m.group(1) if m else None
+
+
+@contextlib.contextmanager
+def paused(proc):
+    """``proc`` stopped (SIGSTOP) for the block: the test, not the machine's speed, decides how far a
+    trainer gets while something else is looked at."""
+    proc.send_signal(signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        proc.send_signal(signal.SIGCONT)
+
+
+def follow(page: Path, run: Path, trainer, writer) -> list[str]:
+    """The steps ``page`` showed while ``trainer`` wrote ``run``: at each new committed step the
+    trainer waits until ``writer`` (the process keeping the page) shows it; then the last page."""
     seen: list[str] = []
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if page.exists():
-            text = page.read_text()
-            assert text.rstrip().endswith("</html>")   # atomic: never half a page
-            m = re.search(r"class='latest-step'>(\d+)<", text)
-            if m and (not seen or seen[-1] != m.group(1)):
-                seen.append(m.group(1))
-        if proc.poll() is not None:
-            break
-        time.sleep(0.05)
+
+    def note(step):
+        if step is not None and (not seen or seen[-1] != step):
+            seen.append(step)
+
+    last = -1
+    if writer is trainer:   # a trainer keeping its own page: no pausing it, every version it shows is noted
+        wait_for(lambda: note(shown_step(page)) or trainer.poll() is not None, "end of training")
+    while trainer.poll() is None:
+        with paused(trainer):
+            step = last_step(run)
+            if step is not None and step > last:
+                last = step
+                note(wait_for(lambda: shown_step(page) == str(step) and str(step), f"page at step {step}", writer))
+        wait_for(lambda: trainer.poll() is not None or (last_step(run) or -1) > last, f"a step after {last}")
+    writer.wait(timeout=DEADLINE)
+    note(shown_step(page))   # the last page, written before its writer ended
     return seen
 
 
@@ -115,7 +146,7 @@ def test_watch_follows_a_training_run(tmp_path):
     watcher = popen_cli("probe", "report", run, "-o", page, "--watch", "--interval", "0.3", "-p", "bias",
                         "-p", "similarity", "--max-steps", "2")
     try:
-        seen = watch_steps(page, watcher)
+        seen = follow(page, run, trainer, watcher)
         assert watcher.wait(timeout=60) == 0, watcher.stderr.read()
         assert trainer.wait(timeout=120) == 0
     finally:
@@ -129,7 +160,7 @@ def test_watch_follows_a_training_run(tmp_path):
 def test_trainer_keeps_its_report(tmp_path):
     page = tmp_path / "train.html"
     run, trainer = train_live(tmp_path, steps=300, every=300, report=page, log=False)
-    seen = watch_steps(page, trainer)
+    seen = follow(page, run, trainer, trainer)
     out, err = trainer.communicate(timeout=300)
     assert trainer.returncode == 0, err
     assert f"wrote {page}" in err

@@ -1,4 +1,3 @@
-import time
 
 import h5py
 import numpy as np
@@ -8,6 +7,7 @@ from probe.errors import ProbeError
 from probe.format.snapshot import P, Run, Writer, read_rows
 from probe.format.validate import validate
 
+from waiting import committed, wait_for
 from conftest import popen_cli, run_cli
 
 
@@ -121,21 +121,11 @@ def test_validate_reports_findings(tmp_path):
 
 def test_probe_reads_a_file_while_the_trainer_writes_it(tmp_path):
     out = tmp_path / "live.h5"
-    proc = popen_cli("probe-train", "--preset", "tiny", "--steps", "3000", "--snapshot-every", "20",
+    # far more steps than the test needs: it ends the trainer itself
+    proc = popen_cli("probe-train", "--preset", "tiny", "--steps", "1000000", "--snapshot-every", "20",
                      "--out", out, "--quiet", "--threads", "1")
     try:
-        deadline = time.time() + 120
-        n = 0
-        while time.time() < deadline and n < 3:
-            time.sleep(0.3)
-            if out.exists():
-                try:
-                    with Run(out) as run:
-                        n = run.n_snapshots
-                except ProbeError:
-                    pass
-        assert n >= 3, "trainer produced no snapshots"
-        assert proc.poll() is None, "trainer finished before the live read"
+        wait_for(lambda: committed([out], step=40), "third snapshot", proc)
         sim = run_cli("probe", "similarity", out, "--tokens", "reasoning", "--format", "json")
         assert sim.returncode == 0, sim.stderr
         val = run_cli("probe", "validate", out)
@@ -143,10 +133,7 @@ def test_probe_reads_a_file_while_the_trainer_writes_it(tmp_path):
         # a reader that stays open sees the file grow
         with Run(out) as run:
             first = run.n_snapshots
-            deadline = time.time() + 60
-            while run.n_snapshots == first and time.time() < deadline:
-                time.sleep(0.3)
-            assert run.n_snapshots > first
+            wait_for(lambda: run.n_snapshots > first, "a snapshot seen by the open reader", proc)
         assert proc.poll() is None
     finally:
         proc.kill()
