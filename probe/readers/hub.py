@@ -76,20 +76,21 @@ def _endpoint() -> str:
     return constants.ENDPOINT.rstrip("/")
 
 
-def cli_command(*words: str) -> str:
+def cli_command(*words: str, scripts: set[str] | None = None) -> str:
     """A command of the hub's own command line as the installed huggingface_hub names it: ``hf``
     (huggingface_hub >= 0.34; the only one from 1.0 on) or ``huggingface-cli`` (older ones), read from
-    the installed distribution's console scripts. ``words``: "download", REPO, ... or "login"."""
-    from importlib import metadata
+    the installed distribution's console scripts (``scripts`` stands for them in tests).
+    ``words``: "download", REPO, ... or "login"."""
+    if scripts is None:
+        from importlib import metadata
 
-    try:
-        scripts = {e.name for e in metadata.distribution("huggingface_hub").entry_points
-                   if e.group == "console_scripts"}
-    except metadata.PackageNotFoundError:
-        scripts = set()
+        try:
+            scripts = {e.name for e in metadata.distribution("huggingface_hub").entry_points
+                       if e.group == "console_scripts"}
+        except metadata.PackageNotFoundError:
+            scripts = set()
     if "hf" in scripts or "huggingface-cli" not in scripts:
-        words = ("auth", *words) if words[:1] == ("login",) else words
-        return " ".join(("hf", *words))
+        return " ".join(("hf", "auth", *words) if words[:1] == ("login",) else ("hf", *words))
     return " ".join(("huggingface-cli", *words))
 
 
