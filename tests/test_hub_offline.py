@@ -148,3 +148,26 @@ def test_the_named_cli_is_the_installed_one():
 def test_readme_names_the_command_the_messages_name():
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     assert "`hf download ORG/NAME --revision REV`" in readme and "HF_HUB_OFFLINE=1" in readme
+
+
+def test_what_counts_as_a_lost_connection():
+    """After the check, an error of the hub library is 'lost the connection' only when it is one, in
+    the forms of the socket, requests (huggingface_hub < 1.0) and httpx (>= 1.0); an HTTP answer,
+    which requests makes an OSError too, is not."""
+    from probe.readers.hub import _explain, _is_network_error
+
+    class ConnectError(Exception): ...              # httpx's name
+    class ReadTimeout(OSError): ...                  # requests' name (a RequestException is an OSError)
+    class HTTPError(OSError): ...                    # requests' HTTP answer: not a lost connection
+
+    wrapped = RuntimeError("while listing")
+    wrapped.__cause__ = socket.gaierror(-2, "Name or service not known")
+    for exc in (socket.gaierror(-2, "x"), ConnectionRefusedError(111, "refused"), TimeoutError(), ConnectError("x"),
+                ReadTimeout("x"), wrapped):
+        assert _is_network_error(exc), exc
+    for exc in (HTTPError("500 Server Error"), ValueError("x"), FileNotFoundError(2, "x")):
+        assert not _is_network_error(exc), exc
+    msg = str(_explain("hf:toy/tiny@main", ConnectError("[Errno 111] Connection refused")))
+    assert msg.startswith("hf:toy/tiny@main: lost the connection to ") and "HF_HUB_OFFLINE=1" in msg, msg
+    assert str(_explain("hf:toy/tiny@main", HTTPError("500 Server Error"))).startswith(
+        "hf:toy/tiny@main: the hub refused (HTTPError: 500 Server Error)")

@@ -104,14 +104,19 @@ def _first_line(exc: Exception) -> str:
 
 
 def _is_network_error(exc: BaseException) -> bool:
-    """A failure to reach the hub at all (name lookup, refused or reset connection, timeout), as
-    ``requests`` (huggingface_hub < 1.0), ``httpx`` or ``httpx2`` (>= 1.0) or the socket raise it."""
-    while exc is not None:
-        if isinstance(exc, (ConnectionError, TimeoutError, OSError)) and not isinstance(exc, FileNotFoundError):
+    """A failure to reach the hub at all (name lookup, refused or reset connection, timeout), as the
+    socket, ``requests`` (huggingface_hub < 1.0: ``ConnectionError``, ``ConnectTimeout``,
+    ``ReadTimeout``) or ``httpx``/``httpx2`` (>= 1.0: ``ConnectError``, ``...Timeout``) raise it;
+    not an HTTP answer (whose ``requests`` classes are OSErrors too)."""
+    import socket
+
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, (ConnectionError, TimeoutError, socket.gaierror)):
             return True
-        if any(word in type(exc).__name__ for word in ("Connect", "Timeout", "NetworkError")):
+        if any(word in type(exc).__name__ for word in ("Connect", "Timeout")):
             return True
-        exc = exc.__cause__ or exc.__context__
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
     return False
 
 
@@ -137,7 +142,7 @@ def _explain(spec: str, exc: Exception) -> ProbeError:
 
 
 DEADLINE = 1.5        # seconds the hub's endpoint has to answer the first request (PROBE_HUB_TIMEOUT)
-_checked: dict[str, tuple[bool, str] | None] = {}
+_checked: dict[str, None] = {}   # endpoints that answered
 
 
 def _deadline() -> float:
@@ -184,8 +189,8 @@ def _probe_endpoint(url: str, timeout: float) -> tuple[bool, str] | None:
 
 
 def _check_network(spec: str) -> None:
-    """Refuse at once, in one line, when the hub's endpoint cannot be reached: checked once per process
-    and endpoint, within the deadline whatever the cause (a name lookup that hangs included: the
+    """Refuse at once, in one line, when the hub's endpoint cannot be reached: checked until it answers
+    once in this process, within the deadline whatever the cause (a name lookup that hangs included: the
     check runs in a thread that is left behind if it does not finish)."""
     url = _endpoint()
     if url not in _checked:
@@ -195,16 +200,17 @@ def _check_network(spec: str) -> None:
         worker = threading.Thread(target=lambda: box.append(_probe_endpoint(url, limit)), daemon=True)
         worker.start()
         worker.join(limit + 0.1)
-        _checked[url] = box[0] if box else (False, f"no answer within {limit:g} s")
+        found = box[0] if box else (False, f"no answer within {limit:g} s")
         if os.environ.get("PROBE_DEBUG"):
-            print(f"debug: hub check of {url}: {(_checked[url] or (0, 'answered'))[1]} after "
+            print(f"debug: hub check of {url}: {found[1] if found else 'answered'} after "
                   f"{time.monotonic() - start:.3f} s", file=sys.stderr)
-    found = _checked[url]
-    if found is not None:
-        no_network, why = found
-        repo, rev = parse(spec)
-        raise ProbeError(f"{spec}: {'no network: ' if no_network else ''}cannot reach {url} ({why}); to work "
-                         f"offline, store the files with `{_store_command(repo, rev)}` and set HF_HUB_OFFLINE=1")
+        if found is not None:    # checked again next time: the network may be back by then
+            no_network, why = found
+            repo, rev = parse(spec)
+            raise ProbeError(f"{spec}: {'no network: ' if no_network else ''}cannot reach {url} ({why}); to "
+                             f"work offline, store the files with `{_store_command(repo, rev)}` and set "
+                             "HF_HUB_OFFLINE=1")
+        _checked[url] = None
 
 
 def _weights(files: list[str]) -> tuple[list[str], bool]:
@@ -323,7 +329,10 @@ def local(path, files: list[str] | None = None):
         raise _explain(path, exc) from None
     if not any(os.path.exists(os.path.join(folder, f)) for f in ("model.safetensors", "model.safetensors.index.json",
                                                                    "pytorch_model.bin", "pytorch_model.bin.index.json")):
-        raise ProbeError(f"{path}: the cached revision holds no model weights ({folder})")
+        # (huggingface_hub < 1.0 hands out a cached revision that holds only the config and tokenizer
+        # files a range read left there)
+        raise ProbeError(f"{path}: the cached revision holds no model weights ({folder}); weights read online "
+                         f"over HTTP are not stored: `{_store_command(repo, rev)}` stores them")
     return folder
 
 
