@@ -7,11 +7,12 @@ before ``probe info`` read a byte (bench/bench_cli.py). The commands here take p
 ``int``, ``float``, ``bool``, ``Enum`` and ``list[str]`` options, which need no validator: those are
 converted directly, with Click's own messages; anything else keeps Typer's path.
 
-Only the lazy command list uses Typer's public classes alone (``typer.core``, ``typer.main``, all
-versions from the floor in pyproject.toml on). The direct conversion sets Typer's private per-option
-converter (``_runtime_param``, next to ``type_descriptor``; Typer >= 0.29, where the pydantic path
-began): :func:`lighten` checks that both are there and leaves every option on Typer's own path when
-they are not (older Typer, which has no pydantic path to avoid, or a later one that renamed them).
+The lazy command list needs only names that every Typer from the floor in pyproject.toml on has
+(``typer.core``, ``typer.main``, ``typer.BadParameter``). The direct conversion sets Typer's private
+per-option converter (``_runtime_param``, next to ``type_descriptor``; Typer >= 0.29, where the
+pydantic path began): :func:`lighten` checks that both are there and leaves every option on Typer's
+own path when they are not (older Typer, which has no pydantic path to avoid, or a later one that
+renamed them).
 tests/test_lean_fallback.py runs the command line both ways.
 """
 from __future__ import annotations
