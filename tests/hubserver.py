@@ -90,7 +90,9 @@ class HubServer:
             folder, commit = found
             files = self._files(folder)
             if what == "revision":
+                # downloads, likes, tags: the hub always sends them, and huggingface_hub < 0.24 requires them
                 return self._json(h, {"id": repo, "modelId": repo, "sha": commit, "private": False,
+                                      "downloads": 0, "likes": 0, "tags": [],
                                       "siblings": [{"rfilename": f} for f in files]})
             return self._json(h, [{"type": "file", "path": f, "size": os.path.getsize(os.path.join(folder, f)),
                                    "oid": hashlib.sha1(open(os.path.join(folder, f), "rb").read()).hexdigest()}

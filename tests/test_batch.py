@@ -1,6 +1,8 @@
 """probe batch over a folder of checkpoints: sorted tidy table, errors recorded, resume, local and Dask workers."""
+import contextlib
 import csv
 import json
+import os
 
 import pytest
 import torch
@@ -10,6 +12,19 @@ from probe.batch import COLUMNS, batch, discover
 from conftest import run_cli
 
 D = 16
+
+
+@contextlib.contextmanager
+def _environ_kept():
+    """distributed's Nanny sets OMP_NUM_THREADS=1 and others in this process's os.environ before it
+    spawns a worker; put them back, or every later test of this worker (and the CLI processes they
+    start) runs single-threaded, which changes last bits of BLAS results compared across processes."""
+    saved = dict(os.environ)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +86,8 @@ def test_jobs_and_dask_give_the_same_table(folder, tmp_path):
     _same(one, two)
     from distributed import LocalCluster
 
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+    with _environ_kept(), LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                       dashboard_address=None) as cluster:
         dask_rows = batch([str(folder)], ["spectrum", "similarity"], opts, scheduler=cluster.scheduler_address)
     _same(dask_rows, one)
 

@@ -1,7 +1,9 @@
 """Seed sweeps: one command trains a grid (local processes or a Dask cluster, the same table), reuses
 finished runs, records failures; sweep-summary gives per-cell intervals; the interval math itself."""
+import contextlib
 import json
 import math
+import os
 
 import numpy as np
 import pytest
@@ -13,6 +15,19 @@ from conftest import run_cli
 
 GRID = ["--grid", "gamma=0.5,0.8", "--grid", "layers=1,2", "--grid", "seed=0:2", "--grid", "steps=20",
         "--grid", "snapshot_every=10"]
+
+
+@contextlib.contextmanager
+def _environ_kept():
+    """distributed's Nanny sets OMP_NUM_THREADS=1 and others in this process's os.environ before it
+    spawns a worker; put them back, or every later test of this worker (and the CLI processes they
+    start) runs single-threaded, which changes last bits of BLAS results compared across processes."""
+    saved = dict(os.environ)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +114,8 @@ def test_dask_local_cluster_gives_the_same_runs(swept, tmp_path):
     d, _ = swept
     grid = ["--grid", "gamma=0.5,0.8", "--grid", "seed=0:2", "--grid", "steps=20", "--grid", "snapshot_every=10",
             "--grid", "layers=2"]
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+    with _environ_kept(), LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                       dashboard_address=None) as cluster:
         res = run_cli("probe-train", "sweep", "--preset", "tiny", *grid, "--out", tmp_path / "s",
                       "--scheduler", cluster.scheduler_address, timeout=600)
     assert res.returncode == 0, res.stderr

@@ -6,6 +6,14 @@ through a pydantic ``TypeAdapter`` built on first use: importing pydantic alone 
 before ``probe info`` read a byte (bench/bench_cli.py). The commands here take plain ``str``,
 ``int``, ``float``, ``bool``, ``Enum`` and ``list[str]`` options, which need no validator: those are
 converted directly, with Click's own messages; anything else keeps Typer's path.
+
+The lazy command list needs only names that every Typer from the floor in pyproject.toml on has
+(``typer.core``, ``typer.main``, ``typer.BadParameter``). The direct conversion sets Typer's private
+per-option converter (``_runtime_param``, next to ``type_descriptor``; Typer >= 0.29, where the
+pydantic path began): :func:`lighten` checks that both are there and leaves every option on Typer's
+own path when they are not (older Typer, which has no pydantic path to avoid, or a later one that
+renamed them).
+tests/test_lean_fallback.py runs the command line both ways.
 """
 from __future__ import annotations
 
@@ -13,7 +21,7 @@ import inspect
 from enum import Enum
 from typing import Any
 
-from typer._click.exceptions import BadParameter
+from typer import BadParameter   # public in every Typer (Click's class, vendored or not)
 from typer.core import TyperCommand, TyperGroup
 from typer.main import get_command_from_info, get_command_name
 
@@ -82,16 +90,57 @@ def _plain_kind(annotation: Any):
     return None
 
 
+def _hooks(param) -> Any:
+    """The parameter's type descriptor when Typer converts it through a replaceable ``_runtime_param``
+    not yet built (Typer >= 0.29), else None: then Typer's own conversion stays."""
+    desc = getattr(param, "type_descriptor", None)
+    if desc is None or getattr(param, "_runtime_param", 0) is not None:   # 0: the slot does not exist
+        return None
+    if not all(hasattr(desc, name) for name in ("annotation", "parameter_info", "file_annotation")):
+        return None
+    return desc
+
+
 def lighten(params) -> list:
     """Give every plain parameter the direct conversion instead of a pydantic validator."""
     for param in params:
-        desc = getattr(param, "type_descriptor", None)
-        if desc is None or getattr(param, "_runtime_param", 0) is not None or desc.file_annotation is not None:
+        desc = _hooks(param)
+        if desc is None or desc.file_annotation is not None:
             continue
         kind = _plain_kind(desc.annotation)
         if kind is not None:
             param._runtime_param = _Plain(kind, desc.parameter_info)
     return params
+
+
+def _short_help(help: str, max_length: int) -> str:
+    """The first sentence of ``help`` cut to ``max_length`` characters, as Click shortens a command's
+    help for a command list (Click's ``make_default_short_help``, kept here: Typer >= 0.26 vendors
+    Click privately, older Typer uses Click's, and neither is a public name of Typer)."""
+    paragraph_end = help.find("\n\n")
+    words = (help[:paragraph_end] if paragraph_end != -1 else help).split()
+    if words[:1] == ["\b"]:                # a "no rewrap" marker
+        words = words[1:]
+    if not words:
+        return ""
+    total, last = 0, len(words) - 1
+    for i, word in enumerate(words):
+        total += len(word) + (i > 0)
+        if total > max_length:
+            break
+        if word[-1] == ".":                 # a sentence ends: cut there, no "..."
+            return " ".join(words[:i + 1])
+        if total == max_length and i != last:
+            break
+    else:
+        return " ".join(words)
+    total += len("...")
+    while i > 0:                            # drop words until the "..." fits
+        total -= len(words[i]) + (i > 0)
+        if total <= max_length:
+            break
+        i -= 1
+    return " ".join(words[:i]) + "..."
 
 
 class LeanCommand(TyperCommand):
@@ -126,10 +175,8 @@ class LeanGroup(TyperGroup):
 
     def format_commands(self, ctx, formatter) -> None:
         """The command list as Click writes it, short help from the docstrings; nothing is built for it."""
-        from typer._click.utils import make_default_short_help
-
         limit = formatter.width - 6 - max(len(n) for n in self._infos)
-        rows = [(name, info.short_help or make_default_short_help(info.help or inspect.getdoc(info.callback) or "",
+        rows = [(name, info.short_help or _short_help(info.help or inspect.getdoc(info.callback) or "",
                                                                     limit))
                 for name, info in self._infos.items()]
         if rows:

@@ -232,9 +232,11 @@ class StateDictSource(_Source):
                 except RuntimeError:  # old (non-zip) checkpoints cannot be memory-mapped
                     obj = torch.load(path, map_location="cpu", weights_only=True)
         except pickle.UnpicklingError as exc:
-            # torch names the callable a pickle asks for ("unsupported GLOBAL posix.system"); any
-            # other failure of the weights-only unpickler means the bytes are not a checkpoint
-            why = [ln.strip() for ln in str(exc).splitlines() if "GLOBAL" in ln]
+            # torch names the callable a pickle asks for ("unsupported GLOBAL posix.system"; torch 2.3:
+            # "Unsupported class posix.system"); any other failure of the weights-only unpickler means
+            # the bytes are not a checkpoint
+            why = [ln.strip() for ln in str(exc).splitlines() if "GLOBAL" in ln] or \
+                re.findall(r"Unsupported class [\w.]+", str(exc))
             if not why:
                 raise ProbeError(f"{path}: not a PyTorch checkpoint (unreadable pickle)") from None
             raise ProbeError(f"{path}: refused: unpickling it would run code or build objects other than "

@@ -8,11 +8,19 @@ ignores ranges gets the file downloaded into the cache instead); PyTorch ``.bin`
 cannot be read in parts, are downloaded whole.
 Revisions are branch or tag names (Pythia's ``step1000``, OLMo's ``stage1-step1000-tokens4B``)
 or commit hashes; :func:`revisions` lists a repository's refs (the cache's refs when offline).
+
+Before the first request of a process the hub's endpoint is checked under a deadline
+(:func:`_check_network`, ``PROBE_HUB_TIMEOUT`` seconds, 1.5 by default): without it, a machine with no
+network waits out the hub library's retries (about 24 s) and hears of a refusal. Only public names of
+``huggingface_hub`` are used, in forms that hold from 0.23 (``requests`` sessions) to 2.x (``httpx``).
 """
 from __future__ import annotations
 
 import os
 import re
+import sys
+import threading
+import time
 
 from ..errors import ProbeError
 
@@ -62,21 +70,147 @@ def _cache_dir() -> str:
     return constants.HF_HUB_CACHE
 
 
+def _endpoint() -> str:
+    from huggingface_hub import constants
+
+    return constants.ENDPOINT.rstrip("/")
+
+
+def cli_command(*words: str, scripts: set[str] | None = None) -> str:
+    """A command of the hub's own command line as the installed huggingface_hub names it: ``hf``
+    (huggingface_hub >= 0.34; the only one from 1.0 on) or ``huggingface-cli`` (older ones), read from
+    the installed distribution's console scripts (``scripts`` stands for them in tests).
+    ``words``: "download", REPO, ... or "login"."""
+    if scripts is None:
+        from importlib import metadata
+
+        try:
+            scripts = {e.name for e in metadata.distribution("huggingface_hub").entry_points
+                       if e.group == "console_scripts"}
+        except metadata.PackageNotFoundError:
+            scripts = set()
+    if "hf" in scripts or "huggingface-cli" not in scripts:
+        return " ".join(("hf", "auth", *words) if words[:1] == ("login",) else ("hf", *words))
+    return " ".join(("huggingface-cli", *words))
+
+
+def _store_command(repo: str, rev: str | None) -> str:
+    return cli_command("download", repo, *(("--revision", rev) if rev else ()))
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _is_network_error(exc: BaseException) -> bool:
+    """A failure to reach the hub at all (name lookup, refused or reset connection, timeout), as the
+    socket, ``requests`` (huggingface_hub < 1.0: ``ConnectionError``, ``ConnectTimeout``,
+    ``ReadTimeout``) or ``httpx``/``httpx2`` (>= 1.0: ``ConnectError``, ``...Timeout``) raise it;
+    not an HTTP answer (whose ``requests`` classes are OSErrors too)."""
+    import socket
+
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, (ConnectionError, TimeoutError, socket.gaierror)):
+            return True
+        if any(word in type(exc).__name__ for word in ("Connect", "Timeout")):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
+
+
 def _explain(spec: str, exc: Exception) -> ProbeError:
     """One line for what the hub library raised."""
-    from huggingface_hub import errors as E
+    from huggingface_hub import utils as U   # the error classes live here in every version (0.23 ... 2.x)
 
     repo, rev = parse(spec)
-    if isinstance(exc, E.RevisionNotFoundError):
+    if isinstance(exc, U.RevisionNotFoundError):
         return ProbeError(f"{spec}: {repo} has no revision '{rev}' (list them with --revisions all)")
-    if isinstance(exc, (E.RepositoryNotFoundError, E.GatedRepoError)):
-        return ProbeError(f"{spec}: no such repository on the hub, or it needs a token (huggingface-cli login)")
-    if isinstance(exc, E.LocalEntryNotFoundError) or offline():
+    if isinstance(exc, (U.RepositoryNotFoundError, U.GatedRepoError)):
+        return ProbeError(f"{spec}: no such repository on the hub, or it needs a token "
+                          f"(`{cli_command('login')}`)")
+    if isinstance(exc, U.LocalEntryNotFoundError) or offline():
         where = f"revision {rev}" if rev else "its main revision"
         return ProbeError(f"{spec}: {where} is not in the hub cache ({_cache_dir()}) and the hub cannot be "
                           "reached (HF_HUB_OFFLINE=1 reads the cache only); weights read online over HTTP are not "
-                          f"stored: huggingface-cli download {repo}{f' --revision {rev}' if rev else ''} stores them")
-    return ProbeError(f"{spec}: the hub refused ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})")
+                          f"stored: `{_store_command(repo, rev)}` stores them")
+    if _is_network_error(exc):
+        return ProbeError(f"{spec}: lost the connection to {_endpoint()} ({_first_line(exc)}); to work offline, "
+                          f"store the files with `{_store_command(repo, rev)}` and set HF_HUB_OFFLINE=1")
+    return ProbeError(f"{spec}: the hub refused ({_first_line(exc)})")
+
+
+DEADLINE = 1.5        # seconds the hub's endpoint has to answer the first request (PROBE_HUB_TIMEOUT)
+_checked: dict[str, None] = {}   # endpoints that answered
+
+
+def _deadline() -> float:
+    text = os.environ.get("PROBE_HUB_TIMEOUT", "").strip()
+    if not text:
+        return DEADLINE
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise ProbeError(f"PROBE_HUB_TIMEOUT={text!r}: give the seconds the hub has to answer (a number > 0)")
+    return value
+
+
+def _probe_endpoint(url: str, timeout: float) -> tuple[bool, str] | None:
+    """Why ``url`` cannot be reached, as (no network at all?, reason), or None when it answers anything
+    over HTTP. Other failures (a certificate the standard library does not trust, say) are left to the
+    hub library, whose own settings may accept them. Proxies are the environment's, as for the hub."""
+    import errno
+    import socket
+    import urllib.error
+    import urllib.request
+
+    try:
+        urllib.request.urlopen(urllib.request.Request(url + "/", method="HEAD"), timeout=timeout).close()
+    except urllib.error.HTTPError:
+        return None                      # an answer, whatever its status: the network works
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        if isinstance(reason, socket.gaierror):
+            return True, "name lookup failed"
+        if isinstance(reason, OSError) and reason.errno in (errno.ENETUNREACH, errno.EHOSTUNREACH, errno.ENETDOWN):
+            return True, os.strerror(reason.errno).lower()
+        if isinstance(reason, ConnectionRefusedError):
+            return False, "connection refused"
+        if isinstance(reason, (socket.timeout, TimeoutError)):
+            return False, f"no answer within {timeout:g} s"
+        if isinstance(reason, ConnectionError):
+            return False, os.strerror(reason.errno).lower() if reason.errno else type(reason).__name__
+    except Exception:      # anything else is the hub library's to report
+        return None
+    return None
+
+
+def _check_network(spec: str) -> None:
+    """Refuse at once, in one line, when the hub's endpoint cannot be reached: checked until it answers
+    once in this process, within the deadline whatever the cause (a name lookup that hangs included: the
+    check runs in a thread that is left behind if it does not finish)."""
+    url = _endpoint()
+    if url not in _checked:
+        limit = _deadline()
+        start = time.monotonic()
+        box: list = []
+        worker = threading.Thread(target=lambda: box.append(_probe_endpoint(url, limit)), daemon=True)
+        worker.start()
+        worker.join(limit + 0.1)
+        found = box[0] if box else (False, f"no answer within {limit:g} s")
+        if os.environ.get("PROBE_DEBUG"):
+            print(f"debug: hub check of {url}: {found[1] if found else 'answered'} after "
+                  f"{time.monotonic() - start:.3f} s", file=sys.stderr)
+        if found is not None:    # checked again next time: the network may be back by then
+            no_network, why = found
+            repo, rev = parse(spec)
+            raise ProbeError(f"{spec}: {'no network: ' if no_network else ''}cannot reach {url} ({why}); to "
+                             f"work offline, store the files with `{_store_command(repo, rev)}` and set "
+                             "HF_HUB_OFFLINE=1")
+        _checked[url] = None
 
 
 def _weights(files: list[str]) -> tuple[list[str], bool]:
@@ -122,20 +256,28 @@ class RangeReader:
                        "Accept-Encoding": "identity"}
             try:
                 url = _hub().hf_hub_url(self.repo, self.filename, revision=self.commit)
-                with get_session().stream("GET", url, headers=headers, follow_redirects=True) as r:
-                    if r.status_code == 206:
-                        return r.read()
-                    if r.status_code != 200:
-                        raise ProbeError(f"{self.label}: the hub answered {r.status_code} to a range request")
-            except ProbeError:
-                raise
+                status, body = _get_range(get_session(), url, headers)
             except Exception as exc:   # network errors
-                raise ProbeError(f"{self.label}: cannot read from the hub ({type(exc).__name__}: "
-                                 f"{str(exc).splitlines()[0] if str(exc) else ''})") from None
+                raise ProbeError(f"{self.label}: cannot read from the hub ({_first_line(exc)})") from None
+            if status == 206:
+                return body
+            if status != 200:
+                raise ProbeError(f"{self.label}: the hub answered {status} to a range request")
             self.download()            # 200: the server sends whole files only
         with open(self.local, "rb") as fh:
             fh.seek(offset)
             return fh.read(size)
+
+
+def _get_range(session, url: str, headers: dict) -> tuple[int, bytes | None]:
+    """(status, body when 206) of a GET through the hub library's session, without reading a whole
+    file a server sends instead of a range: an ``httpx`` client (huggingface_hub >= 1.0, ``stream`` is
+    a method) or a ``requests`` session (older ones, where ``stream`` is a flag)."""
+    if callable(getattr(session, "stream", None)):
+        with session.stream("GET", url, headers=headers, follow_redirects=True) as r:
+            return r.status_code, (r.read() if r.status_code == 206 else None)
+    with session.get(url, headers=headers, stream=True, allow_redirects=True) as r:
+        return r.status_code, (r.content if r.status_code == 206 else None)
 
 
 def fetch(path) -> tuple[str, dict[str, RangeReader]]:
@@ -148,6 +290,7 @@ def fetch(path) -> tuple[str, dict[str, RangeReader]]:
         return local(path), {}
     repo, rev = parse(path)
     hub = _hub()
+    _check_network(path)
     try:
         files = hub.HfApi().list_repo_files(repo, revision=rev)
     except Exception as exc:
@@ -177,6 +320,7 @@ def local(path, files: list[str] | None = None):
         if offline():
             folder = hub.snapshot_download(repo, revision=rev, local_files_only=True)
         else:
+            _check_network(path)
             files = hub.HfApi().list_repo_files(repo, revision=rev) if files is None else files
             folder = hub.snapshot_download(repo, revision=rev, allow_patterns=_patterns(files))
     except ProbeError:
@@ -185,7 +329,10 @@ def local(path, files: list[str] | None = None):
         raise _explain(path, exc) from None
     if not any(os.path.exists(os.path.join(folder, f)) for f in ("model.safetensors", "model.safetensors.index.json",
                                                                    "pytorch_model.bin", "pytorch_model.bin.index.json")):
-        raise ProbeError(f"{path}: the cached revision holds no model weights ({folder})")
+        # (huggingface_hub < 1.0 hands out a cached revision that holds only the config and tokenizer
+        # files a range read left there)
+        raise ProbeError(f"{path}: the cached revision holds no model weights ({folder}); weights read online "
+                         f"over HTTP are not stored: `{_store_command(repo, rev)}` stores them")
     return folder
 
 
@@ -212,6 +359,7 @@ def revisions(spec: str) -> list[str]:
     if offline():
         names = _cached_refs(repo)
     else:
+        _check_network(spec)
         try:
             refs = hub.HfApi().list_repo_refs(repo)
         except Exception as exc:
