@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 
+from .._files import open_regular
 from ..errors import ProbeError
 
 PREFIX = "hf:"
@@ -102,6 +103,7 @@ class RangeReader:
         self.repo, self.filename, self.commit = repo, filename, commit
         self.label = f"hf:{repo}@{commit[:12]}/{filename}"
         self.local: str | None = None      # set once the whole file had to be downloaded
+        self._size: int | None = None      # the file's length, from a range answer's Content-Range
 
     def download(self) -> str:
         """The whole file, into the cache; its local path."""
@@ -124,6 +126,9 @@ class RangeReader:
                 url = _hub().hf_hub_url(self.repo, self.filename, revision=self.commit)
                 with get_session().stream("GET", url, headers=headers, follow_redirects=True) as r:
                     if r.status_code == 206:
+                        total = r.headers.get("Content-Range", "").rpartition("/")[2]
+                        if total.isdigit():
+                            self._size = int(total)
                         return r.read()
                     if r.status_code != 200:
                         raise ProbeError(f"{self.label}: the hub answered {r.status_code} to a range request")
@@ -133,9 +138,27 @@ class RangeReader:
                 raise ProbeError(f"{self.label}: cannot read from the hub ({type(exc).__name__}: "
                                  f"{str(exc).splitlines()[0] if str(exc) else ''})") from None
             self.download()            # 200: the server sends whole files only
-        with open(self.local, "rb") as fh:
+        with open_regular(self.local, "rb", what="cached hub file") as fh:
             fh.seek(offset)
             return fh.read(size)
+
+    def size(self) -> int:
+        """The file's length in bytes (the header check needs it): from the Content-Range of a range
+        answer, else from the hub's metadata of the file, else from the downloaded file."""
+        if self.local is None and self._size is None:
+            self.read(0, 1)
+        if self.local is None and self._size is None:
+            try:
+                url = _hub().hf_hub_url(self.repo, self.filename, revision=self.commit)
+                self._size = _hub().get_hf_file_metadata(url).size
+            except Exception as exc:
+                raise ProbeError(f"{self.label}: cannot read the file's size from the hub ({type(exc).__name__})") \
+                    from None
+        if self.local is not None:
+            return os.path.getsize(self.local)
+        if self._size is None:
+            raise ProbeError(f"{self.label}: the hub gives no size for the file")
+        return self._size
 
 
 def fetch(path) -> tuple[str, dict[str, RangeReader]]:
