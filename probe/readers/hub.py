@@ -11,6 +11,7 @@ or commit hashes; :func:`revisions` lists a repository's refs (the cache's refs 
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 
@@ -161,6 +162,20 @@ class RangeReader:
         return self._size
 
 
+@contextlib.contextmanager
+def _quiet():
+    """huggingface_hub's progress bars off for a while (restored as they were)."""
+    from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
+
+    was = are_progress_bars_disabled()
+    disable_progress_bars()
+    try:
+        yield
+    finally:
+        if not was:
+            enable_progress_bars()
+
+
 def fetch(path) -> tuple[str, dict[str, RangeReader]]:
     """(the local folder of a hub source, {weight file: RangeReader} for the safetensors weights that
     are read over HTTP instead of from that folder). Offline, or for .bin weights, every file is
@@ -180,7 +195,8 @@ def fetch(path) -> tuple[str, dict[str, RangeReader]]:
         return local(path, files), {}
     small = ["config.json", *_TOKENIZER, *[f for f in weights if f.endswith(".json")]]
     try:
-        folder = hub.snapshot_download(repo, revision=rev, allow_patterns=small)
+        with _quiet():      # a few small files: no progress bars before the command's own output
+            folder = hub.snapshot_download(repo, revision=rev, allow_patterns=small)
     except Exception as exc:
         raise _explain(path, exc) from None
     commit = os.path.basename(os.path.normpath(folder))

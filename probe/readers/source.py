@@ -140,8 +140,12 @@ class CheckpointRun:
 def open_source(path: str | os.PathLike, groups: str | None = None, mapping: str | None = None):
     """A :class:`Run` for a snapshot file (its groups, plus any from ``groups``), else a :class:`CheckpointRun`."""
     path = os.fspath(path)
+    # special files are refused before anything is opened (the groups and mapping files are read later)
     if not path.startswith("hf:") and os.path.exists(path) and not os.path.isdir(path):
-        regular_file(path, "checkpoint file")      # refused before anything opens it
+        regular_file(path, "checkpoint file")
+    for option, file in (("groups file", groups), ("name-mapping file", mapping)):
+        if file and os.path.exists(file):
+            regular_file(file, option)
     if is_snapshot_file(path):
         run = Run(path)
         if groups:
