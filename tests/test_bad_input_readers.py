@@ -543,6 +543,9 @@ def sp(tmp_path_factory, tiny_run, st):
         sweep = d / "sweep"
         sweep.mkdir()
         _make(kind, sweep / "sweep.json", keep)
+        figs = d / "figs"
+        figs.mkdir()
+        _make(kind, figs / "fig_x.py", keep)
     yield root, kinds
     for s in keep:
         s.close()
@@ -574,6 +577,7 @@ SPECIAL_CASES = (
        (["batch", "{r}/ext", "-p", "similarity", "-o", "{k}/table.csv"], "table.csv"),
        (["report", "{k}/x.safetensors", "-o", "{r}/out2-{kind}.html"], "x.safetensors"),
        (["sweep-summary", "{k}/sweep"], "sweep.json"),
+       (["figures", "--list", "--examples", "{k}/figs"], "fig_x.py"),
        (["probe-train", "--preset", "tiny", "--resume", "--out", "{k}/x.h5"], "x.h5"),
        (["probe-train", "--preset", "tiny", "--task", "lm", "--stories", "{k}/stories.txt", "--out",
          "{r}/lm-{kind}.h5"], "stories.txt")])
@@ -630,20 +634,38 @@ def test_a_symlink_to_a_regular_file_is_read(sp, tmp_path):
     assert res.returncode == 0, res.stderr
 
 
-def test_the_helper_never_opens_a_fifo(tmp_path):
-    """probe._files: stat decides, and the open itself is non-blocking and re-checked."""
-    from probe._files import open_regular, regular_file
-    from probe.errors import ProbeError
+_HELPER_CHECK = r"""
+import os, sys
+from probe._files import open_regular, regular_file
+from probe.errors import ProbeError
+d = sys.argv[1]
+fifo = os.path.join(d, "p")
+os.mkfifo(fifo)
+for call in (lambda: regular_file(fifo, "groups file"), lambda: open_regular(fifo, what="groups file")):
+    try:
+        call()
+        raise SystemExit("not refused")
+    except ProbeError as exc:
+        assert str(exc) == f"{fifo}: groups file is a FIFO (named pipe), not a regular file; only regular files are read", exc
+with open(os.path.join(d, "f"), "w") as fh:
+    fh.write("x")
+with open_regular(os.path.join(d, "f")) as fh:
+    assert fh.read() == "x"
+for path, words in ((d, "is a directory"), (os.path.join(d, "nope"), "cannot read groups file (No such file")):
+    try:
+        regular_file(path, "groups file")
+        raise SystemExit("not refused")
+    except ProbeError as exc:
+        assert words in str(exc), exc
+print("ok")
+"""
 
-    fifo = tmp_path / "p"
-    os.mkfifo(fifo)
-    for call in (lambda: regular_file(fifo, "groups file"), lambda: open_regular(fifo, what="groups file")):
-        with pytest.raises(ProbeError, match=r"p: groups file is a FIFO \(named pipe\), not a regular file"):
-            call()
-    (tmp_path / "f").write_text("x")
-    with open_regular(tmp_path / "f") as fh:
-        assert fh.read() == "x"
-    with pytest.raises(ProbeError, match="is a directory"):
-        regular_file(tmp_path, "groups file")
-    with pytest.raises(ProbeError, match="cannot read groups file"):
-        regular_file(tmp_path / "nope", "groups file")
+
+def test_the_helper_never_opens_a_fifo(tmp_path):
+    """probe._files: stat decides, and the open itself is non-blocking and re-checked. Run in a child
+    with a timeout: were the helper to open the FIFO, the child would block, not this test process."""
+    import sys
+
+    res = subprocess.run([sys.executable, "-c", _HELPER_CHECK, str(tmp_path)], capture_output=True, text=True,
+                         timeout=60)
+    assert res.returncode == 0 and res.stdout.strip() == "ok", res.stderr
