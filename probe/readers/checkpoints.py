@@ -207,15 +207,15 @@ class SafetensorsSource(_Source):
         # the header check made every range exactly its tensor's; this guards the arithmetic above
         if offset < self._base + start or offset + count * dt.itemsize > self._base + end:
             raise ProbeError(f"{self.path}: tensor '{name}' runs past its byte range (a damaged file)")
-        if count == 0:
-            return np.zeros(rows_shape, dtype=np.float32 if raw in ("F16", "BF16") else dt)
         try:
+            if count == 0:
+                return np.zeros(rows_shape, dtype=np.float32 if raw in ("F16", "BF16") else dt)
             if self._reader is not None:
                 arr = np.frombuffer(bytearray(self._reader.read(offset, count * dt.itemsize)), dtype=dt)
             else:
                 with open_regular(self.path, "rb", what="checkpoint file") as fh:
                     arr = np.fromfile(fh, dtype=dt, count=count, offset=offset)
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError) as exc:   # ValueError: a shape numpy cannot hold, even empty
             raise ProbeError(f"{self.path}: cannot read tensor '{name}' ({exc})") from None
         if arr.size != count:
             raise ProbeError(f"{self.path}: tensor '{name}' is cut short (a truncated file)")
@@ -225,12 +225,17 @@ class SafetensorsSource(_Source):
         return arr.astype(np.float32) if raw == "F16" else arr
 
     def _read_torch(self, name: str, lo: int, hi: int) -> np.ndarray:
+        import warnings
+
         from safetensors import safe_open
 
+        if self._raw_dtypes[name] == "C64":
+            raise ProbeError(f"{self.path}: tensor '{name}' is complex (C64); the probes read real-valued weights")
         path = self.path if self._reader is None else (self._reader.local or self._reader.download())
         regular_file(path, "checkpoint file")
         try:
-            with safe_open(path, framework="pt") as f:
+            with safe_open(path, framework="pt") as f, warnings.catch_warnings():
+                warnings.simplefilter("ignore")     # torch's own warnings must not precede our answer
                 t = f.get_slice(name)[lo:hi] if self._shapes[name] else f.get_tensor(name)
                 return _to_numpy(t.float())
         except Exception as exc:   # a dtype this torch cannot hold or convert (F4, F6, C64...)
