@@ -54,6 +54,7 @@ cosine_similarity = _lazy("similarity", "cosine_similarity")
 cosine_similarity_blocked = _lazy("similarity", "cosine_similarity_blocked")
 SpectrumResult = _lazy("spectrum", "SpectrumResult")
 _theory = _lazy("theory", "theory")
+from ._files import open_regular, regular_file
 from .errors import ProbeError, ProbeWarning, param
 from .format import P, Run, is_snapshot_file, read_rows
 from .format import validate as _validate
@@ -116,7 +117,19 @@ def _checkpoint_info(path: str) -> dict:
 
 
 def validate(path: str | os.PathLike) -> list[str]:
-    """Findings of checking a snapshot file against the schema (empty: it matches)."""
+    """Findings of checking a snapshot file against the schema (empty: it matches). A FIFO or device
+    is refused unopened; a safetensors checkpoint is refused with what is wrong in its header (the
+    line every reader gives), or as a checkpoint rather than a snapshot file."""
+    path = os.fspath(path)
+    if os.path.exists(path) and not os.path.isdir(path):
+        regular_file(path, "snapshot file")
+        if not is_snapshot_file(path):
+            from .readers.checkpoints import SafetensorsSource, sniff
+
+            if sniff(path) == "safetensors":
+                SafetensorsSource(path)
+                raise ProbeError(f"{path}: a safetensors checkpoint, not a snapshot file: validate checks the files "
+                                 "probe-train writes (probe info describes a checkpoint)")
     return _validate(path)
 
 
@@ -769,8 +782,10 @@ def _manifest(path) -> tuple[str, dict]:
 
     path = os.fspath(path)
     file = os.path.join(path, "sweep.json") if os.path.isdir(path) else path
+    if not os.path.exists(file):
+        raise ProbeError(f"{path}: no sweep manifest (sweep.json); make one with probe-train sweep --out DIR")
     try:
-        with open(file) as fh:
+        with open_regular(file, what="sweep manifest") as fh:
             manifest = json.load(fh)
         manifest["runs"], manifest["grid"]
     except FileNotFoundError:

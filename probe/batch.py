@@ -16,6 +16,7 @@ import os
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
+from ._files import open_regular, regular_file
 from .errors import SIGINT, Interrupted, ProbeError, ProbeWarning, param
 from .readers.checkpoints import FOLDER_FILES, step_from_name
 
@@ -61,9 +62,14 @@ def discover(paths: Iterable[str], revisions: str | None = None) -> list[str]:
                 raise ProbeError(f"{m}: no such file or folder")
             if os.path.isdir(m) and not _model_folder(m):
                 inner = sorted(os.path.join(m, x) for x in os.listdir(m))
+                for x in inner:   # a FIFO or device named like a checkpoint is refused, not skipped
+                    if x.endswith(_CHECKPOINT_EXT) and os.path.exists(x) and not os.path.isdir(x):
+                        regular_file(x, "checkpoint file")
                 found += [x for x in inner if (os.path.isfile(x) and x.endswith(_CHECKPOINT_EXT))
                           or _model_folder(x)]
             else:
+                if not os.path.isdir(m):
+                    regular_file(m, "checkpoint file")
                 found.append(m)
     if revisions and not hub:
         raise ProbeError("--revisions is for hub sources (hf:ORG/NAME)")
@@ -114,11 +120,12 @@ def read_table(path: str) -> list[tuple]:
     """The rows of a results table an earlier batch wrote ([] if there is none)."""
     if not os.path.exists(path):
         return []
+    regular_file(path, "results table")     # read before it is replaced: a FIFO would block
     try:
         if path.endswith(".json"):
-            with open(path) as fh:
+            with open_regular(path, what="results table") as fh:
                 return [tuple(r[c] for c in COLUMNS) for r in json.load(fh)]
-        with open(path, newline="") as fh:
+        with open_regular(path, newline="", what="results table") as fh:
             rows = []
             for r in csv.DictReader(fh):
                 step = int(r["step"]) if r["step"] not in ("", None) else None

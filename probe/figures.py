@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping
 
+from ._files import regular_file
 from .errors import SIGINT, Interrupted, ProbeError, param
 
 SIZES = ("tiny", "quick", "full")
@@ -172,6 +173,7 @@ class FigureScript:
 def load_scripts(folder: Path) -> dict[str, FigureScript]:
     out = {}
     for path in sorted(folder.glob("fig_*.py")):
+        regular_file(path, "figure script")     # the import reads it: a FIFO would block
         spec = importlib.util.spec_from_file_location(f"_figure_{path.stem}", path)
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)

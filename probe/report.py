@@ -27,6 +27,7 @@ from typing import Callable
 
 import numpy as np
 
+from ._files import open_regular
 from .errors import ProbeError, ProbeWarning
 
 # the probes a report runs, in page order; a probe that does not apply says why
@@ -114,8 +115,10 @@ def _config_of(path: str) -> dict:
     folder = local(path) if is_hub(path) else path
     if not os.path.isdir(folder):
         folder = os.path.dirname(folder)
+    if not os.path.exists(os.path.join(folder, "config.json")):
+        return {}
     try:
-        with open(os.path.join(folder, "config.json")) as fh:
+        with open_regular(os.path.join(folder, "config.json"), what="checkpoint config") as fh:
             cfg = json.load(fh)
         return cfg if isinstance(cfg, dict) else {}
     except (OSError, ValueError):
@@ -126,8 +129,10 @@ def _trainer_log(path: str) -> tuple[list[int], dict]:
     """Loss curves from an HF Trainer checkpoint's ``trainer_state.json`` (its ``log_history``)."""
     if path.startswith("hf:") or not os.path.isdir(path):
         return [], {}
+    if not os.path.exists(os.path.join(path, "trainer_state.json")):
+        return [], {}
     try:
-        with open(os.path.join(path, "trainer_state.json")) as fh:
+        with open_regular(os.path.join(path, "trainer_state.json"), what="Trainer state file") as fh:
             log = json.load(fh).get("log_history", [])
     except (OSError, ValueError, AttributeError):
         return [], {}

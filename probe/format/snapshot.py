@@ -96,6 +96,8 @@ def open_h5(path: str | os.PathLike) -> h5py.File:
         raise ProbeError(f"{path}: no such file")
     if os.path.isdir(path):
         raise ProbeError(f"{path}: is a directory, not a snapshot file")
+    from .._files import regular_file   # a FIFO or device is refused unopened: opening a FIFO blocks
+    regular_file(path, "snapshot file")
     try:
         with open(path, "rb") as fh:
             head = fh.read(48)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .._files import open_regular, regular_file
 from ..errors import ProbeError, param
 from .words import load_tokenizer
 
@@ -65,7 +66,7 @@ def text_windows(path: str, text_file: str, window: int = WINDOW, max_tokens: in
     if window < 2:
         raise ProbeError(f"{param('window', window)}: need at least 2 tokens")
     try:
-        with open(text_file, encoding="utf-8") as fh:
+        with open_regular(text_file, encoding="utf-8", what="the text file") as fh:
             text = fh.read()
     except (OSError, UnicodeDecodeError) as exc:
         raise ProbeError(f"{text_file}: cannot read the text file ({getattr(exc, 'strerror', None) or exc})") from None
@@ -93,6 +94,9 @@ def _load_model(path: str):
     if not os.path.isdir(path) or not os.path.exists(os.path.join(path, "config.json")):
         raise ProbeError(f"{path}: running a checkpoint on text needs a Hugging Face model folder (config.json "
                          "and weights)")
+    for name in sorted(os.listdir(path)):       # transformers opens what it likes in the folder
+        if os.path.exists(os.path.join(path, name)) and not os.path.isdir(os.path.join(path, name)):
+            regular_file(os.path.join(path, name), "model file")
     try:
         model = AutoModelForCausalLM.from_pretrained(path, attn_implementation="eager", torch_dtype=torch.float32)
     except Exception as exc:   # transformers raises many types for a folder it cannot build

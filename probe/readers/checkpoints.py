@@ -17,13 +17,15 @@ reads one tensor on demand, so a probe touches only the bytes it asks for:
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from typing import Protocol
 
 import numpy as np
 
-from ..errors import ProbeError
+from .._files import open_regular, regular_file
+from ..errors import ProbeError, warn
 
 # Only names that say they are a step: a folder named phi-2 or llama-7b is not step 2 or 7.
 _STEP_PATTERNS = (r"(?:^|[_.-])step[_-]?(\d+)$", r"(?:^|[_.-])step[_-]?(\d+)[_.-]", r"checkpoint[_-](\d+)$",
@@ -53,23 +55,27 @@ def step_from_name(path: str) -> int | None:
 
 def sniff(path: str) -> str:
     """What a file is by its first bytes: 'hdf5', 'safetensors', 'zip' (torch.save), 'pickle'
-    (legacy torch.save), 'json', 'empty' or 'unknown' — no extension trusted, no torch imported."""
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(16)
-    except OSError as exc:
-        raise ProbeError(f"{path}: cannot read ({exc.strerror})") from None
+    (legacy torch.save), 'json', 'empty' or 'unknown' — no torch imported. The extension is trusted
+    only for a ``.safetensors`` file that is nothing else, so that its header's faults are named.
+    Only a regular file is opened (a FIFO would block)."""
+    from .safetensors_header import MAX_HEADER
+
+    with open_regular(path, "rb", what="checkpoint file") as fh:
+        head = fh.read(16)
     if not head:
         return "empty"
     for kind, sig in _SIGNATURES.items():
         if head.startswith(sig):
             return kind
-    if len(head) >= 9 and 0 < int.from_bytes(head[:8], "little") < 100 * 2**20 and head[8:9] == b"{":
+    # a header length the library takes, then the JSON object (serde allows whitespace before it)
+    if len(head) >= 9 and 0 < int.from_bytes(head[:8], "little") <= MAX_HEADER and head[8:9] in b"{ \t\n\r":
         return "safetensors"
     if head[:1] == b"\x80" and head[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05"):
         return "pickle"
     if head.lstrip()[:1] == b"{":
         return "json"
+    if path.endswith(".safetensors"):
+        return "safetensors"
     return "unknown"
 
 
@@ -115,7 +121,7 @@ class _Source:
 
 # safetensors dtypes numpy reads as they are; BF16 is read as its 16 raw bits (see _from_bf16)
 _ST_DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "BF16": "<u2", "I64": "<i8", "I32": "<i4", "I16": "<i2",
-              "I8": "i1", "U8": "u1", "BOOL": "?"}
+              "I8": "i1", "U64": "<u8", "U32": "<u4", "U16": "<u2", "U8": "u1", "BOOL": "?"}
 
 
 def _from_bf16(bits: np.ndarray) -> np.ndarray:
@@ -126,32 +132,48 @@ def _from_bf16(bits: np.ndarray) -> np.ndarray:
 class SafetensorsSource(_Source):
     """One .safetensors file: names, shapes, dtypes and byte ranges from the JSON header; a tensor (or
     a block of its rows) is read with numpy from exactly its bytes, no torch and no safetensors library
-    (bf16 and fp16 become float32); dtypes numpy cannot hold (fp8) go through torch."""
+    (bf16 and fp16 become float32); dtypes numpy cannot hold (fp8) go through torch.
+
+    The header is checked first, as strictly as the safetensors library checks it
+    (:mod:`.safetensors_header`): a file the library refuses is refused here, before any name,
+    shape or number is reported, and every tensor's byte range is its own."""
 
     kind = "safetensors"
 
     def __init__(self, path: str, config: dict | None = None, step: int | None = None, reader=None):
         """``reader``: where the bytes come from instead of the file ``path`` (an object with
-        ``read(offset, size) -> bytes`` and a ``label``: a hub file read by HTTP ranges)."""
+        ``read(offset, size) -> bytes``, ``size() -> int`` and a ``label``: a hub file read by HTTP
+        ranges)."""
+        from .safetensors_header import header_length, parse
+
         self.path, self.config, self.step, self._reader = path, config or {}, step, reader
         where = reader.label if reader is not None else path
+        if reader is None:
+            regular_file(path, "checkpoint file")
         try:
-            n = int.from_bytes(self._bytes(0, 8), "little")
-            if not 0 < n < 100 * 2**20:
-                raise ValueError
-            header = json.loads(self._bytes(8, n))
-            header.pop("__metadata__", None)
-            self._shapes = {k: tuple(int(x) for x in v["shape"]) for k, v in header.items()}
-            self._dtypes = {k: str(v.get("dtype", "?")).lower() for k, v in header.items()}
-            self._offsets = {k: tuple(int(x) for x in v["data_offsets"]) for k, v in header.items()}
-        except (OSError, ValueError, TypeError, KeyError, AttributeError):
-            raise ProbeError(f"{where}: not a safetensors file (unreadable header)") from None
+            first = self._bytes(0, 8)
+            size = reader.size() if reader is not None else os.path.getsize(path)
+            n = header_length(first, size, where)
+            raw = self._bytes(8, n)
+        except OSError as exc:
+            raise ProbeError(f"{where}: cannot read ({exc.strerror or exc})") from None
+        if len(raw) != n:
+            raise ProbeError(f"{where}: not a valid safetensors file: the file ended inside its header (it is "
+                             "being written or was cut short)")
+        header = parse(raw, size, where)
+        for name in header.duplicates:
+            warn(f"{where}: tensor '{name}' is listed more than once in the header; the last entry is read, "
+                 "as the safetensors library reads it")
+        self._shapes = {k: t.shape for k, t in header.tensors.items()}
+        self._dtypes = {k: t.dtype.lower() for k, t in header.tensors.items()}
+        self._raw_dtypes = {k: t.dtype for k, t in header.tensors.items()}
+        self._offsets = {k: (t.start, t.end) for k, t in header.tensors.items()}
         self._base = 8 + n
 
     def _bytes(self, offset: int, size: int) -> bytes:
         if self._reader is not None:
             return self._reader.read(offset, size)
-        with open(self.path, "rb") as fh:
+        with open_regular(self.path, "rb", what="checkpoint file") as fh:
             fh.seek(offset)
             return fh.read(size)
 
@@ -165,8 +187,10 @@ class SafetensorsSource(_Source):
         """Rows lo:hi along the first axis (the whole tensor for lo, hi = 0, None)."""
         if name not in self._shapes:
             self._missing(name)
-        raw = self._dtypes[name].upper()
+        raw = self._raw_dtypes[name]
         shape = self._shapes[name]
+        if any(d > np.iinfo(np.intp).max for d in shape):
+            raise ProbeError(f"{self.path}: tensor '{name}' has shape {list(shape)}, larger than numpy can hold")
         if raw not in _ST_DTYPES:
             return self._read_torch(name, lo, hi)
         dt = np.dtype(_ST_DTYPES[raw])
@@ -177,17 +201,21 @@ class SafetensorsSource(_Source):
             lo, hi, _ = slice(lo, hi).indices(shape[0])
             hi = max(hi, lo)
             rows_shape = (hi - lo, *shape[1:])
-        row = int(np.prod(shape[1:], dtype=np.int64)) if shape else 1
-        count = int(np.prod(rows_shape, dtype=np.int64)) if shape else 1
+        row = math.prod(shape[1:]) if shape else 1         # Python ints: no overflow
+        count = math.prod(rows_shape)
         offset = self._base + start + lo * row * dt.itemsize
-        if offset + count * dt.itemsize > self._base + end:
+        # the header check made every range exactly its tensor's; this guards the arithmetic above
+        if offset < self._base + start or offset + count * dt.itemsize > self._base + end:
             raise ProbeError(f"{self.path}: tensor '{name}' runs past its byte range (a damaged file)")
         try:
+            if count == 0:
+                return np.zeros(rows_shape, dtype=np.float32 if raw in ("F16", "BF16") else dt)
             if self._reader is not None:
                 arr = np.frombuffer(bytearray(self._reader.read(offset, count * dt.itemsize)), dtype=dt)
             else:
-                arr = np.fromfile(self.path, dtype=dt, count=count, offset=offset)
-        except (OSError, ValueError) as exc:
+                with open_regular(self.path, "rb", what="checkpoint file") as fh:
+                    arr = np.fromfile(fh, dtype=dt, count=count, offset=offset)
+        except (OSError, ValueError) as exc:   # ValueError: a shape numpy cannot hold, even empty
             raise ProbeError(f"{self.path}: cannot read tensor '{name}' ({exc})") from None
         if arr.size != count:
             raise ProbeError(f"{self.path}: tensor '{name}' is cut short (a truncated file)")
@@ -197,12 +225,23 @@ class SafetensorsSource(_Source):
         return arr.astype(np.float32) if raw == "F16" else arr
 
     def _read_torch(self, name: str, lo: int, hi: int) -> np.ndarray:
+        import warnings
+
         from safetensors import safe_open
 
+        if self._raw_dtypes[name] == "C64":
+            raise ProbeError(f"{self.path}: tensor '{name}' is complex (C64); the probes read real-valued weights")
         path = self.path if self._reader is None else (self._reader.local or self._reader.download())
-        with safe_open(path, framework="pt") as f:
-            t = f.get_slice(name)[lo:hi] if self._shapes[name] else f.get_tensor(name)
-            return _to_numpy(t.float())
+        regular_file(path, "checkpoint file")
+        try:
+            with safe_open(path, framework="pt") as f, warnings.catch_warnings():
+                warnings.simplefilter("ignore")     # torch's own warnings must not precede our answer
+                t = f.get_slice(name)[lo:hi] if self._shapes[name] else f.get_tensor(name)
+                return _to_numpy(t.float())
+        except Exception as exc:   # a dtype this torch cannot hold or convert (F4, F6, C64...)
+            raise ProbeError(f"{self.path}: cannot read tensor '{name}' of dtype {self._raw_dtypes[name]} "
+                             f"({type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''})") \
+                from None
 
     def read(self, name: str) -> np.ndarray:
         return self._read(name, 0, None)
@@ -224,6 +263,7 @@ class StateDictSource(_Source):
         import torch
 
         self.path, self.config, self.step = path, dict(config or {}), step
+        regular_file(path, "checkpoint file")    # torch.load opens it itself: a FIFO would block
         try:
             with warnings.catch_warnings():   # torch's own warnings must not precede our one-line answer
                 warnings.simplefilter("ignore")
@@ -291,7 +331,7 @@ class ShardedSource(_Source):
         """``remote``: shard file name -> reader, for shards read over HTTP (see SafetensorsSource)."""
         self.path, self.config, self.step, self._remote = index_path, config or {}, step, remote or {}
         try:
-            with open(index_path) as fh:
+            with open_regular(index_path, what="checkpoint index") as fh:
                 weight_map = json.load(fh)["weight_map"]
             if not isinstance(weight_map, dict):
                 raise ValueError
@@ -387,7 +427,7 @@ def open_checkpoint(path: str | os.PathLike, step: str | int = "latest") -> Sour
         config = {}
         if os.path.exists(cfg_path):
             try:
-                with open(cfg_path) as fh:
+                with open_regular(cfg_path, what="checkpoint config") as fh:
                     config = json.load(fh)
             except ValueError:
                 raise ProbeError(f"{cfg_path}: not valid JSON") from None
@@ -402,6 +442,7 @@ def open_checkpoint(path: str | os.PathLike, step: str | int = "latest") -> Sour
                     return ShardedSource(full, config, name_step, remote)
                 return _open_file(full, config, name_step, step)
         raise ProbeError(f"{path}: a folder without {', '.join(FOLDER_FILES[:-1])} or {FOLDER_FILES[-1]}")
+    regular_file(path, "checkpoint file")
     return _open_file(path, _sibling_config(path), name_step, step)
 
 
@@ -421,10 +462,12 @@ def _open_file(path: str, config: dict, name_step: int | None, step) -> Source:
     raise ProbeError(f"{path}: not {what}: its content is neither HDF5, safetensors, a torch.save file "
                      "nor a JSON index")
 def _sibling_config(path: str) -> dict:
+    """The config.json beside a checkpoint file, if any (unreadable JSON: none); one that is not a
+    regular file is refused, as every file the reader opens."""
     cfg = os.path.join(os.path.dirname(os.path.abspath(path)), "config.json")
     if os.path.exists(cfg):
         try:
-            with open(cfg) as fh:
+            with open_regular(cfg, what="checkpoint config") as fh:
                 return json.load(fh)
         except ValueError:
             return {}

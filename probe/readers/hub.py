@@ -16,12 +16,14 @@ network waits out the hub library's retries (about 24 s) and hears of a refusal.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sys
 import threading
 import time
 
+from .._files import open_regular
 from ..errors import ProbeError
 
 PREFIX = "hf:"
@@ -236,6 +238,7 @@ class RangeReader:
         self.repo, self.filename, self.commit = repo, filename, commit
         self.label = f"hf:{repo}@{commit[:12]}/{filename}"
         self.local: str | None = None      # set once the whole file had to be downloaded
+        self._size: int | None = None      # the file's length, from a range answer's Content-Range
 
     def download(self) -> str:
         """The whole file, into the cache; its local path."""
@@ -256,28 +259,71 @@ class RangeReader:
                        "Accept-Encoding": "identity"}
             try:
                 url = _hub().hf_hub_url(self.repo, self.filename, revision=self.commit)
-                status, body = _get_range(get_session(), url, headers)
+                status, body, total = _get_range(get_session(), url, headers)
+            except ProbeError:
+                raise
             except Exception as exc:   # network errors
                 raise ProbeError(f"{self.label}: cannot read from the hub ({_first_line(exc)})") from None
             if status == 206:
+                if total is not None:
+                    self._size = total
                 return body
             if status != 200:
                 raise ProbeError(f"{self.label}: the hub answered {status} to a range request")
             self.download()            # 200: the server sends whole files only
-        with open(self.local, "rb") as fh:
+        with open_regular(self.local, "rb", what="cached hub file") as fh:
             fh.seek(offset)
             return fh.read(size)
 
+    def size(self) -> int:
+        """The file's length in bytes (the header check needs it): from the Content-Range of a range
+        answer, else from the hub's metadata of the file, else from the downloaded file."""
+        if self.local is None and self._size is None:
+            self.read(0, 1)
+        if self.local is None and self._size is None:
+            try:
+                url = _hub().hf_hub_url(self.repo, self.filename, revision=self.commit)
+                self._size = _hub().get_hf_file_metadata(url).size
+            except Exception as exc:
+                raise ProbeError(f"{self.label}: cannot read the file's size from the hub ({type(exc).__name__})") \
+                    from None
+        if self.local is not None:
+            return os.path.getsize(self.local)
+        if self._size is None:
+            raise ProbeError(f"{self.label}: the hub gives no size for the file")
+        return self._size
 
-def _get_range(session, url: str, headers: dict) -> tuple[int, bytes | None]:
-    """(status, body when 206) of a GET through the hub library's session, without reading a whole
-    file a server sends instead of a range: an ``httpx`` client (huggingface_hub >= 1.0, ``stream`` is
-    a method) or a ``requests`` session (older ones, where ``stream`` is a flag)."""
+
+@contextlib.contextmanager
+def _quiet():
+    """huggingface_hub's progress bars off for a while (restored as they were)."""
+    from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
+
+    was = are_progress_bars_disabled()
+    disable_progress_bars()
+    try:
+        yield
+    finally:
+        if not was:
+            enable_progress_bars()
+
+
+def _get_range(session, url: str, headers: dict) -> tuple[int, bytes | None, int | None]:
+    """(status, body when 206, the file's length from Content-Range) of a GET through the hub library's
+    session, without reading a whole file a server sends instead of a range: an ``httpx`` client
+    (huggingface_hub >= 1.0, ``stream`` is a method) or a ``requests`` session (older ones, where
+    ``stream`` is a flag)."""
+    def answer(status, headers, read):
+        if status != 206:
+            return status, None, None
+        total = headers.get("Content-Range", "").rpartition("/")[2]
+        return status, read(), (int(total) if total.isdigit() else None)
+
     if callable(getattr(session, "stream", None)):
         with session.stream("GET", url, headers=headers, follow_redirects=True) as r:
-            return r.status_code, (r.read() if r.status_code == 206 else None)
+            return answer(r.status_code, r.headers, r.read)
     with session.get(url, headers=headers, stream=True, allow_redirects=True) as r:
-        return r.status_code, (r.content if r.status_code == 206 else None)
+        return answer(r.status_code, r.headers, lambda: r.content)
 
 
 def fetch(path) -> tuple[str, dict[str, RangeReader]]:
@@ -300,7 +346,8 @@ def fetch(path) -> tuple[str, dict[str, RangeReader]]:
         return local(path, files), {}
     small = ["config.json", *_TOKENIZER, *[f for f in weights if f.endswith(".json")]]
     try:
-        folder = hub.snapshot_download(repo, revision=rev, allow_patterns=small)
+        with _quiet():      # a few small files: no progress bars before the command's own output
+            folder = hub.snapshot_download(repo, revision=rev, allow_patterns=small)
     except Exception as exc:
         raise _explain(path, exc) from None
     commit = os.path.basename(os.path.normpath(folder))

@@ -23,6 +23,7 @@ from typing import Callable
 
 import numpy as np
 
+from .._files import open_regular
 from ..errors import ProbeError, param
 from .checkpoints import Source
 
@@ -294,7 +295,7 @@ def detect(source: Source, mapping_file: str | None = None) -> Layout:
 
 def _from_mapping(path: str, shapes: dict) -> Layout:
     try:
-        with open(path) as fh:
+        with open_regular(path, what="name-mapping file") as fh:
             m = json.load(fh)
     except (OSError, ValueError) as exc:
         raise ProbeError(f"{path}: unreadable name-mapping file ({exc})") from None

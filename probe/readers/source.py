@@ -12,6 +12,7 @@ import os
 
 import numpy as np
 
+from .._files import open_regular, regular_file
 from ..errors import ProbeError, param
 from ..format import Run, is_snapshot_file
 from .checkpoints import open_checkpoint
@@ -22,10 +23,10 @@ def load_groups(path: str, checkpoint: str | None = None) -> dict[str, np.ndarra
     """A groups file: JSON (or YAML) mapping group name -> list of token ids or of words
     (words are turned into ids with ``checkpoint``'s tokenizer files)."""
     try:
-        with open(path) as fh:
+        with open_regular(path, what="groups file") as fh:
             text = fh.read()
-    except OSError as exc:
-        raise ProbeError(f"{path}: cannot read groups file ({exc.strerror})") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ProbeError(f"{path}: cannot read groups file ({getattr(exc, 'strerror', None) or exc})") from None
     try:
         data = json.loads(text)
     except ValueError:
@@ -139,6 +140,12 @@ class CheckpointRun:
 def open_source(path: str | os.PathLike, groups: str | None = None, mapping: str | None = None):
     """A :class:`Run` for a snapshot file (its groups, plus any from ``groups``), else a :class:`CheckpointRun`."""
     path = os.fspath(path)
+    # special files are refused before anything is opened (the groups and mapping files are read later)
+    if not path.startswith("hf:") and os.path.exists(path) and not os.path.isdir(path):
+        regular_file(path, "checkpoint file")
+    for option, file in (("groups file", groups), ("name-mapping file", mapping)):
+        if file and os.path.exists(file):
+            regular_file(file, option)
     if is_snapshot_file(path):
         run = Run(path)
         if groups:

@@ -12,6 +12,7 @@ import os
 
 import numpy as np
 
+from .._files import open_regular, regular_file
 from ..errors import ProbeError, param, warn
 
 
@@ -31,6 +32,10 @@ def load_tokenizer(path: str, required: bool = True, purpose: str = "words"):
     except ImportError:
         raise ProbeError(f"{param(purpose)} needs the 'tokenizers' package: pip install tokenizers") from None
     d = _folder(path)
+    # the tokenizers library opens these itself: any that is not a regular file is refused first
+    for name in ("tokenizer.json", "vocab.json", "merges.txt", "encoder.json", "vocab.bpe", "vocab.txt"):
+        if os.path.exists(os.path.join(d, name)):
+            regular_file(os.path.join(d, name), "tokenizer file")
     try:
         j = os.path.join(d, "tokenizer.json")
         if os.path.exists(j):
@@ -101,10 +106,10 @@ def ids_to_text(path: str, ids) -> list[str] | None:
 def read_words_file(path: str) -> list[str]:
     """Words of a file, one per line or separated by commas or spaces."""
     try:
-        with open(path) as fh:
+        with open_regular(path, what="words file") as fh:
             text = fh.read()
-    except OSError as exc:
-        raise ProbeError(f"{path}: cannot read words file ({exc.strerror})") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ProbeError(f"{path}: cannot read words file ({getattr(exc, 'strerror', None) or exc})") from None
     return [w for line in text.splitlines() for w in line.replace(",", " ").split()]
 
 

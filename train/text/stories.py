@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 from typing import Callable
 
+from probe._files import open_regular
 from probe.errors import ProbeError
 
 EOS = "<|endoftext|>"
@@ -254,7 +255,8 @@ def _read_jsonl(path: Path, text: str) -> list[str]:
 
 def _read_file(path: Path) -> list[str]:
     try:
-        text = path.read_text(encoding="utf-8")
+        with open_regular(path, encoding="utf-8", what="stories file") as fh:
+            text = fh.read()
     except (OSError, UnicodeDecodeError) as e:
         raise ProbeError(f"cannot read stories from {path}: {e}") from None
     if path.suffix == ".jsonl":
@@ -315,9 +317,11 @@ def load_stories(source: str, *, limit: int | None = None, seed: int = 0) -> lis
     else:
         path = Path(source)
         if path.is_dir():
-            files = sorted(p for p in path.iterdir() if p.is_file() and p.suffix in (".txt", ".jsonl"))
+            # a FIFO or device named like a stories file is refused (by _read_file), not skipped
+            files = sorted(p for p in path.iterdir()
+                           if p.exists() and not p.is_dir() and p.suffix in (".txt", ".jsonl"))
             stories = [s for f in files for s in _read_file(f)]
-        elif path.is_file():
+        elif path.exists():
             stories = _read_file(path)
         else:
             raise ProbeError(f"stories '{source}': no such file or folder (or use 'synthetic' or 'tinystories')")
