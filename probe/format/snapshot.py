@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 from datetime import datetime, timezone
 from typing import Iterable, Mapping, Sequence
 
@@ -96,6 +97,7 @@ def open_h5(path: str | os.PathLike) -> h5py.File:
         raise ProbeError(f"{path}: no such file")
     if os.path.isdir(path):
         raise ProbeError(f"{path}: is a directory, not a snapshot file")
+    _refuse_special(path)
     try:
         with open(path, "rb") as fh:
             head = fh.read(48)
@@ -117,6 +119,22 @@ def open_h5(path: str | os.PathLike) -> h5py.File:
             first = exc
     msg = str(first).split("(", 1)[0].strip() or type(first).__name__
     raise ProbeError(f"{path}: cannot open HDF5 file, it is truncated or corrupted ({msg})")
+
+
+_SPECIAL = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+            (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def _refuse_special(path: str) -> None:
+    """Refuse anything but a regular file before it is opened: reading a FIFO or a device blocks or
+    never ends. (A local check: probe/format imports nothing of probe but errors and _files.)"""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        raise ProbeError(f"{path}: cannot read ({exc.strerror})") from None
+    if not stat.S_ISREG(mode):
+        what = next((name for test, name in _SPECIAL if test(mode)), "not a regular file")
+        raise ProbeError(f"{path}: is {what}, not a snapshot file; only regular files are read")
 
 
 def _check_not_truncated(path: str, head: bytes) -> None:
@@ -187,6 +205,12 @@ class Run:
             self.config = _json_attr(self._f, "config", self.path)
             self.task = _json_attr(self._f, "task", self.path)
             self.dims = _json_attr(self._f, "dims", self.path)
+            # What the probes rely on, in the words of `probe validate`: links, attributes and steps now,
+            # each dataset before its first read (self._get).
+            from .validate import ReadCheck   # (validate imports this module)
+
+            self._check = ReadCheck(self._f, self.path, self.schema_version,
+                                    {"config": self.config, "task": self.task, "dims": self.dims})
         except BaseException as exc:
             self._f.close()
             damaged = damaged_file_error(exc, self.path)
@@ -199,6 +223,11 @@ class Run:
         except (TypeError, ValueError):
             self.environment = {}
         self.extra_groups: dict[str, np.ndarray] = {}
+
+    def check_all(self) -> None:
+        """Check every dataset now (what a resume reads and copies, resume slots included), not only
+        each one before its first read."""
+        self._check.everything()
 
     # context manager -------------------------------------------------------
     def close(self) -> None:
@@ -232,14 +261,13 @@ class Run:
             raise ProbeError(f"{self.path}: dataset '{path}' is unreadable ({exc})") from None
         if not isinstance(obj, h5py.Dataset):
             raise ProbeError(f"{self.path}: '{path}' is a group, not a dataset")
-        if self._f.swmr_mode:
-            obj.refresh()
+        self._check.dataset(path, obj)   # (and, under SWMR, its refresh)
         return obj
 
     @property
     def steps(self) -> np.ndarray:
-        """Steps of the complete snapshots, in order."""
-        return np.asarray(self.dataset("step")[...], dtype=np.int64)
+        """Steps of the complete snapshots, in order (strictly increasing, or a ProbeError)."""
+        return self._check.steps(np.asarray(self.dataset("step")[...], dtype=np.int64))
 
     @property
     def n_snapshots(self) -> int:
@@ -249,13 +277,15 @@ class Run:
     def groups(self) -> dict[str, np.ndarray]:
         grp_path = P["token_group"].rsplit("/", 1)[0]
         grp = self._f.get(grp_path)
-        stored = {} if grp is None else {name: np.asarray(ds[...], dtype=np.int64) for name, ds in grp.items()}
-        return {**stored, **self.extra_groups}
+        stored = {} if grp is None else {name: np.asarray(self._get(f"{grp_path}/{name}")[...], dtype=np.int64)
+                                         for name in grp}
+        return {**self._check.groups(stored), **self.extra_groups}
 
     def token_strings(self) -> list[str] | None:
         """Text of every token (index = token id) for text runs; ``None`` when not stored."""
-        ds = self._f.get(P["vocab_strings"])
-        return None if ds is None else [str(s) for s in ds.asstr()[...]]
+        if P["vocab_strings"] not in self._f:
+            return None
+        return [str(s) for s in self._get(P["vocab_strings"]).asstr()[...]]
 
     @property
     def splits(self) -> list[str]:
@@ -265,23 +295,25 @@ class Run:
         """Every time-first tensor (canonical names, then parameter names) and its per-snapshot shape."""
         out: dict[str, tuple[int, ...]] = {}
 
-        def visit(prefix: str, group: h5py.Group) -> None:
+        def visit(prefix: str, group: h5py.Group, base: str) -> None:
             for key, obj in group.items():
                 name = f"{prefix}{key}"
                 if isinstance(obj, h5py.Group):
-                    visit(name + "/", obj)
+                    visit(name + "/", obj, base)
                 else:
+                    self._check.dataset(f"{base}/{name}", obj)   # info shows its shape: it must be right
                     out[name] = tuple(obj.shape[1:])
 
         for grp in (WEIGHTS_GROUP, PARAMS_GROUP):
             if grp in self._f:
-                visit("", self._f[grp])
+                visit("", self._f[grp], grp)
         return out
 
     def weights(self) -> dict[str, tuple[int, ...]]:
         """The canonical tensors (``token_embedding``, ``layer0/W_V``, ...) and their per-snapshot shapes."""
         grp = self._f.get(WEIGHTS_GROUP)
-        return {} if grp is None else {n: tuple(ds.shape[1:]) for n, ds in named_datasets(grp)}
+        return {} if grp is None else {n: tuple(self._get(f"{WEIGHTS_GROUP}/{n}").shape[1:])
+                                       for n, _ in named_datasets(grp)}
 
     def tensor(self, name: str) -> h5py.Dataset:
         """A weight tensor by canonical name (``token_embedding``, ``layer0/W_V``) or parameter name."""
@@ -295,7 +327,8 @@ class Run:
     def weight_matrices(self) -> list[str]:
         """Parameter names of the weight matrices (2-D or per-head 3-D, named W...)."""
         params = self._f.get(PARAMS_GROUP, {})
-        return [n for n in _dataset_names(params) if params[n].ndim >= 3 and n.rsplit(".", 1)[-1].startswith("W")] \
+        return [n for n in _dataset_names(params)
+                if self._get(f"{PARAMS_GROUP}/{n}").ndim >= 3 and n.rsplit(".", 1)[-1].startswith("W")] \
             if params else []
 
     def has(self, entry: str, **fields) -> bool:
@@ -392,9 +425,9 @@ class Run:
 def resumable_step(run: "Run") -> int | None:
     """The newest step a resume can start from, or None when no resume slot was completed (a writer
     killed while finishing its first snapshot)."""
-    marks = run.h5.get(P["resume_step"])
-    if marks is None:
+    if not run.has("resume_step"):
         return None
+    marks = run.dataset("resume_step")
     steps = set(int(s) for s in run.steps)
     held = [int(s) for s in marks[...] if s >= 0 and int(s) in steps]
     return max(held) if held else None
@@ -618,6 +651,7 @@ class Writer:
         """
         path = os.fspath(path)
         with Run(path) as run:
+            run.check_all()
             f = run.h5
             if P["resume_step"] not in f:
                 raise ProbeError(f"{path}: holds no resume state")
