@@ -224,10 +224,10 @@ class Run:
             self.environment = {}
         self.extra_groups: dict[str, np.ndarray] = {}
 
-    def check_all(self) -> None:
-        """Check every dataset now (what a resume reads and copies, resume slots included), not only
-        each one before its first read."""
-        self._check.everything()
+    def check_all(self, resume_slots: bool = False) -> None:
+        """Check every dataset now, not each before its first read: for a reader of everything (the
+        report; a resume, which also reads and copies the ``resume_slots``)."""
+        self._check.everything(resume_slots)
 
     # context manager -------------------------------------------------------
     def close(self) -> None:
@@ -651,7 +651,7 @@ class Writer:
         """
         path = os.fspath(path)
         with Run(path) as run:
-            run.check_all()
+            run.check_all(resume_slots=True)
             f = run.h5
             if P["resume_step"] not in f:
                 raise ProbeError(f"{path}: holds no resume state")

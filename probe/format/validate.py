@@ -28,6 +28,7 @@ _PLACEHOLDER = re.compile(r"\{(\w+)\}")
 _MAX_SOFT_HOPS = 16
 # The dims symbols every file's ``dims`` attribute holds as integers.
 _DIMS = ("vocab", "d_model", "seq", "probe", "layers", "heads", "d_head", "d_hidden")
+_SNAPSHOTS = P["step"].split("/")[0]
 _RESUME_SLOTS = tuple(P["resume_tensor"].split("{slot}")[0] + str(slot) for slot in (0, 1))
 
 
@@ -323,6 +324,7 @@ class ReadCheck:
         if findings:
             raise refusal(path, findings)
         self._done: set[str] = set()
+        self._names: dict[int, list[str]] | None = None
         step = f.get(P["step"])
         if step is None:
             raise ProbeError(f"{path}: missing dataset '{P['step']}'")
@@ -376,12 +378,25 @@ class ReadCheck:
             raise refusal(self.path, [f"'{path}' {problem}"])
         if self.swmr:
             ds.refresh()
-        entry = schema_entry(path, self.version)
-        if entry is not None:
-            findings = dataset_findings(path, ds.dtype, ds.shape, entry[1], self.dims, self.n if n == -1 else n)
-            if findings:
-                raise refusal(self.path, findings)
-        self._done.add(path)
+        # A parameter is also its canonical weight (a hard link: params/W_E is weights/token_embedding),
+        # whose schema entry says more of its shape; a probe may read it by either name.
+        names = [path] + [a for a in self._aliases(ds) if a != path] if path.startswith(_SNAPSHOTS) else [path]
+        dtype, shape, findings = ds.dtype, ds.shape, []
+        for name in names:
+            entry = schema_entry(name, self.version)
+            if entry is not None:
+                findings += dataset_findings(name, dtype, shape, entry[1], self.dims, self.n if n == -1 else n)
+        if findings:
+            raise refusal(self.path, findings)
+        self._done.update(names)
+
+    def _aliases(self, ds: h5py.Dataset) -> list[str]:
+        """Every name of ``ds`` under ``snapshots/`` (its hard links; the links are walked once)."""
+        if self._names is None:   # (its links were checked at open: walked here for addresses only)
+            links: list[tuple[bytes, int, int]] = []
+            _walk(self.f[_SNAPSHOTS].id, _b(_SNAPSHOTS + "/"), (), links)
+            self._names = LinkScan(links).objects()
+        return self._names.get(h5py.h5o.get_info(ds.id).addr, [])
 
     def groups(self, groups: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         findings = group_findings(groups, self.dims)
@@ -389,9 +404,10 @@ class ReadCheck:
             raise refusal(self.path, findings)
         return groups
 
-    def everything(self) -> None:
-        """Every link and dataset of the file, resume slots included (what a resume reads and copies)."""
-        scan = link_findings(self.f)
+    def everything(self, resume_slots: bool) -> None:
+        """Every dataset of the file now, not each before its first read (``resume_slots``: their links
+        and datasets too, what a resume reads and copies)."""
+        scan = link_findings(self.f, prune=() if resume_slots else _RESUME_SLOTS)
         if scan.findings:
             raise refusal(self.path, scan.findings)
         self._datasets(scan)
