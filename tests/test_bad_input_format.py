@@ -371,6 +371,8 @@ def test_a_resume_refuses_what_the_readers_leave_to_it(bad, tmp_path):
         f[slot + "_x"] = h5py.ExternalLink(str(bad / "fifo"), "/x")
     before = hashlib.sha256(path.read_bytes()).hexdigest()
     assert run_cli("probe", "info", path).returncode == 0          # a reader never goes there
+    res = run_cli("probe", "validate", path, timeout=FIFO_DEADLINE)  # validate looks everywhere
+    assert res.returncode == 1 and "exp_avg_x' is an external link to '/x' in" in res.stdout, res.stdout
     res = run_cli("probe-train", "--resume", "--out", path, "--steps", "60", timeout=FIFO_DEADLINE)
     _assert_refused(res, "exp_avg_x' is an external link to '/x' in", ["probe-train --resume"])
     assert hashlib.sha256(path.read_bytes()).hexdigest() == before

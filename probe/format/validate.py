@@ -459,7 +459,8 @@ class _Checker:
         self.findings: list[str] = []
         self.storage: list[str] = []           # datasets whose data lives in other files
         self.schema = snapshot_schema()
-        self.leaves = scan.leaves
+        self.objects = scan.objects()
+        self.leaves = [name for names in self.objects.values() for name in names]
         self.flagged = set(scan.paths)          # names never to open (links, then datasets stored elsewhere)
         self._objs: dict[str, object] = {}
         self._stored_elsewhere: dict[int, bool] = {}
@@ -494,6 +495,21 @@ class _Checker:
     def _has(self, path: str) -> bool:
         return self._get(path) is not None
 
+    def _elsewhere(self) -> None:
+        """Every dataset the checks above did not open (the resume state, anything outside the schema):
+        its data must be in this file too. Opened once per object, through the low-level API (~25 µs
+        each, a third of h5py's Dataset: a file holds hundreds)."""
+        root = self.f["/"].id
+        for names in self.objects.values():
+            if any(name in self._objs for name in names):
+                continue
+            ds = h5py.h5o.open(root, _b(names[0]))
+            if isinstance(ds, h5py.h5d.DatasetID):
+                problem = storage_problem(ds)
+                if problem is not None:
+                    self.storage.append(f"'{names[0]}' {problem}")
+                    self.flagged.update(names)
+
     def _attrs(self) -> dict:
         meta = {}
         for key in self.schema["root_attrs"]:
@@ -522,10 +538,11 @@ class _Checker:
         for entry, spec in self.schema["datasets"].items():
             if version_tuple(spec.get("since", "1.0")) > self.version:
                 continue  # added after this file was written
+            if spec.get("dtype", "any") == "any" and spec.get("shape", ["..."]) == ["..."]:
+                continue  # (the resume state) nothing to check but where its data live: below
             for path in self._expand(entry, spec, dims, task):
                 self._check(entry, spec, path, dims, n)
-        for leaf in self.leaves:   # datasets outside the schema: their data must be in this file too
-            self._get(leaf)
+        self._elsewhere()
         self._semantic(dims, n)
         return self.storage + self.findings
 
