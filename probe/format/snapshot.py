@@ -127,7 +127,8 @@ _SPECIAL = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character 
 
 def _refuse_special(path: str) -> None:
     """Refuse anything but a regular file before it is opened: reading a FIFO or a device blocks or
-    never ends. (A local check: probe/format imports nothing of probe but errors and _files.)"""
+    never ends. (The readers have their own in probe/_files.py; probe/format keeps its imports to
+    errors and _files, and this one check needs neither.)"""
     try:
         mode = os.stat(path).st_mode
     except OSError as exc:
