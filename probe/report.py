@@ -81,6 +81,7 @@ def open_source(spec: str, revisions: str | None = None) -> Source:
 
     if is_snapshot_file(spec):
         with Run(spec) as run:
+            run.check_all()   # every probe reads the run: one error for a malformed file, not one per probe
             steps = [int(s) for s in run.steps]
             metrics = run.metrics()
             strings = run.token_strings()

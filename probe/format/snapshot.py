@@ -199,6 +199,12 @@ class Run:
             self.config = _json_attr(self._f, "config", self.path)
             self.task = _json_attr(self._f, "task", self.path)
             self.dims = _json_attr(self._f, "dims", self.path)
+            # What the probes rely on, in the words of `probe validate`: links, attributes and steps now,
+            # each dataset before its first read (self._get).
+            from .validate import ReadCheck   # (validate imports this module)
+
+            self._check = ReadCheck(self._f, self.path, self.schema_version,
+                                    {"config": self.config, "task": self.task, "dims": self.dims})
         except BaseException as exc:
             self._f.close()
             damaged = damaged_file_error(exc, self.path)
@@ -211,6 +217,11 @@ class Run:
         except (TypeError, ValueError):
             self.environment = {}
         self.extra_groups: dict[str, np.ndarray] = {}
+
+    def check_all(self, resume_slots: bool = False) -> None:
+        """Check every dataset now, not each before its first read: for a reader of everything (the
+        report; a resume, which also reads and copies the ``resume_slots``)."""
+        self._check.everything(resume_slots)
 
     # context manager -------------------------------------------------------
     def close(self) -> None:
@@ -244,14 +255,13 @@ class Run:
             raise ProbeError(f"{self.path}: dataset '{path}' is unreadable ({exc})") from None
         if not isinstance(obj, h5py.Dataset):
             raise ProbeError(f"{self.path}: '{path}' is a group, not a dataset")
-        if self._f.swmr_mode:
-            obj.refresh()
+        self._check.dataset(path, obj)   # (and, under SWMR, its refresh)
         return obj
 
     @property
     def steps(self) -> np.ndarray:
-        """Steps of the complete snapshots, in order."""
-        return np.asarray(self.dataset("step")[...], dtype=np.int64)
+        """Steps of the complete snapshots, in order (strictly increasing, or a ProbeError)."""
+        return self._check.steps(np.asarray(self.dataset("step")[...], dtype=np.int64))
 
     @property
     def n_snapshots(self) -> int:
@@ -261,13 +271,15 @@ class Run:
     def groups(self) -> dict[str, np.ndarray]:
         grp_path = P["token_group"].rsplit("/", 1)[0]
         grp = self._f.get(grp_path)
-        stored = {} if grp is None else {name: np.asarray(ds[...], dtype=np.int64) for name, ds in grp.items()}
-        return {**stored, **self.extra_groups}
+        stored = {} if grp is None else {name: np.asarray(self._get(f"{grp_path}/{name}")[...], dtype=np.int64)
+                                         for name in grp}
+        return {**self._check.groups(stored), **self.extra_groups}
 
     def token_strings(self) -> list[str] | None:
         """Text of every token (index = token id) for text runs; ``None`` when not stored."""
-        ds = self._f.get(P["vocab_strings"])
-        return None if ds is None else [str(s) for s in ds.asstr()[...]]
+        if P["vocab_strings"] not in self._f:
+            return None
+        return [str(s) for s in self._get(P["vocab_strings"]).asstr()[...]]
 
     @property
     def splits(self) -> list[str]:
@@ -277,23 +289,25 @@ class Run:
         """Every time-first tensor (canonical names, then parameter names) and its per-snapshot shape."""
         out: dict[str, tuple[int, ...]] = {}
 
-        def visit(prefix: str, group: h5py.Group) -> None:
+        def visit(prefix: str, group: h5py.Group, base: str) -> None:
             for key, obj in group.items():
                 name = f"{prefix}{key}"
                 if isinstance(obj, h5py.Group):
-                    visit(name + "/", obj)
+                    visit(name + "/", obj, base)
                 else:
+                    self._check.dataset(f"{base}/{name}", obj)   # info shows its shape: it must be right
                     out[name] = tuple(obj.shape[1:])
 
         for grp in (WEIGHTS_GROUP, PARAMS_GROUP):
             if grp in self._f:
-                visit("", self._f[grp])
+                visit("", self._f[grp], grp)
         return out
 
     def weights(self) -> dict[str, tuple[int, ...]]:
         """The canonical tensors (``token_embedding``, ``layer0/W_V``, ...) and their per-snapshot shapes."""
         grp = self._f.get(WEIGHTS_GROUP)
-        return {} if grp is None else {n: tuple(ds.shape[1:]) for n, ds in named_datasets(grp)}
+        return {} if grp is None else {n: tuple(self._get(f"{WEIGHTS_GROUP}/{n}").shape[1:])
+                                       for n, _ in named_datasets(grp)}
 
     def tensor(self, name: str) -> h5py.Dataset:
         """A weight tensor by canonical name (``token_embedding``, ``layer0/W_V``) or parameter name."""
@@ -307,7 +321,8 @@ class Run:
     def weight_matrices(self) -> list[str]:
         """Parameter names of the weight matrices (2-D or per-head 3-D, named W...)."""
         params = self._f.get(PARAMS_GROUP, {})
-        return [n for n in _dataset_names(params) if params[n].ndim >= 3 and n.rsplit(".", 1)[-1].startswith("W")] \
+        return [n for n in _dataset_names(params)
+                if self._get(f"{PARAMS_GROUP}/{n}").ndim >= 3 and n.rsplit(".", 1)[-1].startswith("W")] \
             if params else []
 
     def has(self, entry: str, **fields) -> bool:
@@ -404,9 +419,9 @@ class Run:
 def resumable_step(run: "Run") -> int | None:
     """The newest step a resume can start from, or None when no resume slot was completed (a writer
     killed while finishing its first snapshot)."""
-    marks = run.h5.get(P["resume_step"])
-    if marks is None:
+    if not run.has("resume_step"):
         return None
+    marks = run.dataset("resume_step")
     steps = set(int(s) for s in run.steps)
     held = [int(s) for s in marks[...] if s >= 0 and int(s) in steps]
     return max(held) if held else None
@@ -630,6 +645,7 @@ class Writer:
         """
         path = os.fspath(path)
         with Run(path) as run:
+            run.check_all(resume_slots=True)
             f = run.h5
             if P["resume_step"] not in f:
                 raise ProbeError(f"{path}: holds no resume state")
