@@ -235,7 +235,8 @@ class _Finite:
         counts = f"{nan + inf} non-finite value{'' if nan + inf == 1 else 's'} (NaN {nan}, inf {inf})"
         if len(steps) <= 1:
             at = f" at step {steps[0]}" if steps else ""
-            return f"{self.path}: {name}{at} has {counts}"
+            detail = found[0][3] if len(found) == 1 and len(found[0]) > 3 else ""
+            return f"{self.path}: {name}{at} has {counts}{detail}"
         shown = ", ".join(map(str, steps[:6])) + (", ..." if len(steps) > 6 else "")
         return f"{self.path}: {name} has {counts} at {len(steps)} steps ({shown})"
 
@@ -245,11 +246,12 @@ class _Finite:
             self.report(name, step, nan, inf, action)
         return ok
 
-    def report(self, name: str, step, nan: int, inf: int, action: str) -> None:
-        """A finding: the error, or (allowed) remembered for :meth:`warn`."""
+    def report(self, name: str, step, nan: int, inf: int, action: str, detail: str = "") -> None:
+        """A finding (``detail``: words after the counts): the error, or (allowed) remembered for :meth:`warn`."""
         if not self.allow:
-            raise ProbeError(f"{self.facts(name, [(step, nan, inf)])}; pass {_ALLOW} to compute on the finite part")
-        self._found.setdefault((name, action), []).append((step, nan, inf))
+            raise ProbeError(f"{self.facts(name, [(step, nan, inf, detail)])}; pass {_ALLOW} to compute on the "
+                             "finite part")
+        self._found.setdefault((name, action), []).append((step, nan, inf, detail))
 
     def rows(self, name: str, X: np.ndarray, step, ids=None) -> np.ndarray | None:
         """None when X (k, ...) is finite; else the (k,) mask of its finite rows (the tokens ``ids``, else
@@ -291,8 +293,7 @@ def _at(step) -> str:
 def _unconverged(path, what: str, step, exc: Exception) -> ProbeError:
     at = f" at step {step}" if step is not None else ""
     detail = " ".join(str(exc).split()) or type(exc).__name__
-    return ProbeError(f"{os.fspath(path)}: {what}{at} did not converge ({detail}); its values may be too large "
-                      "for float64")
+    return ProbeError(f"{os.fspath(path)}: {what}{at} did not converge ({detail})")
 
 
 def similarity(path: str | os.PathLike, tokens=None, *, words=None, words_file: str | None = None,
@@ -651,9 +652,9 @@ def _ood_one(E, model, task, cfg, held_out: str, inputs: dict, step: int, check:
         ok, nan, inf = nonfinite(logits)
         if ok is not None:
             rows = finite_rows(ok)
-            why = ", from finite weights: the forward pass overflows" if finite_weights else ""
-            check.report(f"logits of split {split} ({int((~rows).sum())} of {len(rows)} sequences{why})", step, nan,
-                         inf, "those sequences left out of its loss and accuracy")
+            why = " (from finite weights: the forward pass overflows)" if finite_weights else ""
+            check.report(f"the output (logits) of split {split}", step, nan, inf, "those sequences left out of its loss and "
+                         "accuracy", f" in {int((~rows).sum())} of {len(rows)} sequences{why}")
             idx, logits = idx[rows], logits[rows]
             loss, acc = loss_acc(logits, task.labels[idx])
         logits_of[split] = (idx, logits)
@@ -745,9 +746,16 @@ def _layer_spectra(names: list[str], read, precision: str, threads: int, progres
         if nan or inf:
             return None, (nan, inf)
         try:
-            return layer_spectrum(n, W, precision), None
+            # an overflow (huge finite values, a float32 Gram matrix) ends in a LinAlgError or a non-finite
+            # norm below, said as one line; numpy's own warning would be a second one
+            with np.errstate(over="ignore", invalid="ignore"):
+                layer = layer_spectrum(n, W, precision)
+            if not np.isfinite(layer.norm):
+                raise np.linalg.LinAlgError("its Gram matrix overflows")
+            return layer, None
         except np.linalg.LinAlgError as exc:
-            return None, exc
+            big = float(np.max(np.abs(W))) if W.size else 0.0
+            return None, np.linalg.LinAlgError(f"{exc}; largest |value| {big:.3g}, Gram matrix in {precision}")
 
     if workers == 1:
         results = map(one, names)
@@ -1000,6 +1008,12 @@ def tokens(path: str | os.PathLike, other: str | os.PathLike | None = None, *, s
         if fa.vocab_size != fb.vocab_size or not np.array_equal(fa.tokens, fb.tokens):
             raise ProbeError(f"{path} and {b_path} tokenize the text differently; the per-token comparison needs "
                              "one vocabulary")
+        # checked before anything else is said: an error comes alone
+        checks = _Finite(path, allow_nonfinite), _Finite(b_path, allow_nonfinite)
+        keep = _finite_tokens_of(checks, [(0, "token_loss", fa.token_loss, None),
+                                          (0, "token_entropy", fa.token_entropy, None),
+                                          (1, "token_loss", fb.token_loss, None),
+                                          (1, "token_entropy", fb.token_entropy, None)], " (the model run on the text)")
         V = fa.vocab_size
         counts = np.bincount(fa.targets.ravel(), minlength=V).astype(np.float64)
         prev = np.bincount(fa.tokens.ravel(), minlength=V).astype(np.float64)
@@ -1013,10 +1027,6 @@ def tokens(path: str | os.PathLike, other: str | os.PathLike | None = None, *, s
                       ProbeWarning, stacklevel=2)
         la, lb = fa.token_loss.ravel(), fb.token_loss.ravel()
         feats = token_features(counts[tgt], unigram, bigram, la, lb, fa.token_entropy.ravel(), fb.token_entropy.ravel())
-        checks = _Finite(path, allow_nonfinite), _Finite(b_path, allow_nonfinite)
-        keep = _finite_tokens_of(checks, [(0, "token_loss", la, None), (0, "token_entropy", fa.token_entropy, None),
-                                          (1, "token_loss", lb, None), (1, "token_entropy", fb.token_entropy, None)],
-                                 " (the model run on the text)")
         if keep is not None:
             la, lb, feats = la[keep], lb[keep], {k: v[keep] for k, v in feats.items()}
         for c in checks:
