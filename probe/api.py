@@ -309,7 +309,8 @@ def similarity(path: str | os.PathLike, tokens=None, *, words=None, words_file: 
         indices = run.step_indices(step)
         vectors = _read(run.tensor(tensor), indices, ids)
         steps = run.steps
-        check, name, at = _Finite(run.path, allow_nonfinite), _tensor_name(run, tensor), [_step_at(run, i) for i in indices]
+        check, name = _Finite(run.path, allow_nonfinite), _tensor_name(run, tensor)
+        at = [_step_at(run, i) for i in indices]
     out = []
     for v, i, s in zip(vectors, indices, at):
         v, sel, lab = _finite_tokens(check, name, v.reshape(len(ids), -1), s, ids, labels, 2, "cosine similarity")
@@ -344,7 +345,8 @@ def pca(path: str | os.PathLike, tokens=None, *, words=None, words_file: str | N
         indices = run.step_indices(step)
         vectors = _read(run.tensor(tensor), indices, ids)
         steps = run.steps
-        check, name, at = _Finite(run.path, allow_nonfinite), _tensor_name(run, tensor), [_step_at(run, i) for i in indices]
+        check, name = _Finite(run.path, allow_nonfinite), _tensor_name(run, tensor)
+        at = [_step_at(run, i) for i in indices]
     out = []
     for v, i, s in zip(vectors, indices, at):
         v, sel, grp = _finite_tokens(check, name, v.reshape(len(ids), -1), s, ids, groups_of, 2, "PCA")
@@ -653,8 +655,9 @@ def _ood_one(E, model, task, cfg, held_out: str, inputs: dict, step: int, check:
         if ok is not None:
             rows = finite_rows(ok)
             why = " (from finite weights: the forward pass overflows)" if finite_weights else ""
-            check.report(f"the output (logits) of split {split}", step, nan, inf, "those sequences left out of its loss and "
-                         "accuracy", f" in {int((~rows).sum())} of {len(rows)} sequences{why}")
+            check.report(f"the output (logits) of split {split}", step, nan, inf,
+                         "those sequences left out of its loss and accuracy",
+                         f" in {int((~rows).sum())} of {len(rows)} sequences{why}")
             idx, logits = idx[rows], logits[rows]
             loss, acc = loss_acc(logits, task.labels[idx])
         logits_of[split] = (idx, logits)
@@ -881,8 +884,8 @@ def _finite_sites(check: _Finite, step, sites: list[str], ms, gain, med, where: 
     if bad.all():
         raise ProbeError(f"{check.path}: {_at(step)}no norm site has finite statistics")
     keep = ~bad
-    return ([s for s, k in zip(sites, keep) if k], np.asarray(ms)[keep], None if gain is None else np.asarray(gain)[keep],
-            None if med is None else np.asarray(med)[keep])
+    return ([s for s, k in zip(sites, keep) if k], np.asarray(ms)[keep],
+            None if gain is None else np.asarray(gain)[keep], None if med is None else np.asarray(med)[keep])
 
 
 def sinks(path: str | os.PathLike, *, step: str | int = "latest", min_query: int = MIN_QUERY,
@@ -1062,9 +1065,9 @@ def tokens(path: str | os.PathLike, other: str | os.PathLike | None = None, *, s
         feats = token_features(a["counts"][tgt], a["unigram"].ravel(), a["bigram"].ravel(), la, lb,
                                a["entropy"].ravel(), b["entropy"].ravel())
         source = np.repeat(a["source"], a["tokens"].shape[1])
-        keep = _finite_tokens_of(checks, [(0, "token_loss", la, a["step"]), (0, "token_entropy", a["entropy"], a["step"]),
-                                          (1, "token_loss", lb, b["step"]), (1, "token_entropy", b["entropy"], b["step"])],
-                                 "")
+        keep = _finite_tokens_of(checks, [(0, "token_loss", la, a["step"]), (1, "token_loss", lb, b["step"]),
+                                          (0, "token_entropy", a["entropy"], a["step"]),
+                                          (1, "token_entropy", b["entropy"], b["step"])], "")
         keep = fixed if keep is None else keep if fixed is None else keep & fixed
         if keep is not None and not keep.any():
             raise ProbeError(f"{path}: no token has a finite loss, entropy and surprisal in both models")

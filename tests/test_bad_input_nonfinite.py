@@ -451,7 +451,8 @@ def llamas(tmp_path_factory):
 def test_activations_of_a_checkpoint_with_nan_weights(llamas, tmp_path):
     clean, bad, text = llamas
     opts = ["--text", str(text), "--window", "32", "--max-tokens", "256"]
-    calls = [["probe", "sinks", str(bad), *opts], ["probe", "sinks", str(bad), *opts, "--allow-nonfinite", "-f", "json"],
+    calls = [["probe", "sinks", str(bad), *opts],
+             ["probe", "sinks", str(bad), *opts, "--allow-nonfinite", "-f", "json"],
              ["probe", "tokens", str(bad), str(clean), *opts],
              ["probe", "tokens", str(bad), str(clean), *opts, "--allow-nonfinite", "-f", "json"],
              ["probe", "norms", str(bad), *opts], ["probe", "norms", str(bad), *opts, "--allow-nonfinite"]]
@@ -466,7 +467,8 @@ def test_activations_of_a_checkpoint_with_nan_weights(llamas, tmp_path):
         lines = ours(res)
         assert res.returncode == 2 and len(lines) == 1 and lines[0].startswith(f"Error: {bad}: {name} has "), res.stderr
         assert "non-finite value" in lines[0] and "--allow-nonfinite" in lines[0] and res.stdout == ""
-    for res, what in ((sinks_ok, "the probe sequences holding them left out"), (tok_ok, "the tokens holding them left out")):
+    for res, what in ((sinks_ok, "the probe sequences holding them left out"),
+                      (tok_ok, "the tokens holding them left out")):
         lines = ours(res)
         assert res.returncode == 0 and lines and all(x.startswith("warning: ") for x in lines), res.stderr
         assert any(what in x for x in lines), lines
@@ -477,3 +479,17 @@ def test_activations_of_a_checkpoint_with_nan_weights(llamas, tmp_path):
     assert norms_all.returncode == 2 and lines[-1].startswith("Error: ") and "no norm site has finite" in lines[-1]
     assert all(x.startswith("warning: ") for x in lines[:-1]), lines
     assert _digest(bad.parent) == before
+
+
+def test_a_decomposition_that_fails_names_its_matrix():
+    """rank and condense decompose several matrices at once; the one that did not converge is named."""
+    from probe.analyses.condense import condense
+    from probe.analyses.rank import matrix_ranks
+
+    huge = np.full((4, 3), 1e200)      # finite, but its Gram matrix is inf
+    with pytest.raises(np.linalg.LinAlgError) as exc, np.errstate(over="ignore"):
+        matrix_ranks({"fine": np.eye(3), "huge": huge})
+    assert exc.value.matrix == "huge"
+    with pytest.raises(np.linalg.LinAlgError) as exc, np.errstate(over="ignore", invalid="ignore"):
+        condense(huge * np.arange(12).reshape(4, 3), (1,))
+    assert exc.value.matrix == "the vectors' covariance"

@@ -16,7 +16,8 @@ import typer
 
 from ..errors import Interrupted, ProbeError, run_cli
 from .options import (
-    ALLOW_NONFINITE, AllowNonfinite, PRECISION, THREADS, Precision, Threads, BUCKETS, DELTA, SMOOTH, SPIKE_FACTOR, SPIKE_WINDOW, Delta, Smooth, SpikeFactor, SpikeWindow, FORMAT, FULL, JOBS, MAX_TOKENS, MIN_QUERY, N_COMPONENTS, NEURONS, SATURATION, SEED, SINK_THRESHOLD, STEP,
+    ALLOW_NONFINITE, AllowNonfinite,
+    PRECISION, THREADS, Precision, Threads, BUCKETS, DELTA, SMOOTH, SPIKE_FACTOR, SPIKE_WINDOW, Delta, Smooth, SpikeFactor, SpikeWindow, FORMAT, FULL, JOBS, MAX_TOKENS, MIN_QUERY, N_COMPONENTS, NEURONS, SATURATION, SEED, SINK_THRESHOLD, STEP,
     TENSOR, THRESHOLD, TOP_K, WINDOW, Anchor, Buckets, Dim, File, Fmt, Format, Full, Groups, Head, Jobs, Layer,
     Mapping, MaxTokens, Probes, Revisions, Metric, MinQuery, NComponents, Neurons, Out, Outcome, Plot, Saturation, Seed, SinkThreshold,
     Source, Splits, Step, StepB, Tensor, Text, Threshold, Tokens, TopK, Window, Words, WordsFile,
@@ -177,8 +178,8 @@ def similarity(file: Source, tokens: Tokens = None, words: Words = None, words_f
 @app.command()
 def pca(file: Source, tokens: Tokens = None, words: Words = None, words_file: WordsFile = None,
         tensor: Tensor = TENSOR, n_components: NComponents = N_COMPONENTS, groups: Groups = None,
-        mapping: Mapping = None, step: Step = STEP, allow_nonfinite: AllowNonfinite = ALLOW_NONFINITE, fmt: Fmt = FORMAT,
-        plot: Plot = None) -> None:
+        mapping: Mapping = None, step: Step = STEP, allow_nonfinite: AllowNonfinite = ALLOW_NONFINITE,
+        fmt: Fmt = FORMAT, plot: Plot = None) -> None:
     """PCA of token vectors (default tokens: keys,reasoning,memory): explained variance, coordinates,
     and how ordered each group lies (the number line)."""
     from .. import api
@@ -191,8 +192,8 @@ def pca(file: Source, tokens: Tokens = None, words: Words = None, words_file: Wo
 
 @app.command()
 def align(file: Source, layer: Layer = None, head: Head = None, top_k: TopK = TOP_K, groups: Groups = None,
-          mapping: Mapping = None, step: Step = STEP, allow_nonfinite: AllowNonfinite = ALLOW_NONFINITE, fmt: Fmt = FORMAT,
-          plot: Plot = None) -> None:
+          mapping: Mapping = None, step: Step = STEP, allow_nonfinite: AllowNonfinite = ALLOW_NONFINITE,
+          fmt: Fmt = FORMAT, plot: Plot = None) -> None:
     """Singular values of W_V and W_V W_O of one head (default: layer 0, head 0), and |cos| of W_V's
     top singular vectors with each token group."""
     from .. import api
@@ -247,8 +248,8 @@ def ood(file: File, full: Full = FULL, step: Step = STEP, threads: Threads = THR
 
 
 @app.command()
-def attention(file: File, layer: Layer = None, step: Step = STEP, allow_nonfinite: AllowNonfinite = ALLOW_NONFINITE, fmt: Fmt = FORMAT,
-              plot: Plot = None) -> None:
+def attention(file: File, layer: Layer = None, step: Step = STEP,
+              allow_nonfinite: AllowNonfinite = ALLOW_NONFINITE, fmt: Fmt = FORMAT, plot: Plot = None) -> None:
     """Attention on the stored probe batch (default: every layer): distance from causal averaging
     (mean |A_ij - 1/i|, entropy relative to uniform) and where the last position attends (key, anchors)."""
     from .. import api
@@ -258,8 +259,8 @@ def attention(file: File, layer: Layer = None, step: Step = STEP, allow_nonfinit
 
 
 @app.command()
-def bias(file: File, splits: Splits = None, step: Step = STEP, allow_nonfinite: AllowNonfinite = ALLOW_NONFINITE, fmt: Fmt = FORMAT,
-         plot: Plot = None) -> None:
+def bias(file: File, splits: Splits = None, step: Step = STEP, allow_nonfinite: AllowNonfinite = ALLOW_NONFINITE,
+         fmt: Fmt = FORMAT, plot: Plot = None) -> None:
     """Reasoning bias Delta L = (L_A - L_B) / L_B from the stored per-split losses (--step all for the
     trajectory)."""
     from .. import api
@@ -285,8 +286,8 @@ def spectrum(file: Source, precision: Precision = PRECISION, threads: Threads = 
 
 @app.command()
 def norms(file: Source, saturation: Saturation = SATURATION, text: Text = None, window: Window = WINDOW,
-          max_tokens: MaxTokens = MAX_TOKENS, step: Step = STEP, allow_nonfinite: AllowNonfinite = ALLOW_NONFINITE, fmt: Fmt = FORMAT,
-          plot: Plot = None) -> None:
+          max_tokens: MaxTokens = MAX_TOKENS, step: Step = STEP, allow_nonfinite: AllowNonfinite = ALLOW_NONFINITE,
+          fmt: Fmt = FORMAT, plot: Plot = None) -> None:
     """ε-saturation of every norm site: ε share s = ε / (m + ε), m the mean over tokens of mean(x²)
     (var(x) for LayerNorm), and the effective gain; flags the saturated sites (--step all: site x step)."""
     from .. import api
@@ -333,8 +334,8 @@ def rank(file: Source, minima: Annotated[bool, typer.Option(
 def tokens(file: Source, other: Annotated[Optional[str], typer.Argument(
                help="run B (default: FILE again, at --step-b)", show_default=False)] = None,
            step_b: StepB = None, buckets: Buckets = BUCKETS, text: Text = None, window: Window = WINDOW,
-           max_tokens: MaxTokens = MAX_TOKENS, step: Step = STEP, allow_nonfinite: AllowNonfinite = ALLOW_NONFINITE, fmt: Fmt = FORMAT,
-           plot: Plot = None) -> None:
+           max_tokens: MaxTokens = MAX_TOKENS, step: Step = STEP, allow_nonfinite: AllowNonfinite = ALLOW_NONFINITE,
+           fmt: Fmt = FORMAT, plot: Plot = None) -> None:
     """Per-token loss difference ΔL = L_A − L_B on identical held-out tokens, bucketed by token frequency,
     n-gram surprisal, how much the context lowers the loss and the predictive entropy: mean ΔL and share of
     the total gain per bucket."""
@@ -347,8 +348,8 @@ def tokens(file: Source, other: Annotated[Optional[str], typer.Argument(
 
 @app.command()
 def dynamics(file: File, delta: Delta = DELTA, smooth: Smooth = SMOOTH, spike_factor: SpikeFactor = SPIKE_FACTOR,
-             spike_window: SpikeWindow = SPIKE_WINDOW, step: Step = STEP, allow_nonfinite: AllowNonfinite = ALLOW_NONFINITE, fmt: Fmt = FORMAT,
-             plot: Plot = None) -> None:
+             spike_window: SpikeWindow = SPIKE_WINDOW, step: Step = STEP,
+             allow_nonfinite: AllowNonfinite = ALLOW_NONFINITE, fmt: Fmt = FORMAT, plot: Plot = None) -> None:
     """From the per-step loss log: the escape step (loss below ln V - delta, smoothed) and the loss spikes."""
     from .. import api
 
