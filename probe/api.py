@@ -55,6 +55,7 @@ cosine_similarity_blocked = _lazy("similarity", "cosine_similarity_blocked")
 SpectrumResult = _lazy("spectrum", "SpectrumResult")
 _theory = _lazy("theory", "theory")
 from ._files import open_regular, regular_file
+from .analyses._stats import finite_rows, nonfinite
 from .errors import ProbeError, ProbeWarning, param
 from .format import P, Run, is_snapshot_file, read_rows
 from .format import validate as _validate
@@ -212,11 +213,108 @@ def _warn(results: list) -> list:
     return results
 
 
+# --- non-finite input ----------------------------------------------------------------------------
+# Every probe checks what it read (np.isfinite on the arrays in hand; nothing is read twice). By default a
+# NaN or inf is an error naming the file, the tensor, the step and the counts; with ``allow_nonfinite`` the
+# probe computes on the finite part, by its own rule, and one warning per tensor says so:
+#   token vectors (similarity, pca, theory, condense, align's embedding, rank's embedding): the rows
+#     holding a non-finite value are left out;
+#   weight matrices in an SVD or eigen-decomposition (spectrum, rank, condense's singular values): the
+#     matrix is left out; align's own W_V and W_O: their non-finite entries are taken as 0;
+#   condense's neuron weights: the neurons holding one are left out;
+#   attention maps and residual norms (attention, sinks): the probe sequences holding one are left out;
+#   norm statistics (norms): the sites holding one; per-split losses (bias): the steps holding one;
+#   the per-step loss log (dynamics): the log is cut before its first non-finite loss;
+#   per-token losses and entropies (tokens): the tokens holding one;
+#   ood: the weights are used as they are, and the sequences whose logits are not finite are left out
+#     of each split's loss and accuracy. Non-finite logits (possible from finite weights: a forward pass
+#     that overflows) are an error without ``allow_nonfinite``.
+
+_ALLOW = param("allow_nonfinite", True)
+
+
+class _Finite:
+    """The non-finite check of one probe call on one file (see above). ``check(name, X, step, action)``
+    returns None when X is finite, else (with ``allow``) the boolean mask of its finite values and
+    remembers the finding; :meth:`warn` then says, once per tensor and action, what was left out."""
+
+    def __init__(self, path, allow: bool):
+        self.path, self.allow = os.fspath(path), bool(allow)
+        self._found: dict[tuple[str, str], list[tuple]] = {}
+
+    def facts(self, name: str, found: list[tuple]) -> str:
+        nan, inf = sum(f[1] for f in found), sum(f[2] for f in found)
+        steps = list(dict.fromkeys(f[0] for f in found if f[0] is not None))
+        counts = f"{nan + inf} non-finite value{'' if nan + inf == 1 else 's'} (NaN {nan}, inf {inf})"
+        if len(steps) <= 1:
+            at = f" at step {steps[0]}" if steps else ""
+            detail = found[0][3] if len(found) == 1 and len(found[0]) > 3 else ""
+            return f"{self.path}: {name}{at} has {counts}{detail}"
+        shown = ", ".join(map(str, steps[:6])) + (", ..." if len(steps) > 6 else "")
+        return f"{self.path}: {name} has {counts} at {len(steps)} steps ({shown})"
+
+    def __call__(self, name: str, X, step=None, action: str = "") -> np.ndarray | None:
+        ok, nan, inf = nonfinite(X)
+        if ok is not None:
+            self.report(name, step, nan, inf, action)
+        return ok
+
+    def report(self, name: str, step, nan: int, inf: int, action: str, detail: str = "") -> None:
+        """A finding (``detail``: words after the counts): the error, or (allowed) remembered for :meth:`warn`."""
+        if not self.allow:
+            raise ProbeError(f"{self.facts(name, [(step, nan, inf, detail)])}; pass {_ALLOW} to compute on the "
+                             "finite part")
+        self._found.setdefault((name, action), []).append((step, nan, inf, detail))
+
+    def rows(self, name: str, X: np.ndarray, step, ids=None) -> np.ndarray | None:
+        """None when X (k, ...) is finite; else the (k,) mask of its finite rows (the tokens ``ids``, else
+        rows 0..k-1, holding a non-finite value are named as left out)."""
+        ok = nonfinite(X)[0]
+        if ok is None:
+            return None
+        keep = finite_rows(ok)
+        gone = np.flatnonzero(~keep) if ids is None else np.asarray(ids)[~keep]
+        shown = ", ".join(str(int(i)) for i in gone[:8]) + (", ..." if gone.size > 8 else "")
+        self(name, X, step, f"token(s) {shown} left out")
+        return keep
+
+    def warn(self) -> None:
+        for (name, action), found in self._found.items():
+            warnings.warn(f"{self.facts(name, found)}; {action}", ProbeWarning, stacklevel=3)
+        self._found.clear()
+
+
+def _tensor_name(run, name: str) -> str:
+    """``name`` with the checkpoint's own tensor name(s) it is built from, where they differ."""
+    rules = getattr(getattr(getattr(run, "reader", None), "layout", None), "rules", {})
+    raw = tuple(rules.get(name, ((),))[0])
+    return f"{name} ({', '.join(raw)})" if raw and raw != (name,) else name
+
+
+def _step_at(run, i: int) -> int | None:
+    """The step of snapshot ``i`` for messages; a checkpoint's own step, or None when it has none."""
+    source = getattr(run, "source", None)
+    if source is not None:
+        return source.step
+    return int(run.steps[i])
+
+
+def _at(step) -> str:
+    return "" if step is None else f"at step {step} "
+
+
+def _unconverged(path, what: str, step, exc: Exception) -> ProbeError:
+    at = f" at step {step}" if step is not None else ""
+    detail = " ".join(str(exc).split()) or type(exc).__name__
+    return ProbeError(f"{os.fspath(path)}: {what}{at} did not converge ({detail})")
+
+
 def similarity(path: str | os.PathLike, tokens=None, *, words=None, words_file: str | None = None,
                tensor: str = "token_embedding", step: str | int = "latest", groups: str | None = None,
-               mapping: str | None = None) -> list[SimilarityResult]:
+               mapping: str | None = None, allow_nonfinite: bool = False) -> list[SimilarityResult]:
     """Cosine-similarity structure of the chosen rows of ``tensor`` at each selected step
-    (default selection: the ``reasoning`` group). Only the requested rows are read."""
+    (default selection: the ``reasoning`` group). Only the requested rows are read. A row holding
+    NaN or inf is an error; with ``allow_nonfinite`` it is left out (a warning names the tokens)."""
     with open_source(path, groups, mapping) as run:
         ids, labels = select_tokens(run, tokens, words=words, words_file=words_file, tensor=tensor,
                                     probe="similarity")
@@ -224,16 +322,34 @@ def similarity(path: str | os.PathLike, tokens=None, *, words=None, words_file: 
         indices = run.step_indices(step)
         vectors = _read(run.tensor(tensor), indices, ids)
         steps = run.steps
-    fn = cosine_similarity if len(ids) <= BLOCKED_ABOVE else cosine_similarity_blocked
-    return _warn([fn(v.reshape(len(ids), -1), ids, step=int(steps[i]), groups=labels)
-                  for v, i in zip(vectors, indices)])
+        check, name = _Finite(run.path, allow_nonfinite), _tensor_name(run, tensor)
+        at = [_step_at(run, i) for i in indices]
+    out = []
+    for v, i, s in zip(vectors, indices, at):
+        v, sel, lab = _finite_tokens(check, name, v.reshape(len(ids), -1), s, ids, labels, 2, "cosine similarity")
+        fn = cosine_similarity if len(sel) <= BLOCKED_ABOVE else cosine_similarity_blocked
+        out.append(fn(v, sel, step=int(steps[i]), groups=lab))
+    check.warn()
+    return _warn(out)
+
+
+def _finite_tokens(check: _Finite, name: str, X: np.ndarray, step, ids, labels, need: int, what: str):
+    """(X, ids, labels) without the rows of X (k, d) that hold a non-finite value (an error unless
+    allowed); at least ``need`` rows must remain."""
+    keep = check.rows(name, X, step, ids)
+    if keep is None:
+        return X, ids, labels
+    if keep.sum() < need:
+        raise ProbeError(f"{check.facts(name, [(step, *nonfinite(X)[1:])])}: {what} needs at least {need} tokens "
+                         f"with finite values; {int(keep.sum())} left")
+    return X[keep], np.asarray(ids)[keep], [l for l, k in zip(labels, keep) if k]
 
 
 def pca(path: str | os.PathLike, tokens=None, *, words=None, words_file: str | None = None,
         tensor: str = "token_embedding", step: str | int = "latest", n_components: int = 3,
-        groups: str | None = None, mapping: str | None = None) -> list[PCAResult]:
+        groups: str | None = None, mapping: str | None = None, allow_nonfinite: bool = False) -> list[PCAResult]:
     """PCA of the chosen token vectors (default: ``keys,reasoning,memory``) with an order score
-    per group."""
+    per group. A row holding NaN or inf is an error; with ``allow_nonfinite`` it is left out."""
     _number("n_components", n_components, lo=1, integer=True)
     with open_source(path, groups, mapping) as run:
         ids, labels = select_tokens(run, tokens, words=words, words_file=words_file, tensor=tensor, probe="pca")
@@ -242,8 +358,17 @@ def pca(path: str | os.PathLike, tokens=None, *, words=None, words_file: str | N
         indices = run.step_indices(step)
         vectors = _read(run.tensor(tensor), indices, ids)
         steps = run.steps
-    return _warn([_pca(v.reshape(len(ids), -1), ids, groups_of, n_components, step=int(steps[i]))
-                  for v, i in zip(vectors, indices)])
+        check, name = _Finite(run.path, allow_nonfinite), _tensor_name(run, tensor)
+        at = [_step_at(run, i) for i in indices]
+    out = []
+    for v, i, s in zip(vectors, indices, at):
+        v, sel, grp = _finite_tokens(check, name, v.reshape(len(ids), -1), s, ids, groups_of, 2, "PCA")
+        try:
+            out.append(_pca(v, sel, grp, n_components, step=int(steps[i])))
+        except np.linalg.LinAlgError as exc:
+            raise _unconverged(path, f"the SVD (PCA) of {name}", s, exc) from None
+    check.warn()
+    return _warn(out)
 
 
 def _layer_check(run, layer: int, head: int | None = None) -> None:
@@ -258,10 +383,12 @@ def _layer_check(run, layer: int, head: int | None = None) -> None:
 
 
 def align(path: str | os.PathLike, layer: int | None = None, head: int | None = None, *,
-          step: str | int = "latest", top_k: int = 3, groups: str | None = None, mapping: str | None = None
-          ) -> list[AlignResult]:
+          step: str | int = "latest", top_k: int = 3, groups: str | None = None, mapping: str | None = None,
+          allow_nonfinite: bool = False) -> list[AlignResult]:
     """Singular vectors of W_V (and W_V W_O) of one head (default: layer 0, head 0) against every
-    token embedding."""
+    token embedding. NaN or inf in the head's W_V or W_O or in the embedding is an error; with
+    ``allow_nonfinite`` the non-finite entries of W_V and W_O are taken as 0 and the embedding rows
+    holding one are left out of the group means (their cosines are 0)."""
     layer = 0 if layer is None else _number("layer", layer, integer=True)
     head = 0 if head is None else _number("head", head, integer=True)
     _number("top_k", top_k, lo=1, integer=True)
@@ -277,14 +404,31 @@ def align(path: str | os.PathLike, layer: int | None = None, head: int | None = 
             if ids.size and (ids.min() < 0 or ids.max() >= vocab):
                 raise ProbeError(f"token group '{g}' has ids outside the vocabulary (0..{vocab - 1})")
         steps = run.steps
+        check, at = _Finite(run.path, allow_nonfinite), [_step_at(run, i) for i in indices]
+        names = [_tensor_name(run, n) for n in (f"layer{layer}/W_V", f"layer{layer}/W_O", "token_embedding")]
     # grouped-query attention: query head h reads value head h // (heads / kv_heads)
     q_heads, v_heads = wo[0].shape[0], wv[0].shape[0]
     if q_heads % v_heads:
         raise ProbeError(f"{path}: layer {layer} has {q_heads} output heads and {v_heads} value heads, "
                          "which do not group evenly")
     kv = head // (q_heads // v_heads)
-    return _warn([_align(v[kv], o[head], e, groups, top_k, layer, head, step=int(steps[i]), value_head=kv)
-                  for v, o, e, i in zip(wv, wo, emb, indices)])
+    out = []
+    for v, o, e, i, s in zip(wv, wo, emb, indices, at):
+        v, o, g = v[kv], o[head], groups
+        ok = check(f"{names[0]} head {kv}", v, s, "its non-finite entries taken as 0")
+        v = v if ok is None else np.where(ok, v, 0)
+        ok = check(f"{names[1]} head {head}", o, s, "its non-finite entries taken as 0")
+        o = o if ok is None else np.where(ok, o, 0)
+        keep = check.rows(names[2], e, s)
+        if keep is not None:   # a left-out token: a zero row (|cos| 0), outside every group mean
+            e = np.where(keep[:, None], e, 0)
+            g = {k: ids[keep[ids]] for k, ids in groups.items()}
+        try:
+            out.append(_align(v, o, e, g, top_k, layer, head, step=int(steps[i]), value_head=kv))
+        except np.linalg.LinAlgError as exc:
+            raise _unconverged(path, f"the SVD of {names[0]} head {kv} (and W_V W_O)", s, exc) from None
+    check.warn()
+    return _warn(out)
 
 
 def _neurons(W: np.ndarray) -> np.ndarray:
@@ -299,9 +443,11 @@ def _neurons(W: np.ndarray) -> np.ndarray:
 def condense(path: str | os.PathLike, tokens=None, *, words=None, words_file: str | None = None,
              tensor: str = "token_embedding", neurons: str | None = "layer0/W_Q", threshold: float = 0.7,
              step: str | int = "latest", top_shares: tuple[int, ...] = (1, 2, 5), groups: str | None = None,
-             mapping: str | None = None) -> list[CondenseResult]:
+             mapping: str | None = None, allow_nonfinite: bool = False) -> list[CondenseResult]:
     """Covariance spectrum of ``tensor``'s rows (default: every row), neuron groups of ``neurons``
-    ('' or None: none) and the singular values of every weight matrix."""
+    ('' or None: none) and the singular values of every weight matrix. NaN or inf in any of them is
+    an error; with ``allow_nonfinite`` the rows and neurons holding one are left out, and a weight
+    matrix holding one is left out of the singular values."""
     _number("threshold", threshold, lo=-1.0, hi=1.0)
     if not top_shares or any(isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1
                              for k in top_shares):
@@ -316,20 +462,38 @@ def condense(path: str | os.PathLike, tokens=None, *, words=None, words_file: st
         neuron_w = _read(run.tensor(neurons), indices) if neurons else [None] * len(indices)
         layer_w = {n: _read(run.tensor(n), indices) for n in run.weight_matrices()}
         steps = run.steps
+        check, at = _Finite(run.path, allow_nonfinite), [_step_at(run, i) for i in indices]
+        label = {n: _tensor_name(run, n) for n in [tensor, neurons, *layer_w] if n}
     out = []
     for k, i in enumerate(indices):
         v = vectors[k].reshape(vectors[k].shape[0], -1)
+        row_ids = ids if ids is not None else np.arange(len(v))
+        v = _finite_tokens(check, label[tensor], v, at[k], row_ids, [""] * len(v), 2, "a covariance spectrum")[0]
         nw = None if neuron_w[k] is None else _neurons(neuron_w[k])
-        out.append(_condense(v, top_shares, nw, neurons or None, threshold, {n: w[k] for n, w in layer_w.items()},
-                             step=int(steps[i])))
+        if nw is not None:
+            ok = check(label[neurons], neuron_w[k], at[k], "the neurons holding them left out")
+            if ok is not None:
+                nw = nw[finite_rows(_neurons(ok))]
+        layers = {}
+        for n, w in layer_w.items():
+            if check(label[n], w[k], at[k], "left out of the singular values") is None:
+                layers[n] = w[k]
+        try:
+            out.append(_condense(v, top_shares, nw, neurons or None, threshold, layers, step=int(steps[i])))
+        except np.linalg.LinAlgError as exc:
+            raise _unconverged(path, f"condense: the decomposition of {getattr(exc, 'matrix', tensor)}", at[k],
+                               exc) from None
+    check.warn()
     return _warn(out)
 
 
 def theory(path: str | os.PathLike, tokens=None, *, words=None, words_file: str | None = None,
            anchor: int | None = None, step: str | int = "latest", dim: int | None = None, seed: int = 0,
-           groups: str | None = None) -> list[TheoryResult]:
+           groups: str | None = None, allow_nonfinite: bool = False) -> list[TheoryResult]:
     """Measured embedding cosines (default tokens: ``reasoning``) against the P^s prediction and
-    paper 1's eq. 14 reconstruction."""
+    paper 1's eq. 14 reconstruction. NaN or inf in an embedding row or a row of P^s is an error;
+    with ``allow_nonfinite`` those tokens are left out (the default anchor moves to the middle of the
+    tokens left; a chosen anchor left out is an error)."""
     if dim is not None:
         _number("dim", dim, lo=1, integer=True)
     _number("seed", seed, lo=0, integer=True)
@@ -343,6 +507,7 @@ def theory(path: str | os.PathLike, tokens=None, *, words=None, words_file: str 
         Pmat = np.asarray(run.dataset("label_dist")[...])
         kinds = ["reasoning" if g == "reasoning" else "key" if g == "keys" else g
                  for g in _group_of(run, ids, labels)]
+        chosen = anchor
         if anchor is None:
             anchor = int(ids[len(ids) // 2])
         if anchor not in ids:
@@ -352,14 +517,35 @@ def theory(path: str | os.PathLike, tokens=None, *, words=None, words_file: str 
         d_m = int(run.dims["d_model"])
         gamma = float(run.config.get("gamma", 0.5))
         steps = run.steps
-    return _warn([_theory(v, Pmat, ids, kinds, anchor, d_m, gamma, dim, seed, step=int(steps[i]))
-                  for v, i in zip(vectors, indices)])
+        check = _Finite(run.path, allow_nonfinite)
+    # P^s is the task's, not a snapshot's: its rows are checked once
+    ids = np.asarray(ids)
+    p_keep = check.rows("label_dist (P^s)", Pmat[ids], None, ids)
+    out = []
+    for v, i in zip(vectors, indices):
+        s = int(steps[i])
+        keep = check.rows("token_embedding", v, s, ids)
+        mask = np.ones(len(ids), bool) if p_keep is None else p_keep.copy()
+        if keep is not None:
+            mask &= keep
+        sel, kd, a = ids[mask], [k for k, m in zip(kinds, mask) if m], anchor
+        if len(sel) < 2:
+            raise ProbeError(f"{run.path}: at step {s} only {len(sel)} of the chosen tokens have finite values; the "
+                             "P^s theory needs at least 2")
+        if a not in sel:
+            if chosen is not None:
+                raise ProbeError(f"{param('anchor', a)} is left out at step {s}: its values are not finite")
+            a = int(sel[len(sel) // 2])
+        out.append(_theory(v[mask], Pmat, sel, kd, a, d_m, gamma, dim, seed, step=s))
+    check.warn()
+    return _warn(out)
 
 
-def attention(path: str | os.PathLike, *, layer: int | None = None, step: str | int = "latest"
-              ) -> list[AttentionResult]:
+def attention(path: str | os.PathLike, *, layer: int | None = None, step: str | int = "latest",
+              allow_nonfinite: bool = False) -> list[AttentionResult]:
     """How close attention on the stored probe batch is to causal averaging, per layer (default:
-    every layer) and head."""
+    every layer) and head. NaN or inf in the maps is an error; with ``allow_nonfinite`` the probe
+    sequences holding one (in any layer or head) are left out."""
     if layer is not None:
         _number("layer", layer, integer=True)
     with Run(path) as run:
@@ -372,18 +558,40 @@ def attention(path: str | os.PathLike, *, layer: int | None = None, step: str | 
         key_pos = np.asarray(run.dataset("probe_key_pos")[...])
         n_anchors = int(run.task.get("n_anchors", 2))
         steps = run.steps
+        check = _Finite(run.path, allow_nonfinite)
     out = []
     for A, i in zip(maps, indices):
         if layer is not None:
             A = A[layer:layer + 1]
-        out.append(attention_stats(A, key_pos, n_anchors, step=int(steps[i])))
+        keep = _finite_sequences(check, "attention" if layer is None else f"attention of layer {layer}", A,
+                                 int(steps[i]))
+        out.append(attention_stats(A if keep is None else A[:, :, keep], key_pos if keep is None else key_pos[keep],
+                                   n_anchors, step=int(steps[i])))
+    check.warn()
     return _warn(out)
 
 
-def bias(path: str | os.PathLike, splits: tuple[str, str] | None = None, *, step: str | int = "latest"
-         ) -> list[BiasResult]:
+def _finite_sequences(check: _Finite, name: str, A: np.ndarray, step, axis: int = 2, also=None) -> np.ndarray | None:
+    """None when the maps A (layers, heads, B, T, T) (and ``also``, (blocks, B, T) residual norms, if
+    given) are finite; else (allowed) the (B,) mask of the probe sequences finite in both."""
+    ok = check(name, A, step, "the probe sequences holding them left out")
+    keep = None if ok is None else np.moveaxis(ok, axis, 0).reshape(ok.shape[axis], -1).all(axis=1)
+    if also is not None:
+        ok2 = check(also[0], also[1], step, "the probe sequences holding them left out")
+        if ok2 is not None:
+            k2 = np.moveaxis(ok2, 1, 0).reshape(ok2.shape[1], -1).all(axis=1)
+            keep = k2 if keep is None else keep & k2
+    if keep is not None and not keep.any():
+        raise ProbeError(f"{check.path}: {_at(step)}no probe sequence has finite attention maps"
+                         f"{' and residual norms' if also is not None else ''}")
+    return keep
+
+
+def bias(path: str | os.PathLike, splits: tuple[str, str] | None = None, *, step: str | int = "latest",
+         allow_nonfinite: bool = False) -> list[BiasResult]:
     """Reasoning bias Delta L = (L_A - L_B) / L_B from the stored per-split losses; ``splits`` is
-    (A, B), by default the task's pair (anchor: mem, rsn_train; text: story, logic)."""
+    (A, B), by default the task's pair (anchor: mem, rsn_train; text: story, logic). A NaN or inf
+    loss is an error; with ``allow_nonfinite`` the steps holding one are left out."""
     if splits is not None and len(splits) != 2:
         raise ProbeError(f"{param('splits')} takes exactly two splits, A then B")
     with Run(path) as run:
@@ -397,12 +605,22 @@ def bias(path: str | os.PathLike, splits: tuple[str, str] | None = None, *, step
         indices = run.step_indices(step)
         m = run.metrics()
         steps = run.steps
-    return _warn(reasoning_bias(m[splits[0]]["loss"][indices], m[splits[1]]["loss"][indices], steps[indices],
-                                splits[0], splits[1]))
+        check = _Finite(run.path, allow_nonfinite)
+    a, b, at = m[splits[0]]["loss"][indices], m[splits[1]]["loss"][indices], steps[indices]
+    keep = np.ones(len(at), bool)
+    for split, x in ((splits[0], a), (splits[1], b)):
+        for k in np.flatnonzero(~np.isfinite(x)):   # named per step, like a tensor
+            check(f"loss[{split}]", x[k:k + 1], int(at[k]), "the steps holding them left out")
+            keep[k] = False
+    if not keep.any():
+        facts = "; ".join(check.facts(n, f) for (n, _), f in check._found.items())
+        raise ProbeError(f"{facts}: no selected step is left")
+    check.warn()
+    return _warn(reasoning_bias(a[keep], b[keep], at[keep], splits[0], splits[1]))
 
 
 def ood(path: str | os.PathLike, *, step: str | int = "latest", full: bool = False, threads: int = 0,
-        progress=None) -> list[OODResult]:
+        progress=None, allow_nonfinite: bool = False) -> list[OODResult]:
     """Rebuild the model from the stored weights and evaluate every split, per anchor combination on
     the held-out data; for the composite task also the inferential and symmetric accuracy.
 
@@ -410,6 +628,11 @@ def ood(path: str | os.PathLike, *, step: str | int = "latest", full: bool = Fal
     numbers equal the logged ones; ``full`` evaluates every sequence of each split. With several
     steps, ``threads`` snapshots are evaluated at once, one torch thread each (0: one per CPU core);
     the numbers do not depend on it.
+
+    A weight holding NaN or inf is an error, and so are non-finite logits (finite weights can
+    overflow in the forward pass): the message names the split and how many sequences. With
+    ``allow_nonfinite`` the model runs with the weights as stored and the sequences whose logits are
+    not finite are left out of each split's loss and accuracy (a split left with none: null).
     """
     _number("threads", threads, lo=0, integer=True)
     from probe_train import evaluate as E  # probe's one door into the trainer (torch is imported here)
@@ -421,17 +644,35 @@ def ood(path: str | os.PathLike, *, step: str | int = "latest", full: bool = Fal
         steps = run.steps
         held_out = "rsn_test" if cfg.task == "anchor" else "ood_inferential"
         inputs = {split: E.split_inputs(task, split, full) for split in task.splits}
+        check, nonfinite_at = _Finite(run.path, allow_nonfinite), set()
+
+        def check_weights(name, part, stack):   # as read, before a model is built from them
+            for k, i in enumerate(part):
+                if check(name, stack[k], int(steps[i]), "the model is evaluated with them") is not None:
+                    nonfinite_at.add(int(i))
+
         out = E.map_models(run, indices, lambda i, model: _ood_one(E, model, task, cfg, held_out, inputs,
-                                                                   int(steps[i])),
-                           threads=threads or os.cpu_count() or 1, progress=progress)
+                                                                   int(steps[i]), check, i not in nonfinite_at),
+                           threads=threads or os.cpu_count() or 1, progress=progress, check=check_weights)
+    check.warn()
     return _warn(out)
 
 
-def _ood_one(E, model, task, cfg, held_out: str, inputs: dict, step: int) -> OODResult:
+def _ood_one(E, model, task, cfg, held_out: str, inputs: dict, step: int, check: _Finite,
+             finite_weights: bool) -> OODResult:
     res = OODResult(step=step)
     logits_of = {}
     for split in task.splits:
         idx, loss, acc, logits = E.evaluate_split(model, task, inputs[split])
+        ok, nan, inf = nonfinite(logits)
+        if ok is not None:
+            rows = finite_rows(ok)
+            why = " (from finite weights: the forward pass overflows)" if finite_weights else ""
+            check.report(f"the output (logits) of split {split}", step, nan, inf,
+                         "those sequences left out of its loss and accuracy",
+                         f" in {int((~rows).sum())} of {len(rows)} sequences{why}")
+            idx, logits = idx[rows], logits[rows]
+            loss, acc = loss_acc(logits, task.labels[idx])
         logits_of[split] = (idx, logits)
         res.splits[split] = {"loss": loss, "acc": acc, "n": int(len(idx))}
     idx, logits = logits_of[held_out]
@@ -461,7 +702,7 @@ def _natural(name: str):
 
 
 def spectrum(path: str | os.PathLike, *, step: str | int = "latest", precision: str = "float64", threads: int = 0,
-             progress=None) -> list[SpectrumResult]:
+             progress=None, allow_nonfinite: bool = False) -> list[SpectrumResult]:
     """Spectral metrics (WeightWatcher's: spectral norm, Frobenius norm, stable rank, alpha, ...)
     of every linear layer. ``precision`` of the Gram matrix: float64 (WeightWatcher's values to
     machine precision) or float32 (about twice as fast). ``threads`` layers at once, each with one
@@ -470,6 +711,8 @@ def spectrum(path: str | os.PathLike, *, step: str | int = "latest", precision: 
     Snapshot files: every weight matrix parameter (per-head tensors as the full map); other
     checkpoints, whatever their layout: every 2-D tensor, in natural order (layer 2 before 10), a
     tensor tied to another (the same memory under two names) once.
+
+    A matrix holding NaN or inf is an error; with ``allow_nonfinite`` it is left out (no row).
     """
     from .analyses.spectrum import PRECISIONS
 
@@ -482,9 +725,12 @@ def spectrum(path: str | os.PathLike, *, step: str | int = "latest", precision: 
             indices = run.step_indices(step)
             names = run.weight_matrices() + [n for n in run.tensors() if n in ("W_E", "W_pos", "W_U")]
             names = list(dict.fromkeys(sorted(names, key=_natural)))
+            check = _Finite(run.path, allow_nonfinite)
             for i in indices:
-                layers = _layer_spectra(names, lambda n: _as_matrix(n, run.read(n, i)), precision, threads, progress)
+                layers = _layer_spectra(names, lambda n: _as_matrix(n, run.read(n, i)), precision, threads, progress,
+                                        check, int(run.steps[i]))
                 out.append(SpectrumResult(step=int(run.steps[i]), layers=layers))
+        check.warn()
         return _warn(out)
     # any checkpoint, known layout or not: every 2-D tensor, in natural order
     from .readers.checkpoints import open_checkpoint
@@ -495,20 +741,37 @@ def spectrum(path: str | os.PathLike, *, step: str | int = "latest", precision: 
     tied = src.aliases()   # a tied lm_head is the embedding: one matrix, counted once
     names = sorted((n for n, s in src.shapes().items() if len(s) == 2 and min(s) > 1 and n not in tied),
                    key=_natural)
-    layers = _layer_spectra(names, src.read, precision, threads, progress)
+    check = _Finite(path, allow_nonfinite)
+    layers = _layer_spectra(names, src.read, precision, threads, progress, check, src.step)
+    check.warn()
     return _warn([SpectrumResult(step=src.step if src.step is not None else 0, layers=layers)])
 
 
-def _layer_spectra(names: list[str], read, precision: str, threads: int, progress) -> list:
+def _layer_spectra(names: list[str], read, precision: str, threads: int, progress, check: _Finite, step) -> list:
     """Each matrix read and analysed by ``threads`` workers (numpy and LAPACK release the GIL), each
     with one BLAS thread: on 2 cores the small Gram matrices and eigen-decompositions of a
-    transformer scale with the workers, where two BLAS threads on one matrix do not."""
+    transformer scale with the workers, where two BLAS threads on one matrix do not. A matrix holding
+    NaN or inf is reported through ``check`` (from this thread) and, allowed, left out."""
     from .analyses.spectrum import layer_spectrum
 
     workers = min(threads or os.cpu_count() or 1, max(1, len(names)))
 
     def one(n):
-        return layer_spectrum(n, read(n), precision)
+        W = read(n)
+        _, nan, inf = nonfinite(W)
+        if nan or inf:
+            return None, (nan, inf)
+        try:
+            # an overflow (huge finite values, a float32 Gram matrix) ends in a LinAlgError or a non-finite
+            # norm below, said as one line; numpy's own warning would be a second one
+            with np.errstate(over="ignore", invalid="ignore"):
+                layer = layer_spectrum(n, W, precision)
+            if not np.isfinite(layer.norm):
+                raise np.linalg.LinAlgError("its Gram matrix overflows")
+            return layer, None
+        except np.linalg.LinAlgError as exc:
+            big = float(np.max(np.abs(W))) if W.size else 0.0
+            return None, np.linalg.LinAlgError(f"{exc}; largest |value| {big:.3g}, Gram matrix in {precision}")
 
     if workers == 1:
         results = map(one, names)
@@ -521,8 +784,13 @@ def _layer_spectra(names: list[str], read, precision: str, threads: int, progres
         results = pool.map(one, names)
     out = []
     try:
-        for n, layer in zip(names, results):
-            out.append(layer)
+        for n, (layer, bad) in zip(names, results):
+            if isinstance(bad, Exception):
+                raise _unconverged(check.path, f"the eigenvalues of {n}", step, bad)
+            if bad is not None:
+                check.report(n, step, *bad, "left out")
+            else:
+                out.append(layer)
             if progress:
                 progress(n)
     finally:
@@ -562,10 +830,12 @@ def _text_only_for_checkpoints(path, text) -> None:
 
 
 def norms(path: str | os.PathLike, *, step: str | int = "latest", saturation: float = SATURATION,
-          text: str | None = None, window: int = WINDOW, max_tokens: int = MAX_TOKENS) -> list[NormsResult]:
+          text: str | None = None, window: int = WINDOW, max_tokens: int = MAX_TOKENS, allow_nonfinite: bool = False
+          ) -> list[NormsResult]:
     """ε share s = ε / (m + ε) and effective gain of every norm site (m: the mean over the probe
     tokens of mean(x²), var(x) for a LayerNorm); sites with s >= ``saturation`` are saturated.
-    Snapshot files: from the stored norm statistics; checkpoints: by running the model on ``text``."""
+    Snapshot files: from the stored norm statistics; checkpoints: by running the model on ``text``.
+    NaN or inf in a site's statistics or gain is an error; with ``allow_nonfinite`` the site is left out."""
     _number("saturation", saturation, lo=0.0, hi=1.0)
     path = os.fspath(path)
     if not is_snapshot_file(path):
@@ -576,8 +846,11 @@ def norms(path: str | os.PathLike, *, step: str | int = "latest", saturation: fl
         if len(eps) > 1:
             warnings.warn(f"{path}: the norms use several epsilons ({sorted(eps)}); the largest is reported",
                           ProbeWarning, stacklevel=2)
-        return _warn([norm_saturation(fw.norm_sites, fw.norm_ms, max(eps), gain=fw.norm_gain,
-                                      median_square=fw.norm_ms_median, saturation=saturation)])
+        check = _Finite(path, allow_nonfinite)
+        sites, ms, gain, med = _finite_sites(check, None, list(fw.norm_sites), fw.norm_ms, fw.norm_gain,
+                                             fw.norm_ms_median, " (the model run on the text)")
+        check.warn()
+        return _warn([norm_saturation(sites, ms, max(eps), gain=gain, median_square=med, saturation=saturation)])
     _text_only_for_checkpoints(path, text)
     with Run(path) as run:
         if not run.has("norm_ms"):
@@ -590,29 +863,65 @@ def norms(path: str | os.PathLike, *, step: str | int = "latest", saturation: fl
         gains = {s: _read(run.tensor(s), indices) for s in sites if s in run.weights()}
         eps = float(run.config.get("norm_eps", 1e-5))
         steps = run.steps
+        check = _Finite(run.path, allow_nonfinite)
     out = []
     for k, i in enumerate(indices):
         g = np.array([np.sqrt(np.mean(np.square(gains[s][k], dtype=np.float64))) if s in gains else 1.0
                       for s in sites])
-        out.append(norm_saturation(sites, ms[k], eps, gain=g, median_square=med[k], saturation=saturation,
+        for s in gains:   # a gain is a weight: named as stored, like every tensor
+            ok = check(s, gains[s][k], int(steps[i]), "its site left out")
+            if ok is not None:
+                g[sites.index(s)] = np.nan
+        kept, m, gk, mk = _finite_sites(check, int(steps[i]), sites, ms[k], g, med[k], "")
+        out.append(norm_saturation(kept, m, eps, gain=gk, median_square=mk, saturation=saturation,
                                    step=int(steps[i])))
+    check.warn()
     return _warn(out)
+
+
+def _finite_sites(check: _Finite, step, sites: list[str], ms, gain, med, where: str):
+    """(sites, mean_square, gain, median_square) of the norm sites whose numbers are all finite (an
+    error unless allowed; a gain already reported non-finite is NaN here and not named again)."""
+    bad = np.zeros(len(sites), bool)
+    for name, x in (("norm_ms", ms), ("norm_ms_median", med)):
+        if x is not None:
+            ok = check(name + where, x, step, "the sites holding them left out")
+            if ok is not None:
+                bad |= ~ok
+    if gain is not None:
+        bad |= ~np.isfinite(np.asarray(gain, dtype=np.float64))
+        if where:   # a checkpoint: the gains come from the model run, named here
+            ok = check("norm gains" + where, gain, step, "the sites holding them left out")
+    if not bad.any():
+        return sites, ms, gain, med
+    if bad.all():
+        raise ProbeError(f"{check.path}: {_at(step)}no norm site has finite statistics")
+    keep = ~bad
+    return ([s for s, k in zip(sites, keep) if k], np.asarray(ms)[keep],
+            None if gain is None else np.asarray(gain)[keep], None if med is None else np.asarray(med)[keep])
 
 
 def sinks(path: str | os.PathLike, *, step: str | int = "latest", min_query: int = MIN_QUERY,
           sink_threshold: float = SINK_THRESHOLD, text: str | None = None, window: int = WINDOW,
-          max_tokens: int = MAX_TOKENS) -> list[SinksResult]:
+          max_tokens: int = MAX_TOKENS, allow_nonfinite: bool = False) -> list[SinksResult]:
     """Attention sinks per layer and head: mean attention on the first position of queries at
     positions >= ``min_query``, the fraction of heads at or above ``sink_threshold``, and the first
     position's residual norm against the median position. Snapshot files: the stored probe batch;
-    checkpoints: the model run on ``text``."""
+    checkpoints: the model run on ``text``. NaN or inf in the maps or the residual norms is an
+    error; with ``allow_nonfinite`` the sequences (windows) holding one are left out."""
     _number("min_query", min_query, lo=1, integer=True)
     _number("sink_threshold", sink_threshold, lo=0.0, hi=1.0)
     path = os.fspath(path)
     if not is_snapshot_file(path):
         fw = _forward(path, text, "sinks", step, window=window, max_tokens=max_tokens, attention=True)
-        return _warn([attention_sinks(fw.attention, fw.hidden_norm, min_query=min_query,
-                                      threshold=sink_threshold)])
+        check = _Finite(path, allow_nonfinite)
+        A, h = fw.attention, fw.hidden_norm
+        keep = _finite_sequences(check, "attention (the model run on the text)", A, None,
+                                 also=None if h is None else ("residual norms (the model run on the text)", h))
+        if keep is not None:
+            A, h = A[:, :, keep], None if h is None else h[:, keep]
+        check.warn()
+        return _warn([attention_sinks(A, h, min_query=min_query, threshold=sink_threshold)])
     _text_only_for_checkpoints(path, text)
     with Run(path) as run:
         if P["attention"] not in run.h5:
@@ -621,8 +930,15 @@ def sinks(path: str | os.PathLike, *, step: str | int = "latest", min_query: int
         maps = _read(run.dataset("attention"), indices)
         hidden = _read(run.dataset("hidden_norm"), indices) if run.has("hidden_norm") else [None] * len(indices)
         steps = run.steps
-    return _warn([attention_sinks(A, h, min_query=min_query, threshold=sink_threshold, step=int(steps[i]))
-                  for A, h, i in zip(maps, hidden, indices)])
+        check = _Finite(run.path, allow_nonfinite)
+    out = []
+    for A, h, i in zip(maps, hidden, indices):
+        keep = _finite_sequences(check, "attention", A, int(steps[i]), also=None if h is None else ("hidden_norm", h))
+        if keep is not None:
+            A, h = A[:, :, keep], None if h is None else h[:, keep]
+        out.append(attention_sinks(A, h, min_query=min_query, threshold=sink_threshold, step=int(steps[i])))
+    check.warn()
+    return _warn(out)
 
 
 def _rank_names(run) -> list[str]:
@@ -634,25 +950,41 @@ def _rank_names(run) -> list[str]:
 
 
 def rank(path: str | os.PathLike, *, step: str | int = "latest", groups: str | None = None,
-         mapping: str | None = None) -> list[RankResult]:
+         mapping: str | None = None, allow_nonfinite: bool = False) -> list[RankResult]:
     """Effective rank (exp entropy of σ / Σσ), stable rank (Σσ² / σ₁²) and top-1 / top-5 energy of the
-    centred token embedding and of every weight matrix (per-head tensors as the full map), per step."""
+    centred token embedding and of every weight matrix (per-head tensors as the full map), per step.
+    NaN or inf is an error; with ``allow_nonfinite`` the embedding rows holding one are left out (the
+    rest centred), and a weight matrix holding one is left out."""
     with open_source(path, groups, mapping) as run:
         indices = run.step_indices(step)
         names = _rank_names(run)
         emb = _read(run.tensor("token_embedding"), indices)
         mats = {n: _read(run.tensor(n), indices) for n in names}
         steps = run.steps
-    return _warn([matrix_ranks({n: _as_matrix(n, m[k]) for n, m in mats.items()}, emb[k], step=int(steps[i]))
-                  for k, i in enumerate(indices)])
+        check, at = _Finite(run.path, allow_nonfinite), [_step_at(run, i) for i in indices]
+        label = {n: _tensor_name(run, n) for n in [*names, "token_embedding"]}
+    out = []
+    for k, i in enumerate(indices):
+        e = _finite_tokens(check, label["token_embedding"], emb[k], at[k], np.arange(len(emb[k])),
+                           [""] * len(emb[k]), 2, "the embedding's rank")[0]
+        ms = {n: _as_matrix(n, m[k]) for n, m in mats.items()
+              if check(label[n], m[k], at[k], "left out") is None}
+        try:
+            out.append(matrix_ranks(ms, e, step=int(steps[i])))
+        except np.linalg.LinAlgError as exc:
+            raise _unconverged(path, f"the eigenvalues of {getattr(exc, 'matrix', 'a matrix')}", at[k], exc) from None
+    check.warn()
+    return _warn(out)
 
 
 def rank_trajectory(path: str | os.PathLike, *, step: str | int = "all", metric: str = "effective_rank",
-                    groups: str | None = None, mapping: str | None = None) -> list[RankTrajectoryResult]:
+                    groups: str | None = None, mapping: str | None = None, allow_nonfinite: bool = False
+                    ) -> list[RankTrajectoryResult]:
     """Where each matrix's ``metric`` (effective_rank, stable_rank, top1_energy, top5_energy) bottoms out
     over the selected steps: its minimum, the step of it, the dip below the first step and the rebound
-    to the last ("condense, then expand" as numbers)."""
-    results = rank(path, step=step, groups=groups, mapping=mapping)
+    to the last ("condense, then expand" as numbers). Non-finite values: as :func:`rank` (a matrix
+    left out at some step is left out of the trajectory)."""
+    results = rank(path, step=step, groups=groups, mapping=mapping, allow_nonfinite=allow_nonfinite)
     known = list(next(iter(results[0].numbers.values())))
     if metric not in known:
         raise ProbeError(f"{param('metric', metric)}: rank reports {', '.join(known)}")
@@ -661,13 +993,15 @@ def rank_trajectory(path: str | os.PathLike, *, step: str | int = "all", metric:
 
 def tokens(path: str | os.PathLike, other: str | os.PathLike | None = None, *, step: str | int = "latest",
            step_b: str | int | None = None, buckets: int = BUCKETS, text: str | None = None, window: int = WINDOW,
-           max_tokens: int = MAX_TOKENS) -> list[TokensResult]:
+           max_tokens: int = MAX_TOKENS, allow_nonfinite: bool = False) -> list[TokensResult]:
     """Per-token loss difference ΔL = L_A − L_B between run A (``path`` at ``step``) and run B
     (``other``, or ``path`` again, at ``step_b``; by default B's latest step, or with several or a
     numbered ``step`` the same steps as A: a trajectory) on identical held-out tokens, bucketed by token
     frequency, unigram and bigram surprisal, how much the context lowers the loss, and the models'
     predictive entropy; per bucket the mean ΔL and the share of the total gain. Snapshot files: the
-    stored token-probe windows; checkpoints (two Hugging Face folders): the models run on ``text``."""
+    stored token-probe windows; checkpoints (two Hugging Face folders): the models run on ``text``.
+    A NaN or inf per-token loss, entropy or n-gram surprisal is an error; with ``allow_nonfinite`` the
+    tokens holding one (in either model) are left out."""
     _number("buckets", buckets, lo=1, integer=True)
     path = os.fspath(path)
     other = os.fspath(other) if other is not None else None
@@ -690,6 +1024,12 @@ def tokens(path: str | os.PathLike, other: str | os.PathLike | None = None, *, s
         if fa.vocab_size != fb.vocab_size or not np.array_equal(fa.tokens, fb.tokens):
             raise ProbeError(f"{path} and {b_path} tokenize the text differently; the per-token comparison needs "
                              "one vocabulary")
+        # checked before anything else is said: an error comes alone
+        checks = _Finite(path, allow_nonfinite), _Finite(b_path, allow_nonfinite)
+        keep = _finite_tokens_of(checks, [(0, "token_loss", fa.token_loss, None),
+                                          (0, "token_entropy", fa.token_entropy, None),
+                                          (1, "token_loss", fb.token_loss, None),
+                                          (1, "token_entropy", fb.token_entropy, None)], " (the model run on the text)")
         V = fa.vocab_size
         counts = np.bincount(fa.targets.ravel(), minlength=V).astype(np.float64)
         prev = np.bincount(fa.tokens.ravel(), minlength=V).astype(np.float64)
@@ -703,6 +1043,10 @@ def tokens(path: str | os.PathLike, other: str | os.PathLike | None = None, *, s
                       ProbeWarning, stacklevel=2)
         la, lb = fa.token_loss.ravel(), fb.token_loss.ravel()
         feats = token_features(counts[tgt], unigram, bigram, la, lb, fa.token_entropy.ravel(), fb.token_entropy.ravel())
+        if keep is not None:
+            la, lb, feats = la[keep], lb[keep], {k: v[keep] for k, v in feats.items()}
+        for c in checks:
+            c.warn()
         return _warn([token_gains(la, lb, feats, buckets=buckets, label_a=path, label_b=b_path)])
     _text_only_for_checkpoints(path, text)
     runs_a = _token_runs(path, step)
@@ -720,6 +1064,11 @@ def tokens(path: str | os.PathLike, other: str | os.PathLike | None = None, *, s
         raise ProbeError(exc.args[0].replace(f"{mark}step{mark}", param("step_b"))
                          .replace(f"{mark}step=", f"{mark}step_b=")) from None
     out = []
+    checks = _Finite(path, allow_nonfinite), _Finite(b_path, allow_nonfinite)
+    a = runs_a[0]   # what does not change with the step (the windows' n-gram numbers): checked once
+    fixed = _finite_tokens_of(checks, [(0, "token_probe_unigram", a["unigram"], None),
+                                       (0, "token_probe_bigram", a["bigram"], None),
+                                       (0, "token_counts", a["counts"][a["targets"].ravel()], None)], "")
     for a, b in zip(runs_a, runs_b):
         if not np.array_equal(a["tokens"], b["tokens"]) or not np.array_equal(a["targets"], b["targets"]):
             raise ProbeError(f"{path} and {b_path} hold different token-probe windows (another data seed, "
@@ -729,9 +1078,33 @@ def tokens(path: str | os.PathLike, other: str | os.PathLike | None = None, *, s
         feats = token_features(a["counts"][tgt], a["unigram"].ravel(), a["bigram"].ravel(), la, lb,
                                a["entropy"].ravel(), b["entropy"].ravel())
         source = np.repeat(a["source"], a["tokens"].shape[1])
+        keep = _finite_tokens_of(checks, [(0, "token_loss", la, a["step"]), (1, "token_loss", lb, b["step"]),
+                                          (0, "token_entropy", a["entropy"], a["step"]),
+                                          (1, "token_entropy", b["entropy"], b["step"])], "")
+        keep = fixed if keep is None else keep if fixed is None else keep & fixed
+        if keep is not None and not keep.any():
+            raise ProbeError(f"{path}: no token has a finite loss, entropy and surprisal in both models")
+        if keep is not None:
+            la, lb, source = la[keep], lb[keep], source[keep]
+            feats = {k: v[keep] for k, v in feats.items()}
         out.append(token_gains(la, lb, feats, groups=source, group_names=a["splits"], buckets=buckets,
                                label_a=f"{path}@{a['step']}", label_b=f"{b_path}@{b['step']}", step=a["step"]))
+    for c in checks:
+        c.warn()
     return _warn(out)
+
+
+def _finite_tokens_of(checks: tuple, arrays: list[tuple], where: str) -> np.ndarray | None:
+    """None when every per-token array is finite; else (allowed) the mask of the tokens finite in all.
+    ``arrays``: (0 for run A or 1 for run B, name, values (any shape, N values), step)."""
+    keep = None
+    for which, name, x, step in arrays:
+        ok = checks[which](name + where, x, step, "the tokens holding them left out")
+        if ok is not None:
+            keep = ok.ravel() if keep is None else keep & ok.ravel()
+    if keep is not None and not keep.any():
+        raise ProbeError(f"{checks[0].path}: no token has a finite loss, entropy and surprisal in both models")
+    return keep
 
 
 def _token_runs(path: str, step) -> list[dict]:
@@ -753,10 +1126,13 @@ def _token_runs(path: str, step) -> list[dict]:
 
 
 def dynamics(path: str | os.PathLike, *, step: str | int = "latest", delta: float = DELTA, smooth: int = SMOOTH,
-             spike_factor: float = SPIKE_FACTOR, spike_window: int = SPIKE_WINDOW) -> list[DynamicsResult]:
+             spike_factor: float = SPIKE_FACTOR, spike_window: int = SPIKE_WINDOW, allow_nonfinite: bool = False
+             ) -> list[DynamicsResult]:
     """From the per-step loss log up to each selected snapshot: the escape step (first step where the
     loss, averaged over ``smooth`` steps, is below ln V − ``delta``) and the loss spikes (a loss above
-    ``spike_factor`` x the median of the ``spike_window`` steps before it; a run of them is one)."""
+    ``spike_factor`` x the median of the ``spike_window`` steps before it; a run of them is one).
+    A NaN or inf loss in the log is an error; with ``allow_nonfinite`` the log is cut before the first
+    one (so every step keeps its place)."""
     _number("delta", delta, lo=0.0)
     _number("smooth", smooth, lo=1, integer=True)
     _number("spike_factor", spike_factor, lo=1.0)
@@ -766,6 +1142,14 @@ def dynamics(path: str | os.PathLike, *, step: str | int = "latest", delta: floa
         losses = run.step_losses()
         vocab = int(run.dims["vocab"])
         steps = run.steps
+        check = _Finite(run.path, allow_nonfinite)
+    upto = losses[:max(int(steps[i]) for i in indices)]
+    first = np.flatnonzero(~np.isfinite(upto))
+    if first.size:   # row t of the log is step t
+        check(f"step_loss (the per-step loss log, the first at step {int(first[0])})", upto, None,
+              f"the log is used before step {int(first[0])}")
+        losses = losses[:int(first[0])]
+    check.warn()
     return _warn([loss_dynamics(losses[:int(steps[i])], vocab, delta=delta, window=smooth, spike_factor=spike_factor,
                                 spike_window=spike_window, step=int(steps[i])) for i in indices])
 

@@ -31,7 +31,8 @@ def _python(name: str, value: str | None) -> str:
 
 def _flag(name: str, value: str | None) -> str:
     flag = "--" + name.replace("_", "-")
-    return flag if value is None else f"{flag} {value}"
+    # a switch set to True is the flag itself (Python: allow_nonfinite=True, CLI: --allow-nonfinite)
+    return flag if value is None or value == "True" else f"{flag} {value}"
 
 
 def render(message: str, style: Callable[[str, str | None], str] = _python) -> str:

@@ -199,7 +199,8 @@ class Report:
     """The page for ``specs``; :meth:`refresh` re-reads the runs, :meth:`html` computes what is new."""
 
     def __init__(self, specs: list[str], probes: list[str] | None = None, max_steps: int = MAX_STEPS,
-                 revisions: str | None = None, progress: Callable[[str], None] | None = None):
+                 revisions: str | None = None, progress: Callable[[str], None] | None = None,
+                 allow_nonfinite: bool = False):
         if not specs:
             raise ProbeError("give at least one run")
         self.probes = list(dict.fromkeys(probes or PROBES))
@@ -209,6 +210,7 @@ class Report:
         if not isinstance(max_steps, int) or max_steps < 1:
             raise ProbeError(f"bad --max-steps {max_steps}: need a whole number >= 1")
         self.specs, self.max_steps, self.revisions = list(specs), max_steps, revisions
+        self.allow_nonfinite = allow_nonfinite   # each probe's own rule (probe.api), its warning in the notes
         self.progress = progress or (lambda msg: None)
         self._cache: dict = {}          # (path, probe, step) -> (Result | None, note, warnings)
         self._figs: dict = {}           # (path, probe, step) -> base64 PNG or None (no figure)
@@ -251,7 +253,7 @@ class Report:
                 with warnings.catch_warnings(record=True) as caught:
                     warnings.simplefilter("always", ProbeWarning)
                     try:
-                        kwargs = {"step": spec}
+                        kwargs = {"step": spec, "allow_nonfinite": self.allow_nonfinite}
                         if probe == "ood":
                             kwargs["threads"] = 1
                         if self._tokens(src, probe):
@@ -706,10 +708,11 @@ def check_out(path: str) -> None:
 
 
 def report(specs: list[str], out: str, *, probes: list[str] | None = None, max_steps: int = MAX_STEPS,
-           revisions: str | None = None, progress: Callable[[str], None] | None = None) -> Report:
+           revisions: str | None = None, progress: Callable[[str], None] | None = None,
+           allow_nonfinite: bool = False) -> Report:
     """Write the page for ``specs`` to ``out`` once; returns the :class:`Report` (its sections)."""
     check_out(out)
-    rep = Report(specs, probes, max_steps, revisions, progress)
+    rep = Report(specs, probes, max_steps, revisions, progress, allow_nonfinite)
     rep.refresh()
     if not rep.sources:
         raise ProbeError(next(iter(rep.errors.values())))
@@ -719,7 +722,8 @@ def report(specs: list[str], out: str, *, probes: list[str] | None = None, max_s
 
 def watch(specs: list[str], out: str, *, probes: list[str] | None = None, max_steps: int = MAX_STEPS,
           revisions: str | None = None, interval: float = 2.0, max_share: float = 1.0,
-          progress: Callable[[str], None] | None = None, log: Callable[[str], None] | None = None) -> Report:
+          progress: Callable[[str], None] | None = None, log: Callable[[str], None] | None = None,
+          allow_nonfinite: bool = False) -> Report:
     """Rewrite ``out`` whenever a run gains a snapshot, until every run reached its last step, or
     Ctrl-C / SIGTERM (then the page is written once more, no longer reloading itself).
 
@@ -734,7 +738,7 @@ def watch(specs: list[str], out: str, *, probes: list[str] | None = None, max_st
         raise ProbeError(f"bad --interval {interval}: need seconds > 0")
     check_out(out)
     log = log or (lambda msg: None)
-    rep = Report(specs, probes, max_steps, revisions, progress)
+    rep = Report(specs, probes, max_steps, revisions, progress, allow_nonfinite)
     budget = Budget(max_share) if max_share < 1 else None
     stop = {"asked": False}
 

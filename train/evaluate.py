@@ -96,7 +96,8 @@ def _checked_params(run: Run, model) -> dict:
     return params
 
 
-def map_models(run: Run, indices, fn, *, threads: int = 1, block_bytes: int = 1 << 28, progress=None) -> list:
+def map_models(run: Run, indices, fn, *, threads: int = 1, block_bytes: int = 1 << 28, progress=None,
+               check=None) -> list:
     """``[fn(index, model) for index in indices]``: the run's model at each snapshot index.
 
     A trajectory pays for one model per worker, not one per snapshot: each worker builds the model
@@ -104,7 +105,8 @@ def map_models(run: Run, indices, fn, *, threads: int = 1, block_bytes: int = 1 
     read for a block of snapshots in one HDF5 call (at most ``block_bytes`` of weights at a time).
     ``threads`` workers evaluate snapshots at once, each on one torch thread (torch releases the GIL
     in its kernels): on 2 cores that scales where two intra-op threads on one small model do not.
-    ``progress`` is called once per snapshot done."""
+    ``progress`` is called once per snapshot done. ``check(name, indices, stack)`` sees each block of
+    weights as read (``stack[k]``: tensor ``name`` at snapshot ``indices[k]``), before any model uses it."""
     from concurrent.futures import ThreadPoolExecutor
 
     from .models import build_model
@@ -136,6 +138,9 @@ def map_models(run: Run, indices, fn, *, threads: int = 1, block_bytes: int = 1 
         for start in range(0, len(indices), block):
             part = indices[start:start + block]
             stacks = {name: run.read_many(name, part) for name in params[0]}
+            if check is not None:
+                for name, stack in stacks.items():
+                    check(name, part, stack)
             if pool is None:
                 out += job(0, part, stacks, range(len(part)))
                 continue

@@ -56,3 +56,33 @@ def exp_entropy(weights: np.ndarray) -> float:
         return float("nan")
     p = w[w > 0] / total
     return float(np.exp(-(p * np.log(p)).sum()))
+
+
+def nonfinite(X: np.ndarray) -> tuple[np.ndarray | None, int, int]:
+    """What of ``X`` (any shape) is not finite: ``(None, 0, 0)`` when every value is finite (integer
+    and boolean arrays always are); else (the boolean mask of X's finite values, same shape as X,
+    the count of NaN, the count of +-inf). One pass over X when it is finite, the common case."""
+    X = np.asarray(X)
+    if X.dtype.kind not in "fc":
+        return None, 0, 0
+    ok = np.isfinite(X)
+    if ok.all():
+        return None, 0, 0
+    nan = int(np.count_nonzero(np.isnan(X)))
+    return ok, nan, int(ok.size - np.count_nonzero(ok)) - nan
+
+
+def finite_rows(ok: np.ndarray) -> np.ndarray:
+    """(k,) whether row i of a finite-value mask ``ok`` (k, ...) is finite throughout."""
+    ok = np.asarray(ok)
+    return ok.reshape(len(ok), -1).all(axis=1) if ok.ndim > 1 else ok
+
+
+def named(name: str, fn, *args, **kwargs):
+    """``fn(*args, **kwargs)``, a LinAlgError from it carrying ``name`` (``exc.matrix``): which
+    matrix of several did not converge."""
+    try:
+        return fn(*args, **kwargs)
+    except np.linalg.LinAlgError as exc:
+        exc.matrix = name
+        raise

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._stats import exp_entropy, unit_rows
+from ._stats import exp_entropy, named, unit_rows
 from .base import Result
 
 
@@ -108,7 +108,7 @@ def condense(vectors: np.ndarray, top_k: tuple[int, ...] = (1, 2, 5), neurons: n
              neuron_tensor: str | None = None, threshold: float = 0.7,
              layers: dict[str, np.ndarray] | None = None, step: int | None = None) -> CondenseResult:
     """vectors (k, d); neurons (n, fan_in) or None; layers name -> weight (2-D, or 3-D per head)."""
-    ev = covariance_eigenvalues(vectors)
+    ev = named("the vectors' covariance", covariance_eigenvalues, vectors)
     total = ev.sum()
     shares = {k: float(ev[:k].sum() / total) if total > 0 else float("nan") for k in top_k}
     sizes: list[int] = []
@@ -117,7 +117,7 @@ def condense(vectors: np.ndarray, top_k: tuple[int, ...] = (1, 2, 5), neurons: n
     svs = {}
     for name, W in (layers or {}).items():
         W = np.asarray(W, dtype=np.float64)
-        svs[name] = np.linalg.svd(W, compute_uv=False) if W.ndim >= 2 else np.zeros(0)
+        svs[name] = named(name, np.linalg.svd, W, compute_uv=False) if W.ndim >= 2 else np.zeros(0)
     return CondenseResult(step=step, eigenvalues=ev, top_share=shares, effective_rank=effective_rank(ev),
                           stable_rank=stable_rank(ev), neuron_tensor=neuron_tensor, threshold=threshold,
                           neuron_groups=sizes, layer_singular_values=svs)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._stats import exp_entropy
+from ._stats import exp_entropy, named
 from .base import Result
 
 TOP_K = (1, 5)
@@ -57,7 +57,7 @@ def matrix_ranks(matrices: dict[str, np.ndarray], embedding: np.ndarray | None =
     if embedding is not None:
         E = np.asarray(embedding, dtype=np.float64)
         mats = {"embedding": E - E.mean(axis=0), **mats}
-    svs = {n: singular_values(M) for n, M in mats.items()}
+    svs = {n: named(n, singular_values, M) for n, M in mats.items()}
     warnings = [f"{n} is all zero" for n, sv in svs.items() if not sv.size or sv[0] == 0]
     return RankResult(step=step, names=list(mats), numbers={n: rank_numbers(sv, top_k) for n, sv in svs.items()},
                       singular_values=svs, warnings=warnings)

@@ -16,6 +16,7 @@ import typer
 
 from ..errors import Interrupted, ProbeError, run_cli
 from .options import (
+    ALLOW_NONFINITE, AllowNonfinite,
     PRECISION, THREADS, Precision, Threads, BUCKETS, DELTA, SMOOTH, SPIKE_FACTOR, SPIKE_WINDOW, Delta, Smooth, SpikeFactor, SpikeWindow, FORMAT, FULL, JOBS, MAX_TOKENS, MIN_QUERY, N_COMPONENTS, NEURONS, SATURATION, SEED, SINK_THRESHOLD, STEP,
     TENSOR, THRESHOLD, TOP_K, WINDOW, Anchor, Buckets, Dim, File, Fmt, Format, Full, Groups, Head, Jobs, Layer,
     Mapping, MaxTokens, Probes, Revisions, Metric, MinQuery, NComponents, Neurons, Out, Outcome, Plot, Saturation, Seed, SinkThreshold,
@@ -163,166 +164,178 @@ def validate(file: File, fmt: Fmt = FORMAT) -> None:
 @app.command()
 def similarity(file: Source, tokens: Tokens = None, words: Words = None, words_file: WordsFile = None,
                tensor: Tensor = TENSOR, groups: Groups = None, mapping: Mapping = None, step: Step = STEP,
-               fmt: Fmt = FORMAT, plot: Plot = None) -> None:
+               allow_nonfinite: AllowNonfinite = ALLOW_NONFINITE, fmt: Fmt = FORMAT, plot: Plot = None) -> None:
     """Cosine-similarity matrix of token vectors (default tokens: reasoning), with its mean and its
     fall-off with |i - j|; above 4096 tokens only the summaries, accumulated in blocks."""
     from .. import api
 
     _check_plot(plot)
     res = api.similarity(file, tokens, words=words, words_file=words_file, tensor=tensor, step=step,
-                         groups=groups, mapping=mapping)
+                         groups=groups, mapping=mapping, allow_nonfinite=allow_nonfinite)
     _show(res, fmt, file, "similarity", plot)
 
 
 @app.command()
 def pca(file: Source, tokens: Tokens = None, words: Words = None, words_file: WordsFile = None,
         tensor: Tensor = TENSOR, n_components: NComponents = N_COMPONENTS, groups: Groups = None,
-        mapping: Mapping = None, step: Step = STEP, fmt: Fmt = FORMAT, plot: Plot = None) -> None:
+        mapping: Mapping = None, step: Step = STEP, allow_nonfinite: AllowNonfinite = ALLOW_NONFINITE,
+        fmt: Fmt = FORMAT, plot: Plot = None) -> None:
     """PCA of token vectors (default tokens: keys,reasoning,memory): explained variance, coordinates,
     and how ordered each group lies (the number line)."""
     from .. import api
 
     _check_plot(plot)
     res = api.pca(file, tokens, words=words, words_file=words_file, tensor=tensor, step=step,
-                  n_components=n_components, groups=groups, mapping=mapping)
+                  n_components=n_components, groups=groups, mapping=mapping, allow_nonfinite=allow_nonfinite)
     _show(res, fmt, file, "pca", plot)
 
 
 @app.command()
 def align(file: Source, layer: Layer = None, head: Head = None, top_k: TopK = TOP_K, groups: Groups = None,
-          mapping: Mapping = None, step: Step = STEP, fmt: Fmt = FORMAT, plot: Plot = None) -> None:
+          mapping: Mapping = None, step: Step = STEP, allow_nonfinite: AllowNonfinite = ALLOW_NONFINITE,
+          fmt: Fmt = FORMAT, plot: Plot = None) -> None:
     """Singular values of W_V and W_V W_O of one head (default: layer 0, head 0), and |cos| of W_V's
     top singular vectors with each token group."""
     from .. import api
 
     _check_plot(plot)
-    res = api.align(file, layer, head, step=step, top_k=top_k, groups=groups, mapping=mapping)
+    res = api.align(file, layer, head, step=step, top_k=top_k, groups=groups, mapping=mapping,
+                    allow_nonfinite=allow_nonfinite)
     _show(res, fmt, file, "align", plot)
 
 
 @app.command()
 def condense(file: Source, tokens: Tokens = None, words: Words = None, words_file: WordsFile = None,
              tensor: Tensor = TENSOR, neurons: Neurons = NEURONS, threshold: Threshold = THRESHOLD,
-             groups: Groups = None, mapping: Mapping = None, step: Step = STEP, fmt: Fmt = FORMAT,
-             plot: Plot = None) -> None:
+             groups: Groups = None, mapping: Mapping = None, step: Step = STEP,
+             allow_nonfinite: AllowNonfinite = ALLOW_NONFINITE, fmt: Fmt = FORMAT, plot: Plot = None) -> None:
     """Condensation: covariance eigenvalues of token vectors (default: every row; centred, unscaled,
     / (k-1)), effective and stable rank, neuron groups, and the singular values of every weight matrix."""
     from .. import api
 
     _check_plot(plot)
     res = api.condense(file, tokens, words=words, words_file=words_file, tensor=tensor, neurons=neurons or None,
-                       threshold=threshold, step=step, groups=groups, mapping=mapping)
+                       threshold=threshold, step=step, groups=groups, mapping=mapping,
+                       allow_nonfinite=allow_nonfinite)
     _show(res, fmt, file, "condense", plot)
 
 
 @app.command()
 def theory(file: File, tokens: Tokens = None, words: Words = None, words_file: WordsFile = None,
            anchor: Anchor = None, dim: Dim = None, seed: Seed = SEED, groups: Groups = None, step: Step = STEP,
-           fmt: Fmt = FORMAT, plot: Plot = None) -> None:
+           allow_nonfinite: AllowNonfinite = ALLOW_NONFINITE, fmt: Fmt = FORMAT, plot: Plot = None) -> None:
     """Paper 1's theory (default tokens: reasoning): cos of P^s - 1/d_vob against the measured
     embedding cosines, and the eq. 14 reconstruction's cos(w(s0), w(s_j)) profile against the measured one."""
     from .. import api
 
     _check_plot(plot)
     res = api.theory(file, tokens, words=words, words_file=words_file, anchor=anchor, step=step, dim=dim,
-                     seed=seed, groups=groups)
+                     seed=seed, groups=groups, allow_nonfinite=allow_nonfinite)
     _show(res, fmt, file, "theory", plot)
 
 
 @app.command()
-def ood(file: File, full: Full = FULL, step: Step = STEP, threads: Threads = THREADS, fmt: Fmt = FORMAT,
-        plot: Plot = None) -> None:
+def ood(file: File, full: Full = FULL, step: Step = STEP, threads: Threads = THREADS,
+        allow_nonfinite: AllowNonfinite = ALLOW_NONFINITE, fmt: Fmt = FORMAT, plot: Plot = None) -> None:
     """Rebuild the model from the stored weights; accuracy and loss per split and per held-out anchor
     combination (composite task: inferential vs symmetric accuracy on the unseen pair)."""
     from .. import api
 
     _check_plot(plot)
     with _progress("ood") as tick:
-        res = api.ood(file, step=step, full=full, threads=threads, progress=tick)
+        res = api.ood(file, step=step, full=full, threads=threads, progress=tick, allow_nonfinite=allow_nonfinite)
     _show(res, fmt, file, "ood", plot)
 
 
 @app.command()
-def attention(file: File, layer: Layer = None, step: Step = STEP, fmt: Fmt = FORMAT, plot: Plot = None) -> None:
+def attention(file: File, layer: Layer = None, step: Step = STEP,
+              allow_nonfinite: AllowNonfinite = ALLOW_NONFINITE, fmt: Fmt = FORMAT, plot: Plot = None) -> None:
     """Attention on the stored probe batch (default: every layer): distance from causal averaging
     (mean |A_ij - 1/i|, entropy relative to uniform) and where the last position attends (key, anchors)."""
     from .. import api
 
     _check_plot(plot)
-    _show(api.attention(file, layer=layer, step=step), fmt, file, "attention", plot)
+    _show(api.attention(file, layer=layer, step=step, allow_nonfinite=allow_nonfinite), fmt, file, "attention", plot)
 
 
 @app.command()
-def bias(file: File, splits: Splits = None, step: Step = STEP, fmt: Fmt = FORMAT, plot: Plot = None) -> None:
+def bias(file: File, splits: Splits = None, step: Step = STEP, allow_nonfinite: AllowNonfinite = ALLOW_NONFINITE,
+         fmt: Fmt = FORMAT, plot: Plot = None) -> None:
     """Reasoning bias Delta L = (L_A - L_B) / L_B from the stored per-split losses (--step all for the
     trajectory)."""
     from .. import api
 
     _check_plot(plot)
-    _show(api.bias(file, tuple(splits) if splits else None, step=step), fmt, file, "bias", plot)
+    _show(api.bias(file, tuple(splits) if splits else None, step=step, allow_nonfinite=allow_nonfinite), fmt, file,
+          "bias", plot)
 
 
 @app.command()
 def spectrum(file: Source, precision: Precision = PRECISION, threads: Threads = THREADS, step: Step = STEP,
-             fmt: Fmt = FORMAT, plot: Plot = None) -> None:
+             allow_nonfinite: AllowNonfinite = ALLOW_NONFINITE, fmt: Fmt = FORMAT, plot: Plot = None) -> None:
     """Per linear layer: spectral norm, Frobenius norm, stable rank, entropy rank, and the power-law
     exponent alpha of the eigenvalue density with its fit range (WeightWatcher's metrics)."""
     from .. import api
 
     _check_plot(plot)
     with _progress("spectrum") as tick:
-        res = api.spectrum(file, step=step, precision=precision, threads=threads, progress=tick)
+        res = api.spectrum(file, step=step, precision=precision, threads=threads, progress=tick,
+                           allow_nonfinite=allow_nonfinite)
     _show(res, fmt, file, "spectrum", plot)
 
 
 @app.command()
 def norms(file: Source, saturation: Saturation = SATURATION, text: Text = None, window: Window = WINDOW,
-          max_tokens: MaxTokens = MAX_TOKENS, step: Step = STEP, fmt: Fmt = FORMAT, plot: Plot = None) -> None:
+          max_tokens: MaxTokens = MAX_TOKENS, step: Step = STEP, allow_nonfinite: AllowNonfinite = ALLOW_NONFINITE,
+          fmt: Fmt = FORMAT, plot: Plot = None) -> None:
     """ε-saturation of every norm site: ε share s = ε / (m + ε), m the mean over tokens of mean(x²)
     (var(x) for LayerNorm), and the effective gain; flags the saturated sites (--step all: site x step)."""
     from .. import api
 
     _check_plot(plot)
-    _show(api.norms(file, step=step, saturation=saturation, text=text, window=window, max_tokens=max_tokens),
-          fmt, file, "norms", plot)
+    _show(api.norms(file, step=step, saturation=saturation, text=text, window=window, max_tokens=max_tokens,
+                    allow_nonfinite=allow_nonfinite), fmt, file, "norms", plot)
 
 
 @app.command()
 def sinks(file: Source, min_query: MinQuery = MIN_QUERY, sink_threshold: SinkThreshold = SINK_THRESHOLD,
           text: Text = None, window: Window = WINDOW, max_tokens: MaxTokens = MAX_TOKENS, step: Step = STEP,
-          fmt: Fmt = FORMAT, plot: Plot = None) -> None:
+          allow_nonfinite: AllowNonfinite = ALLOW_NONFINITE, fmt: Fmt = FORMAT, plot: Plot = None) -> None:
     """Attention sinks per layer and head: mean attention on the first position (queries past the first
     few), the fraction of sink heads, and the first position's residual norm over the median position's."""
     from .. import api
 
     _check_plot(plot)
     _show(api.sinks(file, step=step, min_query=min_query, sink_threshold=sink_threshold, text=text, window=window,
-                    max_tokens=max_tokens), fmt, file, "sinks", plot)
+                    max_tokens=max_tokens, allow_nonfinite=allow_nonfinite), fmt, file, "sinks", plot)
 
 
 @app.command()
 def rank(file: Source, minima: Annotated[bool, typer.Option(
              help="report where each effective-rank trajectory bottoms out (its minimum, the step of it, the dip "
                   "and the rebound) over the selected steps (default: every step)")] = False,
-         groups: Groups = None, mapping: Mapping = None, step: Step = STEP, fmt: Fmt = FORMAT,
-         plot: Plot = None) -> None:
+         groups: Groups = None, mapping: Mapping = None, step: Step = STEP,
+         allow_nonfinite: AllowNonfinite = ALLOW_NONFINITE, fmt: Fmt = FORMAT, plot: Plot = None) -> None:
     """Effective rank, stable rank and top-1/top-5 energy of the centred token embedding and of every weight
     matrix; with --step all a trajectory, with --minima the step where each one bottoms out."""
     from .. import api
 
     _check_plot(plot)
     if minima:
-        res = api.rank_trajectory(file, step="all" if step == STEP else step, groups=groups, mapping=mapping)
+        res = api.rank_trajectory(file, step="all" if step == STEP else step, groups=groups, mapping=mapping,
+                                  allow_nonfinite=allow_nonfinite)
         _show(res, fmt, file, "rank-minima", plot)
         return
-    _show(api.rank(file, step=step, groups=groups, mapping=mapping), fmt, file, "rank", plot)
+    _show(api.rank(file, step=step, groups=groups, mapping=mapping, allow_nonfinite=allow_nonfinite), fmt, file,
+          "rank", plot)
 
 
 @app.command()
 def tokens(file: Source, other: Annotated[Optional[str], typer.Argument(
                help="run B (default: FILE again, at --step-b)", show_default=False)] = None,
            step_b: StepB = None, buckets: Buckets = BUCKETS, text: Text = None, window: Window = WINDOW,
-           max_tokens: MaxTokens = MAX_TOKENS, step: Step = STEP, fmt: Fmt = FORMAT, plot: Plot = None) -> None:
+           max_tokens: MaxTokens = MAX_TOKENS, step: Step = STEP, allow_nonfinite: AllowNonfinite = ALLOW_NONFINITE,
+           fmt: Fmt = FORMAT, plot: Plot = None) -> None:
     """Per-token loss difference ΔL = L_A − L_B on identical held-out tokens, bucketed by token frequency,
     n-gram surprisal, how much the context lowers the loss and the predictive entropy: mean ΔL and share of
     the total gain per bucket."""
@@ -330,18 +343,19 @@ def tokens(file: Source, other: Annotated[Optional[str], typer.Argument(
 
     _check_plot(plot)
     _show(api.tokens(file, other, step=step, step_b=step_b, buckets=buckets, text=text, window=window,
-                     max_tokens=max_tokens), fmt, file, "tokens", plot)
+                     max_tokens=max_tokens, allow_nonfinite=allow_nonfinite), fmt, file, "tokens", plot)
 
 
 @app.command()
 def dynamics(file: File, delta: Delta = DELTA, smooth: Smooth = SMOOTH, spike_factor: SpikeFactor = SPIKE_FACTOR,
-             spike_window: SpikeWindow = SPIKE_WINDOW, step: Step = STEP, fmt: Fmt = FORMAT, plot: Plot = None) -> None:
+             spike_window: SpikeWindow = SPIKE_WINDOW, step: Step = STEP,
+             allow_nonfinite: AllowNonfinite = ALLOW_NONFINITE, fmt: Fmt = FORMAT, plot: Plot = None) -> None:
     """From the per-step loss log: the escape step (loss below ln V - delta, smoothed) and the loss spikes."""
     from .. import api
 
     _check_plot(plot)
     _show(api.dynamics(file, step=step, delta=delta, smooth=smooth, spike_factor=spike_factor,
-                       spike_window=spike_window), fmt, file, "dynamics", plot)
+                       spike_window=spike_window, allow_nonfinite=allow_nonfinite), fmt, file, "dynamics", plot)
 
 
 @app.command()
@@ -361,7 +375,7 @@ def batch(
     text: Text = None, window: Window = WINDOW, max_tokens: MaxTokens = MAX_TOKENS, delta: Delta = DELTA,
     smooth: Smooth = SMOOTH, spike_factor: SpikeFactor = SPIKE_FACTOR, spike_window: SpikeWindow = SPIKE_WINDOW,
     precision: Precision = PRECISION, threads: Threads = THREADS, step: Step = STEP, revisions: Revisions = None,
-    fmt: Fmt = FORMAT,
+    allow_nonfinite: AllowNonfinite = ALLOW_NONFINITE, fmt: Fmt = FORMAT,
 ) -> None:
     """Run probes over many checkpoints into one tidy table (path, step, probe, key, metric, value),
     sorted by step; each probe gets the options it takes; a failing checkpoint is an error row and the
@@ -378,7 +392,7 @@ def batch(
                "splits": tuple(splits) if splits else None, "saturation": saturation, "min_query": min_query,
                "sink_threshold": sink_threshold, "text": absolute(text), "window": window, "max_tokens": max_tokens,
                "delta": delta, "smooth": smooth, "spike_factor": spike_factor, "spike_window": spike_window,
-               "precision": precision, "threads": threads, "step": step}
+               "precision": precision, "threads": threads, "step": step, "allow_nonfinite": allow_nonfinite}
     try:
         with _progress("batch") as tick:
             rows = B.batch(paths, probes, options, out=out, jobs=jobs, scheduler=scheduler,
@@ -410,7 +424,7 @@ def report(
     max_share: Annotated[float, typer.Option(help="--watch: this process's CPU time at most this share of "
                                                   "one core; what does not fit now is filled in later "
                                                   "(probe-train --report: 0.01)")] = 1.0,
-    revisions: Revisions = None,
+    revisions: Revisions = None, allow_nonfinite: AllowNonfinite = ALLOW_NONFINITE,
 ) -> None:
     """Write one HTML page for a run, or for runs side by side: configuration, curves, token groups and
     every probe's numbers and figures over training; e.g. probe report a.h5 b.h5 -o report.html."""
@@ -423,12 +437,13 @@ def report(
 
     if watch:
         rep = R.watch(paths, out, probes=probes or None, max_steps=max_steps, revisions=revisions, interval=interval,
-                      max_share=max_share, log=log)
+                      max_share=max_share, log=log, allow_nonfinite=allow_nonfinite)
         if not rep.sources:
             raise ProbeError(f"stopped before any run could be read: {next(iter(rep.errors.values()), 'none yet')}")
         return
     with _progress("report") as tick:
-        rep = R.report(paths, out, probes=probes or None, max_steps=max_steps, revisions=revisions, progress=tick)
+        rep = R.report(paths, out, probes=probes or None, max_steps=max_steps, revisions=revisions, progress=tick,
+                       allow_nonfinite=allow_nonfinite)
     for spec, err in rep.errors.items():
         print(f"warning: {spec}: {err}", file=sys.stderr)
     log(f"wrote {out}: {len(rep.sources)} run(s), {len(rep.probes)} probes")

@@ -64,6 +64,11 @@ Layer = Annotated[Optional[int], typer.Option("--layer", "-l", help="attention l
                                               "attention: every layer]")]
 Head = Annotated[Optional[int], typer.Option(help="attention head, 0-based [default: 0]")]
 
+ALLOW_NONFINITE = False
+AllowNonfinite = Annotated[bool, typer.Option(
+    help="compute on the finite part of what holds NaN or inf (rows, matrices, sequences or steps left out, "
+         "each probe by its rule; one warning line says what) instead of stopping with an error")]
+
 # --- probe settings ----------------------------------------------------------------------------
 TOP_K = 3
 TopK = Annotated[int, typer.Option(min=1, help="align: top singular vectors of W_V compared with the embeddings")]
