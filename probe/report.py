@@ -84,11 +84,19 @@ def open_source(spec: str, revisions: str | None = None) -> Source:
             steps = [int(s) for s in run.steps]
             metrics = run.metrics()
             strings = run.token_strings()
-            groups = {k: (v, [strings[i] for i in v] if strings is not None else None) for k, v in run.groups.items()}
+            groups = {k: (v, _texts(strings, v)) for k, v in run.groups.items()}
+            final = run.config.get("steps")    # the file's word: a whole number, or not known
             return Source(_label(spec), spec, "snapshot", steps, {}, dict(run.config), dict(run.task),
                           {s: {m: np.asarray(v) for m, v in ms.items()} for s, ms in metrics.items()}, steps, groups,
-                          run.config.get("steps"))
+                          final if isinstance(final, int) and not isinstance(final, bool) else None)
     return _checkpoint_series(spec, revisions)
+
+
+def _texts(strings: list[str] | None, ids) -> list[str] | None:
+    """The text of each token id (None without a vocabulary; '?' for an id it does not have)."""
+    if strings is None:
+        return None
+    return [strings[i] if 0 <= i < len(strings) else "?" for i in (int(i) for i in ids)]
 
 
 def _checkpoint_series(spec: str, revisions: str | None) -> Source:
@@ -116,7 +124,7 @@ def _config_of(path: str) -> dict:
     if not os.path.isdir(folder):
         folder = os.path.dirname(folder)
     try:
-        with open(os.path.join(folder, "config.json")) as fh:
+        with open(os.path.join(folder, "config.json"), encoding="utf-8") as fh:
             cfg = json.load(fh)
         return cfg if isinstance(cfg, dict) else {}
     except (OSError, ValueError):
@@ -128,13 +136,20 @@ def _trainer_log(path: str) -> tuple[list[int], dict]:
     if path.startswith("hf:") or not os.path.isdir(path):
         return [], {}
     try:
-        with open(os.path.join(path, "trainer_state.json")) as fh:
+        with open(os.path.join(path, "trainer_state.json"), encoding="utf-8") as fh:
             log = json.load(fh).get("log_history", [])
     except (OSError, ValueError, AttributeError):
         return [], {}
+    if not isinstance(log, list):
+        return [], {}
     steps, curves = [], {}
-    for key, split in (("loss", "train"), ("eval_loss", "eval")):
-        pts = [(e["step"], e[key]) for e in log if isinstance(e, dict) and key in e and "step" in e]
+
+    def number(v, kinds=(int, float)):
+        return isinstance(v, kinds) and not isinstance(v, bool)
+
+    for key, split in (("loss", "train"), ("eval_loss", "eval")):   # entries with a number at a whole step
+        pts = [(e["step"], e[key]) for e in log if isinstance(e, dict) and number(e.get("step"), int)
+               and number(e.get(key))]
         if pts:
             curves[split] = {"loss": np.array([v for _, v in pts], dtype=float)}
             steps = steps or [int(s) for s, _ in pts]
