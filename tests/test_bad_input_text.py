@@ -444,3 +444,22 @@ def test_names_that_are_not_utf8_print_under_any_locale(named, tmp_path, command
     assert "\udcff" not in res.stdout + res.stderr       # no raw undecodable byte reached a stream
     check(res, str(tmp_path))
     assert _digest(named) == before
+
+
+@pytest.mark.parametrize("locale", ["strict-utf8"])   # the locale of the issue; ascii: the matrix above
+def test_trainer_writes_a_run_whose_name_is_not_utf8(tmp_path, locale):
+    run = os.path.join(tmp_path, os.fsdecode(b"tr-\xfe.h5"))
+    res = run_cli("probe-train", "--preset", "tiny", "--steps", "4", "--snapshot-every", "2", "--threads", "1",
+                  "--quiet", "--out", run, env=_env(locale))
+    assert res.returncode == 0, res.stderr
+    assert "unexpected" not in res.stderr and "Traceback" not in res.stderr, res.stderr
+    assert "wrote " in res.stderr and "tr-\\xfe.h5" in res.stderr, res.stderr
+    if locale == "ascii":
+        assert res.stderr.isascii() and res.stdout.isascii()
+    assert os.fsencode(os.path.basename(run)) in os.listdir(os.fsencode(tmp_path))
+    before = _digest(tmp_path)
+    again = run_cli("probe-train", "--preset", "tiny", "--steps", "4", "--out", run, env=_env(locale))
+    lines = again.stderr.strip().splitlines()
+    assert again.returncode == 2 and len(lines) == 1, again.stderr
+    assert lines[0].startswith("Error: ") and "tr-\\xfe.h5 exists" in lines[0], again.stderr
+    assert _digest(tmp_path) == before
