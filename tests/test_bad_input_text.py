@@ -3,7 +3,8 @@
 Part 1, the run report: a run whose config keys and values, task fields, group names, split names,
 token texts (``run/vocab/strings``) and file name hold ``<script>``, ``</script>``, quotes, ``&``,
 ``<!--``, U+2028/U+2029 and an ``onerror=`` attribute, a Trainer checkpoint series whose
-``config.json`` and ``trainer_state.json`` hold them, and a missing run named with one. Each
+``config.json`` and ``trainer_state.json`` hold them, a hub revision (offline cache) named with
+them, and a missing run named with one. Each
 (section, payload) case asserts that the payload reads back as the same text in its section of the
 parsed page (so it was escaped, not dropped), and that no input changed; the page as a whole has no
 element or attribute the report did not write, its SVG charts are well-formed XML, and Chromium
@@ -47,6 +48,7 @@ PAYLOADS = {
 }
 NO_SLASH = [k for k, v in PAYLOADS.items() if "/" not in v]   # what an HDF5 or file name can hold
 MISSING = "missing " + PAYLOADS["close"] + ".h5"                # a run that does not exist
+REVISION = PAYLOADS["onerror"] + PAYLOADS["quotes"]              # a hub revision (a file name in the cache)
 TAGS = {"html", "head", "meta", "title", "style", "body", "header", "h1", "p", "span", "b", "nav", "a", "section",
         "h2", "div", "h3", "button", "table", "thead", "tbody", "tr", "th", "td", "figure", "img", "figcaption",
         "label", "input", "output", "script"}
@@ -164,13 +166,19 @@ def hostile(tmp_path_factory, tiny_run):
     _hostile_run(tiny_run, run)
     series = inputs / ("series " + PAYLOADS["onerror"])
     _hostile_checkpoints(series)
+    from test_hub import build_cache
+
+    cache = build_cache(inputs / "hub", "toy-org/tiny", {REVISION: 1.0})
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(cache), "HF_HOME": str(inputs / "hf-home")}
     out = tmp_path_factory.mktemp("hostile-out") / "page.html"
     before = _digest(inputs)
-    res = run_cli("probe", "report", run, series, inputs / MISSING, "-o", out, "-p", "similarity", "-p", "pca",
-                  "-p", "bias", "--max-steps", "2", cwd=inputs)
+    res = run_cli("probe", "report", run, series, f"hf:toy-org/tiny@{REVISION}", inputs / MISSING, "-o", out,
+                  "-p", "similarity", "-p", "pca", "-p", "bias", "--max-steps", "2", cwd=inputs, env=env)
     after = _digest(inputs)
+    labels = [name, series.name, f"toy-org/tiny@{REVISION}"]
     return {"res": res, "page": out.read_text(encoding="utf-8") if out.exists() else "", "path": out,
-            "label": name, "series": series.name, "unchanged": before == after, "before": before}
+            "label": name, "series": series.name, "title": "Run report: " + ", ".join(labels),
+            "unchanged": before == after}
 
 
 def _section_text(page: Page, section: str) -> str:
@@ -188,8 +196,8 @@ CASES = ([("config key", k) for k in PAYLOADS] + [("config value", k) for k in P
          + [("task field", k) for k in PAYLOADS] + [("group name", k) for k in NO_SLASH]
          + [("token text", k) for k in PAYLOADS] + [("file name", k) for k in NO_SLASH]
          + [("checkpoint config", k) for k in PAYLOADS]
-         + [("split name", "quotes"), ("error message", "close"), ("config steps", "script"),
-            ("trainer state", "script")])
+         + [("hub revision", "onerror"), ("hub revision", "quotes"), ("split name", "quotes"),
+            ("error message", "close"), ("config steps", "script"), ("trainer state", "script")])
 
 
 @pytest.mark.parametrize("where, key", CASES, ids=[f"{w}-{k}" for w, k in CASES])
@@ -199,16 +207,16 @@ def test_hostile_text_reads_back_as_text(hostile, where, key):
     assert hostile["unchanged"], "the report changed an input"
     payload = PAYLOADS[key]
     page = Page(hostile["page"])
-    config = page.tables["config"]                         # field | the run | the checkpoint series
+    config = page.tables["config"]                         # field | the run | the checkpoint series | hub
     groups = page.tables[f"{hostile['label']}-groups"]     # group | tokens | text
     if where == "config key":
-        assert [payload, payload, payload] in config
+        assert any(row[:3] == [payload, payload, payload] for row in config)
     elif where == "config value":
         assert any(row[1] == payload for row in config)
     elif where == "checkpoint config":
         assert any(row[0] == payload and row[2] == payload for row in config)
     elif where == "task field":
-        assert [f"task.note {payload}", payload, ""] in config
+        assert any(row[:3] == [f"task.note {payload}", payload, ""] for row in config)
     elif where == "config steps":                          # not a number: a table cell, not "step 40 of ..."
         assert any(row[0] == "steps" and row[1] == payload for row in config)
         assert " of " not in page.text("p", **{"class": "status"})
@@ -219,12 +227,16 @@ def test_hostile_text_reads_back_as_text(hostile, where, key):
     elif where == "file name":
         label = hostile["label"]
         assert payload in label
-        assert page.text("title") == page.text("h1") == f"Run report: {label}, {hostile['series']}"
+        assert page.text("title") == page.text("h1") == hostile["title"]
         assert label in page.text("h3")
         names = set(page.tables)
         assert f"{label}-groups" in names and f"{label}-similarity" in names   # attributes hold it whole
         downloads = [a["download"] for t, a in page.elements if t == "a" and "download" in a]
         assert downloads and all(re.fullmatch(r"[\w.-]+", d, re.ASCII) for d in downloads), downloads
+    elif where == "hub revision":                          # hf:ORG/NAME@REV: the run's heading and columns
+        label = f"toy-org/tiny@{REVISION}"
+        assert label in page.text("h3") and payload in page.text("h1")
+        assert f"{label}-similarity" in page.tables
     elif where == "split name":                            # SVG text: the legend of the curves
         svgs = [_svg(a["src"]) for t, a in page.elements if t == "img" and "svg+xml" in a["src"]]
         texts = {el.text for svg in svgs for el in svg.iter("{http://www.w3.org/2000/svg}text")}
@@ -298,8 +310,7 @@ def test_hostile_page_runs_none_of_its_text_in_chromium(hostile):
         errors = b.errors()
     finally:
         b.close()
-    label = f"Run report: {hostile['label']}, {hostile['series']}"
-    assert got["pwned"] == "undefined" and got["title"] == label and got["h1"] == label
+    assert got["pwned"] == "undefined" and got["title"] == hostile["title"] and got["h1"] == hostile["title"]
     assert got["scripts"] == 1
     assert got["images"] and all(got["images"])             # every figure, SVG charts included, decodes
     assert errors == []                                     # no failed image load, no exception
