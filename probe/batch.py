@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from ._files import open_regular, regular_file
+from ._text import shown
 from .errors import SIGINT, Interrupted, ProbeError, ProbeWarning, param
 from .readers.checkpoints import FOLDER_FILES, step_from_name
 
@@ -123,9 +124,9 @@ def read_table(path: str) -> list[tuple]:
     regular_file(path, "results table")     # read before it is replaced: a FIFO would block
     try:
         if path.endswith(".json"):
-            with open_regular(path, what="results table") as fh:
+            with open_regular(path, what="results table", encoding="utf-8") as fh:
                 return [tuple(r[c] for c in COLUMNS) for r in json.load(fh)]
-        with open_regular(path, newline="", what="results table") as fh:
+        with open_regular(path, newline="", what="results table", encoding="utf-8") as fh:
             rows = []
             for r in csv.DictReader(fh):
                 step = int(r["step"]) if r["step"] not in ("", None) else None
@@ -137,8 +138,10 @@ def read_table(path: str) -> list[tuple]:
 
 
 def _strict(row: tuple) -> tuple:
-    """A row with non-finite numbers as None (JSON null, an empty CSV cell)."""
-    return tuple(None if isinstance(v, float) and not math.isfinite(v) else v for v in row)
+    """A row as a table file holds it: non-finite numbers as None (JSON null, an empty CSV cell),
+    text as valid Unicode (a path that is not UTF-8 with ``\\xNN``: :func:`probe._text.shown`)."""
+    return tuple(None if isinstance(v, float) and not math.isfinite(v) else shown(v) if isinstance(v, str) else v
+                 for v in row)
 
 
 def write_table(path: str, rows: list[tuple]) -> None:
@@ -155,7 +158,7 @@ def write_table(path: str, rows: list[tuple]) -> None:
 
 
 def _write(tmp: str, path: str, rows: list[tuple]) -> None:
-    with open(tmp, "w", newline="") as fh:
+    with open(tmp, "w", newline="", encoding="utf-8") as fh:
         if path.endswith(".json"):
             json.dump([dict(zip(COLUMNS, _strict(r))) for r in rows], fh, indent=1, default=str, allow_nan=False)
             fh.write("\n")
@@ -191,12 +194,12 @@ def batch(paths: Iterable[str], probes: Iterable[str], options: dict | None = No
     if not checkpoints:
         raise ProbeError("no checkpoints found")
     existing = read_table(out) if out else []
-    done = {(r[0], r[2]) for r in existing if r[4] != "error"}
+    done = {(r[0], r[2]) for r in existing if r[4] != "error"}   # paths as the file spells them: shown()
     kept = [r for r in existing if (r[0], r[2]) in done]
     if (jobs > 1 or scheduler) and not options.get("threads"):
         options["threads"] = 1     # a worker per core already: one BLAS thread and one layer at a time each
     opts = tuple(sorted(options.items()))
-    tasks = [Task(c, p, opts) for c in checkpoints for p in probes if (c, p) not in done]
+    tasks = [Task(c, p, opts) for c in checkpoints for p in probes if (shown(c), p) not in done]
     rows: list[tuple] = []
     finished = 0
 

@@ -12,6 +12,8 @@ import sys
 import warnings
 from typing import Callable, NoReturn
 
+from ._text import ERRORS as _SHOWN
+
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
 _MARK = "\x1f"  # brackets a parameter reference inside a message; never typed by a user
@@ -182,10 +184,23 @@ def _invoke(app, **kw) -> int:
     return 0
 
 
+def _printable_streams() -> None:
+    """stdout and stderr write what their encoding lacks as ``\\xNN`` (:mod:`probe._text`) instead of
+    failing: a file name that is not UTF-8 prints under any locale and ``PYTHONIOENCODING``, and what
+    reaches a pipe or a file is valid in the stream's encoding (no raw undecodable bytes)."""
+    for stream in (sys.stdout, sys.stderr):
+        stream = getattr(stream, "_raw", stream)
+        try:
+            stream.reconfigure(errors=_SHOWN)
+        except (AttributeError, ValueError, OSError):   # not a text stream of io (a test's capture)
+            pass
+
+
 def run_cli(app, **kw) -> None:
     """Run a command-line entry point (a Typer app or a function): bad input ends in one ``Error: ...``
     line on stderr and exit 2, Ctrl-C in one line saying what was kept and exit 130."""
     warnings.showwarning = _show_warning
+    _printable_streams()
     if not isinstance(sys.stdout, _Stdout):
         sys.stdout = _Stdout(sys.stdout)
     try:

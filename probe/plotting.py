@@ -11,6 +11,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ._text import markup_text
 from .errors import ProbeError, param
 
 MAX_PANELS = 8
@@ -27,6 +28,11 @@ STYLE = {
     "axes.spines.top": False, "axes.spines.right": False, "axes.grid": True, "grid.alpha": 0.25,
     "lines.linewidth": 1.6, "image.interpolation": "nearest", "pdf.fonttype": 42,
 }
+
+
+def _text(label) -> str:
+    """A label from a file as matplotlib can draw it (its text layout refuses surrogates and controls)."""
+    return markup_text(str(label))
 
 
 def pyplot():
@@ -146,8 +152,8 @@ def trajectory(results: Sequence, path, title: str, dpi: int = 150) -> None:
     for ax, (fam, ks) in zip(axes.flat, families.items()):
         for k in ks[:12]:
             ax.plot(steps, [r.summary().get(k, np.nan) for r in results], marker=".",
-                    label=k[len(fam):].strip("[]") or fam)
-        ax.set_title(fam, fontsize=9)
+                    label=_text(k[len(fam):].strip("[]") or fam))
+        ax.set_title(_text(fam), fontsize=9)
         ax.set_xlabel("step")
         if steps.max() > 0 and (steps > 0).sum() > 2 and steps[steps > 0].min() * 50 < steps.max():
             ax.set_xscale("symlog", linthresh=max(1.0, steps[steps > 0].min()))
@@ -170,7 +176,7 @@ def saturation_map(results: Sequence, path, title: str, ax=None, dpi: int = 150)
 
     # log colours: the shares that matter span orders of magnitude (1e-8 at large init, 0.1 saturated)
     M = np.clip(np.array([r.eps_share for r in results]).T, 1e-4, 1.0)
-    im = heatmap(ax, M, [str(r.step) for r in results], results[0].sites, vmin=None, vmax=None, cmap="magma",
+    im = heatmap(ax, M, [str(r.step) for r in results], [_text(s) for s in results[0].sites], vmin=None, vmax=None, cmap="magma",
                  norm=LogNorm(1e-4, 1.0))
     ax.set_xlabel("step")
     if own:
@@ -186,7 +192,7 @@ def _pca_panel(ax, r) -> None:
     for gi, g in enumerate(groups):
         m = np.array([x == g for x in r.groups])
         ax.scatter(r.coords[m, 0], r.coords[m, 1] if r.coords.shape[1] > 1 else 0 * r.coords[m, 0],
-                   s=18, color=cmap(gi % 10), label=g or "ids")
+                   s=18, color=cmap(gi % 10), label=_text(g) if g else "ids")
         for t, xy in zip(r.ids[m], r.coords[m]):
             ax.annotate(str(t), (xy[0], xy[1] if len(xy) > 1 else 0), fontsize=5, alpha=0.7)
     ex = r.explained
@@ -228,7 +234,7 @@ def _single(name: str, r, path, title: str, dpi: int = 150) -> bool:
         axes[0].legend(fontsize=8)
         width = 0.8 / max(1, len(r.group_mean))
         for gi, (g, v) in enumerate(r.group_mean.items()):
-            axes[1].bar(np.arange(len(v)) + gi * width, v, width, label=g)
+            axes[1].bar(np.arange(len(v)) + gi * width, v, width, label=_text(g))
         axes[1].set_xlabel("singular vector of W_V")
         axes[1].set_ylabel("mean |cos| with the group's embeddings")
         axes[1].legend(fontsize=8)
@@ -253,7 +259,7 @@ def _single(name: str, r, path, title: str, dpi: int = 150) -> bool:
             ax.legend(fontsize=7)
     elif name == "spectrum":
         fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), constrained_layout=True)
-        names = [l.name for l in r.layers]
+        names = [_text(l.name) for l in r.layers]
         axes[0].plot([l.alpha for l in r.layers], "o-")
         axes[0].set_ylabel("alpha")
         axes[1].plot([l.log_norm for l in r.layers], "o-")
@@ -262,7 +268,7 @@ def _single(name: str, r, path, title: str, dpi: int = 150) -> bool:
             ax.set_xticks(range(len(names)), names, fontsize=5, rotation=90)
     elif name == "norms":
         fig, ax = plt.subplots(figsize=(6, 3.6), constrained_layout=True)
-        ax.barh(r.sites, r.eps_share, color=["#d62728" if s in r.saturated else "#1f77b4" for s in r.sites])
+        ax.barh([_text(s) for s in r.sites], r.eps_share, color=["#d62728" if s in r.saturated else "#1f77b4" for s in r.sites])
         ax.axvline(r.saturation, color="grey", ls=":", label=f"saturated from s = {r.saturation:g}")
         ax.set_xlim(0, 1)
         ax.set_xlabel(f"ε share s = ε / (m + ε), ε = {r.eps:g}")
@@ -276,13 +282,14 @@ def _single(name: str, r, path, title: str, dpi: int = 150) -> bool:
         fig.colorbar(im, ax=ax, label="attention on position 0")
     elif name == "rank":
         fig, ax = plt.subplots(figsize=(6, 0.8 + 0.25 * len(r.names)), constrained_layout=True)
-        ax.barh(r.names, [r.numbers[n]["effective_rank"] for n in r.names])
+        ax.barh([_text(n) for n in r.names], [r.numbers[n]["effective_rank"] for n in r.names])
         ax.set_xlabel("effective rank (exp entropy of σ)")
         ax.invert_yaxis()
     elif name == "rank-minima":
         fig, ax = plt.subplots(figsize=(6, 0.8 + 0.25 * len(r.names)), constrained_layout=True)
-        ax.barh(r.names, [r.dip(n) for n in r.names], label="dip: minimum / initial")
-        ax.barh(r.names, [r.rebound(n) - 1 for n in r.names], left=[r.dip(n) for n in r.names], alpha=0.5,
+        labels = [_text(n) for n in r.names]
+        ax.barh(labels, [r.dip(n) for n in r.names], label="dip: minimum / initial")
+        ax.barh(labels, [r.rebound(n) - 1 for n in r.names], left=[r.dip(n) for n in r.names], alpha=0.5,
                 label="rebound: final / minimum − 1")
         ax.axvline(1.0, color="grey", ls=":")
         ax.set_xlabel(f"{r.metric} relative to the first step")
@@ -298,12 +305,13 @@ def _single(name: str, r, path, title: str, dpi: int = 150) -> bool:
             ax.bar(x - 0.2, [b["gain_share"] for b in bs], 0.4, label="share of the gain")
             ax.bar(x + 0.2, [b["token_share"] for b in bs], 0.4, label="share of the tokens")
             ax.set_xticks(x, [f"q{b['bucket']}" for b in bs])
-            ax.set_title(f, fontsize=9)
+            ax.set_title(_text(f), fontsize=9)
         axes[0][0].legend(fontsize=7)
         axes[0][0].set_ylabel("share (A over B)")
     elif name == "ood":
         fig, ax = plt.subplots(figsize=(6, 3.8), constrained_layout=True)
-        names = list(r.splits) + [f"held-out {c}" for c in r.combos] + [f"target {t}" for t in r.targets]
+        names = [_text(x) for x in list(r.splits) + [f"held-out {c}" for c in r.combos]
+                 + [f"target {t}" for t in r.targets]]
         vals = [m["acc"] for m in r.splits.values()] + [m["acc"] for m in r.combos.values()] \
             + [m["acc"] for m in r.targets.values()]
         ax.barh(names, vals)
@@ -319,7 +327,14 @@ def _single(name: str, r, path, title: str, dpi: int = 150) -> bool:
 def plot_results(name: str, results: Sequence, path, title: str, dpi: int = 150) -> None:
     """The figure of probe ``name``: its own picture for one step, the trajectory for several
     (similarity: a heat map per step, at most ``MAX_PANELS``). ``path``: a file name, or a binary
-    file object (PNG)."""
+    file object (PNG). Text from files (the title's file name, group and tensor names) is drawn as
+    written: no ``$...$`` mathtext, undecodable bytes as ``\\xNN``."""
+    plt = pyplot()
+    with plt.rc_context({"text.parse_math": False}):
+        _plot_results(name, results, path, _text(title), dpi)
+
+
+def _plot_results(name: str, results: Sequence, path, title: str, dpi: int) -> None:
     if name == "similarity":
         similarity_heatmaps(results, path, title, dpi)
         return

@@ -15,10 +15,10 @@ whenever a run gains a snapshot and lets the page reload itself — computes onl
 from __future__ import annotations
 
 import base64
-import html
 import io
 import json
 import os
+import re
 import signal
 import time
 import warnings
@@ -28,6 +28,7 @@ from typing import Callable
 import numpy as np
 
 from ._files import open_regular
+from ._text import markup_text
 from .errors import ProbeError, ProbeWarning
 
 # the probes a report runs, in page order; a probe that does not apply says why
@@ -85,11 +86,19 @@ def open_source(spec: str, revisions: str | None = None) -> Source:
             steps = [int(s) for s in run.steps]
             metrics = run.metrics()
             strings = run.token_strings()
-            groups = {k: (v, [strings[i] for i in v] if strings is not None else None) for k, v in run.groups.items()}
+            groups = {k: (v, _texts(strings, v)) for k, v in run.groups.items()}
+            final = run.config.get("steps")    # the file's word: a whole number, or not known
             return Source(_label(spec), spec, "snapshot", steps, {}, dict(run.config), dict(run.task),
                           {s: {m: np.asarray(v) for m, v in ms.items()} for s, ms in metrics.items()}, steps, groups,
-                          run.config.get("steps"))
+                          final if isinstance(final, int) and not isinstance(final, bool) else None)
     return _checkpoint_series(spec, revisions)
+
+
+def _texts(strings: list[str] | None, ids) -> list[str] | None:
+    """The text of each token id (None without a vocabulary; '?' for an id it does not have)."""
+    if strings is None:
+        return None
+    return [strings[i] if 0 <= i < len(strings) else "?" for i in (int(i) for i in ids)]
 
 
 def _checkpoint_series(spec: str, revisions: str | None) -> Source:
@@ -119,7 +128,7 @@ def _config_of(path: str) -> dict:
     if not os.path.exists(os.path.join(folder, "config.json")):
         return {}
     try:
-        with open_regular(os.path.join(folder, "config.json"), what="checkpoint config") as fh:
+        with open_regular(os.path.join(folder, "config.json"), what="checkpoint config", encoding="utf-8") as fh:
             cfg = json.load(fh)
         return cfg if isinstance(cfg, dict) else {}
     except (OSError, ValueError):
@@ -133,13 +142,21 @@ def _trainer_log(path: str) -> tuple[list[int], dict]:
     if not os.path.exists(os.path.join(path, "trainer_state.json")):
         return [], {}
     try:
-        with open_regular(os.path.join(path, "trainer_state.json"), what="Trainer state file") as fh:
+        with open_regular(os.path.join(path, "trainer_state.json"), what="Trainer state file",
+                          encoding="utf-8") as fh:
             log = json.load(fh).get("log_history", [])
     except (OSError, ValueError, AttributeError):
         return [], {}
+    if not isinstance(log, list):
+        return [], {}
     steps, curves = [], {}
-    for key, split in (("loss", "train"), ("eval_loss", "eval")):
-        pts = [(e["step"], e[key]) for e in log if isinstance(e, dict) and key in e and "step" in e]
+
+    def number(v, kinds=(int, float)):
+        return isinstance(v, kinds) and not isinstance(v, bool)
+
+    for key, split in (("loss", "train"), ("eval_loss", "eval")):   # entries with a number at a whole step
+        pts = [(e["step"], e[key]) for e in log if isinstance(e, dict) and number(e.get("step"), int)
+               and number(e.get(key))]
         if pts:
             curves[split] = {"loss": np.array([v for _, v in pts], dtype=float)}
             steps = steps or [int(s) for s, _ in pts]
@@ -357,19 +374,7 @@ class Report:
         With a ``budget`` only the work it allows is done; ``self.pending`` says whether some was left."""
         srcs = self.sources
         self.pending = False
-        parts = [_head(self._title(), live)]
-        latest = {s.label: (s.steps[-1] if s.steps else None) for s in srcs}
-        status = " · ".join(f"{html.escape(k)}: step <span class='latest-step'>{v}</span>"
-                            + (f" of {s.final_step}" if s.final_step else "") for (k, v), s in zip(latest.items(), srcs))
-        parts.append(f"<header><h1>{html.escape(self._title())}</h1><p class='status'>"
-                     f"{'<b class=live>live</b> · ' if live else ''}{status} · written "
-                     f"{time.strftime('%Y-%m-%d %H:%M:%S')}</p></header>")
-        for spec, err in self.errors.items():
-            parts.append(f"<p class='error'>{html.escape(spec)}: {html.escape(err)}</p>")
-        nav = ["config", "curves", "groups"] + list(self.probes)
-        parts.append("<nav>" + " ".join(f"<a href='#{n}'>{n}</a>" for n in nav) + "</nav>")
-        parts.append(self._config_section())
-        # curves
+        sections = []
         cells = []
         for s in srcs:
             if s.curves:
@@ -377,21 +382,30 @@ class Report:
                                   for split, ms in s.curves.items() if kind in ms})
                           for kind in ("loss", "acc") if any(kind in ms for ms in s.curves.values())]
                 svg = svg_panels(panels, "step", log={"loss"}, unit={"acc"})
-                cells.append(_figure_html(svg, f"{s.label}-curves.svg", "loss and accuracy per split", mime="svg"))
+                cells.append([_figure(svg, f"{s.label}-curves.svg", "loss and accuracy per split", mime="svg")])
             else:
-                cells.append("<p class='note'>no logged metrics</p>")
-        parts.append(_section("curves", "Loss and accuracy per split", srcs, cells))
-        parts.append(_section("groups", "Token groups", srcs, [_groups_html(s) for s in srcs]))
+                cells.append([_note("no logged metrics")])
+        sections.append(_section("curves", "Loss and accuracy per split", srcs, cells))
+        sections.append(_section("groups", "Token groups", srcs, [_groups(s) for s in srcs]))
         for probe in self.probes:
             secs = [self.section(s, probe, budget) for s in srcs]
-            parts.append(self._probe_section(probe, srcs, secs))
-        parts.append(_SCRIPT + "</body></html>")
-        return "\n".join(parts)
+            sections.append(self._probe_section(probe, srcs, secs))
+        page = {
+            "title": self._title(), "live": live, "refresh_s": REFRESH_S,
+            "status": [{"label": s.label, "step": s.steps[-1] if s.steps else "–", "final": s.final_step}
+                       for s in srcs],
+            "written": time.strftime("%Y-%m-%d %H:%M:%S"),
+            "errors": [{"spec": spec, "error": err} for spec, err in self.errors.items()],
+            "nav": ["config", "curves", "groups"] + list(self.probes),
+            "config": {"compared": len(srcs) > 1, "table": self._config_table()},
+            "sections": sections,
+        }
+        return _render("report.html.j2", page=page)
 
     def _title(self) -> str:
         return "Run report: " + ", ".join(s.label for s in self.sources) if self.sources else "Run report"
 
-    def _config_section(self) -> str:
+    def _config_table(self) -> dict:
         srcs = self.sources
         keys = list(dict.fromkeys(k for s in srcs for k in s.config))
         task_keys = list(dict.fromkeys(k for s in srcs for k in s.task if not isinstance(s.task[k], (list, dict))
@@ -400,50 +414,83 @@ class Report:
                                                              if s.steps else "none" for s in srcs])]
         rows += [(k, [s.config.get(k, "") for s in srcs]) for k in keys]
         rows += [(f"task.{k}", [s.task.get(k, "") for s in srcs]) for k in task_keys]
-        head = "<tr><th>field</th>" + "".join(f"<th>{html.escape(s.label)}</th>" for s in srcs) + "</tr>"
         body = []
         for k, vals in rows:
             shown = [v if isinstance(v, str) else json.dumps(v) for v in vals]
-            cls = " class='diff'" if len(srcs) > 1 and len(set(shown)) > 1 else ""
-            body.append(f"<tr{cls}><td>{html.escape(k)}</td>" + "".join(f"<td>{html.escape(v)}</td>" for v in shown)
-                        + "</tr>")
-        note = "<p class='note'>rows that differ between runs are highlighted</p>" if len(srcs) > 1 else ""
-        return (f"<section id='config'><h2>Configuration and task</h2>{note}"
-                f"{_table(head, body, 'config')}</section>")
+            body.append(_row([k] + shown, diff=len(srcs) > 1 and len(set(shown)) > 1))
+        return _table(["field"] + [s.label for s in srcs], body, "config")
 
-    def _probe_section(self, probe: str, srcs: list[Source], secs: list[Section]) -> str:
+    def _probe_section(self, probe: str, srcs: list[Source], secs: list[Section]) -> dict:
         cells = []
         for s, sec in zip(srcs, secs):
             if not sec.results:
-                cells.append(f"<p class='note pending'>{PENDING}</p>" if sec.pending else
-                             f"<p class='note na'>not applicable: {html.escape(sec.note or 'no result')}</p>")
+                cells.append([_note(PENDING, "note pending") if sec.pending else
+                              _note(f"not applicable: {sec.note or 'no result'}", "note na")])
                 continue
-            out = [f"<p class='note pending'>{PENDING}</p>"] if sec.pending else []
+            parts = [_note(PENDING, "note pending")] if sec.pending else []
             chosen = Report._tokens(s, probe)
             if chosen:
-                out.append(f"<p class='note'>tokens: {html.escape(chosen)} (the run has no "
-                           f"{html.escape(_default_tokens(probe))} group)</p>")
+                parts.append(_note(f"tokens: {chosen} (the run has no {_default_tokens(probe)} group)"))
             if sec.note:
-                out.append(f"<p class='note'>{html.escape(sec.note)}</p>")
-            for w in sec.warnings[:5]:
-                out.append(f"<p class='warn'>{html.escape(w)}</p>")
-            out.append(_numbers_table(sec, f"{s.label}-{probe}"))
+                parts.append(_note(sec.note))
+            parts += [_note(w, "warn") for w in sec.warnings[:5]]
+            parts.append(_numbers_table(sec, f"{s.label}-{probe}"))
             if sec.trajectory:
-                out.append(_figure_html(sec.trajectory, f"{s.label}-{probe}-trajectory.svg", "over training",
-                                        mime="svg"))
+                parts.append(_figure(sec.trajectory, f"{s.label}-{probe}-trajectory.svg", "over training", mime="svg"))
             if sec.figures:
-                out.append(_slider(sec.figures, f"{s.label}-{probe}"))
-            cells.append("\n".join(out))
-        compare = _compare_table(probe, srcs, secs) if len(srcs) > 1 else ""
-        return _section(probe, TITLES.get(probe, probe), srcs, cells, compare)
+                parts.append(_slider(sec.figures, f"{s.label}-{probe}"))
+            cells.append(parts)
+        sec = _section(probe, TITLES.get(probe, probe), srcs, cells)
+        sec["compare"] = _compare_table(probe, srcs, secs) if len(srcs) > 1 else None
+        return sec
 
 
-# --- HTML pieces ----------------------------------------------------------------------------------
+# --- the page: data for the templates in probe/templates ------------------------------------------
+# Everything from a run (file names, config keys and values, task fields, group names, token texts,
+# tensor and metric names, error and warning messages) reaches the page as plain text in these
+# dicts and is escaped in exactly one place: the templates' autoescape (after _shown_text below).
+
+_ENV = _Markup = None
+
+
+def _shown_text(value):
+    """Every value a template prints, before autoescape: text from a run made valid in HTML and XML
+    (undecodable bytes of a file name and control characters as \\xNN: :func:`probe._text.markup_text`)."""
+    if type(value) is str:
+        # most values are plain ASCII (numbers, names, base64): skip the search for characters to spell
+        return value if value.isascii() and value.isprintable() else markup_text(value)
+    if isinstance(value, _Markup):       # a macro's own output, already escaped
+        return value
+    return markup_text(str(value))
+
+
+def _render(template: str, **values) -> str:
+    global _ENV, _Markup
+    if _ENV is None:
+        import jinja2
+        from markupsafe import Markup as _Markup
+
+        _ENV = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")),
+            autoescape=True, finalize=_shown_text, undefined=jinja2.StrictUndefined, trim_blocks=True,
+            lstrip_blocks=True)
+    return _ENV.get_template(template).render(**values)
+
 
 def _default_tokens(probe: str) -> str:
     from .api import DEFAULT_TOKENS
 
     return str(DEFAULT_TOKENS.get(probe))
+
+
+def _note(text: str, cls: str = "note") -> dict:
+    return {"kind": "note", "text": text, "cls": cls}
+
+
+def _section(anchor: str, title: str, srcs: list[Source], cells: list[list[dict]]) -> dict:
+    """A section with a column per run; a cell is a list of parts (notes, tables, figures, a slider)."""
+    return {"anchor": anchor, "title": title, "compare": None,
+            "runs": [{"label": s.label, "cell": c} for s, c in zip(srcs, cells)]}
 
 
 def _fmt(v) -> str:
@@ -453,21 +500,24 @@ def _fmt(v) -> str:
         if not np.isfinite(v):
             return "–"
         return f"{v:.4g}"
-    return html.escape(str(v))
+    return str(v)
 
 
-def _table(head: str, body: list[str], name: str) -> str:
-    return (f"<div class='table'><button class='copy' title='copy as tab-separated text'>copy</button>"
-            f"<table data-name='{html.escape(name)}'><thead>{head}</thead><tbody>{''.join(body)}</tbody></table></div>")
+def _row(cells: list, diff: bool = False) -> dict:
+    return {"cells": cells, "diff": diff}
 
 
-def _numbers_table(sec: Section, name: str) -> str:
+def _table(head: list, rows: list[dict], name: str, classes: tuple = ()) -> dict:
+    """A table with a copy button; ``classes``: a CSS class per column (None: none)."""
+    return {"kind": "table", "head": head, "rows": rows, "name": name,
+            "classes": list(classes) + [None] * (len(head) - len(classes))}
+
+
+def _numbers_table(sec: Section, name: str) -> dict:
     steps = sorted(sec.results)
     keys = list(dict.fromkeys(k for s in steps for k in sec.results[s].summary()))
-    head = "<tr><th>number</th>" + "".join(f"<th>step {s}</th>" for s in steps) + "</tr>"
-    body = [f"<tr><td>{html.escape(k)}</td>" + "".join(f"<td>{_fmt(sec.results[s].summary().get(k))}</td>"
-                                                        for s in steps) + "</tr>" for k in keys]
-    return _table(head, body, name)
+    return _table(["number"] + [f"step {s}" for s in steps],
+                  [_row([k] + [_fmt(sec.results[s].summary().get(k)) for s in steps]) for k in keys], name)
 
 
 def _differs(vals: list) -> bool:
@@ -478,32 +528,33 @@ def _differs(vals: list) -> bool:
     return hi - lo > 0.1 * max(abs(lo), abs(hi), 1e-12) and hi - lo > 1e-6
 
 
-def _compare_table(probe: str, srcs: list[Source], secs: list[Section]) -> str:
+def _compare_table(probe: str, srcs: list[Source], secs: list[Section]) -> dict | None:
     finals = [sec.results[max(sec.results)] if sec.results else None for sec in secs]
     keys = list(dict.fromkeys(k for r in finals if r is not None for k in r.summary()))
     if not keys:
-        return ""
-    head = "<tr><th>at the last step</th>" + "".join(
-        f"<th>{html.escape(s.label)} (step {r.step if r is not None else '–'})</th>" for s, r in zip(srcs, finals)) + "</tr>"
+        return None
+    head = ["at the last step"] + [f"{s.label} (step {r.step if r is not None else '–'})" for s, r in zip(srcs, finals)]
     body = []
     for k in keys:
         vals = [r.summary().get(k) if r is not None else None for r in finals]
-        cls = " class='diff'" if _differs(vals) else ""
-        body.append(f"<tr{cls}><td>{html.escape(k)}</td>" + "".join(f"<td>{_fmt(v)}</td>" for v in vals) + "</tr>")
-    return ("<p class='note'>runs side by side at their last step; numbers more than 10 % apart are highlighted</p>"
-            + _table(head, body, f"{probe}-compare"))
+        body.append(_row([k] + [_fmt(v) for v in vals], diff=_differs(vals)))
+    return _table(head, body, f"{probe}-compare")
 
 
-def _figure_html(data: str, filename: str, caption: str, step: int | None = None, mime: str = "png") -> str:
-    """A figure: base64 PNG, or SVG text (``mime='svg'``), with a download link of the same bytes."""
-    attr = f" data-step='{step}'" if step is not None else ""
-    fn = html.escape(filename.replace("/", "_").replace(" ", "_"))
+def _download_name(name: str) -> str:
+    """A file name for a download link: letters, digits, '.', '-' and '_' only (a browser saves it
+    as given: no folders, no quotes, nothing a shell or a file system reads specially)."""
+    return re.sub(r"[^\w.-]", "_", markup_text(name), flags=re.ASCII)
+
+
+def _figure(data: str, filename: str, caption: str, step: int | None = None, mime: str = "png") -> dict:
+    """A figure: base64 PNG, or SVG text (``mime='svg'``), with a download link of the same bytes
+    (a data: URI of base64 text: nothing in it needs escaping in a URL or an attribute)."""
     if mime == "svg":
         data = base64.b64encode(data.encode("utf-8")).decode("ascii")
     uri = f"data:image/{'svg+xml' if mime == 'svg' else 'png'};base64,{data}"
-    return (f"<figure{attr}><img class='fig' alt='{html.escape(caption)}' src='{uri}'>"
-            f"<figcaption>{html.escape(caption)} · <a download='{fn}' href='{uri}'>"
-            f"download {mime.upper()}</a></figcaption></figure>")
+    return {"kind": "figure", "step": step, "caption": caption, "uri": uri, "filename": _download_name(filename),
+            "format": mime.upper()}
 
 
 _PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#17becf", "#8c564b", "#e377c2", "#7f7f7f")
@@ -519,17 +570,15 @@ def svg_panels(panels: list, xlabel: str, log: set = frozenset(), unit: set = fr
     cols = max(1, min(cols, len(panels)))
     rows = (len(panels) + cols - 1) // cols
     ml, mr, mt, mb = 46, 8, 18, 30
-    out = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{cols * width}' height='{rows * height}' "
-           f"viewBox='0 0 {cols * width} {rows * height}' font-family='sans-serif' font-size='10'>"]
+    out = []
     for n, (title, series) in enumerate(panels):
         ox, oy = (n % cols) * width, (n // cols) * height
         pw, ph = width - ml - mr, height - mt - mb
         pts = [(float(x), float(y)) for xs, ys in series.values() for x, y in zip(xs, ys)
                if y is not None and np.isfinite(y) and (title not in log or y > 0)]
-        out.append(f"<text x='{ox + width / 2}' y='{oy + 12}' text-anchor='middle' font-weight='bold'>"
-                   f"{html.escape(str(title))}</text>")
+        panel = {"title": title, "cx": ox + width / 2, "top": oy + 12, "middle": oy + height / 2, "empty": not pts}
+        out.append(panel)
         if not pts:
-            out.append(f"<text x='{ox + width / 2}' y='{oy + height / 2}' text-anchor='middle'>no finite values</text>")
             continue
         fy = np.log10 if title in log else (lambda v: v)
         x0, x1 = min(p[0] for p in pts), max(p[0] for p in pts)
@@ -546,136 +595,44 @@ def svg_panels(panels: list, xlabel: str, log: set = frozenset(), unit: set = fr
         def Y(y):
             return oy + mt + ph - (fy(y) - y0) / (y1 - y0) * ph
 
-        out.append(f"<rect x='{ox + ml}' y='{oy + mt}' width='{pw}' height='{ph}' fill='none' stroke='#ccc'/>")
+        panel["box"] = {"x": ox + ml, "y": oy + mt, "w": pw, "h": ph}
+        panel["yticks"] = []
         for t in np.linspace(y0, y1, 4):
-            label = f"{10 ** t:.3g}" if title in log else f"{t:.3g}"
             yy = oy + mt + ph - (t - y0) / (y1 - y0) * ph
-            out.append(f"<line x1='{ox + ml}' x2='{ox + ml + pw}' y1='{yy:.1f}' y2='{yy:.1f}' stroke='#eee'/>"
-                       f"<text x='{ox + ml - 3}' y='{yy + 3:.1f}' text-anchor='end'>{label}</text>")
-        for t in np.linspace(x0, x1, 4):
-            out.append(f"<text x='{X(t):.1f}' y='{oy + mt + ph + 12}' text-anchor='middle'>{t:.4g}</text>")
-        out.append(f"<text x='{ox + ml + pw / 2}' y='{oy + height - 4}' text-anchor='middle' fill='#555'>"
-                   f"{html.escape(xlabel)}</text>")
+            panel["yticks"].append({"x2": ox + ml + pw, "y": f"{yy:.1f}", "lx": ox + ml - 3, "ly": f"{yy + 3:.1f}",
+                                    "label": f"{10 ** t:.3g}" if title in log else f"{t:.3g}"})
+        panel["xticks"] = [{"x": f"{X(t):.1f}", "y": oy + mt + ph + 12, "label": f"{t:.4g}"}
+                           for t in np.linspace(x0, x1, 4)]
+        panel["xlabel"] = {"x": ox + ml + pw / 2, "y": oy + height - 4, "text": xlabel}
+        panel["lines"] = []
         for i, (label, (xs, ys_)) in enumerate(series.items()):
-            color = GROUP_COLORS.get(label, _PALETTE[i % len(_PALETTE)])
             line = [(X(float(x)), Y(float(y))) for x, y in zip(xs, ys_)
                     if y is not None and np.isfinite(y) and (title not in log or y > 0)]
             if not line:
                 continue
-            d = " ".join(f"{a:.1f},{b:.1f}" for a, b in line)
-            out.append(f"<polyline fill='none' stroke='{color}' stroke-width='1.5' points='{d}'>"
-                       f"<title>{html.escape(str(label))}</title></polyline>")
-            if len(line) <= 12:
-                out += [f"<circle cx='{a:.1f}' cy='{b:.1f}' r='2' fill='{color}'/>" for a, b in line]
-            out.append(f"<text x='{ox + ml + pw - 2}' y='{oy + mt + 10 + 11 * i}' text-anchor='end' "
-                       f"fill='{color}'>{html.escape(str(label))}</text>")
-    out.append("</svg>")
-    return "".join(out)
+            panel["lines"].append({
+                "color": GROUP_COLORS.get(label, _PALETTE[i % len(_PALETTE)]), "label": label,
+                "points": " ".join(f"{a:.1f},{b:.1f}" for a, b in line),
+                "dots": [(f"{a:.1f}", f"{b:.1f}") for a, b in line] if len(line) <= 12 else [],
+                "lx": ox + ml + pw - 2, "ly": oy + mt + 10 + 11 * i})
+    return _render("panels.svg.j2", width=cols * width, height=rows * height, panels=out)
 
 
-def _slider(figures: dict, name: str) -> str:
+def _slider(figures: dict, name: str) -> dict:
     steps = sorted(figures)
-    figs = "".join(_figure_html(figures[s], f"{name}-step{s}.png", f"step {s}", s) for s in steps)
-    if len(steps) == 1:
-        return f"<div class='steps'>{figs}</div>"
-    return (f"<div class='steps' data-name='{html.escape(name)}'><label>step <input type='range' min='0' "
-            f"max='{len(steps) - 1}' value='{len(steps) - 1}' class='slider'> <output></output></label>{figs}</div>")
+    return {"kind": "slider", "name": name, "figures": [_figure(figures[s], f"{name}-step{s}.png", f"step {s}", s) for s in steps]}
 
 
-def _groups_html(src: Source) -> str:
+def _groups(src: Source) -> list[dict]:
     if not src.groups:
-        return "<p class='note'>no token groups</p>"
+        return [_note("no token groups")]
     body = []
     for name, (ids, texts) in src.groups.items():
         shown = texts if texts is not None else [str(int(i)) for i in ids]
         more = f" … (+{len(shown) - 40})" if len(shown) > 40 else ""
-        body.append(f"<tr><td>{html.escape(name)}</td><td>{len(ids)}</td><td class='tokens'>"
-                    + html.escape(" ".join(repr(t) if texts is not None else t for t in shown[:40])) + more + "</td></tr>")
-    head = "<tr><th>group</th><th>tokens</th><th>" + ("text" if any(t is not None for _, t in src.groups.values())
-                                                      else "ids") + "</th></tr>"
-    return _table(head, body, f"{src.label}-groups")
-
-
-def _section(anchor: str, title: str, srcs: list[Source], cells: list[str], extra: str = "") -> str:
-    cols = "".join(f"<div class='run'><h3>{html.escape(s.label)}</h3>{c}</div>" for s, c in zip(srcs, cells))
-    return (f"<section id='{anchor}'><h2>{html.escape(title)}</h2>{extra}"
-            f"<div class='runs' style='--n:{max(1, len(srcs))}'>{cols}</div></section>")
-
-
-def _head(title: str, live: bool) -> str:
-    meta = f"<meta name='probe-live' content='{REFRESH_S}'>" if live else ""
-    return f"""<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">{meta}
-<meta name="viewport" content="width=device-width, initial-scale=1"><title>{html.escape(title)}</title>
-<style>
-body{{font:14px/1.4 system-ui,sans-serif;margin:0 1.5em 3em;color:#222}}
-header{{position:sticky;top:0;background:#fff;border-bottom:1px solid #ddd;padding:.4em 0;z-index:2}}
-h1{{font-size:1.3em;margin:.2em 0}} h2{{font-size:1.15em;border-bottom:1px solid #eee;margin-top:1.6em}}
-h3{{font-size:1em;margin:.4em 0;color:#555}} nav a{{margin-right:.8em}}
-.status{{margin:0;color:#555}} .live{{color:#fff;background:#c0392b;padding:0 .4em;border-radius:3px}}
-.runs{{display:grid;grid-template-columns:repeat(var(--n),minmax(0,1fr));gap:1.2em}}
-.run{{min-width:0}} .table{{position:relative;max-height:24em;overflow:auto;margin:.4em 0}}
-table{{border-collapse:collapse;font-size:12px}} td,th{{border:1px solid #ddd;padding:2px 6px;text-align:right}}
-td:first-child,th:first-child{{text-align:left}} thead th{{background:#f5f5f5;position:sticky;top:0}}
-tr.diff td{{background:#fff3cd}} .tokens{{text-align:left;font-family:monospace;white-space:normal}}
-.copy{{float:right;font-size:11px}} figure{{margin:.4em 0}} img.fig{{max-width:100%;height:auto}}
-figcaption{{font-size:12px;color:#666}} .note{{color:#777}} .na{{font-style:italic}}
-.warn{{color:#a66}} .error{{color:#c0392b;font-weight:bold}}
-.steps figure{{display:none}} .steps figure.on{{display:block}} .steps figure:only-of-type{{display:block}}
-</style></head><body>"""
-
-
-# Sliders show one step's figure; copy puts a table on the clipboard as TSV; a live page reloads
-# itself, keeping its scroll position and slider positions across the reload.
-_SCRIPT = """<script>
-(function () {
-  const key = 'probe-report:' + location.pathname;
-  const saved = JSON.parse(sessionStorage.getItem(key) || '{}');
-  document.querySelectorAll('.steps').forEach(function (box) {
-    const slider = box.querySelector('.slider');
-    const figs = box.querySelectorAll('figure');
-    function show(i) {
-      figs.forEach(function (f, j) { f.classList.toggle('on', j === i); });
-      const out = box.querySelector('output');
-      if (out && figs[i]) { out.textContent = figs[i].dataset.step; }
-    }
-    if (!slider) { if (figs[0]) { figs[0].classList.add('on'); } return; }
-    const name = box.dataset.name;
-    if (saved.sliders && name in saved.sliders && saved.sliders[name] < figs.length) {
-      slider.value = saved.sliders[name];
-    }
-    slider.addEventListener('input', function () { show(Number(slider.value)); });
-    show(Number(slider.value));
-  });
-  document.querySelectorAll('button.copy').forEach(function (b) {
-    b.addEventListener('click', function () {
-      const rows = Array.from(b.parentNode.querySelectorAll('tr')).map(function (tr) {
-        return Array.from(tr.children).map(function (c) { return c.textContent; }).join('\\t');
-      });
-      const text = rows.join('\\n');
-      if (navigator.clipboard && window.isSecureContext) {
-        navigator.clipboard.writeText(text).catch(function () {});
-      } else {
-        const sel = window.getSelection(); const range = document.createRange();
-        range.selectNodeContents(b.parentNode.querySelector('table'));
-        sel.removeAllRanges(); sel.addRange(range);
-      }
-    });
-  });
-  if (saved.scroll) { window.scrollTo(0, saved.scroll); }
-  sessionStorage.removeItem(key);
-  const live = document.querySelector('meta[name=probe-live]');
-  if (live) {
-    setTimeout(function () {
-      const sliders = {};
-      document.querySelectorAll('.steps[data-name]').forEach(function (box) {
-        sliders[box.dataset.name] = Number(box.querySelector('.slider').value);
-      });
-      sessionStorage.setItem(key, JSON.stringify({scroll: window.scrollY, sliders: sliders}));
-      location.reload();
-    }, 1000 * Number(live.content));
-  }
-})();
-</script>"""
+        body.append(_row([name, len(ids), " ".join(repr(t) if texts is not None else t for t in shown[:40]) + more]))
+    kind = "text" if any(t is not None for _, t in src.groups.values()) else "ids"
+    return [_table(["group", "tokens", kind], body, f"{src.label}-groups", (None, None, "tokens"))]
 
 
 # --- writing --------------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
 """The real-language experiment: logic + stories, GPT-2 BPE, per-source losses, ΔL, token groups."""
+import html
 import json
 
 import h5py
@@ -146,6 +147,6 @@ def test_report_shows_the_token_groups_with_their_text(lm_run, tmp_path):
     page = out.read_text()
     groups = page[page.index("<section id='groups'>"):page.index("</section>", page.index("<section id='groups'>"))]
     assert "<th>text</th>" in groups and "<td>logic</td>" in groups and "<td>story</td>" in groups
-    assert "&#x27; Every&#x27;" in groups                     # the words themselves, quoted, not their ids
+    assert "' Every'" in html.unescape(groups)                # the words themselves, quoted, not their ids
     # the probes pick the run's own groups (a language run has no 'reasoning' group)
     assert "tokens: logic,story" in page and "not applicable" not in page

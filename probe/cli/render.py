@@ -1,6 +1,8 @@
 """Results to stdout: an aligned table, strict JSON or tidy CSV, for any Result.
 
-JSON is strict (``allow_nan=False``): NaN and infinities are written as ``null``. CSV is the
+JSON is strict (``allow_nan=False``): NaN and infinities are written as ``null``; a string holding
+surrogate escapes (a file name that is not UTF-8) is written with ``\\xNN`` for each undecodable
+byte (:func:`probe._text.shown`), so the output is valid Unicode that any JSON parser takes. CSV is the
 same ``step,metric,key,value`` for every probe (``Result.rows()``), with an empty cell where
 a value is undefined. Tables show an undefined value as ``-``. Logs go to stderr.
 """
@@ -12,6 +14,8 @@ import math
 import sys
 from typing import Callable, Iterable, Sequence
 
+from .._text import shown
+
 TIDY = ("step", "metric", "key", "value")
 
 
@@ -20,24 +24,36 @@ def _cell(v) -> str:
         return "-"
     if isinstance(v, float):
         return f"{v:.4f}" if math.isfinite(v) else "-"
-    return str(v)
+    return shown(str(v))   # as printed: \xNN is four columns wide
 
 
 def table(header: Sequence[str], rows: Iterable[Sequence], out=None) -> None:
     out = out or sys.stdout
     rows = [[_cell(v) for v in r] for r in rows]
+    header = [shown(h) for h in header]
     widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(header)]
     out.write("  ".join(h.rjust(w) for h, w in zip(header, widths)).rstrip() + "\n")
     for r in rows:
         out.write("  ".join(c.rjust(w) for c, w in zip(r, widths)).rstrip() + "\n")
 
 
+def _shown(v):
+    """Plain JSON data with every string (keys too) made valid Unicode (:func:`probe._text.shown`)."""
+    if isinstance(v, str):
+        return shown(v)
+    if isinstance(v, dict):
+        return {shown(k) if isinstance(k, str) else k: _shown(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_shown(x) for x in v]
+    return v
+
+
 def write_json(obj, out=None) -> None:
-    """``obj`` as strict JSON (numpy values converted, non-finite floats as null)."""
+    """``obj`` as strict JSON (numpy values converted, non-finite floats as null, strings valid Unicode)."""
     from ..analyses.base import jsonable
 
     out = out or sys.stdout
-    json.dump(jsonable(obj), out, indent=2, allow_nan=False)
+    json.dump(_shown(jsonable(obj)), out, indent=2, allow_nan=False)
     out.write("\n")
 
 

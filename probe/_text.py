@@ -1,0 +1,57 @@
+"""Text that came from outside (file names, names stored in files) made printable everywhere.
+
+A file name that is not valid UTF-8 reaches Python as a ``str`` holding surrogate escapes
+(PEP 383: the byte 0xff becomes U+DCFF). Such a string cannot be encoded to UTF-8, so printing it
+under a strict locale, putting it in JSON, drawing it with matplotlib or writing it into a page
+fails. Everywhere the toolkit shows text, each such byte is written as ``\\xNN`` (``run-\\xff.h5``,
+as Python spells ``b'run-\\xff.h5'``); other lone surrogates (from a ``\\udXXX`` escape in a JSON
+header) as ``\\uXXXX``. The result is valid Unicode: strict JSON, UTF-8 files and any terminal take
+it. A name that really holds a backslash followed by ``xNN`` reads the same: the escaping is for
+people, not a way back to the bytes.
+
+Two doors, one spelling: :func:`shown` for text built on purpose (JSON values, plot titles, the
+report page), and the ``probe.shown`` codec error handler (:data:`ERRORS`), which ``run_cli`` puts
+on stdout and stderr so that every ``print`` of a path — tables, CSV, error and warning lines —
+writes the same ``\\xNN`` instead of failing (characters the locale's encoding lacks, e.g. ``é``
+under an ASCII locale, become ``\\xe9`` / ``\\u0394`` as Python's ``backslashreplace`` writes them).
+"""
+from __future__ import annotations
+
+import codecs
+import re
+
+ERRORS = "probe.shown"
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+# characters XML 1.0 forbids (C0 controls but tab, newline, carriage return): an SVG holding one is
+# not an image at all, and in HTML they are parse errors
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def _escape(ch: str) -> str:
+    code = ord(ch)
+    if 0xDC80 <= code <= 0xDCFF:          # an undecodable byte, as os.fsdecode left it
+        return f"\\x{code - 0xDC00:02x}"
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def shown(text: str) -> str:
+    """``text`` with its surrogate escapes spelled ``\\xNN`` (``\\uXXXX`` for other lone surrogates)."""
+    return _SURROGATE.sub(lambda m: _escape(m.group()), text) if _SURROGATE.search(text) else text
+
+
+def markup_text(text: str) -> str:
+    """:func:`shown`, and the control characters XML forbids spelled ``\\xNN`` too: text that can go
+    into an HTML page or an SVG image (still to be escaped for its context there)."""
+    return _CONTROL.sub(lambda m: _escape(m.group()), text) if _CONTROL.search(text) else text
+
+
+def _handler(exc: UnicodeError):
+    if not isinstance(exc, UnicodeEncodeError):
+        raise exc
+    return "".join(_escape(ch) for ch in exc.object[exc.start:exc.end]), exc.end
+
+
+codecs.register_error(ERRORS, _handler)
