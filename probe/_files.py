@@ -70,6 +70,8 @@ def write_atomic(path: str | os.PathLike, content: Content, what: str) -> None:
     writing plot sim.png``). ``what`` names the file for that message (``plot``, ``report``)."""
     path = os.fspath(path)
     label = f"{what} {path}"
+    if os.path.islink(path):   # write where the link points, as open(path, "w") would, not over the link
+        path = os.path.realpath(path)
     folder = os.path.dirname(os.path.abspath(path))
     mode = _new_file_mode(path)
     try:
@@ -134,7 +136,10 @@ class OutputLock:
             held[1] += 1
             self._held = True
             return self
-        import fcntl
+        try:
+            import fcntl
+        except ImportError:   # not a POSIX system: no lock (HDF5's SWMR writing needs POSIX anyway)
+            return self
 
         while True:
             try:

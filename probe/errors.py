@@ -73,8 +73,9 @@ _WRITE_CAUSES = {
     errno.EROFS: "read-only file system",
     errno.EACCES: "permission denied",
     errno.EPERM: "operation not permitted",
-    errno.EFBIG: "file too large (over the file system's or this process's file-size limit)",
+    errno.EFBIG: "file too large (over a file-size limit)",
 }
+_ONLY_WRITES_FAIL = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG)   # EACCES may be a read's
 _ERRNO_IN_TEXT = re.compile(r"errno = (\d+)|\[Errno (\d+)\]")
 
 
@@ -263,7 +264,11 @@ def run_cli(app, **kw) -> None:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(0)
     except OSError as exc:  # h5py raises OSError for unreadable or corrupted data
-        msg = " ".join(str(exc).split()) or type(exc).__name__
+        if os_errno(exc) in _ONLY_WRITES_FAIL:   # e.g. stdout redirected to a full disk
+            where = exc.filename if getattr(exc, "filename", None) else "the output (stdout)"
+            msg = f"{write_cause(exc)} while writing {where}"
+        else:
+            msg = " ".join(str(exc).split()) or type(exc).__name__
         print(f"Error: {msg}", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
     except Exception as exc:  # a bug, not bad input: still no traceback unless asked for

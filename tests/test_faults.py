@@ -19,7 +19,6 @@ also sets each call's file-size limit and user.
 """
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -186,6 +185,7 @@ class Place:
         self.fsize = None
 
     def cleanup(self) -> None:
+        os.chmod(self.dir, 0o755)
         if self.mounted:
             subprocess.run(["umount", "-l", str(self.dir)], capture_output=True)
         shutil.rmtree(self.dir, ignore_errors=True)
@@ -283,6 +283,12 @@ def _report(d: Path, g: Path):
     return ["probe", "report", g / "run.h5", "--probe", "similarity", "-o", d / "r.html"], 4096
 
 
+def _report_watch(d: Path, g: Path):   # the run is finished: the watcher writes its last page and ends
+    shutil.copy(g / "r.html", d / "r.html")
+    return ["probe", "report", g / "run.h5", "--probe", "similarity", "--watch", "--interval", "0.2",
+            "-o", d / "r.html"], 4096
+
+
 def _figures(d: Path, g: Path):
     for name in ("fault.png", "fault.pdf"):
         shutil.copy(g / "figs" / name, d / name)
@@ -296,9 +302,11 @@ def _sweep(d: Path, g: Path):
 
 # what each writer writes in the golden folder (or, for a run, at least): an EFBIG limit must be below it
 WRITTEN = {"create": "run.h5", "resume": "run.h5", "plot-png": "sim.png", "plot-svg": "spec.svg", "table-csv": "t.csv",
-           "table-json": "t.json", "report": "r.html", "figures": "figs/fault.png", "sweep": "run.h5"}
+           "table-json": "t.json", "report": "r.html", "report-watch": "r.html", "figures": "figs/fault.png",
+           "sweep": "run.h5"}
 WRITERS = {"create": _create, "resume": _resume, "plot-png": _plot_png, "plot-svg": _plot_svg,
-           "table-csv": _table_csv, "table-json": _table_json, "report": _report, "figures": _figures,
+           "table-csv": _table_csv, "table-json": _table_json, "report": _report, "report-watch": _report_watch,
+           "figures": _figures,
            "sweep": _sweep}
 CASES = [(fault, writer) for fault in CAUSE for writer in WRITERS]
 
@@ -367,6 +375,58 @@ def test_a_fault_during_training_keeps_the_snapshots_and_resume_finishes_the_run
                                            err_msg=name)
     finally:
         place.cleanup()
+
+
+def test_a_hard_file_size_limit_stops_training_before_it_is_crossed(tmp_path, golden):
+    """``ulimit -f`` sets the hard limit too: a write that failed against it could not even be closed
+    safely, so the writer stops before the snapshot that would cross it (a process of its own: a
+    hard limit cannot be raised again)."""
+    import resource
+
+    from conftest import _script
+
+    limit = int(0.8 * (golden / "run.h5").stat().st_size)
+
+    def limited():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    out = tmp_path / "run.h5"
+    res = subprocess.run(_script("probe-train") + TRAIN + ["--out", str(out)], capture_output=True, text=True,
+                         preexec_fn=limited, timeout=600)
+    line = _one_error(res, CAUSE["EFBIG"])
+    assert f"limit of {limit} bytes" in line and "resume with" in line, line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.h5"] and out.stat().st_size <= limit
+    from probe.format import Run, validate
+
+    assert validate(out) == []
+    with Run(out) as run:
+        assert 1 <= run.n_snapshots < 9
+
+
+def test_output_redirected_to_a_full_disk_is_one_line(root, golden):
+    from conftest import _script
+
+    place = Place("ENOSPC", root)
+    try:
+        place.arm()
+        before = _digest(place.dir)
+        with open(place.dir / "info.json", "w") as fh:   # the shell's `> info.json`: made before the disk is asked
+            res = subprocess.run(_script("probe") + ["info", str(golden / "run.h5"), "--format", "json"],
+                                 stdout=fh, stderr=subprocess.PIPE, text=True, timeout=300)
+        line = _one_error(res, CAUSE["ENOSPC"])
+        assert line.endswith("while writing the output (stdout)"), line
+        assert set(_digest(place.dir)) == set(before) | {"info.json"}
+    finally:
+        place.cleanup()
+
+
+def test_a_plot_through_a_link_is_written_where_the_link_points(tmp_path, cli, golden):
+    (tmp_path / "plots").mkdir()
+    (tmp_path / "sim.png").symlink_to(tmp_path / "plots" / "sim.png")
+    res = cli.run("probe", "similarity", golden / "run.h5", "--plot", tmp_path / "sim.png")
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "sim.png").is_symlink() and (tmp_path / "plots" / "sim.png").read_bytes()[:4] == b"\x89PNG"
 
 
 # --- one writer per run file -----------------------------------------------------------------------

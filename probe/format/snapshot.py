@@ -827,7 +827,7 @@ class Writer:
             return
         self.close()
         raise WriteFailed(f"{write_cause(OSError(errno.EFBIG, ''))} while writing {self.path} ({doing}: the "
-                          f"file would grow past the limit of {limit} bytes); {_snapshots_kept(self._n)}", self._n)
+                          f"file would grow past this process's limit of {limit} bytes); {_snapshots_kept(self._n)}", self._n)
 
     def _failed(self, exc: BaseException, doing: str) -> WriteFailed:
         """Close the file without another write (see :func:`_abandon`) and say what failed and what is kept."""
@@ -879,7 +879,7 @@ class Writer:
             limit, size = _file_size_limit(), os.path.getsize(path)
             if limit is not None and _with_metadata(size) > limit:   # the copy is about as big
                 raise WriteFailed(f"{write_cause(OSError(errno.EFBIG, ''))} while writing {path} ({doing}: "
-                                  f"a copy of its {size} bytes would pass the limit of {limit} bytes); {kept}")
+                                  f"a copy of its {size} bytes would pass this process's limit of {limit} bytes); {kept}")
             with _new_file(path, doing, kept) as (g, tmp):
                 for k, v in f.attrs.items():
                     g.attrs[k] = v
