@@ -160,7 +160,8 @@ class Trainer:
 
             from probe.format.snapshot import temp_names
 
-            for stale in glob.glob(temp_names(self.out)):
+            # (.creating / .resuming: the fixed names of earlier versions)
+            for stale in glob.glob(temp_names(self.out)) + [self.out + ".creating", self.out + ".resuming"]:
                 try:
                     os.unlink(stale)
                 except OSError:
