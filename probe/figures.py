@@ -50,12 +50,14 @@ class FigureContext:
         self.runs_dir = Path(self.runs_dir) if self.runs_dir else self.out / "runs"
         from ._files import writable_folder
 
-        for d, what in ((self.out, "figures"), (self.runs_dir, "runs")):
+        for d in (self.out, self.runs_dir):
             try:
                 d.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 raise ProbeError(f"cannot create {d}: {exc.strerror}") from None
-            writable_folder(d, what)   # before any training: a read-only folder fails now, in one line
+        # before any training: a read-only output folder fails now, in one line (the runs folder may be
+        # a read-only share of finished runs; a trainer that must write there says so itself)
+        writable_folder(self.out, "figures")
 
     @property
     def quick(self) -> bool:

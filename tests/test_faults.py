@@ -406,6 +406,18 @@ def test_a_hard_file_size_limit_stops_training_before_it_is_crossed(tmp_path, go
         assert 1 <= run.n_snapshots < 9
 
 
+def test_figures_read_finished_runs_from_a_read_only_folder(root, golden, cli, tmp_path):
+    """Only the output folder must take files: the runs folder may be a read-only share."""
+    place = Place("EROFS", root)
+    try:
+        place.arm()
+        res = cli.run("probe", "figures", "fault", "--examples", golden / "ex", "-o", tmp_path, "--runs", place.dir)
+        assert res.returncode == 0, res.stderr
+        assert (tmp_path / "fault.png").read_bytes()[:4] == b"\x89PNG"
+    finally:
+        place.cleanup()
+
+
 def test_output_redirected_to_a_full_disk_is_one_line(root, golden):
     from conftest import _script
 
