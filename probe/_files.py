@@ -1,12 +1,23 @@
-"""Files the user names: inputs are read only when they are regular files; outputs fail before any
-work when one cannot be written."""
+"""Files the user names. Inputs are read only when they are regular files. Outputs fail before any
+work when one cannot be written, are written whole and atomically, and one process at a time writes
+a run.
+
+Every writer of a whole file (plots, tables, report pages, figures, a sweep's manifest) goes through
+:func:`write_atomic`, so a full disk, a read-only folder or a file-size limit ends in one line naming
+the cause, with the old file (if any) untouched and no half-written or temporary file left behind.
+"""
 from __future__ import annotations
 
 import os
+import shlex
 import stat
+import sys
 import tempfile
+from typing import Callable, Union
 
-from .errors import ProbeError
+from .errors import ProbeError, write_cause, write_error
+
+Content = Union[str, bytes, Callable[["object"], None]]
 
 _KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
           (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
@@ -77,4 +88,202 @@ def writable(path: str, what: str) -> None:
         with tempfile.TemporaryFile(dir=parent):
             pass
     except OSError as exc:
-        raise ProbeError(f"cannot write {what} {path}: {exc.strerror or exc}") from None
+        raise ProbeError(f"cannot write {what} {path}: {write_cause(exc)}") from None
+
+
+def writable_folder(folder: str | os.PathLike, what: str) -> None:
+    """Raise a one-line ProbeError unless ``folder`` takes new files (``what`` names them)."""
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        raise ProbeError(f"cannot write {what} into {os.fspath(folder)}: {write_cause(exc)}") from None
+
+
+def _new_file_mode(path: str) -> int:
+    """The mode ``open(path, "w")`` would give: the old file's, else 0666 less the umask (a temporary
+    file is made 0600, which would leave a plot or page unreadable to the group)."""
+    try:
+        return os.stat(path).st_mode & 0o7777
+    except OSError:
+        pass
+    try:   # Linux >= 4.7 shows the umask without changing it (os.umask would, for every thread)
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return 0o666 & ~int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+def write_atomic(path: str | os.PathLike, content: Content, what: str) -> None:
+    """Replace ``path`` with ``content`` (text as UTF-8, a file name's undecodable bytes as they were; bytes; or a function that writes into the
+    binary file object it is given) through a temporary file of a unique name in the same folder,
+    flushed to disk and renamed over ``path``. A reader (a browser reloading a page) sees the old file
+    or the new one, never half of one; on any failure the temporary file is removed, ``path`` is left
+    as it was and an OSError becomes one ProbeError naming the cause (``no space left on device while
+    writing plot sim.png``). ``what`` names the file for that message (``plot``, ``report``)."""
+    path = os.fspath(path)
+    label = f"{what} {path}"
+    if os.path.islink(path):   # write where the link points, as open(path, "w") would, not over the link
+        path = os.path.realpath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    mode = _new_file_mode(path)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
+    except OSError as exc:
+        raise write_error(exc, label) from None
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            if callable(content):
+                content(fh)
+            else:
+                fh.write(content.encode("utf-8", "surrogateescape") if isinstance(content, str) else content)
+            fh.flush()
+            os.fchmod(fh.fileno(), mode)
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        if isinstance(exc, OSError):
+            raise write_error(exc, label) from None
+        raise
+
+
+# --- one writer per output -----------------------------------------------------------------------
+
+def lock_path(path: str | os.PathLike) -> str:
+    """The lock file of output ``path``: ``.NAME.lock`` beside it."""
+    path = os.path.abspath(os.fspath(path))
+    return os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.lock")
+
+
+_HELD: dict[str, list] = {}   # lock file -> [fd, holders]: the lock is re-entrant within a process
+
+
+class OutputLock:
+    """Held by the one process that writes ``path``, for as long as it writes it: a second writer is
+    refused with a message naming the first (its pid and command line).
+
+    The lock is an ``flock`` on a sidecar file (``.run.h5.lock``), not on ``path`` itself: the trainer
+    replaces ``path`` by a rename (at creation and at ``--resume``), which would leave a lock on the
+    old inode behind. The kernel drops an flock when its process dies, so a killed writer leaves no
+    stale lock; the sidecar is removed when the lock is released (and re-checked after locking, so a
+    writer never holds the lock of a file another one just removed). Readers never take it.
+
+    >>> with OutputLock("run.h5"):
+    ...     ...   # write run.h5
+    """
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = os.fspath(path)
+        self.file = lock_path(self.path)
+        self._held = False
+
+    def acquire(self) -> "OutputLock":
+        if self._held:
+            return self
+        held = _HELD.get(self.file)
+        if held is not None:
+            held[1] += 1
+            self._held = True
+            return self
+        try:
+            import fcntl
+        except ImportError:   # not a POSIX system: no lock (HDF5's SWMR writing needs POSIX anyway)
+            return self
+
+        while True:
+            try:
+                fd = os.open(self.file, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+                can_write = True
+            except PermissionError as exc:   # another user's lock file: flock needs only read access
+                try:
+                    fd = os.open(self.file, os.O_RDONLY | os.O_CLOEXEC)
+                    can_write = False
+                except OSError:   # none there: the folder itself refuses us
+                    raise ProbeError(f"cannot write {self.path}: {write_cause(exc)}") from None
+            except OSError as exc:
+                raise ProbeError(f"cannot write {self.path}: {write_cause(exc)}") from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = _read_holder(fd)
+                os.close(fd)
+                raise ProbeError(f"{self.path} is being written by {holder}; wait for it or stop it") from None
+            except OSError as exc:   # a file system without locks: say so rather than write unguarded
+                os.close(fd)
+                raise ProbeError(f"cannot lock {self.file} to write {self.path}: {write_cause(exc)}") from None
+            try:   # the file we locked may have been removed (and made anew) by its last holder
+                same = os.path.samestat(os.fstat(fd), os.stat(self.file))
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(fd)
+        if can_write:
+            try:   # who holds it, for the message a second writer gets; a full disk may refuse the text
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, f"{os.getpid()}\n{_command_line()}\n".encode("utf-8", "surrogateescape"), 0)
+            except OSError:
+                pass
+        _HELD[self.file] = [fd, 1]
+        self._held = True
+        return self
+
+    def release(self) -> None:
+        if not self._held:
+            return
+        self._held = False
+        held = _HELD.get(self.file)
+        if held is None:
+            return
+        held[1] -= 1
+        if held[1] > 0:
+            return
+        del _HELD[self.file]
+        fd = held[0]
+        try:   # removed while still locked: whoever opens it next re-checks and makes a new one
+            if os.path.samestat(os.fstat(fd), os.stat(self.file)):
+                os.unlink(self.file)
+        except OSError:
+            pass
+        os.close(fd)
+
+    def __enter__(self) -> "OutputLock":
+        return self.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+    def __del__(self):
+        try:
+            self.release()
+        except Exception:   # interpreter shutdown: the kernel drops the flock with the process
+            pass
+
+
+def _command_line() -> str:
+    argv = list(sys.argv) or ["python"]
+    argv[0] = os.path.basename(argv[0]) or "python"
+    return " ".join(shlex.quote(a) for a in argv)
+
+
+def _read_holder(fd: int) -> str:
+    """``process 4242 (probe-train --out run.h5 ...)`` from a lock file; ``another process``
+    while its holder has not yet written itself in."""
+    try:
+        text = os.pread(fd, 4096, 0).decode("utf-8", "replace")
+    except OSError:
+        text = ""
+    pid, _, command = text.partition("\n")
+    command = command.strip()
+    if not pid.strip().isdigit():
+        return "another process"
+    return f"process {pid.strip()}" + (f" ({command})" if command else "")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import glob
+import io
 import json
 import math
 import os
@@ -146,26 +147,18 @@ def _strict(row: tuple) -> tuple:
 
 def write_table(path: str, rows: list[tuple]) -> None:
     """Atomically replace ``path`` with the rows, sorted by step (then path, probe, key, metric)."""
+    from ._files import write_atomic
+
     rows = sorted(rows, key=_sort_key)
-    tmp = path + ".tmp"
-    try:
-        _write(tmp, path, rows)
-        os.replace(tmp, path)
-    except OSError as exc:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise ProbeError(f"cannot write results {path}: {exc.strerror or exc}") from None
-
-
-def _write(tmp: str, path: str, rows: list[tuple]) -> None:
-    with open(tmp, "w", newline="", encoding="utf-8") as fh:
-        if path.endswith(".json"):
-            json.dump([dict(zip(COLUMNS, _strict(r))) for r in rows], fh, indent=1, default=str, allow_nan=False)
-            fh.write("\n")
-        else:
-            w = csv.writer(fh, lineterminator="\n")
-            w.writerow(COLUMNS)
-            w.writerows(["" if v is None else v for v in _strict(r)] for r in rows)
+    fh = io.StringIO()
+    if path.endswith(".json"):
+        json.dump([dict(zip(COLUMNS, _strict(r))) for r in rows], fh, indent=1, default=str, allow_nan=False)
+        fh.write("\n")
+    else:
+        w = csv.writer(fh, lineterminator="\n")
+        w.writerow(COLUMNS)
+        w.writerows(["" if v is None else v for v in _strict(r)] for r in rows)
+    write_atomic(path, fh.getvalue(), "results")
 
 
 def batch(paths: Iterable[str], probes: Iterable[str], options: dict | None = None, out: str | None = None,

@@ -6,6 +6,7 @@ Library code names the Python parameter a bad value came from with :func:`param`
 """
 from __future__ import annotations
 
+import errno
 import os
 import re
 import sys
@@ -64,6 +65,54 @@ def warn(message: str) -> None:
 
 def fail(message: str) -> NoReturn:
     raise ProbeError(message)
+
+
+# --- faults while writing --------------------------------------------------------------------------
+# What a user can do something about, named the way they would search for it. EIO and the rest keep
+# the system's own wording (os.strerror).
+_WRITE_CAUSES = {
+    errno.ENOSPC: "no space left on device",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EROFS: "read-only file system",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted",
+    errno.EFBIG: "file too large (over a file-size limit)",
+}
+_ONLY_WRITES_FAIL = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG)   # EACCES may be a read's
+_ERRNO_IN_TEXT = re.compile(r"errno = (\d+)|\[Errno (\d+)\]")
+
+
+def os_errno(exc: BaseException) -> int | None:
+    """The errno behind ``exc``: an OSError's own, or the one HDF5 writes into the text of the
+    OSError/RuntimeError h5py raises (``... file write failed: ..., errno = 28, ...``)."""
+    code = getattr(exc, "errno", None)
+    if isinstance(code, int) and code > 0:
+        return code
+    m = _ERRNO_IN_TEXT.search(str(exc))
+    return int(m.group(1) or m.group(2)) if m else None
+
+
+def is_write_fault(exc: BaseException) -> bool:
+    """Whether ``exc`` is the file system refusing a write (full, read-only, no permission, a quota or
+    size limit) rather than a damaged file or a bug."""
+    return isinstance(exc, (OSError, RuntimeError)) and os_errno(exc) in _WRITE_CAUSES
+
+
+def write_cause(exc: BaseException) -> str:
+    """Why a write failed, in a few words: ``no space left on device``, ``read-only file system``, ..."""
+    code = os_errno(exc)
+    if code in _WRITE_CAUSES:
+        return _WRITE_CAUSES[code]
+    if code is not None:
+        return os.strerror(code).lower()
+    text = getattr(exc, "strerror", None) or str(exc).split("(", 1)[0]
+    return " ".join(str(text).split()) or type(exc).__name__
+
+
+def write_error(exc: BaseException, what: str, after: str = "") -> ProbeError:
+    """The one-line error for a write that failed: ``<cause> while writing <what><after>``, e.g.
+    ``no space left on device while writing plot sim.png``."""
+    return ProbeError(f"{write_cause(exc)} while writing {what}{after}")
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None, _default=warnings.showwarning):
@@ -231,7 +280,11 @@ def run_cli(app, **kw) -> None:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(0)
     except OSError as exc:  # h5py raises OSError for unreadable or corrupted data
-        msg = " ".join(str(exc).split()) or type(exc).__name__
+        if os_errno(exc) in _ONLY_WRITES_FAIL:   # e.g. stdout redirected to a full disk
+            where = exc.filename if getattr(exc, "filename", None) else "the output (stdout)"
+            msg = f"{write_cause(exc)} while writing {where}"
+        else:
+            msg = " ".join(str(exc).split()) or type(exc).__name__
         print(f"Error: {msg}", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
     except Exception as exc:  # a bug, not bad input: still no traceback unless asked for

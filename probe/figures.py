@@ -49,11 +49,16 @@ class FigureContext:
         self.seeds = self.seeds or {"tiny": 1, "quick": 3, "full": 1}[self.size]
         self.out = Path(self.out)
         self.runs_dir = Path(self.runs_dir) if self.runs_dir else self.out / "runs"
+        from ._files import writable_folder
+
         for d in (self.out, self.runs_dir):
             try:
                 d.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 raise ProbeError(f"cannot create {d}: {exc.strerror}") from None
+        # before any training: a read-only output folder fails now, in one line (the runs folder may be
+        # a read-only share of finished runs; a trainer that must write there says so itself)
+        writable_folder(self.out, "figures")
 
     @property
     def quick(self) -> bool:
@@ -135,12 +140,16 @@ class FigureContext:
 
     def save(self, fig, name: str) -> list[Path]:
         """Write ``name``.png and ``name``.pdf into the output folder and close the figure."""
-        paths = [self.out / f"{name}.png", self.out / f"{name}.pdf"]
-        for p in paths:
-            fig.savefig(p)
-        import matplotlib.pyplot as plt
+        from ._files import write_atomic
 
-        plt.close(fig)
+        paths = [self.out / f"{name}.png", self.out / f"{name}.pdf"]
+        try:
+            for p in paths:   # atomically: a full disk leaves the old figure, never half a new one
+                write_atomic(p, lambda fh, fmt=p.suffix[1:]: fig.savefig(fh, format=fmt), "figure")
+        finally:
+            import matplotlib.pyplot as plt
+
+            plt.close(fig)
         self.log(f"  wrote {paths[0]} (+ .pdf)")
         return paths
 

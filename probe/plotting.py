@@ -103,10 +103,19 @@ def check_writable(path: str, what: str = "plot", exts=(".png", ".pdf", ".svg", 
         raise ProbeError(f"cannot write {what} {path}: use a {', '.join(exts[:-1])} or {exts[-1]} name")
 
 
-def save(fig, path, dpi: int = 150) -> None:
-    """Write and close ``fig``: to a file name (format from its extension) or a binary file object (PNG)."""
-    fig.savefig(path, dpi=dpi, **({"format": "png"} if hasattr(path, "write") else {}))
-    pyplot().close(fig)
+def save(fig, path, dpi: int = 150, what: str = "plot") -> None:
+    """Write and close ``fig``: to a file name (format from its extension), atomically (a full disk
+    leaves no partial file; :func:`probe._files.write_atomic`), or to a binary file object (PNG)."""
+    try:
+        if hasattr(path, "write"):
+            fig.savefig(path, dpi=dpi, format="png")
+        else:
+            from ._files import write_atomic
+
+            ext = os.path.splitext(os.fspath(path))[1].lower().lstrip(".")
+            write_atomic(path, lambda fh: fig.savefig(fh, dpi=dpi, format=ext or None), what)
+    finally:
+        pyplot().close(fig)
 
 
 def similarity_heatmaps(results: Sequence, path, title: str, dpi: int = 150) -> None:

@@ -638,22 +638,12 @@ def _groups(src: Source) -> list[dict]:
 # --- writing --------------------------------------------------------------------------------------
 
 def write_atomic(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same folder and a rename, so a
-    reader (a browser reloading) sees the old page or the new one, never half of one."""
-    folder = os.path.dirname(os.path.abspath(path))
-    tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise ProbeError(f"cannot write report {path} ({exc.strerror})") from None
+    """Write the page ``text`` to ``path`` through a temporary file and a rename
+    (:func:`probe._files.write_atomic`), so a reader (a browser reloading) sees the old page or the new
+    one, never half of one, and a full disk leaves the old page and no temporary file."""
+    from ._files import write_atomic as write
+
+    write(path, text, "report")
 
 
 def check_out(path: str) -> None:

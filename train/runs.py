@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping
 
+from probe._files import writable_folder, write_atomic
 from probe._proc import entry_command
 from probe.errors import SIGINT, Interrupted, ProbeError
 from probe.format import last_step
@@ -123,6 +124,10 @@ def train_jobs(todo: list[Job], jobs: int = 0, log: Log = _stderr, *, keep_going
     trainer (they stop at a step boundary, their files resumable) and raises Interrupted."""
     jobs = default_jobs(jobs)
     t0 = time.perf_counter()
+    # one trainer per file: two jobs for one path (the same run asked for twice, its overrides in
+    # another order) would have the second refused by the first's lock, or worse, replace its file
+    seen: set = set()
+    todo = [job for job in todo if not (job.path in seen or seen.add(job.path))]
     queue = list(todo)
     running: list[tuple[Job, subprocess.Popen, object]] = []
     state = {"done": 0, "failed": {}}
@@ -291,6 +296,7 @@ def sweep(preset_name: str, grid: Mapping[str, list], out: str | os.PathLike, *,
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ProbeError(f"cannot create {out}: {exc.strerror}") from None
+    writable_folder(out, "runs")   # before any training: a read-only folder fails now, in one line
     points = grid_points(grid)
     wanted = {point_label(p): (preset_name, p) for p in points}
     for label, (name, p) in wanted.items():   # every configuration is checked before anything trains
@@ -302,9 +308,8 @@ def sweep(preset_name: str, grid: Mapping[str, list], out: str | os.PathLike, *,
     def write(status_of):
         runs = [{"label": label, "point": p, "path": paths[label].name, **status_of(label)}
                 for label, (_, p) in wanted.items()]
-        tmp = manifest_path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps({"preset": preset_name, "grid": dict(grid), "runs": runs}, indent=1) + "\n")
-        os.replace(tmp, manifest_path)
+        write_atomic(manifest_path, json.dumps({"preset": preset_name, "grid": dict(grid), "runs": runs}, indent=1)
+                     + "\n", "sweep manifest")
 
     try:
         if todo and scheduler:

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 
 from probe.errors import SIGINT, Interrupted, ProbeError, param
 from probe.format import Run, Writer
+from probe.format.snapshot import WriteFailed
 
 from .config import RunConfig
 from .evaluate import evaluate, evaluate_lm
@@ -43,6 +44,12 @@ def _killed_in_first_snapshot(path: str) -> bool:
     with Run(path) as run:
         return run.n_snapshots <= 1 and int(run.steps[-1] if run.n_snapshots else 0) == 0 \
             and resumable_step(run) is None
+
+
+def _lock_output(path: str):
+    from probe._files import OutputLock
+
+    return OutputLock(path).acquire()
 
 
 def lr_at(cfg: RunConfig, step: int) -> float:
@@ -121,6 +128,25 @@ class Trainer:
         self.resume = resume
         self.progress = progress
         self.snapshots = snapshots
+        parent = os.path.dirname(os.path.abspath(self.out))
+        if not os.path.isdir(parent):
+            raise ProbeError(f"cannot write {self.out}: directory {parent} does not exist")
+        # One writer per run file, from before the checks below (another trainer may be creating it)
+        # to the end of run(): a second trainer, --overwrite and --resume included, is refused.
+        self._lock = _lock_output(self.out) if snapshots else None
+        try:
+            self._setup(resume, overwrite)
+        except BaseException:
+            self.release()
+            raise
+
+    def release(self) -> None:
+        """Let other processes write the run file again (run() does this when it ends)."""
+        if self._lock is not None:
+            self._lock.release()
+
+    def _setup(self, resume: bool, overwrite: bool) -> None:
+        cfg = self.cfg
         if not resume and os.path.exists(self.out) and not overwrite:
             raise ProbeError(f"{self.out} exists; pass {param('resume')} to continue it or {param('overwrite')} to "
                              "replace it")
@@ -129,9 +155,17 @@ class Trainer:
         if resume and _killed_in_first_snapshot(self.out):
             # nothing but step 0, which is a function of the config: start again rather than refuse
             self.resume, overwrite = False, True
-        parent = os.path.dirname(os.path.abspath(self.out))
-        if not os.path.isdir(parent):
-            raise ProbeError(f"cannot write {self.out}: directory {parent} does not exist")
+        if self._lock is not None:   # temporary files of a writer killed while it made or resumed the file
+            import glob
+
+            from probe.format.snapshot import temp_names
+
+            # (.creating / .resuming: the fixed names of earlier versions)
+            for stale in glob.glob(temp_names(self.out)) + [self.out + ".creating", self.out + ".resuming"]:
+                try:
+                    os.unlink(stale)
+                except OSError:
+                    pass
         self.device = pick_device(cfg.device)
         set_threads(cfg.threads, self.device)
         if self.device.type == "cpu":
@@ -334,8 +368,15 @@ class Trainer:
         """Train to ``cfg.steps``. Ctrl-C stops at the next step boundary (a snapshot being written is
         finished first) with :class:`~probe.errors.Interrupted`; the file then resumes from its last
         snapshot."""
-        with SIGINT.caught():
-            return self._run()
+        try:
+            with SIGINT.caught():
+                return self._run()
+        except WriteFailed as exc:
+            if exc.snapshots is None:   # creating or copying the file: nothing to resume from it
+                raise
+            raise ProbeError(f"{exc}; resume with probe-train --resume --out {self.out}") from None
+        finally:
+            self.release()
 
     def _interrupted(self, step: int, writer) -> Interrupted:
         if writer is None:

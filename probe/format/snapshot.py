@@ -14,9 +14,12 @@ Files are written with ``libver=("v110", "v110")`` so HDF5 1.10 tools read them.
 """
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import re
+import secrets
 from datetime import datetime, timezone
 from typing import Iterable, Mapping, Sequence
 
@@ -25,7 +28,7 @@ import numpy as np
 
 from probe_schemas import path_of, snapshot_schema, version_tuple
 
-from ..errors import ProbeError, param
+from ..errors import ProbeError, is_write_fault, param, write_cause
 
 LIBVER = ("v110", "v110")
 _SIGNATURE = b"\x89HDF\r\n\x1a\n"
@@ -71,9 +74,21 @@ def _chunks(row_shape: Sequence[int], itemsize: int) -> tuple[int, ...]:
 # Opening
 # ----------------------------------------------------------------------------
 
-def _open_swmr_writer(path: str) -> h5py.File:
+def _writer_fapl():
+    """File access of a writer: HDF5 1.10 format, and no data sieve buffer. The sieve buffer holds
+    small raw writes back until the dataset is closed, which h5py does when it drops the object:
+    a full disk then fails inside that close, where h5py can only print the error, and HDF5 is left
+    with a half-closed dataset that crashes the process when the file is closed (measured: creation
+    on a 648 KiB tmpfs). Without it every write fails in the call that makes it. The writers write
+    whole datasets and rows, which the sieve buffer does not speed up."""
     fapl = h5py.h5p.create(h5py.h5p.FILE_ACCESS)
     fapl.set_libver_bounds(h5py.h5f.LIBVER_V110, h5py.h5f.LIBVER_V110)
+    fapl.set_sieve_buf_size(0)
+    return fapl
+
+
+def _open_swmr_writer(path: str) -> h5py.File:
+    fapl = _writer_fapl()
     # Opening straight into SWMR-write mode leaves no window in which the file
     # is open for a plain write (that state would not survive a SIGKILL).
     fid = h5py.h5f.open(os.fsencode(path), h5py.h5f.ACC_RDWR | h5py.h5f.ACC_SWMR_WRITE, fapl=fapl)
@@ -460,14 +475,205 @@ def read_rows(ds: h5py.Dataset, index: int | slice, rows: Sequence[int] | np.nda
 # Writing
 # ----------------------------------------------------------------------------
 
+class WriteFailed(ProbeError):
+    """The file system refused a write of the run file (full, read-only, no permission, a size limit);
+    the message names the cause and what was kept. ``snapshots``: complete snapshots in the file."""
+
+    def __init__(self, message: str, snapshots: int | None = None):
+        super().__init__(message)
+        self.snapshots = snapshots
+
+
+def _vfd(f: h5py.File) -> tuple[int, os.stat_result] | None:
+    """The OS file descriptor under ``f`` (the sec2 driver's) and what it is open on, or None."""
+    try:
+        fd = f.id.get_vfd_handle()
+        return (fd, os.fstat(fd)) if isinstance(fd, int) and fd >= 0 else None
+    except Exception:
+        return None
+
+
+def _abandon(f: h5py.File, vfd: tuple[int, os.stat_result] | None) -> None:
+    """Close ``f`` after HDF5 failed to write it, without writing to it again.
+
+    After a failed write (a full disk) HDF5 still holds dirty metadata: closing the file tries to
+    write it again, fails again, and leaves a half-closed file that crashes the process when it is
+    touched or cleaned up (a segmentation fault; h5py 3.16, HDF5 1.14). So the file's descriptor is
+    first pointed elsewhere (:func:`_scratch`): the close writes there and succeeds, and the file on
+    disk stays as the failed write left it, like a writer killed at that moment, whose committed
+    snapshots (the step dataset grows last) readers, ``validate`` and ``--resume`` handle.
+
+    ``vfd`` is the descriptor, taken from the file while it was sound (:func:`_vfd`): asking a file
+    whose close failed half-way for it crashes; it is redirected only while it is still open on the
+    same file."""
+    try:
+        fd = vfd[0] if vfd is not None and os.path.samestat(os.fstat(vfd[0]), vfd[1]) else None
+    except OSError:
+        fd = None
+    limit = None
+    if fd is not None:
+        scratch, limit = _scratch()
+        try:
+            os.dup2(scratch, fd)
+        finally:
+            os.close(scratch)
+    try:
+        f.close()
+    except Exception:
+        pass
+    finally:
+        if limit is not None:
+            import resource
+
+            resource.setrlimit(resource.RLIMIT_FSIZE, limit)
+
+
+def _scratch() -> tuple[int, tuple[int, int] | None]:
+    """A descriptor that takes HDF5's last writes in place of the file: an anonymous file in memory
+    (at close HDF5 also sets the file's length to its end address, which /dev/null refuses, and a
+    refused close is the crash), else /dev/null. Those writes reach past the point where a file-size
+    limit stopped the real file, so the soft limit is raised to the hard one meanwhile; returns the
+    limit to put back (or None)."""
+    import resource
+
+    if not hasattr(os, "memfd_create"):
+        return os.open(os.devnull, os.O_RDWR), None
+    fd = os.memfd_create("abandoned-hdf5-file", os.MFD_CLOEXEC)
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    if soft == hard:
+        return fd, None
+    resource.setrlimit(resource.RLIMIT_FSIZE, (hard, hard))
+    return fd, (soft, hard)
+
+
+def _with_metadata(nbytes: int) -> int:
+    """``nbytes`` of data and what HDF5 may add beside it (chunk index blocks, object headers): measured
+    0-15 KiB per snapshot of the tiny preset (62 KB of data), so 64 KiB and an eighth to spare."""
+    return nbytes + nbytes // 8 + (64 << 10)
+
+
+def _file_size_limit() -> int | None:
+    """This process's file-size limit in bytes (RLIMIT_FSIZE, ``ulimit -f``), None when there is none."""
+    try:
+        import resource
+    except ImportError:   # not a POSIX system
+        return None
+    soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+    return None if soft == resource.RLIM_INFINITY else int(soft)
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def temp_names(path: str | os.PathLike) -> str:
+    """A glob of the temporary files a writer of ``path`` makes beside it (a killed one leaves them)."""
+    folder, base = os.path.split(os.path.abspath(os.fspath(path)))
+    return os.path.join(folder, f".{base}.*.new")
+
+
+class _DeallocFaults:
+    """Write faults HDF5 reports while h5py closes an object that was dropped (a Dataset with data
+    still in its chunk cache): h5py can only print them ("Exception ignored in __dealloc__") and
+    HDF5 goes on, in a state where a later flush crashes the process. Inside this block they are
+    recorded instead, and :meth:`check` raises the first. (Writers flush each dataset they fill, so
+    this is the net, not the rule.)"""
+
+    def __enter__(self) -> "_DeallocFaults":
+        import sys
+
+        self.first: BaseException | None = None
+        self._sys, self._old = sys, sys.unraisablehook
+
+        def hook(unraisable):
+            if is_write_fault(unraisable.exc_value):
+                self.first = self.first or unraisable.exc_value
+            else:
+                self._old(unraisable)
+
+        sys.unraisablehook = hook
+        return self
+
+    def check(self) -> None:
+        if self.first is not None:
+            raise self.first
+
+    def __exit__(self, *exc) -> None:
+        self._sys.unraisablehook = self._old
+
+
+@contextlib.contextmanager
+def _new_file(path: str, doing: str, kept: str):
+    """A new HDF5 file under a unique temporary name beside ``path`` (``.run.h5.<pid>.<random>.new``),
+    closed and flushed to disk when the block ends; yields ``(file, temporary name)``, the caller
+    renames it into place. On any failure the temporary file is removed; a write the file system
+    refused becomes :class:`WriteFailed` (``<cause> while writing <path> (<doing>); <kept>``)."""
+    folder, base = os.path.split(os.path.abspath(path))
+    tmp = os.path.join(folder, f".{base}.{os.getpid()}.{secrets.token_hex(4)}.new")
+    f = vfd = None
+    try:
+        with _DeallocFaults() as faults:
+            f = h5py.File(h5py.h5f.create(os.fsencode(tmp), h5py.h5f.ACC_EXCL, fapl=_writer_fapl()))
+            vfd = _vfd(f)
+            yield f, tmp
+            faults.check()
+            f.flush()   # a full disk fails here, leaving the file whole for _abandon; in close() it would not
+            f.close()
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except BaseException as exc:
+        if f is not None:
+            _abandon(f, vfd)
+        _remove(tmp)
+        if is_write_fault(exc):
+            raise WriteFailed(f"{write_cause(exc)} while writing {path} ({doing}); {kept}") from None
+        raise
+
+
+def _replace(tmp: str, path: str, doing: str, kept: str) -> None:
+    """Rename the finished ``tmp`` over ``path`` (and make the rename durable)."""
+    try:
+        os.replace(tmp, path)
+    except OSError as exc:
+        _remove(tmp)
+        raise WriteFailed(f"{write_cause(exc)} while writing {path} ({doing}); {kept}") from None
+    try:
+        fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError:   # some file systems cannot sync a folder; the rename itself is done
+        pass
+
+
+def _snapshots_kept(n: int) -> str:
+    return (f"the {n} snapshot{'s' if n != 1 else ''} written before {'are' if n != 1 else 'is'} kept" if n
+            else "it holds no complete snapshot yet")
+
+
 class Writer:
-    """Appends snapshots to a run file under SWMR. Create with :meth:`create` or :meth:`resume`."""
+    """Appends snapshots to a run file under SWMR. Create with :meth:`create` or :meth:`resume`.
+
+    A write the file system refuses (full, read-only, a size limit) raises :class:`WriteFailed` and
+    leaves the file as a killed writer would: every snapshot committed before stays readable and
+    resumable; the writer is closed.
+    """
 
     def __init__(self, f: h5py.File, path: str):
         self._f = f
         self.path = path
         self._n = int(f[P["step"]].shape[0])
         self._params = {name: f[f"{PARAMS_GROUP}/{name}"] for name in _dataset_names(f[PARAMS_GROUP])}
+        self._vfd = _vfd(f)
+        rows = {ds.id: ds for _, ds in _links(f[SNAPSHOTS_GROUP])}   # hard links counted once
+        self._row_bytes = sum(int(np.prod(ds.shape[1:], dtype=np.int64)) * ds.dtype.itemsize for ds in rows.values())
 
     @property
     def n_snapshots(self) -> int:
@@ -502,8 +708,8 @@ class Writer:
         """
         path = os.fspath(path)
         series_shapes = series
-        tmp = path + ".creating"
-        with h5py.File(tmp, "w", libver=LIBVER) as f:
+        kept = "the old file is unchanged" if os.path.exists(path) else "no file was made"
+        with _new_file(path, "creating it", kept) as (f, tmp):
             f.attrs["format"] = FORMAT
             f.attrs["schema_version"] = SCHEMA_VERSION
             f.attrs["package_version"] = _package_version()
@@ -546,8 +752,13 @@ class Writer:
                 for slot in (0, 1):
                     for name, (shape, dtype) in resume_tensors.items():
                         f.create_dataset(path_of("resume_tensor", slot=slot, name=name), shape=shape, dtype=dtype)
-        os.replace(tmp, path)
-        return cls(_open_swmr_writer(path), path)
+        _replace(tmp, path, "creating it", kept)
+        try:
+            return cls(_open_swmr_writer(path), path)
+        except (OSError, RuntimeError) as exc:
+            if is_write_fault(exc):
+                raise WriteFailed(f"{write_cause(exc)} while writing {path} (opening it)", 0) from None
+            raise
 
     def append(
         self,
@@ -569,6 +780,8 @@ class Writer:
         missing = set(self._params) - set(params)
         if missing:
             raise ValueError(f"snapshot lacks parameters {sorted(missing)}")
+        self._within_limit(self._row_bytes + 8 * len(step_losses if step_losses is not None else ()),
+                           f"snapshot at step {step}")
         values: dict[str, object] = {P["epoch"]: epoch, P["time"]: time, P["train_loss"]: train_loss}
         for split, ms in metrics.items():
             for metric, v in ms.items():
@@ -579,24 +792,27 @@ class Writer:
             values[P["attention"]] = attention
         for entry, v in (extra or {}).items():
             values[P[entry]] = v
-        if step_losses is not None and len(step_losses) and P["step_loss"] in f:
-            log = f[P["step_loss"]]
-            at = log.shape[0]
-            log.resize(at + len(step_losses), axis=0)
-            log[at:] = np.asarray(step_losses, dtype=np.float64)
-            log.flush()
-        for p, v in values.items():
-            ds = f[p]
-            ds.resize(n + 1, axis=0)
-            ds[n] = v
-            ds.flush()
-        # The commit: only now does the snapshot count grow.
-        step_ds = f[P["step"]]
-        step_ds.resize(n + 1, axis=0)
-        step_ds[n] = step
-        step_ds.flush()
-        f.flush()
-        self._n = n + 1
+        try:
+            if step_losses is not None and len(step_losses) and P["step_loss"] in f:
+                log = f[P["step_loss"]]
+                at = log.shape[0]
+                log.resize(at + len(step_losses), axis=0)
+                log[at:] = np.asarray(step_losses, dtype=np.float64)
+                log.flush()
+            for p, v in values.items():
+                ds = f[p]
+                ds.resize(n + 1, axis=0)
+                ds[n] = v
+                ds.flush()
+            # The commit: only now does the snapshot count grow.
+            step_ds = f[P["step"]]
+            step_ds.resize(n + 1, axis=0)
+            step_ds[n] = step
+            step_ds.flush()
+            self._n = n + 1
+            f.flush()
+        except (OSError, RuntimeError) as exc:
+            raise self._failed(exc, f"snapshot at step {step}") from None
 
     def last(self, entry: str):
         """Value of time-first schema entry ``entry`` at the newest complete snapshot (None if none)."""
@@ -605,24 +821,54 @@ class Writer:
     def save_resume(self, step: int, tensors: Mapping[str, np.ndarray]) -> None:
         """Store the state needed to continue from ``step`` in the older of the two slots."""
         f = self._f
-        marks = f[P["resume_step"]]
-        held = marks[...]
-        slot = int(np.argmin(held))
-        held[slot] = -1
-        marks[...] = held
-        marks.flush()
-        for name, arr in tensors.items():
-            ds = f[path_of("resume_tensor", slot=slot, name=name)]
-            ds[...] = arr
-            ds.flush()
-        held[slot] = step
-        marks[...] = held
-        marks.flush()
-        f.flush()
+        slot = int(np.argmin(f[P["resume_step"]][...]))
+        unallocated = [ds for _, ds in _links(f[f"{RESUME_GROUP}/slot{slot}"]) if ds.id.get_storage_size() == 0]
+        self._within_limit(sum(ds.nbytes for ds in unallocated), f"resume state at step {step}")
+        try:
+            marks = f[P["resume_step"]]
+            held = marks[...]
+            slot = int(np.argmin(held))
+            held[slot] = -1
+            marks[...] = held
+            marks.flush()
+            for name, arr in tensors.items():
+                ds = f[path_of("resume_tensor", slot=slot, name=name)]
+                ds[...] = arr
+                ds.flush()
+            held[slot] = step
+            marks[...] = held
+            marks.flush()
+            f.flush()
+        except (OSError, RuntimeError) as exc:
+            raise self._failed(exc, f"resume state at step {step}") from None
+
+    def _within_limit(self, nbytes: int, doing: str) -> None:
+        """Stop before a write that would pass this process's file-size limit (``ulimit -f``): that
+        write would fail, and with a hard limit even a failed write cannot be closed safely (see
+        :func:`_scratch`). The limit is known beforehand, unlike the free space of a disk; the
+        file, closed normally, keeps every snapshot before."""
+        limit = _file_size_limit()
+        if limit is None:
+            return
+        if int(self._f.id.get_filesize()) + _with_metadata(nbytes) <= limit:
+            return
+        self.close()
+        raise WriteFailed(f"{write_cause(OSError(errno.EFBIG, ''))} while writing {self.path} ({doing}: the "
+                          f"file would grow past this process's limit of {limit} bytes); {_snapshots_kept(self._n)}", self._n)
+
+    def _failed(self, exc: BaseException, doing: str) -> WriteFailed:
+        """Close the file without another write (see :func:`_abandon`) and say what failed and what is kept."""
+        _abandon(self._f, self._vfd)
+        return WriteFailed(f"{write_cause(exc)} while writing {self.path} ({doing}); {_snapshots_kept(self._n)}",
+                           self._n)
 
     def close(self) -> None:
         if self._f.id.valid:
-            self._f.close()
+            try:
+                self._f.flush()   # a full disk fails here, leaving the file whole for _abandon; in close() it would not
+                self._f.close()
+            except (OSError, RuntimeError) as exc:
+                raise self._failed(exc, "closing it") from None
 
     def __enter__(self) -> "Writer":
         return self
@@ -657,8 +903,12 @@ class Writer:
                 raise ProbeError(f"{path}: no complete resume state (the run was stopped before its first "
                                  "snapshot finished)")
             keep = int(np.flatnonzero(steps == step)[0]) + 1
-            tmp = path + ".resuming"
-            with h5py.File(tmp, "w", libver=LIBVER) as g:
+            doing, kept = f"copying it to resume from step {step}", "the file is unchanged"
+            limit, size = _file_size_limit(), os.path.getsize(path)
+            if limit is not None and _with_metadata(size) > limit:   # the copy is about as big
+                raise WriteFailed(f"{write_cause(OSError(errno.EFBIG, ''))} while writing {path} ({doing}: "
+                                  f"a copy of its {size} bytes would pass this process's limit of {limit} bytes); {kept}")
+            with _new_file(path, doing, kept) as (g, tmp):
                 for k, v in f.attrs.items():
                     g.attrs[k] = v
                 if config is not None:
@@ -678,10 +928,13 @@ class Writer:
                                      chunks=log.chunks)
                 _copy_slot(f, g, slot)
                 g.flush()
-            with open(tmp, "rb+") as fh:
-                os.fsync(fh.fileno())
-        os.replace(tmp, path)
-        writer = cls(_open_swmr_writer(path), path)
+        _replace(tmp, path, doing, kept)
+        try:
+            writer = cls(_open_swmr_writer(path), path)
+        except (OSError, RuntimeError) as exc:
+            if is_write_fault(exc):
+                raise WriteFailed(f"{write_cause(exc)} while writing {path} (opening it)", keep) from None
+            raise
         g = writer._f
         state = {name: np.asarray(ds[...]) for name, ds in named_datasets(g[f"{RESUME_GROUP}/slot{slot}"])}
         params = {name: np.asarray(ds[keep - 1]) for name, ds in writer._params.items()}
@@ -711,6 +964,7 @@ def _copy_rows(src: h5py.Group, g: h5py.File, base: str, keep: int) -> None:
                                chunks=ds.chunks)
         for i in range(keep):
             new[i] = ds[i]
+        new.flush()   # a full disk fails here, not silently when `new` is dropped (see _DeallocFaults)
         made[key] = full
 
 
