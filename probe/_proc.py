@@ -48,10 +48,9 @@ def entry_command(name: str) -> list[str]:
     while the child still starts (a trainer stopped at once, a report watcher asked for its last page)
     is heard at the child's first safe point, not lost in an import or killed by the default action."""
     module, attr = _entry_point(name)
-    code = (f"import signal, sys; sys.argv[0] = {name!r}\n"
+    code = (f"import sys; sys.argv[0] = {name!r}\n"
             "from probe.errors import STOP\n"
-            "with STOP.caught(): signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP.signals()); "
-            f"from {module} import {attr} as main; main()")
+            f"with STOP.caught(): STOP.unblock(); from {module} import {attr} as main; main()")
     if sys.version_info >= (3, 11):
         return [sys.executable, "-P", "-c", code]
     return [sys.executable, "-c", "import sys; del sys.path[0]; " + code]
@@ -100,6 +99,8 @@ def start(command: list[str], **kw):
 
     from .errors import STOP
 
+    if not hasattr(signal, "pthread_sigmask"):   # not POSIX: no masks to inherit
+        return subprocess.Popen(command, **kw)
     old = signal.pthread_sigmask(signal.SIG_BLOCK, STOP.signals())
     try:
         return subprocess.Popen(command, **kw)

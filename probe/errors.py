@@ -171,11 +171,18 @@ class _Stop:
             return
         for sig in self.signals():
             current = self._old.get(sig) if self._depth else signal.getsignal(sig)
-            if current is signal.default_int_handler or (current == signal.SIG_DFL and sig != signal.SIGINT):
+            if (current is signal.default_int_handler or current is _Stop._exit   # _exit: an earlier run_cli's
+                    or (current == signal.SIG_DFL and sig != signal.SIGINT)):
                 if self._depth:
                     self._old[sig] = self._raise     # what the outermost block restores
                 else:
                     signal.signal(sig, self._raise)
+
+    def unblock(self) -> None:
+        """Unblock the stop signals in this thread (a toolkit child starts with them blocked:
+        :func:`probe._proc.start`); one sent meanwhile is delivered now."""
+        if hasattr(signal, "pthread_sigmask"):
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, self.signals())
 
     def late(self) -> None:
         """A command line that has its exit code: a stop signal from now on ends the process at once

@@ -150,6 +150,23 @@ def test_training_stops_at_a_step_and_resumes(tmp_path, sig):
     assert probe.info(out)["steps"][-1] == target
 
 
+def test_training_under_nohup_trains_through_a_hangup(tmp_path):
+    """nohup starts a command with SIGHUP ignored: it stays ignored (the trainer commits steps after
+    the hangup); SIGTERM still stops it."""
+    from probe.format import last_step
+
+    out = tmp_path / "run.h5"
+    proc = popen_cli("probe-train", *LONG, "--out", out,
+                     preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+    wait_for(lambda: committed([out]), "committed step", proc)
+    at_hangup = last_step(out)
+    proc.send_signal(signal.SIGHUP)
+    wait_for(lambda: (last_step(out) or 0) >= at_hangup + 20, "steps committed after the hangup", proc)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=DEADLINE)
+    assert proc.returncode == 143 and one_line(err).startswith("Interrupted by SIGTERM at step"), err
+
+
 @pytest.fixture(scope="module")
 def partial_run(tmp_path_factory) -> Path:
     """A run stopped by SIGTERM part way (its configuration asks for 100000 steps)."""
