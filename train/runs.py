@@ -383,6 +383,7 @@ def train_on_dask(todo: list[Job], scheduler: str, log: Log = _stderr, progress:
     done = 0
     log(f"training {len(todo)} run(s) on the Dask cluster at {scheduler}")
     stop = Event(f"probe-train-stop-{uuid.uuid4().hex}", client=client)   # set: the running trainers stop
+    pending: set = set()
     try:
         with STOP.caught():
             futures = {client.submit(_train_one, job.command, stop.name, pure=False, key=f"train-{job.label}"): job
@@ -416,6 +417,11 @@ def train_on_dask(todo: list[Job], scheduler: str, log: Log = _stderr, progress:
                 raise Interrupted(f"Interrupted: {done} of {len(todo)} run(s) finished; the others stopped at a "
                                   "snapshot and resume when the same command runs again")
     finally:
+        if pending:   # ended by an error or a second Ctrl-C: the trainers on the cluster stop all the same
+            try:
+                stop.set()
+            except Exception:   # the scheduler is gone with them
+                pass
         client.close()
     return failed
 
