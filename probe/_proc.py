@@ -6,11 +6,20 @@ or ``probe.py`` beside them would run instead of the toolkit. The command below 
 directory off the path (Python 3.11's ``-P``; on 3.10 the first entry, which ``-c`` always makes
 the working directory, is dropped before anything is imported) and calls the entry point that
 ``pyproject.toml`` names, found through the installed distribution's metadata.
+
+A child also stops when the process that started it ends, however it ends (SIGKILL included, which
+no handler sees): :func:`child_env` names the parent and the signal, and the child's command line
+(:func:`probe.errors.run_cli`) asks the kernel for that signal at the parent's death
+(:func:`die_with_parent`), which it handles like Ctrl-C: a trainer stops at its next step boundary,
+its file resumable; a report watcher writes its last page.
 """
 from __future__ import annotations
 
+import os
 import sys
 from functools import lru_cache
+
+PARENT_ENV = "PROBE_PARENT"   # "PID:SIGNAL": the process that started this one, and the signal at its death
 
 DISTRIBUTION = "gamma-probe"
 
@@ -33,9 +42,67 @@ def _entry_point(name: str) -> tuple[str, str]:
 
 def entry_command(name: str) -> list[str]:
     """The argv prefix that runs console script ``name`` (``"probe"`` or ``"probe-train"``) of this
-    installation in this interpreter, with the working directory kept off the import path."""
+    installation in this interpreter, with the working directory kept off the import path. The stop
+    signals are a flag from the child's first moment (:data:`probe.errors.STOP`; started by
+    :func:`start`, the child holds them blocked until then): a parent that asks its child to stop
+    while the child still starts (a trainer stopped at once, a report watcher asked for its last page)
+    is heard at the child's first safe point, not lost in an import or killed by the default action."""
     module, attr = _entry_point(name)
-    code = (f"import sys; sys.argv[0] = {name!r}; from {module} import {attr} as main; main()")
+    code = (f"import sys; sys.argv[0] = {name!r}\n"
+            "from probe.errors import STOP\n"
+            f"with STOP.caught(): STOP.unblock(); from {module} import {attr} as main; main()")
     if sys.version_info >= (3, 11):
         return [sys.executable, "-P", "-c", code]
     return [sys.executable, "-c", "import sys; del sys.path[0]; " + code]
+
+
+def child_env(signum: int, env: dict | None = None) -> dict:
+    """``env`` (default: this process's environment) for a child of the toolkit that gets ``signum``
+    when this process ends (read by :func:`adopt_parent` in the child's command line)."""
+    return {**(os.environ if env is None else env), PARENT_ENV: f"{os.getpid()}:{int(signum)}"}
+
+
+def adopt_parent() -> None:
+    """In a child started with :func:`child_env`: stop with the parent. The variable is removed, so the
+    child's own children name their own parent."""
+    value = os.environ.pop(PARENT_ENV, "")
+    try:
+        parent, signum = (int(x) for x in value.split(":"))
+    except ValueError:   # not set (or not ours)
+        return
+    die_with_parent(parent, signum)
+
+
+def die_with_parent(parent: int, signum: int) -> None:
+    """Ask the kernel to send ``signum`` to this process when its parent (pid ``parent``) ends
+    (Linux's PR_SET_PDEATHSIG; elsewhere nothing). A parent that ended before the request was made
+    is noticed here (this process then has another parent) and the signal sent at once."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    try:
+        if ctypes.CDLL(None, use_errno=True).prctl(1, int(signum), 0, 0, 0) != 0:   # 1: PR_SET_PDEATHSIG
+            return
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:
+        os.kill(os.getpid(), signum)
+
+
+def start(command: list[str], **kw):
+    """``subprocess.Popen(command, **kw)`` of a toolkit child (:func:`entry_command`), started with the
+    stop signals blocked (a signal mask survives fork and exec; this thread's mask is restored at once):
+    one sent while the child's interpreter starts waits until the child handles it as a flag."""
+    import signal
+    import subprocess
+
+    from .errors import STOP
+
+    if not hasattr(signal, "pthread_sigmask"):   # not POSIX: no masks to inherit
+        return subprocess.Popen(command, **kw)
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, STOP.signals())
+    try:
+        return subprocess.Popen(command, **kw)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)

@@ -14,12 +14,14 @@ import io
 import json
 import math
 import os
+import signal
+import time
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from ._files import open_regular, regular_file
 from ._text import shown
-from .errors import SIGINT, Interrupted, ProbeError, ProbeWarning, param
+from .errors import STOP, Interrupted, ProbeError, ProbeWarning, param
 from .readers.checkpoints import FOLDER_FILES, step_from_name
 
 COLUMNS = ("path", "step", "probe", "key", "metric", "value")
@@ -195,6 +197,7 @@ def batch(paths: Iterable[str], probes: Iterable[str], options: dict | None = No
     tasks = [Task(c, p, opts) for c in checkpoints for p in probes if (shown(c), p) not in done]
     rows: list[tuple] = []
     finished = 0
+    saved = {"at": -math.inf}
 
     def collect(new_rows):
         nonlocal finished
@@ -202,9 +205,14 @@ def batch(paths: Iterable[str], probes: Iterable[str], options: dict | None = No
         finished += 1
         if progress:
             progress(finished, len(tasks))
+        # what finished is on disk every few seconds, so a batch killed outright (SIGKILL, out of
+        # memory, power) loses little: the same command then does the rest
+        if out and time.monotonic() - saved["at"] >= SAVE_EVERY_S and finished < len(tasks):
+            write_table(out, kept + rows)
+            saved["at"] = time.monotonic()
 
-    stopped = False
-    with SIGINT.caught():
+    stopped = 0
+    with STOP.caught():
         try:
             if scheduler:
                 _run_dask(tasks, scheduler, collect)
@@ -212,61 +220,75 @@ def batch(paths: Iterable[str], probes: Iterable[str], options: dict | None = No
                 _run_pool(tasks, min(jobs, len(tasks)), collect)
             else:
                 for t in tasks:
-                    if SIGINT.asked:
+                    if STOP.asked:
                         break
                     collect(run_task(t))
-            stopped = SIGINT.asked
+            stopped = STOP.asked
         except KeyboardInterrupt:  # a second Ctrl-C, inside a task
-            stopped = True
+            stopped = STOP.received or signal.SIGINT
     table = sorted(kept + rows, key=_sort_key)
     if out:
         write_table(out, table)
     if stopped:
         kept_where = f"; their rows are in {out}: run the same command again to do the rest" if out else ""
-        exc = Interrupted(f"Interrupted: {finished} of {len(tasks)} tasks done{kept_where}")
+        exc = Interrupted(f"Interrupted: {finished} of {len(tasks)} tasks done{kept_where}", signum=stopped)
         exc.rows = table
         raise exc
     return table
 
 
+SAVE_EVERY_S = 2.0   # how often a running batch rewrites its --out table
+
+
 def _run_pool(tasks: list[Task], jobs: int, collect) -> None:
-    """Tasks in ``jobs`` spawned worker processes, one BLAS thread each; on Ctrl-C the workers are
-    stopped and what finished is kept."""
+    """Tasks in ``jobs`` spawned worker processes, one BLAS thread each. The workers ignore the stop
+    signals (a terminal's Ctrl-C or hangup, ``timeout``'s SIGTERM, reach the whole process group):
+    this process stops them, on a stop signal or any error, and waits for them; if it dies outright,
+    the kernel kills them (they hold no output)."""
     import multiprocessing as mp
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
     # one BLAS/torch thread per worker: N workers x N threads on N cores thrash
     saved = {k: os.environ.get(k) for k in _THREAD_VARS}
     os.environ.update({k: "1" for k in _THREAD_VARS})
-    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"), initializer=_worker_init)
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"), initializer=_worker_init,
+                               initargs=(os.getpid(),))
+    complete = False
     try:
         pending = {pool.submit(run_task, t) for t in tasks}
-        while pending and not SIGINT.asked:
+        while pending and not STOP.asked:
             done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
             for fut in done:
                 collect(fut.result())
+        complete = not pending
     finally:
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-        if SIGINT.asked:
-            for proc in list(getattr(pool, "_processes", {}).values()):   # no public way to stop a busy worker
-                proc.terminate()
-            pool.shutdown(wait=False, cancel_futures=True)
-        else:
+        if complete:
             pool.shutdown()
+        else:
+            workers = list(getattr(pool, "_processes", {}).values())   # no public way to stop a busy worker
+            for proc in workers:
+                proc.kill()
+            pool.shutdown(wait=False, cancel_futures=True)
+            for proc in workers:
+                proc.join()
 
 
 _THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
-def _worker_init() -> None:
-    """A worker: one torch thread, and Ctrl-C left to the parent, which stops the workers itself."""
-    import signal
+def _worker_init(parent: int) -> None:
+    """A worker: one torch thread; the stop signals left to the parent, which stops the workers itself;
+    killed by the kernel if the parent dies without a word."""
+    from ._proc import die_with_parent
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for sig in STOP.signals():
+        signal.signal(sig, signal.SIG_IGN)
+    die_with_parent(parent, signal.SIGKILL)
     try:
         import torch
 
@@ -286,7 +308,7 @@ def _run_dask(tasks: list[Task], scheduler: str, collect) -> None:
         raise ProbeError(f"cannot reach the Dask scheduler at {scheduler} ({exc})") from None
     try:
         pending = set(client.map(run_task, tasks, pure=False))
-        while pending and not SIGINT.asked:
+        while pending and not STOP.asked:
             try:
                 done = wait(pending, timeout=0.2, return_when="FIRST_COMPLETED").done
             except TimeoutError:

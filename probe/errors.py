@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import signal
 import sys
 import warnings
 from typing import Callable, NoReturn
@@ -122,52 +123,153 @@ def _show_warning(message, category, filename, lineno, file=None, line=None, _de
         _default(message, category, filename, lineno, file, line)
 
 
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
 class Interrupted(Exception):
-    """Ctrl-C, handled: the work stopped at a safe point; the message says what was kept.
-    (Not a KeyboardInterrupt: command-line libraries would swallow it into a silent exit 130.)"""
+    """A stop signal (Ctrl-C, SIGTERM, SIGHUP), handled: the work stopped at a safe point; the message
+    says what was kept. ``signum`` is the signal (default: the one :data:`STOP` caught, else SIGINT);
+    a command line exits with ``exit_code``, 128 + the signal's number (130, 143, 129), as a shell
+    reports a process a signal ended. (Not a KeyboardInterrupt: command-line libraries would swallow
+    it into a silent exit 130.)"""
+
+    def __init__(self, *args, signum: int | None = None):
+        super().__init__(*args)
+        self.signum = int(signum or STOP.asked or signal.SIGINT)
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
 
     def __str__(self) -> str:
-        return render(super().__str__(), _flag)
+        text = render(super().__str__(), _flag)
+        if self.signum != signal.SIGINT and text.startswith("Interrupted"):   # "Interrupted by SIGTERM: ..."
+            text = f"Interrupted by {_signal_name(self.signum)}{text[len('Interrupted'):]}"
+        return text
 
 
-class _Sigint:
-    """Ctrl-C as a flag: inside ``with SIGINT.caught():`` a SIGINT sets ``asked`` instead of raising
-    KeyboardInterrupt wherever the interpreter happens to be (inside an HDF5 write, a torch import);
-    long work reads the flag at its safe points and stops there. Main thread only (Python's rule)."""
+class _Stop:
+    """The stop signals as a flag: inside ``with STOP.caught():`` SIGINT (Ctrl-C), SIGTERM (``kill``,
+    ``timeout``, a service manager) and SIGHUP (the terminal closed) set ``asked`` to the signal's
+    number instead of raising KeyboardInterrupt wherever the interpreter happens to be (inside an HDF5
+    write, a torch import); long work reads the flag at its safe points, stops its workers there and
+    raises :class:`Interrupted`. A second Ctrl-C raises KeyboardInterrupt (the user will not wait for
+    the safe point); a repeated SIGTERM or SIGHUP does not (``timeout`` sends SIGTERM to the process
+    and then to its whole group: the same request, twice). A signal that was ignored when the block
+    began (SIGHUP under ``nohup``) stays ignored. Main thread only (Python's rule).
+
+    Outside the blocks a command line (:func:`run_cli`, through :meth:`raise_outside`) treats SIGTERM
+    and SIGHUP as Python treats SIGINT: KeyboardInterrupt, reported with the signal's exit code."""
 
     def __init__(self):
-        self.asked = False
+        self.asked = 0        # inside caught(): the first stop signal (0: none yet)
+        self.received = 0     # the last stop signal handled, inside a block or not (for the exit code)
         self._depth = 0
-        self._old = None
+        self._old: dict = {}
+
+    @staticmethod
+    def signals() -> list:
+        return [s for s in (getattr(signal, n, None) for n in ("SIGINT", "SIGTERM", "SIGHUP")) if s is not None]
 
     def _handle(self, signum, frame):
-        if self.asked:  # a second Ctrl-C: the user will not wait for the safe point
+        self.received = signum
+        if self.asked and signum == signal.SIGINT:  # a second Ctrl-C: the user will not wait for the safe point
             raise KeyboardInterrupt
-        self.asked = True
+        self.asked = self.asked or signum
+
+    def _raise(self, signum, frame):
+        self.received = signum
+        raise KeyboardInterrupt
 
     def caught(self):
         import contextlib
-        import signal
         import threading
 
         @contextlib.contextmanager
         def block():
             main = threading.current_thread() is threading.main_thread()
             if main and self._depth == 0:
-                self._old = signal.signal(signal.SIGINT, self._handle)
+                self._old = {}
+                for sig in self.signals():
+                    old = signal.getsignal(sig)
+                    # SIGINT always: a parent stops its children with it, even where a shell started the
+                    # parent with SIGINT ignored; the others not where ignored (nohup) or set outside Python
+                    if old is None or (old == signal.SIG_IGN and sig != signal.SIGINT):
+                        continue
+                    self._old[sig] = signal.signal(sig, self._handle)
             self._depth += main
             try:
                 yield self
             finally:
                 self._depth -= main
                 if main and self._depth == 0:
-                    signal.signal(signal.SIGINT, self._old)
-                    self.asked = False
+                    for sig, old in self._old.items():
+                        signal.signal(sig, old)
+                    self._old = {}
+                    self.asked = 0
 
         return block()
 
+    def raise_outside(self) -> None:
+        """A command line's handlers: outside caught() blocks SIGTERM and SIGHUP raise KeyboardInterrupt,
+        as SIGINT does, remembering which signal it was (:meth:`exit_code`). Main thread only."""
+        import threading
 
-SIGINT = _Sigint()
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig in self.signals():
+            current = self._old.get(sig) if self._depth else signal.getsignal(sig)
+            if (current is signal.default_int_handler or current is _Stop._exit   # _exit: an earlier run_cli's
+                    or (current == signal.SIG_DFL and sig != signal.SIGINT)):
+                if self._depth:
+                    self._old[sig] = self._raise     # what the outermost block restores
+                else:
+                    signal.signal(sig, self._raise)
+
+    def unblock(self) -> None:
+        """Unblock the stop signals in this thread (a toolkit child starts with them blocked:
+        :func:`probe._proc.start`); one sent meanwhile is delivered now."""
+        if hasattr(signal, "pthread_sigmask"):
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, self.signals())
+
+    def late(self) -> None:
+        """A command line that has its exit code: a stop signal from now on ends the process at once
+        with the signal's exit code (its output is complete, nothing is left to stop) instead of a
+        KeyboardInterrupt traceback out of the interpreter's shutdown. Main thread only."""
+        import threading
+
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig in self.signals():
+            if self._depth and sig in self._old:
+                self._old[sig] = self._exit      # what the outermost block restores
+            current = signal.getsignal(sig)
+            if current is not None and current != signal.SIG_IGN:
+                signal.signal(sig, self._exit)
+
+    @staticmethod
+    def _exit(signum, frame):
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:
+                pass
+        os._exit(128 + signum)
+
+    def exit_code(self) -> int:
+        """The exit code of a command a stop signal ended: 128 + its number (Ctrl-C 130)."""
+        return 128 + (self.received or signal.SIGINT)
+
+    def name(self) -> str:
+        return _signal_name(self.received or signal.SIGINT)
+
+
+STOP = _Stop()
+SIGINT = STOP   # the name from before SIGTERM and SIGHUP were handled: the same object
 
 
 def _usage_errors() -> tuple[type, ...]:
@@ -245,17 +347,43 @@ def _printable_streams() -> None:
             pass
 
 
+def _interrupted_line() -> str:
+    """What a command a stop signal ended outside a safe point says (nothing to keep there)."""
+    return "Error: interrupted" + ("" if STOP.exit_code() == EXIT_INTERRUPTED else f" by {STOP.name()}")
+
+
+def _say(line: str) -> None:
+    """A last line on stderr, which may be gone (a closed terminal: SIGHUP)."""
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
+
+
 def run_cli(app, **kw) -> None:
     """Run a command-line entry point (a Typer app or a function): bad input ends in one ``Error: ...``
-    line on stderr and exit 2, Ctrl-C in one line saying what was kept and exit 130."""
+    line on stderr and exit 2; a stop signal in one line saying what was kept and exit 128 + the
+    signal's number (Ctrl-C 130, SIGTERM 143, SIGHUP 129)."""
+    try:
+        _run_cli(app, **kw)
+    finally:
+        STOP.late()
+
+
+def _run_cli(app, **kw) -> None:
     warnings.showwarning = _show_warning
     _printable_streams()
     if not isinstance(sys.stdout, _Stdout):
         sys.stdout = _Stdout(sys.stdout)
+    STOP.raise_outside()
     try:
+        from ._proc import adopt_parent
+
+        adopt_parent()   # a child of the toolkit: stop when the process that started it ends
         rc = _invoke(app, **kw)
         if rc == EXIT_INTERRUPTED:  # Typer turns a KeyboardInterrupt it catches into exit 130, silently
-            print("Error: interrupted", file=sys.stderr)
+            _say(_interrupted_line())
+            sys.exit(STOP.exit_code())
         sys.stdout.flush()
         sys.exit(rc)
     except _usage_errors() as exc:
@@ -268,14 +396,14 @@ def run_cli(app, **kw) -> None:
         print(f"Error: {_usage_message(exc)}", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
     except Interrupted as exc:
-        print(str(exc), file=sys.stderr)
-        sys.exit(EXIT_INTERRUPTED)
+        _say(str(exc))
+        sys.exit(exc.exit_code)
     except ProbeError as exc:
         print(f"Error: {exc.cli_message()}", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
     except KeyboardInterrupt:
-        print("Error: interrupted", file=sys.stderr)
-        sys.exit(EXIT_INTERRUPTED)
+        _say(_interrupted_line())
+        sys.exit(STOP.exit_code())
     except (_PipeClosed, BrokenPipeError):  # e.g. `probe info run.h5 | head`: a closed pipe ends quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(0)

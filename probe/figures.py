@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from ._files import regular_file
-from .errors import SIGINT, Interrupted, ProbeError, param
+from .errors import STOP, Interrupted, ProbeError, param
 
 SIZES = ("tiny", "quick", "full")
 
@@ -42,6 +42,7 @@ class FigureContext:
 
     def __post_init__(self):
         self._plan: list | None = None
+        self._failed: dict[Path, str] = {}   # run file -> the error its training ended with (not retried)
         if self.size not in SIZES:
             raise ProbeError(f"unknown size '{self.size}' (known: {', '.join(SIZES)})")
         if self.seeds < 0:
@@ -81,8 +82,12 @@ class FigureContext:
         if self._plan is not None:   # planning pass of make_figures: note the runs, stop the script
             self._plan.extend(todo)
             raise _Planned
+        todo = [job for job in todo if job.path not in self._failed]
         if todo:
             self._train(todo)
+        for label, path in paths.items():   # a run that failed fails every figure that needs it
+            if path in self._failed:
+                raise ProbeError(f"training run '{label}' failed: {self._failed[path]}")
         return paths
 
     # The papers' experiments, named once so figures that share runs find the same files. With
@@ -134,9 +139,12 @@ class FigureContext:
                              for g in gammas for e in eps for a in gated}, seeds)
 
     def _train(self, todo) -> None:
+        """Train the jobs; a failed run is logged and remembered (the figures that need it fail, the
+        others go on)."""
         from probe_train.runs import train_jobs
 
-        train_jobs(todo, 1 if self._gpu() else self.jobs, self.log)
+        failed = train_jobs(todo, 1 if self._gpu() else self.jobs, self.log, keep_going=True)
+        self._failed.update({job.path: failed[job.label] for job in todo if job.label in failed})
 
     def save(self, fig, name: str) -> list[Path]:
         """Write ``name``.png and ``name``.pdf into the output folder and close the figure."""
@@ -191,39 +199,62 @@ def load_scripts(folder: Path) -> dict[str, FigureScript]:
     return out
 
 
-def make_figures(names: list[str], ctx: FigureContext, folder: Path) -> dict[str, list[Path]]:
+def make_figures(names: list[str], ctx: FigureContext, folder: Path) -> tuple[dict[str, list[Path]], dict[str, str]]:
+    """({figure: files written}, {figure: error} of the figures that failed). A figure fails alone (its
+    script raised, or a run it needs failed to train) and the others are still made. A stop signal
+    stops the trainers at a snapshot and raises Interrupted: the runs are kept and resumed next time."""
     scripts = load_scripts(folder)
     unknown = [n for n in names if n not in scripts]
     if unknown:
         raise ProbeError(f"unknown figure(s) {', '.join(unknown)}; known: {', '.join(scripts)}")
-    out = {}
-    if len(names) > 1:
-        # Planning pass: each script stops at its first ctx.runs() call, which notes what is
-        # missing; all of it is then trained together, so every job slot stays busy.
-        ctx._plan = []
+    out: dict[str, list[Path]] = {}
+    failed: dict[str, str] = {}
+
+    def attempt(n: str) -> None:
         try:
-            for n in names:
-                try:
-                    out[n] = scripts[n].make(ctx)   # a script that trains nothing is simply done
-                    ctx.log(f"figure {n}: {scripts[n].title}")
-                except _Planned:
-                    pass
-            todo = list({tuple(job.command): job for job in ctx._plan}.values())
-        finally:
-            ctx._plan = None
-        if todo:
-            ctx._train(todo)
-    with SIGINT.caught():
+            out[n] = scripts[n].make(ctx)
+        except (_Planned, Interrupted):
+            raise
+        except ProbeError as exc:
+            failed[n] = exc.cli_message()
+        except Exception as exc:   # a bug in one script must not cost the other figures
+            import os
+
+            if os.environ.get("PROBE_DEBUG"):
+                raise
+            failed[n] = f"unexpected {type(exc).__name__}: {exc}"
+        if n in failed:
+            ctx.log(f"figure {n} failed: {failed[n]}")
+
+    with STOP.caught():
+        if len(names) > 1:
+            # Planning pass: each script stops at its first ctx.runs() call, which notes what is
+            # missing; all of it is then trained together, so every job slot stays busy.
+            ctx._plan = []
+            try:
+                for n in names:
+                    try:
+                        attempt(n)   # a script that trains nothing is simply done (or failed)
+                        if n in out:
+                            ctx.log(f"figure {n}: {scripts[n].title}")
+                    except _Planned:
+                        pass
+                todo = list({tuple(job.command): job for job in ctx._plan}.values())
+            finally:
+                ctx._plan = None
+            if todo and not STOP.asked:
+                ctx._train(todo)
         for n in names:
-            if SIGINT.asked:
+            if STOP.asked:
                 raise Interrupted(f"Interrupted: {len(out)} of {len(names)} figure(s) written; the runs are kept")
-            if n in out:
+            if n in out or n in failed:
                 continue
             t0 = time.perf_counter()
             ctx.log(f"figure {n}: {scripts[n].title}")
-            out[n] = scripts[n].make(ctx)
-            ctx.log(f"figure {n} done in {time.perf_counter() - t0:.0f} s")
-    return out
+            attempt(n)
+            if n in out:
+                ctx.log(f"figure {n} done in {time.perf_counter() - t0:.0f} s")
+    return {n: out[n] for n in names if n in out}, {n: failed[n] for n in names if n in failed}
 
 
 def run_script(make: Callable[[FigureContext], list[Path]]) -> None:
@@ -238,4 +269,13 @@ def run_script(make: Callable[[FigureContext], list[Path]]) -> None:
     ap.add_argument("--jobs", type=int, default=0, help="runs trained at once (0: one per CPU core)")
     ap.add_argument("--seeds", type=int, default=0, help="seeds per γ (0: tiny 1, quick 3, full 1)")
     a = ap.parse_args()
-    run_cli(lambda: make(FigureContext(Path(a.out), a.size, a.runs, a.jobs, a.seeds)))
+
+    def main():
+        ctx = FigureContext(Path(a.out), a.size, a.runs, a.jobs, a.seeds)   # bad input: exit 2
+        try:
+            make(ctx)
+        except ProbeError as exc:   # the figure failed (a run it needs did not train): exit 1
+            print(f"Error: {exc.cli_message()}", file=sys.stderr)
+            raise SystemExit(1) from None
+
+    run_cli(main)

@@ -19,7 +19,6 @@ import io
 import json
 import os
 import re
-import signal
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -671,14 +670,18 @@ def watch(specs: list[str], out: str, *, probes: list[str] | None = None, max_st
           revisions: str | None = None, interval: float = 2.0, max_share: float = 1.0,
           progress: Callable[[str], None] | None = None, log: Callable[[str], None] | None = None,
           allow_nonfinite: bool = False) -> Report:
-    """Rewrite ``out`` whenever a run gains a snapshot, until every run reached its last step, or
-    Ctrl-C / SIGTERM (then the page is written once more, no longer reloading itself).
+    """Rewrite ``out`` whenever a run gains a snapshot, until every run reached its last step, or a
+    stop signal (Ctrl-C, SIGTERM, SIGHUP: then the page is written once more, no longer reloading
+    itself, and :data:`~probe.errors.STOP` holds the signal while the caller's own ``STOP.caught()``
+    block lasts).
 
     ``max_share`` < 1 bounds this process's CPU time (imports included) to that share of one core
     (:class:`Budget`; 0.01 from ``probe-train --report``): a page goes out with what the budget
     allowed, the rest marked pending and filled in at later updates; the last page has everything.
     A run that does not exist yet is waited for.
     """
+    from .errors import STOP
+
     if not 0 < max_share <= 1:
         raise ProbeError(f"bad --max-share {max_share}: need 0 < share <= 1")
     if interval <= 0:
@@ -687,28 +690,22 @@ def watch(specs: list[str], out: str, *, probes: list[str] | None = None, max_st
     log = log or (lambda msg: None)
     rep = Report(specs, probes, max_steps, revisions, progress, allow_nonfinite)
     budget = Budget(max_share) if max_share < 1 else None
-    stop = {"asked": False}
-
-    def ask_stop(signum, frame):
-        stop["asked"] = True
-
-    old = {s: signal.signal(s, ask_stop) for s in (signal.SIGINT, signal.SIGTERM)}
     last = None
-    try:
+    with STOP.caught():
         while True:
             # over budget: wait (reading headers only), but never for the last page
-            while (budget is not None and last is not None and not budget.allows() and not stop["asked"]
+            while (budget is not None and last is not None and not budget.allows() and not STOP.asked
                    and not _finished(rep)):
-                _sleep(interval, stop)
+                _sleep(interval, STOP)
             sig = rep.refresh()
             if not rep.sources:              # nothing to show yet: wait for the run to appear
-                if stop["asked"]:
+                if STOP.asked:
                     return rep
-                _sleep(interval, stop)
+                _sleep(interval, STOP)
                 continue
-            done = rep.done or stop["asked"]
+            done = rep.done or bool(STOP.asked)
             if sig == last and not rep.pending and not done:
-                _sleep(interval, stop)
+                _sleep(interval, STOP)
                 continue
             t0 = time.perf_counter()
             write_atomic(out, rep.html(live=not done, budget=None if done else budget))
@@ -718,10 +715,7 @@ def watch(specs: list[str], out: str, *, probes: list[str] | None = None, max_st
             log(f"wrote {out} ({steps}; {took:.1f} s){'' if done else ', watching'}")
             if done:
                 return rep
-            _sleep(interval, stop)
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
+            _sleep(interval, STOP)
 
 
 def _finished(rep: Report) -> bool:
@@ -732,7 +726,7 @@ def _finished(rep: Report) -> bool:
                                      and (last_step(s.path) or -1) >= s.final_step for s in rep.sources)
 
 
-def _sleep(seconds: float, stop: dict) -> None:
+def _sleep(seconds: float, stop) -> None:
     end = time.monotonic() + seconds
-    while not stop["asked"] and time.monotonic() < end:
+    while not stop.asked and time.monotonic() < end:
         time.sleep(min(0.2, max(0.0, end - time.monotonic())))

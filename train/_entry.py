@@ -1,12 +1,12 @@
-"""The ``probe-train`` console script: Ctrl-C is turned into a flag before anything heavy is
-imported (typer, torch), so a SIGINT while the program starts is read at a safe point and reported
-in one line, never as a traceback out of an import."""
+"""The ``probe-train`` console script: the stop signals (Ctrl-C, SIGTERM, SIGHUP) are turned into a
+flag before anything heavy is imported (typer, torch), so a signal while the program starts is read
+at a safe point and reported in one line, never as a traceback out of an import."""
 
 
 def main() -> None:
-    from probe.errors import SIGINT
+    from probe.errors import STOP
 
-    with SIGINT.caught():
+    with STOP.caught():
         from .cli import main as cli_main
 
         cli_main()

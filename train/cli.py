@@ -12,7 +12,7 @@ from typing import Optional
 
 import typer
 
-from probe.errors import fail, param, run_cli
+from probe.errors import STOP, fail, param, run_cli
 
 from .config import PRESETS, RunConfig
 
@@ -46,7 +46,8 @@ class _LiveReport:
     priority, on one BLAS thread and held to 1 % of a core, so the page follows the run without slowing it
     (bench/bench_report.py). At the last step it writes the last page by itself; if training stops
     early it is asked to (SIGTERM). Either way it is waited for, so the page is never left
-    half-written or still reloading."""
+    half-written or still reloading; if the trainer is killed outright, the kernel sends the watcher
+    SIGTERM."""
 
     def __init__(self, run: str, page: str):
         self.run, self.page, self.proc, self.log = run, page, None, None
@@ -55,14 +56,18 @@ class _LiveReport:
         if self.proc is not None:
             return
         import os
+        import signal
         import subprocess
         import tempfile
 
-        from probe._proc import entry_command
+        from probe._proc import child_env, entry_command, start
 
-        env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+        # SIGTERM from the kernel if this trainer dies without a word (SIGKILL): the watcher writes its
+        # last page and ends, instead of watching a run that no longer grows
+        env = child_env(signal.SIGTERM, {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+                                         "OPENBLAS_NUM_THREADS": "1"})
         self.log = tempfile.TemporaryFile()
-        self.proc = subprocess.Popen(
+        self.proc = start(
             [*entry_command("probe"), "report", self.run, "-o", self.page, "--watch", "--max-share", "0.01"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self.log, env=env,
             preexec_fn=_idle_priority)
@@ -74,7 +79,7 @@ class _LiveReport:
         if self.proc is None:
             return
         # a finished run: the watcher sees the last step within its --interval and writes the last page
-        # (a SIGTERM could arrive before it has even imported its handler); a stopped run: ask it
+        # (and exits 0); a stopped run: ask it (heard even while it still imports: entry_command)
         if not completed and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
         _normal_priority(self.proc.pid)   # training is over: the last page need not wait for idle CPU
@@ -83,7 +88,16 @@ class _LiveReport:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             code = self.proc.wait()
-        if code != 0:
+        except KeyboardInterrupt:   # a second Ctrl-C: the user will not wait for the last page either
+            self.proc.kill()
+            self.proc.wait()
+            raise
+        import os
+
+        # stopped by a signal (ours, or the terminal's Ctrl-C / hangup, which reach it too), it wrote its
+        # last page and says so with the signal's exit code
+        stopped = code in {128 + int(s) for s in STOP.signals()} and os.path.exists(self.page)
+        if code != 0 and not stopped:
             self.log.seek(0)
             msg = self.log.read().decode(errors="replace").strip().splitlines()
             print(f"warning: the report process stopped ({msg[-1] if msg else f'exit {code}'})", file=sys.stderr)
@@ -233,9 +247,7 @@ class _sweep_progress:
 
 
 def main() -> None:
-    from probe.errors import SIGINT
-
-    with SIGINT.caught():   # from the first moment: Ctrl-C during torch's import is read at a safe point
+    with STOP.caught():   # from the first moment: a stop signal during torch's import is read at a safe point
         if sys.argv[1:2] == ["sweep"]:
             run_cli(sweep_app, args=sys.argv[2:], prog_name="probe-train sweep")
         else:

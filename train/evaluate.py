@@ -121,9 +121,15 @@ def map_models(run: Run, indices, fn, *, threads: int = 1, block_bytes: int = 1 
     per_snapshot = sum(p.numel() * 4 for p in params[0].values())
     block = max(workers, block_bytes // max(per_snapshot, 1))
 
+    import threading
+
+    stop = threading.Event()   # set when this call ends early (a stop signal, an error): the workers quit
+
     def job(w: int, part: list[int], stacks: dict, ks: range) -> list:
         out = []
         for k in ks:
+            if stop.is_set():
+                break
             with torch.no_grad():
                 for name, p in params[w].items():
                     p.copy_(torch.from_numpy(np.ascontiguousarray(stacks[name][k])))
@@ -150,6 +156,7 @@ def map_models(run: Run, indices, fn, *, threads: int = 1, block_bytes: int = 1 
             for f in futures:
                 out += f.result()
     finally:
+        stop.set()   # a worker's share can be many snapshots: it stops after the one it is on
         if pool is not None:
             pool.shutdown(cancel_futures=True)
     return out

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from probe._files import writable_folder, write_atomic
-from probe._proc import entry_command
-from probe.errors import SIGINT, Interrupted, ProbeError
+from probe._proc import child_env, entry_command, start
+from probe.errors import STOP, Interrupted, ProbeError
 from probe.format import last_step
 
 from .config import preset
@@ -120,8 +120,10 @@ def train_jobs(todo: list[Job], jobs: int = 0, log: Log = _stderr, *, keep_going
                progress: Progress | None = None) -> dict[str, str]:
     """Run the jobs, ``jobs`` at a time (0: one per core). A failure stops the others and is raised
     as a ProbeError with the trainer's last error line, or with ``keep_going`` is recorded and the
-    rest go on; returns {label: error} of the failed runs. Ctrl-C passes one SIGINT to each running
-    trainer (they stop at a step boundary, their files resumable) and raises Interrupted."""
+    rest go on; returns {label: error} of the failed runs. A stop signal (Ctrl-C, SIGTERM, SIGHUP)
+    passes one SIGINT to each running trainer (they stop at a step boundary, their files resumable),
+    waits for them and raises Interrupted; a trainer whose parent dies unannounced (SIGKILL) is sent
+    SIGTERM by the kernel and stops the same way. No trainer outlives this call."""
     jobs = default_jobs(jobs)
     t0 = time.perf_counter()
     # one trainer per file: two jobs for one path (the same run asked for twice, its overrides in
@@ -132,16 +134,12 @@ def train_jobs(todo: list[Job], jobs: int = 0, log: Log = _stderr, *, keep_going
     running: list[tuple[Job, subprocess.Popen, object]] = []
     state = {"done": 0, "failed": {}}
     log(f"training {len(todo)} run(s), {jobs} at a time, into {todo[0].path.parent if todo else '.'}")
-    with SIGINT.caught():
+    with STOP.caught():
         try:
             _loop(queue, running, jobs, log, state, keep_going, progress, len(todo))
-        finally:
-            if SIGINT.asked:
-                _stop(running)
-            for _, proc, _ in running:
-                if proc.poll() is None:
-                    proc.terminate()
-        if SIGINT.asked:
+        finally:   # stopped, failed or interrupted: every trainer still running stops at a step and is waited for
+            _stop(running)
+        if STOP.asked:
             raise Interrupted(f"Interrupted: {state['done']} of {len(todo)} run(s) finished; the others stopped at "
                               "a snapshot and resume when the same command runs again")
     log(f"trained {state['done']} run(s) in {time.perf_counter() - t0:.0f} s"
@@ -149,19 +147,26 @@ def train_jobs(todo: list[Job], jobs: int = 0, log: Log = _stderr, *, keep_going
     return state["failed"]
 
 
-def _stop(running, wait_s: float = 30.0) -> None:
-    """One SIGINT to each trainer, then wait for them to stop at their next step boundary."""
+def _stop(running, wait_s: float = 60.0) -> None:
+    """One SIGINT to each trainer still running, then wait for them to stop at their next step boundary;
+    one that does not within ``wait_s`` (or any, at a second Ctrl-C) is killed. Each is waited for."""
     import signal
 
-    for _, proc, _ in running:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-    deadline = time.time() + wait_s
-    for _, proc, _ in running:
-        try:
-            proc.wait(timeout=max(0.1, deadline - time.time()))
-        except subprocess.TimeoutExpired:
-            proc.terminate()
+    try:
+        for _, proc, _ in running:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT)
+        deadline = time.monotonic() + wait_s
+        for _, proc, _ in running:
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+    finally:
+        for _, proc, _ in running:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
 
 
 def _last_line(err) -> str:
@@ -174,15 +179,18 @@ def _last_line(err) -> str:
 
 def _loop(queue: list[Job], running: list, jobs: int, log: Log, state: dict, keep_going: bool,
           progress: Progress | None, total: int) -> None:
-    while (queue or running) and not SIGINT.asked:
+    import signal
+
+    while (queue or running) and not STOP.asked:
         while queue and len(running) < jobs:
             job = queue.pop(0)
             log(f"  $ probe-train {' '.join(job.args)}")
             # stderr to a file, not a pipe: a child writing more than the pipe holds would block; a
-            # session of its own: a terminal's Ctrl-C reaches the trainer once, from us
+            # session of its own: a terminal's Ctrl-C (or hangup, or `timeout`'s SIGTERM to the group)
+            # reaches the trainer once, from us; SIGTERM from the kernel if we die without a word
             err = tempfile.TemporaryFile("w+")
-            running.append((job, subprocess.Popen(job.command, stdout=subprocess.DEVNULL, stderr=err,
-                                                  start_new_session=True), err))
+            running.append((job, start(job.command, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
+                                       env=child_env(signal.SIGTERM)), err))
         for item in list(running):
             job, proc, err = item
             if proc.poll() is None:
@@ -328,19 +336,48 @@ def sweep(preset_name: str, grid: Mapping[str, list], out: str | os.PathLike, *,
     return json.loads(manifest_path.read_text())
 
 
-def _train_one(command: list[str]) -> tuple[int, str]:
-    """A Dask task: train one run in a subprocess on the worker; (exit code, last error line)."""
+def _train_one(command: list[str], stop: str | None = None) -> tuple[int, str]:
+    """A Dask task: train one run in a subprocess on the worker; (exit code, last error line). When the
+    Dask event ``stop`` is set (the sweep was stopped), the trainer gets SIGINT and stops at a step
+    boundary; when the worker dies, SIGTERM from the kernel does the same."""
+    import signal
+
+    event = None
+    if stop is not None:
+        from distributed import Event
+
+        event = Event(stop)
+        if event.is_set():   # stopped while this task waited for a worker: nothing started, nothing to keep
+            return 128 + signal.SIGINT, "stopped before it started"
     err = tempfile.TemporaryFile("w+")
-    rc = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=err).returncode
-    return rc, _last_line(err)
+    proc = start(command, stdout=subprocess.DEVNULL, stderr=err, env=child_env(signal.SIGTERM))
+    try:
+        if event is None:
+            proc.wait()
+        else:
+            while proc.poll() is None:
+                if event.wait(timeout=0.5):
+                    proc.send_signal(signal.SIGINT)
+                    proc.wait()
+    finally:
+        if proc.poll() is None:   # the task itself was stopped (the worker closing): no trainer left behind
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    return proc.returncode, _last_line(err)
 
 
 def train_on_dask(todo: list[Job], scheduler: str, log: Log = _stderr, progress: Progress | None = None
                   ) -> dict[str, str]:
     """Each job as one task on a Dask distributed cluster (the run files land in the shared folder
     the paths name); returns {label: error} of the failed runs."""
+    import uuid
+
     try:
-        from distributed import Client, wait
+        from distributed import Client, Event, wait
     except ImportError:
         raise ProbeError("--scheduler needs dask.distributed: pip install 'dask[distributed]'") from None
     try:
@@ -350,12 +387,14 @@ def train_on_dask(todo: list[Job], scheduler: str, log: Log = _stderr, progress:
     failed: dict[str, str] = {}
     done = 0
     log(f"training {len(todo)} run(s) on the Dask cluster at {scheduler}")
+    stop = Event(f"probe-train-stop-{uuid.uuid4().hex}", client=client)   # set: the running trainers stop
+    pending: set = set()
     try:
-        with SIGINT.caught():
-            futures = {client.submit(_train_one, job.command, pure=False, key=f"train-{job.label}"): job
+        with STOP.caught():
+            futures = {client.submit(_train_one, job.command, stop.name, pure=False, key=f"train-{job.label}"): job
                        for job in todo}
             pending = set(futures)
-            while pending and not SIGINT.asked:
+            while pending and not STOP.asked:
                 try:
                     finished = wait(pending, timeout=0.5, return_when="FIRST_COMPLETED").done
                 except TimeoutError:
@@ -374,10 +413,28 @@ def train_on_dask(todo: list[Job], scheduler: str, log: Log = _stderr, progress:
                         log(f"  training run '{job.label}' failed: {failed[job.label]}")
                 if progress:
                     progress(done, len(pending), len(failed), len(todo))
-            if SIGINT.asked:
+            if STOP.asked:
+                # a running task cannot be cancelled: the event stops its trainer at a step boundary,
+                # and a task still queued returns at once; waited for, so the files are resumable
+                stop.set()
+                _wait_stopped(pending, wait)
                 client.cancel(list(pending))
-                raise Interrupted(f"Interrupted: {done} of {len(todo)} run(s) finished; the others resume when the "
-                                  "same command runs again")
+                raise Interrupted(f"Interrupted: {done} of {len(todo)} run(s) finished; the others stopped at a "
+                                  "snapshot and resume when the same command runs again")
     finally:
+        if pending:   # ended by an error or a second Ctrl-C: the trainers on the cluster stop all the same
+            try:
+                stop.set()
+            except Exception:   # the scheduler is gone with them
+                pass
         client.close()
     return failed
+
+
+def _wait_stopped(futures, wait, wait_s: float = 120.0) -> None:
+    """Wait for the Dask tasks of a stopped sweep to end (a running one ends when its trainer stopped,
+    a queued one when it starts); a second Ctrl-C, or ``wait_s``, ends the wait."""
+    try:
+        wait(list(futures), timeout=wait_s, return_when="ALL_COMPLETED")
+    except (TimeoutError, KeyboardInterrupt):
+        pass

@@ -378,8 +378,8 @@ def batch(
     allow_nonfinite: AllowNonfinite = ALLOW_NONFINITE, fmt: Fmt = FORMAT,
 ) -> None:
     """Run probes over many checkpoints into one tidy table (path, step, probe, key, metric, value),
-    sorted by step; each probe gets the options it takes; a failing checkpoint is an error row and the
-    batch goes on."""
+    sorted by step; each probe gets the options it takes; a failing checkpoint is an error row, the
+    batch goes on and exits 1."""
     from .. import batch as B
 
     def absolute(p):
@@ -406,6 +406,8 @@ def batch(
         print(f"wrote {out}: {len(rows)} rows, {errors} error rows", file=sys.stderr)
     else:
         _batch_rows(rows, fmt)
+    if errors:   # the errors are rows of the table; the exit code says that not every task succeeded
+        raise typer.Exit(1)
 
 
 @app.command()
@@ -436,10 +438,18 @@ def report(
         print(msg, file=sys.stderr)
 
     if watch:
-        rep = R.watch(paths, out, probes=probes or None, max_steps=max_steps, revisions=revisions, interval=interval,
-                      max_share=max_share, log=log, allow_nonfinite=allow_nonfinite)
-        if not rep.sources:
-            raise ProbeError(f"stopped before any run could be read: {next(iter(rep.errors.values()), 'none yet')}")
+        from ..errors import STOP
+
+        with STOP.caught():   # held open here, so the signal that ended the watch is still known below
+            rep = R.watch(paths, out, probes=probes or None, max_steps=max_steps, revisions=revisions,
+                          interval=interval, max_share=max_share, log=log,
+                          allow_nonfinite=allow_nonfinite)
+            if not rep.sources:
+                raise Interrupted(f"Interrupted before any run could be read "
+                                  f"({next(iter(rep.errors.values()), 'none yet')}); nothing was written")
+            if STOP.asked:
+                raise Interrupted(f"Interrupted: {out} holds the runs as they were (no longer reloading); the "
+                                  "same command watches again")
         return
     with _progress("report") as tick:
         rep = R.report(paths, out, probes=probes or None, max_steps=max_steps, revisions=revisions, progress=tick,
@@ -530,10 +540,15 @@ def figures(
     if size == "full" and not F.cuda_available():
         print("warning: no GPU found; the papers' sizes take days on a CPU (use --quick)", file=sys.stderr)
     ctx = F.FigureContext(Path(out or "figures"), size, runs, jobs, seeds)
-    made = F.make_figures(list(scripts) if all_ else list(names), ctx, folder)
+    made, failed = F.make_figures(list(scripts) if all_ else list(names), ctx, folder)
     for paths in made.values():
         for p in paths:
             print(p)
+    if failed:   # each failure was logged as it happened; exit 1: not every figure was made
+        # one failure: its cause in the Error line too (scripts read that line alone); several: their names
+        what = ", ".join(failed) if len(failed) > 1 else f"{next(iter(failed))} ({next(iter(failed.values()))})"
+        print(f"Error: {len(failed)} of {len(made) + len(failed)} figure(s) failed: {what}", file=sys.stderr)
+        raise typer.Exit(1)
 
 
 class _progress:
