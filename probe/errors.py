@@ -170,6 +170,9 @@ class _Stop:
         self.received = 0     # the last stop signal handled, inside a block or not (for the exit code)
         self._depth = 0
         self._old: dict = {}
+        self._lost = 0            # a stop signal whose KeyboardInterrupt Python could not raise
+        self._in_hook = False
+        self._resender = None
 
     @staticmethod
     def signals() -> list:
@@ -178,12 +181,51 @@ class _Stop:
     def _handle(self, signum, frame):
         self.received = signum
         if self.asked and signum == signal.SIGINT:  # a second Ctrl-C: the user will not wait for the safe point
-            raise KeyboardInterrupt
+            self._raise(signum, frame)
         self.asked = self.asked or signum
 
     def _raise(self, signum, frame):
         self.received = signum
+        if self._in_hook or (not self._lost and self._resender is not None):
+            # Not here: inside the hook it would be lost again, and a resend that comes after the
+            # one that got through is the same request, already on its way out.
+            self._lost = self._lost or (signum if self._in_hook else 0)
+            return
+        self._lost = 0
         raise KeyboardInterrupt
+
+    def unraisable(self, hook):
+        """A ``sys.unraisablehook`` for a command line. The KeyboardInterrupt of :meth:`_raise` can land
+        where Python cannot raise it (a ``__del__``, a weakref callback of the garbage collector),
+        which only prints "Exception ignored" and runs on: the command went on to exit 0 (CI met it
+        in ``ood --threads``). The signal is sent again instead, from a thread, until a
+        KeyboardInterrupt gets through; any other unraisable exception goes to ``hook``."""
+        def unraisable(args):
+            if args.exc_type is not KeyboardInterrupt or not self.received:
+                return hook(args)
+            self._in_hook = True
+            try:
+                self._lost = self.received
+                if self._resender is None:
+                    import threading
+
+                    self._resender = threading.Thread(target=self._resend, name="probe-resend", daemon=True)
+                    self._resender.start()
+            finally:
+                self._in_hook = False
+        return unraisable
+
+    def _resend(self) -> None:
+        """Send the lost signal until :meth:`_raise` raised it outside the hook. The handler runs in the
+        main thread at its next instruction, and interrupts a wait it is blocked in."""
+        import time
+
+        try:
+            while self._lost:
+                os.kill(os.getpid(), self._lost)
+                time.sleep(0.01)    # the main thread's turn: it runs the handler
+        finally:
+            self._resender = None
 
     def caught(self):
         import contextlib
@@ -376,12 +418,16 @@ def _run_cli(app, **kw) -> None:
     if not isinstance(sys.stdout, _Stdout):
         sys.stdout = _Stdout(sys.stdout)
     STOP.raise_outside()
+    if not getattr(sys.unraisablehook, "_probe", False):
+        sys.unraisablehook = STOP.unraisable(sys.unraisablehook)
+        sys.unraisablehook._probe = True
     try:
         from ._proc import adopt_parent
 
         adopt_parent()   # a child of the toolkit: stop when the process that started it ends
         rc = _invoke(app, **kw)
-        if rc == EXIT_INTERRUPTED:  # Typer turns a KeyboardInterrupt it catches into exit 130, silently
+        lost, STOP._lost = STOP._lost, 0   # a signal Python could not raise, sent again too late
+        if rc == EXIT_INTERRUPTED or lost:  # Typer turns a KeyboardInterrupt it catches into exit 130, silently
             _say(_interrupted_line())
             sys.exit(STOP.exit_code())
         sys.stdout.flush()

@@ -421,6 +421,44 @@ def test_ood_on_threads_stops(big_run, sig):
     assert one_line(err) == f"Error: interrupted by {signal.Signals(sig).name}" and out == ""
 
 
+GC_SIGNAL = """
+import os, signal, sys
+from probe.errors import run_cli
+
+class Collected:   # the signal arrives while the garbage collector runs a finaliser (CI met it in ood)
+    def __del__(self):
+        os.kill(os.getpid(), int(sys.argv[1]))
+        for _ in range(1000):   # the handler runs here, where Python can only print what it raises
+            pass
+
+def main():
+    Collected()
+    if sys.argv[2] == "ends":   # the command ends before the signal can be sent again
+        return 0
+    while True:   # work the signal must stop (without the fix: until the test's deadline)
+        sum(range(100))
+
+run_cli(main)
+"""
+
+
+@SIGNALS
+@pytest.mark.parametrize("then", ["works", "ends"])
+def test_a_signal_met_in_a_finaliser_still_stops_the_command(tmp_path, sig, then):
+    """The KeyboardInterrupt a stop signal raises outside a safe point can land in a ``__del__`` or a
+    weakref callback, where Python prints "Exception ignored" and goes on: the command then ran to
+    exit 0 (CI, `ood --threads 2` under SIGHUP). It is sent again and stops the command; a command
+    that ends first still exits with the signal's code."""
+    import subprocess
+
+    script = tmp_path / "gc_signal.py"
+    script.write_text(GC_SIGNAL)
+    proc = subprocess.run([sys.executable, str(script), str(int(sig)), then], capture_output=True, text=True,
+                          timeout=DEADLINE, cwd=tmp_path)
+    assert proc.returncode == _code(sig), proc.stderr
+    assert one_line(proc.stderr) == f"Error: interrupted by {signal.Signals(sig).name}"
+
+
 # --- exit codes (item 10) -----------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")

@@ -65,6 +65,50 @@ def test_round_trip_and_hard_links(tmp_path):
     assert path.read_bytes()[8] == 3
 
 
+HOLDER = """
+import sys
+from probe.format.snapshot import open_h5
+
+f = open_h5(sys.argv[1])   # as every probe command opens a run: HDF5's file lock is held while open
+print("open", flush=True)
+sys.stdin.read()
+f.close()
+"""
+
+
+def test_a_reader_at_the_moment_a_run_file_appears_does_not_stop_its_writer(tmp_path, monkeypatch):
+    """A run file appears under its name already open by its SWMR writer. (It used to be renamed into
+    place and then opened: a reader that opened it in between, a `probe info` or a report following
+    a starting run, held HDF5's file lock and the trainer died "unable to lock file"; CI met it as a
+    figures run that never committed a step.) The reader here opens it right after the rename."""
+    import os
+    import subprocess
+    import sys
+
+    path = tmp_path / "r.h5"
+    replace, readers = os.replace, []
+
+    def replace_then_read(src, dst):
+        replace(src, dst)
+        if os.fspath(dst) == str(path) and not readers:
+            proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(path)], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+            readers.append(proc)
+            line = proc.stdout.readline()
+            assert line == "open\n", proc.communicate()[1]
+
+    monkeypatch.setattr(os, "replace", replace_then_read)
+    try:
+        w, _ = _make(path, n_steps=2)
+        w.close()
+    finally:
+        for proc in readers:
+            proc.communicate(timeout=60)
+    assert readers, "the run file was never renamed into place"
+    with Run(path) as run:
+        assert list(run.steps) == [0, 10]
+
+
 def test_read_rows_reads_requested_rows_in_order(tmp_path):
     path = tmp_path / "rows.h5"
     data = np.arange(4 * 100 * 3, dtype=np.float32).reshape(4, 100, 3)

@@ -636,6 +636,27 @@ def _new_file(path: str, doing: str, kept: str):
         raise
 
 
+def _open_then_replace(tmp: str, path: str, doing: str, kept: str, snapshots: int) -> h5py.File:
+    """Open the finished ``tmp`` as the SWMR writer, then rename it over ``path``: the file appears
+    at ``path`` already open for SWMR writing. (Renamed first, a reader that opened it in the moment
+    before the writer did held HDF5's file lock, and the writer's open failed "unable to lock file":
+    a `probe info` or a report following a starting run killed its trainer.)"""
+    try:
+        f = _open_swmr_writer(tmp)
+    except (OSError, RuntimeError) as exc:
+        _remove(tmp)
+        if is_write_fault(exc):
+            raise WriteFailed(f"{write_cause(exc)} while writing {path} (opening it); {kept}", snapshots) from None
+        raise
+    try:
+        _replace(tmp, path, doing, kept)
+    except BaseException:
+        f.close()
+        _remove(tmp)
+        raise
+    return f
+
+
 def _replace(tmp: str, path: str, doing: str, kept: str) -> None:
     """Rename the finished ``tmp`` over ``path`` (and make the rename durable)."""
     try:
@@ -752,13 +773,7 @@ class Writer:
                 for slot in (0, 1):
                     for name, (shape, dtype) in resume_tensors.items():
                         f.create_dataset(path_of("resume_tensor", slot=slot, name=name), shape=shape, dtype=dtype)
-        _replace(tmp, path, "creating it", kept)
-        try:
-            return cls(_open_swmr_writer(path), path)
-        except (OSError, RuntimeError) as exc:
-            if is_write_fault(exc):
-                raise WriteFailed(f"{write_cause(exc)} while writing {path} (opening it)", 0) from None
-            raise
+        return cls(_open_then_replace(tmp, path, "creating it", kept, 0), path)
 
     def append(
         self,
@@ -928,13 +943,7 @@ class Writer:
                                      chunks=log.chunks)
                 _copy_slot(f, g, slot)
                 g.flush()
-        _replace(tmp, path, doing, kept)
-        try:
-            writer = cls(_open_swmr_writer(path), path)
-        except (OSError, RuntimeError) as exc:
-            if is_write_fault(exc):
-                raise WriteFailed(f"{write_cause(exc)} while writing {path} (opening it)", keep) from None
-            raise
+        writer = cls(_open_then_replace(tmp, path, doing, kept, keep), path)
         g = writer._f
         state = {name: np.asarray(ds[...]) for name, ds in named_datasets(g[f"{RESUME_GROUP}/slot{slot}"])}
         params = {name: np.asarray(ds[keep - 1]) for name, ds in writer._params.items()}
