@@ -9,6 +9,23 @@ BIN = Path(sys.executable).parent
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _signals_as_from_a_terminal() -> None:
+    """A suite run under ``nohup`` (or as a background job of a script) ignores SIGHUP (SIGINT), and
+    an ignored signal is inherited: every command the tests start would ignore it too, and the tests
+    that send it would wait for a stop that never comes. A handler that does nothing keeps this
+    process alive through a hangup just as well, and is not inherited: the commands start with the
+    signal's default, as from a terminal. (The nohup test sets SIG_IGN for its command itself.)"""
+    import signal
+
+    for name in ("SIGHUP", "SIGINT"):
+        sig = getattr(signal, name, None)
+        if sig is not None and signal.getsignal(sig) == signal.SIG_IGN:
+            signal.signal(sig, lambda signum, frame: None)
+
+
+_signals_as_from_a_terminal()
+
+
 def _script(name: str) -> list[str]:
     exe = BIN / name
     if exe.exists():
