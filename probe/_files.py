@@ -119,6 +119,19 @@ def _new_file_mode(path: str) -> int:
     return 0o666 & ~mask
 
 
+_UNFINISHED: set[str] = set()   # temporary files being written now (write_atomic)
+
+
+def remove_unfinished() -> None:
+    """Remove the temporary files of writes under way: a command a stop signal ends at once
+    (:meth:`probe.errors._Stop._now`) leaves nothing half-written behind."""
+    for tmp in list(_UNFINISHED):
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
 def write_atomic(path: str | os.PathLike, content: Content, what: str) -> None:
     """Replace ``path`` with ``content`` (text as UTF-8, a file name's undecodable bytes as they were; bytes; or a function that writes into the
     binary file object it is given) through a temporary file of a unique name in the same folder,
@@ -136,6 +149,7 @@ def write_atomic(path: str | os.PathLike, content: Content, what: str) -> None:
         fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
     except OSError as exc:
         raise write_error(exc, label) from None
+    _UNFINISHED.add(tmp)
     try:
         with os.fdopen(fd, "wb") as fh:
             if callable(content):
@@ -154,6 +168,8 @@ def write_atomic(path: str | os.PathLike, content: Content, what: str) -> None:
         if isinstance(exc, OSError):
             raise write_error(exc, label) from None
         raise
+    finally:
+        _UNFINISHED.discard(tmp)
 
 
 # --- one writer per output -----------------------------------------------------------------------

@@ -162,17 +162,14 @@ class _Stop:
     and then to its whole group: the same request, twice). A signal that was ignored when the block
     began (SIGHUP under ``nohup``) stays ignored. Main thread only (Python's rule).
 
-    Outside the blocks a command line (:func:`run_cli`, through :meth:`raise_outside`) treats SIGTERM
-    and SIGHUP as Python treats SIGINT: KeyboardInterrupt, reported with the signal's exit code."""
+    Outside the blocks a command line (:func:`run_cli`, through :meth:`stop_outside`) ends at once on
+    any of the three, with one line and the signal's exit code (:meth:`_now`)."""
 
     def __init__(self):
         self.asked = 0        # inside caught(): the first stop signal (0: none yet)
         self.received = 0     # the last stop signal handled, inside a block or not (for the exit code)
         self._depth = 0
         self._old: dict = {}
-        self._lost = 0            # a stop signal whose KeyboardInterrupt Python could not raise
-        self._in_hook = False
-        self._resender = None
 
     @staticmethod
     def signals() -> list:
@@ -181,51 +178,28 @@ class _Stop:
     def _handle(self, signum, frame):
         self.received = signum
         if self.asked and signum == signal.SIGINT:  # a second Ctrl-C: the user will not wait for the safe point
-            self._raise(signum, frame)
+            raise KeyboardInterrupt
         self.asked = self.asked or signum
 
-    def _raise(self, signum, frame):
+    def _now(self, signum, frame):
+        """Outside the blocks: the command ends here, with one line and the signal's exit code. What
+        runs there keeps nothing at a safe point (an analysis prints at its end, every file is written
+        under a temporary name and renamed: :func:`probe._files.write_atomic`, whose unfinished
+        temporary files are removed first). Not a KeyboardInterrupt: raised wherever the interpreter
+        happens to be, one can be lost (in a finaliser or a weakref callback Python only prints it: CI
+        saw ``ood --threads 2`` run on to exit 0 after a SIGHUP) or break a library in mid-call (h5py's
+        lock: "SystemError: FastRLock.__exit__ returned a result with an exception set", 5 of 20
+        SIGHUPs to that command)."""
         self.received = signum
-        if self._in_hook or (not self._lost and self._resender is not None):
-            # Not here: inside the hook it would be lost again, and a resend that comes after the
-            # one that got through is the same request, already on its way out.
-            self._lost = self._lost or (signum if self._in_hook else 0)
-            return
-        self._lost = 0
-        raise KeyboardInterrupt
-
-    def unraisable(self, hook):
-        """A ``sys.unraisablehook`` for a command line. The KeyboardInterrupt of :meth:`_raise` can land
-        where Python cannot raise it (a ``__del__``, a weakref callback of the garbage collector),
-        which only prints "Exception ignored" and runs on: the command went on to exit 0 (CI met it
-        in ``ood --threads``). The signal is sent again instead, from a thread, until a
-        KeyboardInterrupt gets through; any other unraisable exception goes to ``hook``."""
-        def unraisable(args):
-            if args.exc_type is not KeyboardInterrupt or not self.received:
-                return hook(args)
-            self._in_hook = True
-            try:
-                self._lost = self.received
-                if self._resender is None:
-                    import threading
-
-                    self._resender = threading.Thread(target=self._resend, name="probe-resend", daemon=True)
-                    self._resender.start()
-            finally:
-                self._in_hook = False
-        return unraisable
-
-    def _resend(self) -> None:
-        """Send the lost signal until :meth:`_raise` raised it outside the hook. The handler runs in the
-        main thread at its next instruction, and interrupts a wait it is blocked in."""
-        import time
-
         try:
-            while self._lost:
-                os.kill(os.getpid(), self._lost)
-                time.sleep(0.01)    # the main thread's turn: it runs the handler
-        finally:
-            self._resender = None
+            from ._files import remove_unfinished
+
+            remove_unfinished()
+            sys.stdout.flush()   # what was printed before the signal
+        except Exception:
+            pass
+        _say(_interrupted_line())
+        os._exit(128 + signum)
 
     def caught(self):
         import contextlib
@@ -256,9 +230,10 @@ class _Stop:
 
         return block()
 
-    def raise_outside(self) -> None:
-        """A command line's handlers: outside caught() blocks SIGTERM and SIGHUP raise KeyboardInterrupt,
-        as SIGINT does, remembering which signal it was (:meth:`exit_code`). Main thread only."""
+    def stop_outside(self) -> None:
+        """A command line's handlers: outside caught() blocks SIGINT, SIGTERM and SIGHUP end the command
+        at once (:meth:`_now`), where Python's default would be a KeyboardInterrupt (SIGINT) or no
+        last line at all. A signal ignored or handled outside Python is left as it is. Main thread only."""
         import threading
 
         if threading.current_thread() is not threading.main_thread():
@@ -268,9 +243,9 @@ class _Stop:
             if (current is signal.default_int_handler or current is _Stop._exit   # _exit: an earlier run_cli's
                     or (current == signal.SIG_DFL and sig != signal.SIGINT)):
                 if self._depth:
-                    self._old[sig] = self._raise     # what the outermost block restores
+                    self._old[sig] = self._now     # what the outermost block restores
                 else:
-                    signal.signal(sig, self._raise)
+                    signal.signal(sig, self._now)
 
     def unblock(self) -> None:
         """Unblock the stop signals in this thread (a toolkit child starts with them blocked:
@@ -417,17 +392,13 @@ def _run_cli(app, **kw) -> None:
     _printable_streams()
     if not isinstance(sys.stdout, _Stdout):
         sys.stdout = _Stdout(sys.stdout)
-    STOP.raise_outside()
-    if not getattr(sys.unraisablehook, "_probe", False):
-        sys.unraisablehook = STOP.unraisable(sys.unraisablehook)
-        sys.unraisablehook._probe = True
+    STOP.stop_outside()
     try:
         from ._proc import adopt_parent
 
         adopt_parent()   # a child of the toolkit: stop when the process that started it ends
         rc = _invoke(app, **kw)
-        lost, STOP._lost = STOP._lost, 0   # a signal Python could not raise, sent again too late
-        if rc == EXIT_INTERRUPTED or lost:  # Typer turns a KeyboardInterrupt it catches into exit 130, silently
+        if rc == EXIT_INTERRUPTED:  # Typer turns a KeyboardInterrupt it catches into exit 130, silently
             _say(_interrupted_line())
             sys.exit(STOP.exit_code())
         sys.stdout.flush()
