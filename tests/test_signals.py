@@ -83,6 +83,15 @@ def _tracker(cmd: str) -> bool:
     return "resource_tracker" in cmd
 
 
+def workers(root: int) -> set[int]:
+    """The worker processes ``root`` started itself: its Python children other than the resource
+    tracker. Not a helper program a library runs for a moment (h5py's import runs `uname -p`), nor
+    ``root`` forked on its way to starting one (same command line until the exec)."""
+    own = _cmdline(root)
+    return {pid for pid, (_, cmd) in descendants(root).items()
+            if (_stat(pid) or (0, 0))[1] == root and "python" in cmd and not _tracker(cmd) and cmd != own}
+
+
 def assert_no_orphans(procs: dict[int, tuple[int, str]]) -> None:
     """None of ``procs`` (a command's children, seen while it ran) outlived the command."""
     assert still_running({p: v for p, v in procs.items() if not _tracker(v[1])}) == []
@@ -364,14 +373,15 @@ def test_batch_keeps_what_finished_and_the_rerun_does_the_rest(runs, tmp_path, s
     out = tmp_path / "r.csv"
     args = ["batch", runs, "--probe", "ood", "--step", "all", "-o", out, "--jobs", jobs]
     proc = popen_cli("probe", *args)
-    kids = {}
+    kids, started = {}, set()
 
     def first_rows():   # the table a running batch keeps on disk, with a finished task in it
         kids.update(descendants(proc.pid))
+        started.update(workers(proc.pid))
         return _done_paths(out)
 
     wait_for(first_rows, "first finished task in the table", proc)
-    assert len([k for k, v in kids.items() if not _tracker(v[1])]) == (2 if jobs == "2" else 0)
+    assert len(started) == (2 if jobs == "2" else 0), {p: kids.get(p) for p in started}
     proc.send_signal(sig)
     _batch_stopped(proc, sig, out, kids)
     res = run_cli("probe", *args)
