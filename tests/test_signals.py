@@ -184,6 +184,54 @@ def test_report_watch_writes_its_last_page(partial_run, tmp_path, sig):
     assert not _live(page)
 
 
+@pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="Linux scheduling policies")
+def test_a_watcher_at_idle_priority_writes_its_last_page_beside_a_busy_process(partial_run, tmp_path):
+    """`probe-train --report` starts its watcher at SCHED_IDLE, which gets CPU time only where a core
+    is idle. Stopped, it writes its last page at the normal policy: here on a core it shares with a
+    busy process (a proof run under load saw an orphaned watcher get 4 s of CPU in 9 minutes)."""
+    import subprocess
+
+    cpu = min(os.sched_getaffinity(0))
+
+    def one_core(idle: bool):
+        def setup():
+            os.sched_setaffinity(0, {cpu})
+            if idle:
+                os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+        return setup
+
+    page = tmp_path / "watch.html"
+    proc = popen_cli("probe", "report", partial_run, "-o", page, "--watch", "--interval", "0.2", "-p", "bias",
+                     preexec_fn=one_core(idle=True))
+    busy = None
+    try:
+        wait_for(lambda: _page_written(page), "first page", proc)
+        busy = subprocess.Popen([sys.executable, "-c", "while True: pass"], preexec_fn=one_core(idle=False))
+        assert os.sched_getscheduler(proc.pid) == os.SCHED_IDLE
+        proc.send_signal(signal.SIGTERM)
+
+        def policy_or_end():   # "normal" once the watcher left SCHED_IDLE, "ended" once it ended
+            try:
+                policy = os.sched_getscheduler(proc.pid)
+            except OSError:
+                policy = None
+            if proc.poll() is not None:
+                return "ended"
+            return "normal" if policy == os.SCHED_OTHER else False
+
+        seen = wait_for(policy_or_end, "the watcher leaving SCHED_IDLE or ending")
+        _, err = proc.communicate(timeout=DEADLINE)
+    finally:
+        if busy is not None:
+            busy.kill()
+            busy.wait()
+        if proc.poll() is None:
+            proc.kill()
+    assert seen == "normal", "the last page was written at SCHED_IDLE"
+    assert proc.returncode == 143, err
+    assert not _live(page)
+
+
 @SIGNALS
 def test_trainer_stops_its_report_watcher(tmp_path, sig):
     out, page = tmp_path / "run.h5", tmp_path / "page.html"
