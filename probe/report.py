@@ -27,6 +27,7 @@ from typing import Callable
 import numpy as np
 
 from ._files import open_regular
+from ._proc import normal_priority
 from ._text import markup_text
 from .errors import ProbeError, ProbeWarning
 
@@ -698,7 +699,7 @@ def watch(specs: list[str], out: str, *, probes: list[str] | None = None, max_st
                    and not _finished(rep)):
                 _sleep(interval, STOP)
             if STOP.asked:
-                _leave_idle()
+                normal_priority()
             sig = rep.refresh()
             if not rep.sources:              # nothing to show yet: wait for the run to appear
                 if STOP.asked:
@@ -710,7 +711,7 @@ def watch(specs: list[str], out: str, *, probes: list[str] | None = None, max_st
                 _sleep(interval, STOP)
                 continue
             if done:
-                _leave_idle()
+                normal_priority()
             t0 = time.perf_counter()
             write_atomic(out, rep.html(live=not done, budget=None if done else budget))
             took = time.perf_counter() - t0
@@ -720,26 +721,6 @@ def watch(specs: list[str], out: str, *, probes: list[str] | None = None, max_st
             if done:
                 return rep
             _sleep(interval, STOP)
-
-
-def _leave_idle() -> None:
-    """The last page at the normal scheduling policy. A watcher that ``probe-train --report`` started
-    at SCHED_IDLE gets CPU time only where training leaves a core idle: its trainer killed outright
-    (SIGKILL), it had the signal but, beside two busy processes, 4 s of CPU in 9 minutes for the
-    last page (seen in a proof run under load). Every thread of this process; where this user may
-    not change the policy, nothing changes."""
-    if not hasattr(os, "sched_getscheduler"):
-        return
-    try:
-        threads = [int(t) for t in os.listdir("/proc/self/task")]
-    except OSError:
-        threads = [0]
-    for tid in threads:
-        try:
-            if os.sched_getscheduler(tid) == os.SCHED_IDLE:
-                os.sched_setscheduler(tid, os.SCHED_OTHER, os.sched_param(0))
-        except OSError:
-            pass
 
 
 def _finished(rep: Report) -> bool:

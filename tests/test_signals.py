@@ -650,3 +650,32 @@ def test_figures_exit_1_when_a_figure_failed_and_make_the_others(tmp_path):
     assert err[-1] == "Error: 2 of 3 figure(s) failed: bad-run, broken"
     res = run_cli("probe", "figures", "ok", "--tiny", "--examples", examples, "-o", out)
     assert res.returncode == 0 and "failed" not in res.stderr, res.stderr
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="Linux scheduling policies")
+def test_normal_priority_reaches_every_thread_of_another_process():
+    """The trainer hands its watcher back the normal policy when training is over: every thread of it
+    (its BLAS threads too), not only the main one, and a process that is not at SCHED_IDLE is left
+    as it is."""
+    import subprocess
+
+    from probe._proc import idle_priority, normal_priority
+
+    code = ("import threading, sys\n"
+            "threading.Thread(target=sys.stdin.read, daemon=True).start()\n"
+            "print('ready', flush=True); sys.stdin.read()")
+    child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             text=True, preexec_fn=idle_priority)
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        tids = [int(t) for t in os.listdir(f"/proc/{child.pid}/task")]
+        assert len(tids) == 2 and all(os.sched_getscheduler(t) == os.SCHED_IDLE for t in tids)
+        normal_priority(child.pid)
+        assert all(os.sched_getscheduler(t) == os.SCHED_OTHER for t in tids)
+    finally:
+        child.kill()
+        child.wait()
+    normal_priority(child.pid)   # a process that has ended: nothing to do, no error
+    before = os.sched_getscheduler(0)
+    normal_priority()
+    assert os.sched_getscheduler(0) == before

@@ -20,27 +20,6 @@ app = typer.Typer(add_completion=False, pretty_exceptions_enable=False,
                   help="Train an anchor-function run and write periodic HDF5 snapshots.")
 
 
-def _idle_priority() -> None:
-    """The report process runs only on CPU time training leaves idle (SCHED_IDLE; nice 19 where that is
-    not allowed): at nice 10 it cost training +4.9 % in one pair of runs (bench/bench_report.py)."""
-    import os
-
-    try:
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-    except (AttributeError, OSError):
-        os.nice(19)
-
-
-def _normal_priority(pid: int) -> None:
-    """Back to the normal policy where this user may do that (else the page is written at idle priority)."""
-    import os
-
-    try:
-        os.sched_setscheduler(pid, os.SCHED_OTHER, os.sched_param(0))
-    except (AttributeError, OSError):
-        pass
-
-
 class _LiveReport:
     """``--report PAGE``: a ``probe report --watch`` process, started at the first snapshot, at idle
     priority, on one BLAS thread and held to 1 % of a core, so the page follows the run without slowing it
@@ -60,7 +39,7 @@ class _LiveReport:
         import subprocess
         import tempfile
 
-        from probe._proc import child_env, entry_command, start
+        from probe._proc import child_env, entry_command, idle_priority, start
 
         # SIGTERM from the kernel if this trainer dies without a word (SIGKILL): the watcher writes its
         # last page and ends, instead of watching a run that no longer grows
@@ -70,11 +49,13 @@ class _LiveReport:
         self.proc = start(
             [*entry_command("probe"), "report", self.run, "-o", self.page, "--watch", "--max-share", "0.01"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self.log, env=env,
-            preexec_fn=_idle_priority)
+            preexec_fn=idle_priority)
 
     def finish(self, completed: bool) -> None:
         import signal
         import subprocess
+
+        from probe._proc import normal_priority
 
         if self.proc is None:
             return
@@ -82,7 +63,7 @@ class _LiveReport:
         # (and exits 0); a stopped run: ask it (heard even while it still imports: entry_command)
         if not completed and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
-        _normal_priority(self.proc.pid)   # training is over: the last page need not wait for idle CPU
+        normal_priority(self.proc.pid)   # training is over: the last page need not wait for idle CPU
         try:
             code = self.proc.wait(timeout=600)
         except subprocess.TimeoutExpired:
