@@ -151,7 +151,7 @@ def main() -> None:
         snapshot_overhead(a)
         return
     a.steps = a.steps or 8
-    from probe_train.trainer import pick_device, set_threads
+    from probe_train.device import pick_device, set_threads
 
     device = pick_device(a.device)
     set_threads(0, device)

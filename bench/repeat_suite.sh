@@ -2,12 +2,15 @@
 # The proof that the suite does not race (tests/README.md): the README's test command (.ci/run) in a
 # fresh clone of this repository, IDLE times on the machine as it is, then LOADED times while two
 # busy loops keep both cores busy. One line per run on stdout; each run's output in OUT/NAME.txt.
-#   bench/repeat_suite.sh [IDLE=5] [LOADED=3] [OUT=/tmp/repeat-suite]
+#   [COMMIT=REV] bench/repeat_suite.sh [IDLE=5] [LOADED=3] [OUT=/tmp/repeat-suite]
+# COMMIT: the commit to test (default: this checkout's HEAD), so idle and loaded runs of one commit
+# can be made apart.
 set -u
 IDLE=${1:-5}; LOADED=${2:-3}; OUT=${3:-/tmp/repeat-suite}
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$OUT" && rm -rf "$OUT/clone" && git clone -q "$SRC" "$OUT/clone" || exit 2
 cd "$OUT/clone" || exit 2
+if [ -n "${COMMIT:-}" ]; then git checkout -q "$COMMIT" || exit 2; fi
 echo "commit $(git rev-parse --short HEAD) $(nproc) cores, started $(date -u +%FT%TZ)"
 one() {   # NAME: one run of .ci/run, its result in one line
   local t0=$(date +%s)

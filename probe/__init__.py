@@ -8,13 +8,13 @@ Every probe takes a path and ``step`` and returns one result per selected snapsh
 Submodules are imported on first use, so ``import probe`` is cheap.
 
 Layers (one folder each): ``format/`` the snapshot file, ``readers/`` everything else a
-path can be, ``analyses/`` the math, ``api`` path in -> results out, ``cli/`` the command line.
+path can be, ``analyses/`` the math, ``registry`` every probe declared once, ``api/`` path in ->
+results out, ``cli/`` the command line.
 """
+from . import registry
 from .errors import ProbeError, ProbeWarning
 
-_API = ("Run", "info", "token_text", "validate", "select_tokens", "similarity", "pca", "align", "condense", "theory",
-        "ood", "attention", "bias", "spectrum", "norms", "sinks", "rank", "rank_trajectory", "tokens", "dynamics",
-        "sweep_summary")
+_API = ("Run", "info", "token_text", "validate", "select_tokens", *registry.names(), "sweep_summary")
 __all__ = ["ProbeError", "ProbeWarning", *_API]
 
 

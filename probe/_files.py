@@ -15,7 +15,7 @@ import sys
 import tempfile
 from typing import Callable, Union
 
-from .errors import ProbeError, write_cause, write_error
+from .errors import STOP, ProbeError, write_cause, write_error
 
 Content = Union[str, bytes, Callable[["object"], None]]
 
@@ -132,10 +132,38 @@ def remove_unfinished() -> None:
             pass
 
 
+STOP.at_stop(remove_unfinished)
+
+
+def sync_file(path: str) -> None:
+    """Flush ``path``'s data to disk (fsync), so that a rename of it is never followed, after a crash,
+    by an empty or partial file under the new name."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def sync_folder(path: str) -> None:
+    """Make a rename into the folder of ``path`` durable (fsync of the folder); a file system that
+    cannot sync a folder is left as it is (the rename itself is done)."""
+    try:
+        fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
+
+
 def write_atomic(path: str | os.PathLike, content: Content, what: str) -> None:
     """Replace ``path`` with ``content`` (text as UTF-8, a file name's undecodable bytes as they were; bytes; or a function that writes into the
     binary file object it is given) through a temporary file of a unique name in the same folder,
-    flushed to disk and renamed over ``path``. A reader (a browser reloading a page) sees the old file
+    flushed to disk and renamed over ``path`` (the rename made durable: :func:`sync_folder`). Every
+    writer of the project goes through here, except the HDF5 run file, whose library must create it
+    by name: it uses :func:`sync_file` and :func:`sync_folder` around its own rename. A reader (a browser reloading a page) sees the old file
     or the new one, never half of one; on any failure the temporary file is removed, ``path`` is left
     as it was and an OSError becomes one ProbeError naming the cause (``no space left on device while
     writing plot sim.png``). ``what`` names the file for that message (``plot``, ``report``)."""
@@ -160,6 +188,7 @@ def write_atomic(path: str | os.PathLike, content: Content, what: str) -> None:
             os.fchmod(fh.fileno(), mode)
             os.fsync(fh.fileno())
         os.replace(tmp, path)
+        sync_folder(path)
     except BaseException as exc:
         try:
             os.unlink(tmp)

@@ -90,6 +90,13 @@ def die_with_parent(parent: int, signum: int) -> None:
         os.kill(os.getpid(), signum)
 
 
+def stop_signals() -> list:
+    """The signals that ask a command to stop: SIGINT (Ctrl-C), SIGTERM, SIGHUP (those this platform has)."""
+    import signal
+
+    return [s for s in (getattr(signal, n, None) for n in ("SIGINT", "SIGTERM", "SIGHUP")) if s is not None]
+
+
 def start(command: list[str], **kw):
     """``subprocess.Popen(command, **kw)`` of a toolkit child (:func:`entry_command`), started with the
     stop signals blocked (a signal mask survives fork and exec; this thread's mask is restored at once):
@@ -97,11 +104,9 @@ def start(command: list[str], **kw):
     import signal
     import subprocess
 
-    from .errors import STOP
-
     if not hasattr(signal, "pthread_sigmask"):   # not POSIX: no masks to inherit
         return subprocess.Popen(command, **kw)
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, STOP.signals())
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals())
     try:
         return subprocess.Popen(command, **kw)
     finally:

@@ -21,14 +21,13 @@ from typing import Callable, Iterable
 
 from ._files import open_regular, regular_file
 from ._text import shown
-from .errors import STOP, Interrupted, ProbeError, ProbeWarning, param
-from .readers.checkpoints import FOLDER_FILES, step_from_name
+from . import registry
+from .errors import STOP, Interrupted, ProbeError, captured, failure, param
+from .readers.names import FOLDER_FILES, step_from_name
 
 COLUMNS = ("path", "step", "probe", "key", "metric", "value")
-WEIGHT_PROBES = ("similarity", "pca", "align", "condense", "spectrum", "rank")
-ACTIVATION_PROBES = ("norms", "sinks")      # checkpoints: with a text to run on (text=)
-SNAPSHOT_PROBES = ("theory", "attention", "bias", "ood", "dynamics")
-PROBES = WEIGHT_PROBES + ACTIVATION_PROBES + SNAPSHOT_PROBES
+PROBES = registry.names("batch")
+SNAPSHOT_PROBES = registry.names("batch", (registry.SNAPSHOT,))   # not on a checkpoint
 _CHECKPOINT_EXT = (".h5", ".hdf5", ".safetensors", ".pt", ".pth", ".bin", ".ckpt")
 
 
@@ -38,7 +37,7 @@ def probe_options(probe: str, options: dict) -> dict:
 
     from . import api
 
-    takes = inspect.signature(getattr(api, probe)).parameters
+    takes = inspect.signature(api.probe_function(probe)).parameters
     return {k: v for k, v in options.items() if k in takes and k != "path"}
 
 
@@ -90,28 +89,20 @@ class Task:
 def run_task(task: Task) -> list[tuple]:
     """Rows of one probe on one checkpoint; a failure becomes an ``error`` row, a warning (a zero
     vector, a word left out) a ``warning`` row."""
-    import warnings
-
     from . import api
     from .format import is_snapshot_file
 
-    fn = getattr(api, task.probe)
-    kwargs = probe_options(task.probe, dict(task.options))
-    try:
+    def call():
         if task.probe in SNAPSHOT_PROBES and not is_snapshot_file(task.path):
             raise ProbeError(f"probe {task.probe} needs a snapshot file written by probe-train")
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", ProbeWarning)   # into the table, not onto a worker's stderr
-            results = fn(task.path, **kwargs)
-        step = results[0].step if results else step_from_name(task.path)
-        notes = dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, ProbeWarning))
-        return [(task.path, r.step, task.probe, key, metric, value)
-                for r in results for metric, key, value in r.rows()] \
-            + [(task.path, step, task.probe, "", "warning", msg) for msg in notes]
-    except ProbeError as exc:
-        return [(task.path, step_from_name(task.path), task.probe, "", "error", str(exc))]
-    except Exception as exc:  # one bad checkpoint must not stop the batch
-        return [(task.path, step_from_name(task.path), task.probe, "", "error", f"{type(exc).__name__}: {exc}")]
+        return api.probe_function(task.probe)(task.path, **probe_options(task.probe, dict(task.options)))
+
+    results, error, notes = captured(call)
+    if error is not None:
+        return [(task.path, step_from_name(task.path), task.probe, "", "error", failure(error))]
+    step = results[0].step if results else step_from_name(task.path)
+    return [(task.path, r.step, task.probe, key, metric, value) for r in results for metric, key, value in r.rows()] \
+        + [(task.path, step, task.probe, "", "warning", msg) for msg in notes]
 
 
 def _sort_key(row):

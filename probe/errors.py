@@ -14,6 +14,7 @@ import sys
 import warnings
 from typing import Callable, NoReturn
 
+from ._proc import adopt_parent, stop_signals
 from ._text import ERRORS as _SHOWN
 
 EXIT_BAD_INPUT = 2
@@ -62,6 +63,25 @@ class ProbeWarning(UserWarning):
 
 def warn(message: str) -> None:
     warnings.warn(render(message), ProbeWarning, stacklevel=3)
+
+
+def captured(call: Callable[[], list]) -> tuple[list, Exception | None, list[str]]:
+    """``call()`` as batch and the report run a probe, where one failure must not stop the rest:
+    (its results or [] if it raised, the exception it raised or None, its ProbeWarning messages
+    once each). A stop signal or Ctrl-C is not caught; :func:`failure` words the exception."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ProbeWarning)   # into the table or the page, not onto stderr
+        try:
+            results, error = call(), None
+        except Exception as exc:
+            results, error = [], exc
+    notes = list(dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, ProbeWarning)))
+    return results, error, notes
+
+
+def failure(exc: Exception) -> str:
+    """A ProbeError's message; for anything else (a bug, a library's error) ``Type: message``."""
+    return str(exc) if isinstance(exc, ProbeError) else f"{type(exc).__name__}: {exc}"
 
 
 def fail(message: str) -> NoReturn:
@@ -170,10 +190,18 @@ class _Stop:
         self.received = 0     # the last stop signal handled, inside a block or not (for the exit code)
         self._depth = 0
         self._old: dict = {}
+        self._cleanups: list = []
 
     @staticmethod
     def signals() -> list:
-        return [s for s in (getattr(signal, n, None) for n in ("SIGINT", "SIGTERM", "SIGHUP")) if s is not None]
+        return stop_signals()
+
+    def at_stop(self, cleanup: Callable[[], None]) -> None:
+        """Call ``cleanup`` when a stop signal ends the command at once (:meth:`_now`): a module
+        with work to undo registers it (:mod:`probe._files` removes its unfinished temporary files),
+        so this one imports nothing of it."""
+        if cleanup not in self._cleanups:
+            self._cleanups.append(cleanup)
 
     def _handle(self, signum, frame):
         self.received = signum
@@ -191,10 +219,12 @@ class _Stop:
         lock: "SystemError: FastRLock.__exit__ returned a result with an exception set", 5 of 20
         SIGHUPs to that command)."""
         self.received = signum
+        for cleanup in self._cleanups:
+            try:
+                cleanup()
+            except Exception:
+                pass
         try:
-            from ._files import remove_unfinished
-
-            remove_unfinished()
             sys.stdout.flush()   # what was printed before the signal
         except Exception:
             pass
@@ -394,8 +424,6 @@ def _run_cli(app, **kw) -> None:
         sys.stdout = _Stdout(sys.stdout)
     STOP.stop_outside()
     try:
-        from ._proc import adopt_parent
-
         adopt_parent()   # a child of the toolkit: stop when the process that started it ends
         rc = _invoke(app, **kw)
         if rc == EXIT_INTERRUPTED:  # Typer turns a KeyboardInterrupt it catches into exit 130, silently

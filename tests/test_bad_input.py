@@ -1,15 +1,14 @@
 """The bad-input matrix: every command against a shared set of broken files and bad values, through
 real processes (forked from one that imported the CLI once: ``forkcli.ForkCLI``). The bar for each case: exit 2, exactly one ``Error: ...`` line on stderr, no
 traceback, and no input changed (a hash of every file before and after the whole matrix)."""
-import hashlib
 import json
 import os
 import shutil
 
-import h5py
 import numpy as np
 import pytest
 
+from broken import broken_snapshots, digest
 from conftest import run_cli
 from forkcli import ForkCLI
 
@@ -34,16 +33,6 @@ BROKEN = [
 ]
 
 
-def _digest(folder):
-    out = {}
-    for root, dirs, files in os.walk(folder):
-        for f in files:
-            p = os.path.join(root, f)
-            out[os.path.relpath(p, folder)] = hashlib.sha256(open(p, "rb").read()).hexdigest()
-        out.update({os.path.relpath(os.path.join(root, d), folder) + "/": "dir" for d in dirs})
-    return out
-
-
 class _Evil:
     def __reduce__(self):
         return (os.system, ("touch pwned",))
@@ -57,16 +46,8 @@ def work(tmp_path_factory, tiny_run):
     d = tmp_path_factory.mktemp("bad")
     good = d / "good.h5"
     shutil.copy(tiny_run, good)
-    (d / "notes.txt").write_text("not a checkpoint\n")
+    broken_snapshots(d, good)
     (d / "empty.h5").write_bytes(b"")
-    data = good.read_bytes()
-    (d / "truncated.h5").write_bytes(data[: len(data) // 3])
-    corrupt = bytearray(data)
-    corrupt[48:4096] = b"\xff" * (4096 - 48)
-    (d / "corrupt.h5").write_bytes(bytes(corrupt))
-    shutil.copy(good, d / "newer.h5")
-    with h5py.File(d / "newer.h5", "a") as f:
-        f.attrs["schema_version"] = "99.0"
     (d / "garbage.pt").write_bytes(bytes(range(256)) * 4)
     torch.save({"w": torch.zeros(2), "x": _Evil()}, d / "evil.pt")
     (d / "bad-header.safetensors").write_bytes((10**12).to_bytes(8, "little") + b"{}")
@@ -238,10 +219,10 @@ CASES = _cases()
 @pytest.fixture(scope="module")
 def results(work):
     """Every case run once (two at a time), with the work folder's digest before and after."""
-    before = _digest(work)
+    before = digest(work)
     with ForkCLI(jobs=2) as cli:
         outs = cli.run_many([[args[0], *[a.format(d=work) for a in args[1:]]] for args, _ in CASES])
-    return outs, before, _digest(work)
+    return outs, before, digest(work)
 
 
 def test_a_sample_through_the_real_console_scripts(work, results):
@@ -269,11 +250,6 @@ def test_bad_input_meets_the_bar(results, work, i):
     assert res.stdout == "", (args, res.stdout[:300])          # no table before the error
     if frag:
         assert frag in lines[0], (args, lines[0])
-
-
-def test_print_every_error_line(results, work, capsys):  # for the eye: pytest -s -k print_every
-    for (args, _), res in zip(CASES, results[0]):
-        print(" ".join(args).replace("{d}/", ""), "->", res.stderr.strip().replace(str(work) + "/", ""))
 
 
 def test_nothing_was_written_or_changed(results, work):

@@ -11,13 +11,13 @@ import hashlib
 import json
 import os
 import shutil
-import stat
 import subprocess
 
 import h5py
 import numpy as np
 import pytest
 
+from broken import digest
 from conftest import run_cli
 from forkcli import ForkCLI
 
@@ -206,18 +206,6 @@ def _edits(d):
     }
 
 
-def _digest(folder):
-    """sha256 of every regular file; the kind of anything else (a FIFO is never opened)."""
-    out = {}
-    for root, dirs, files in os.walk(folder):
-        for name in files:
-            p = os.path.join(root, name)
-            mode = os.lstat(p).st_mode
-            out[os.path.relpath(p, folder)] = (hashlib.sha256(open(p, "rb").read()).hexdigest()
-                                               if stat.S_ISREG(mode) else stat.S_IFMT(mode))
-    return out
-
-
 @pytest.fixture(scope="module")
 def bad(tmp_path_factory, tiny_run):
     d = tmp_path_factory.mktemp("bad-format")
@@ -247,7 +235,7 @@ CASES = [(name, cmd, frag) for name, frag, cmds in FILES for cmd in cmds]
 @pytest.fixture(scope="module")
 def results(bad):
     """Every non-FIFO case run once (two at a time), with the folder's digest before and after."""
-    before = _digest(bad)
+    before = digest(bad)
     with ForkCLI(jobs=2) as cli:
         outs = cli.run_many([_argv(cmd, name, bad) for name, cmd, _ in CASES])
     return outs, before
@@ -380,5 +368,5 @@ def test_a_resume_refuses_what_the_readers_leave_to_it(bad, tmp_path):
 
 def test_nothing_was_written_or_changed(bad, results):
     _, before = results
-    assert _digest(bad) == before
+    assert digest(bad) == before
     assert not (bad / "out.html").exists()

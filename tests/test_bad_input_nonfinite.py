@@ -17,7 +17,7 @@ import pytest
 
 from conftest import run_cli
 from forkcli import ForkCLI
-from test_bad_input import _digest
+from broken import digest as _digest
 
 STEP = 40           # the tiny preset's last snapshot
 NAN3 = "3 non-finite values (NaN 3, inf 0)"

@@ -1,55 +1,27 @@
 """Bad input: one ``Error:`` line on stderr, exit code 2, no traceback, nothing written or changed."""
-import hashlib
 import shutil
 
-import h5py
 import pytest
 
+from broken import assert_clean_error, broken_snapshots, digest
 from conftest import run_cli
-
-
-def _digest(directory):
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.iterdir())}
-
-
-def _assert_clean_error(res, *fragments):
-    assert res.returncode == 2, (res.returncode, res.stdout, res.stderr)
-    lines = res.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("Error: "), res.stderr
-    assert "Traceback" not in res.stderr
-    for frag in fragments:
-        assert frag in lines[0], lines[0]
 
 
 @pytest.fixture()
 def work(tmp_path, tiny_run):
     good = tmp_path / "good.h5"
     shutil.copy(tiny_run, good)
-    (tmp_path / "notes.txt").write_text("not hdf5\n")
-    data = good.read_bytes()
-    (tmp_path / "truncated.h5").write_bytes(data[: len(data) // 3])
-    corrupt = bytearray(data)
-    corrupt[48:4096] = b"\xff" * (4096 - 48)  # wreck the root group's metadata after the superblock
-    (tmp_path / "corrupt.h5").write_bytes(bytes(corrupt))
-    newer = tmp_path / "newer.h5"
-    shutil.copy(good, newer)
-    with h5py.File(newer, "a") as f:
-        f.attrs["schema_version"] = "99.0"
-    missing = tmp_path / "missing.h5"
-    shutil.copy(good, missing)
-    with h5py.File(missing, "a") as f:
-        del f["snapshots/weights/token_embedding"]
-        del f["snapshots/params/W_E"]
+    broken_snapshots(tmp_path, good)
     return tmp_path
 
 
 def test_a_run_without_its_embedding(work):
     """(The other bad inputs: tests/test_bad_input.py.)"""
-    before = _digest(work)
-    _assert_clean_error(run_cli("probe", "similarity", work / "missing.h5"), "token_embedding")
-    _assert_clean_error(run_cli("probe", "similarity", work / "good.h5", "--tokens", "bogus", "--plot",
+    before = digest(work)
+    assert_clean_error(run_cli("probe", "similarity", work / "missing.h5"), "token_embedding")
+    assert_clean_error(run_cli("probe", "similarity", work / "good.h5", "--tokens", "bogus", "--plot",
                                 work / "fig.png"), "bogus")
-    assert _digest(work) == before  # nothing written, not even the figure
+    assert digest(work) == before  # nothing written, not even the figure
 
 
 def test_good_calls_write_data_to_stdout(work):

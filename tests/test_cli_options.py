@@ -7,6 +7,7 @@ from typer.core import TyperArgument, TyperOption
 from typer.main import get_command
 
 import probe.api as api
+from probe import registry
 from probe.cli import app
 
 COMMANDS = get_command(app).commands
@@ -14,8 +15,7 @@ COMMANDS = get_command(app).commands
 NOT_API = {"fmt": "--format", "all_": "--all", "list_": "--list", "probes": "--probe", "plot": "--plot",
            "out": "--out", "jobs": "--jobs", "scheduler": "--scheduler", "quick": "--quick", "tiny": "--tiny",
            "runs": "--runs", "examples": "--examples", "minima": "--minima"}
-PROBES = ("similarity", "pca", "align", "condense", "theory", "ood", "attention", "bias", "spectrum", "norms", "sinks",
-          "rank", "dynamics")
+PROBES = tuple(s.name for s in registry.PROBES if s.command in ("", s.name))   # the probes with a command
 
 
 def _options(cmd):
@@ -51,17 +51,17 @@ def test_cli_defaults_are_the_api_defaults(probe):
     for n, o in opts.items():
         assert o.default == sig[n].default, f"probe {probe} --{n}: CLI {o.default!r}, API {sig[n].default!r}"
     # every tunable API parameter is reachable from the command line
-    missing = {n for n, p in sig.items() if n not in ("path", "progress", "top_shares")} - set(opts) \
+    missing = {n for n, p in sig.items() if n not in ("path", "progress", *registry.get(probe).api_only)} - set(opts) \
         - {a.name for a in COMMANDS[probe].params if isinstance(a, TyperArgument)}
     assert not missing, f"probe {probe}: API parameters without a flag: {missing}"
 
 
 def test_batch_passes_every_probe_option_with_the_api_default():
     opts = {o.name: o for o in _options(COMMANDS["batch"]) if o.name not in NOT_API}
-    for probe in PROBES:
+    for probe in registry.names("batch"):
         sig = inspect.signature(getattr(api, probe)).parameters
         for n, p in sig.items():
-            if n in ("path", "progress", "top_shares"):
+            if n in ("path", "progress", *registry.get(probe).api_only):
                 continue
             assert n in opts, f"probe batch lacks --{n.replace('_', '-')} (taken by {probe})"
             assert opts[n].default == p.default, f"batch --{n}: {opts[n].default!r}, {probe} has {p.default!r}"

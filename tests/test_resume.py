@@ -108,3 +108,32 @@ def test_resume_refuses_config_changes(tmp_path, reference):
     assert res.returncode == 2 and "cannot change gamma" in res.stderr
     res = run_cli("probe-train", "--resume", "--out", tmp_path / "none.h5")
     assert res.returncode == 2 and "no such file" in res.stderr
+
+
+def test_the_cuda_optimizer_path_resumes_exactly(tmp_path, monkeypatch):
+    """On CUDA the trainer takes torch's fused AdamW (its fast path there), whose step counts live beside
+    the parameters. Forced on the CPU (PROBE_TORCH_ADAMW=1: no GPU here), a run stopped at a safe point
+    resumes to the numbers of the run that never stopped."""
+    import torch
+
+    from probe.errors import STOP, Interrupted
+    from probe_train import Trainer, preset
+
+    monkeypatch.setenv("PROBE_TORCH_ADAMW", "1")
+    cfg = preset("tiny", steps=60, snapshot_every=10, snapshot_log=False, threads=1)
+    whole = Trainer(cfg, tmp_path / "whole.h5", progress=False)
+    assert isinstance(whole.opt, torch.optim.AdamW) and whole.opt.defaults["fused"]
+    whole.run()
+
+    def stop_after_step_30(step):   # what Ctrl-C does: the flag, read at the next safe point
+        if step == 30:
+            STOP.asked = signal.SIGINT
+
+    with pytest.raises(Interrupted, match="Interrupted at step 30"):
+        Trainer(cfg, tmp_path / "cut.h5", progress=False, on_snapshot=stop_after_step_30).run()
+    Trainer(cfg, tmp_path / "cut.h5", progress=False, resume=True).run()
+    with Run(tmp_path / "whole.h5") as ref, Run(tmp_path / "cut.h5") as run:
+        assert np.array_equal(run.steps, ref.steps)
+        for name in ref.tensors():
+            np.testing.assert_array_equal(run.tensor(name)[: run.n_snapshots], ref.tensor(name)[: ref.n_snapshots],
+                                          err_msg=name)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from probe.errors import ProbeError
-from probe.format.snapshot import P, Run, Writer, read_rows
+from probe.format import P, Run, Writer, read_rows
 from probe.format.validate import validate
 
 from waiting import committed, wait_for
@@ -67,7 +67,7 @@ def test_round_trip_and_hard_links(tmp_path):
 
 HOLDER = """
 import sys
-from probe.format.snapshot import open_h5
+from probe.format._h5 import open_h5
 
 f = open_h5(sys.argv[1])   # as every probe command opens a run: HDF5's file lock is held while open
 print("open", flush=True)

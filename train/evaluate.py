@@ -74,7 +74,7 @@ def load_model(run: Run, index: int):
     """(model at snapshot ``index`` on the CPU in eval mode, its RunConfig); torch's threads follow
     the trainer's default (one, or PROBE_THREADS)."""
     from .models import build_model
-    from .trainer import set_threads
+    from .device import set_threads
 
     set_threads(0)
     cfg = run_config(run)
@@ -110,7 +110,7 @@ def map_models(run: Run, indices, fn, *, threads: int = 1, block_bytes: int = 1 
     from concurrent.futures import ThreadPoolExecutor
 
     from .models import build_model
-    from .trainer import set_threads
+    from .device import set_threads
 
     cfg = run_config(run)
     indices = [int(i) for i in indices]

@@ -56,3 +56,24 @@ class AdamW:
                 bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
                 denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
                 p.addcdiv_(exp_avg, denom, value=-(lr / bias_correction1))
+
+
+def adamw(groups, lr: float, betas: tuple[float, float], device: torch.device):
+    """The trainer's AdamW for ``device``: on CUDA torch's fused implementation (one kernel for every
+    parameter: the fast path there, and its import of ``torch._dynamo`` is small beside a GPU run's
+    start-up), elsewhere :class:`AdamW` (torch's CPU arithmetic without that import; bench/RESULTS.md,
+    "Optimizer start-up"). ``PROBE_TORCH_ADAMW=1`` takes torch's fused AdamW on any device (torch >=
+    2.4 has it on the CPU too): to compare the two, and to test the CUDA path's state handling on a
+    machine without a GPU."""
+    import os
+
+    if device.type == "cuda" or os.environ.get("PROBE_TORCH_ADAMW") == "1":
+        return torch.optim.AdamW(groups, lr=lr, betas=betas, fused=True)
+    return AdamW(groups, lr=lr, betas=betas)
+
+
+def step_device(opt, param: torch.Tensor) -> torch.device:
+    """Where ``opt`` keeps a parameter's step count: beside the parameter for a fused optimizer (its
+    kernels read it there), else on the CPU (torch's default path and :class:`AdamW`)."""
+    fused = getattr(opt, "defaults", {}).get("fused")
+    return param.device if fused else torch.device("cpu")

@@ -18,10 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping
 
-from probe._files import writable_folder, write_atomic
+from probe._files import writable_folder
 from probe._proc import child_env, entry_command, start
 from probe.errors import STOP, Interrupted, ProbeError
 from probe.format import last_step
+from probe.format.sweep import read_manifest, write_manifest
 
 from .config import preset
 
@@ -226,9 +227,6 @@ def ensure(wanted: Mapping[str, tuple[str, dict]], runs_dir: str | os.PathLike, 
 
 # --- sweeps: a grid of configurations, each run once ---------------------------------------------
 
-MANIFEST = "sweep.json"
-
-
 def parse_grid(items: list[str], preset_name: str) -> dict[str, list]:
     """``["gamma=0.3,0.5", "seed=0:5", "norm=pre,post"]`` -> {field: [values]}, each value typed like
     the RunConfig field (a range ``A:B`` is half-open, like token ranges)."""
@@ -311,13 +309,10 @@ def sweep(preset_name: str, grid: Mapping[str, list], out: str | os.PathLike, *,
         preset(name, **p)
     paths, todo = plan(wanted, out, threads=1)
     failed: dict[str, str] = {}
-    manifest_path = out / MANIFEST
 
     def write(status_of):
-        runs = [{"label": label, "point": p, "path": paths[label].name, **status_of(label)}
-                for label, (_, p) in wanted.items()]
-        write_atomic(manifest_path, json.dumps({"preset": preset_name, "grid": dict(grid), "runs": runs}, indent=1)
-                     + "\n", "sweep manifest")
+        write_manifest(out, preset_name, grid, [{"label": label, "point": p, "path": paths[label].name,
+                                                 **status_of(label)} for label, (_, p) in wanted.items()])
 
     try:
         if todo and scheduler:
@@ -333,7 +328,7 @@ def sweep(preset_name: str, grid: Mapping[str, list], out: str | os.PathLike, *,
             return {"status": "done" if done == cfg.steps else ("partial" if done is not None else "missing")}
 
         write(status)
-    return json.loads(manifest_path.read_text())
+    return read_manifest(out)[1]
 
 
 def _train_one(command: list[str], stop: str | None = None) -> tuple[int, str]:

@@ -13,12 +13,13 @@ import torch.nn.functional as F
 
 from probe.errors import SIGINT, Interrupted, ProbeError, param
 from probe.format import Run, Writer
-from probe.format.snapshot import WriteFailed
+from probe.format.writer import WriteFailed
 
 from .config import RunConfig
+from .device import pick_device, set_threads
 from .evaluate import evaluate, evaluate_lm
 from .models import build_model
-from .optim import AdamW
+from .optim import adamw, step_device
 from .tasks import make_task
 
 
@@ -39,7 +40,7 @@ def snapshot_steps(cfg: RunConfig) -> list[int]:
 def _killed_in_first_snapshot(path: str) -> bool:
     """True for a run whose writer was killed before it finished its first resume state (so it holds
     at most the step-0 snapshot, which a fresh start rewrites identically)."""
-    from probe.format.snapshot import resumable_step
+    from probe.format.run import resumable_step
 
     with Run(path) as run:
         return run.n_snapshots <= 1 and int(run.steps[-1] if run.n_snapshots else 0) == 0 \
@@ -65,43 +66,6 @@ def lr_at(cfg: RunConfig, step: int) -> float:
     progress = min(1.0, (step - cfg.warmup_steps) / span)
     floor = cfg.min_lr if cfg.min_lr > 0 else cfg.lr * cfg.min_lr_ratio
     return floor + 0.5 * (cfg.lr - floor) * (1 + math.cos(math.pi * progress))
-
-
-def set_threads(threads: int = 0, device: torch.device | None = None) -> None:
-    """Torch's CPU threads: ``threads``, or with 0 the toolkit's default, which is 1 on a CPU.
-
-    Measured (bench/bench_threads.py, 2 cores): with one competing process torch's default (every
-    core, OpenMP spinning) trained the quick preset 2.0x slower than one thread, while on the idle
-    machine it was only 1.15x faster (1.6x slower / 1.45x faster at d_model 256, batch 512); one
-    thread also gives the same float reduction order, hence the same trajectory, whatever the
-    machine is doing. The environment
-    variable PROBE_THREADS sets another count, or 'torch' to keep torch's own choice.
-    """
-    env = os.environ.get("PROBE_THREADS", "").strip()
-    if threads <= 0 and env == "torch":
-        return
-    if threads <= 0 and env:
-        try:
-            threads = int(env)
-        except ValueError:
-            raise ProbeError(f"PROBE_THREADS={env!r}: use a number of threads or 'torch'") from None
-    if threads <= 0:
-        if device is not None and device.type != "cpu":
-            return   # the GPU does the work; torch's CPU threads only feed it
-        threads = 1
-    torch.set_num_threads(threads)
-
-
-def pick_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        dev = torch.device(name)
-    except RuntimeError:
-        raise ProbeError(f"unknown device '{name}'") from None
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ProbeError("device 'cuda' asked for, but CUDA is not available")
-    return dev
 
 
 @dataclass
@@ -158,7 +122,7 @@ class Trainer:
         if self._lock is not None:   # temporary files of a writer killed while it made or resumed the file
             import glob
 
-            from probe.format.snapshot import temp_names
+            from probe.format._write import temp_names
 
             # (.creating / .resuming: the fixed names of earlier versions)
             for stale in glob.glob(temp_names(self.out)) + [self.out + ".creating", self.out + ".resuming"]:
@@ -181,9 +145,9 @@ class Trainer:
         self.model = build_model(cfg, gen).to(self.device)
         decay = [p for p in self.model.parameters() if p.ndim >= 2 or cfg.decay == "all"]
         no_decay = [p for p in self.model.parameters() if p.ndim < 2 and cfg.decay != "all"]
-        self.opt = AdamW(   # torch.optim.AdamW's arithmetic without its 1.8 s import of torch._dynamo
+        self.opt = adamw(   # torch's fused AdamW on CUDA, elsewhere its arithmetic without torch._dynamo
             [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-            lr=cfg.lr, betas=(cfg.beta1, cfg.beta2))
+            lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), device=self.device)
         dev = self.device
         t = self.task
         self.tokens = torch.as_tensor(t.tokens, device=dev)
@@ -236,7 +200,7 @@ class Trainer:
             step = float(state[f"optim/{n}/step"])
             if step > 0:
                 self.opt.state[p] = {
-                    "step": torch.tensor(step, dtype=torch.float32),
+                    "step": torch.tensor(step, dtype=torch.float32, device=step_device(self.opt, p)),
                     "exp_avg": torch.as_tensor(state[f"optim/{n}/exp_avg"]).to(self.device),
                     "exp_avg_sq": torch.as_tensor(state[f"optim/{n}/exp_avg_sq"]).to(self.device),
                 }

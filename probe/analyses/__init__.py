@@ -4,6 +4,6 @@ No file I/O and no import of the rest of the package (a test checks it); :mod:`p
 reads the arrays and calls these. Numerics shared by several probes (unit rows, the cosine
 matrix, rank and linear correlation, exp-entropy) live in :mod:`._stats`; the result
 contract (``summary()``, ``rows()``, strict ``to_dict()``, ``warnings``) in :mod:`.base`.
-To add a probe: a module here with its function and Result, a function in :mod:`probe.api`,
-a command in :mod:`probe.cli`.
+To add a probe: a module here with its function and Result, a function in :mod:`probe.api` (the
+module of what it reads) and an entry in :mod:`probe.registry` (CONTRIBUTING.md, "Adding a probe").
 """

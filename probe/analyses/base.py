@@ -42,6 +42,12 @@ def jsonable(v):
     return v
 
 
+def labels_field():
+    """A result's token texts (one per id, ``None`` where the source has no vocabulary): what the
+    tables label rows with, so rendering never opens the file again. Not part of ``to_dict()``."""
+    return field(default=None, repr=False, compare=False, metadata={"json": False})
+
+
 def split_key(name: str) -> tuple[str, str]:
     """A summary name ``metric[key]`` as (metric, key); plain names get key ''."""
     m = _KEYED.match(name)
@@ -57,7 +63,7 @@ class Result:
         raise NotImplementedError
 
     def to_dict(self) -> dict:
-        return {f.name: jsonable(getattr(self, f.name)) for f in fields(self)}
+        return {f.name: jsonable(getattr(self, f.name)) for f in fields(self) if f.metadata.get("json", True)}
 
     def rows(self) -> list[tuple[str, str, float]]:
         """Tidy rows (metric, key, value): ``acc[mem]`` in the summary is metric ``acc``, key ``mem``."""

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .base import Result
+from .base import Result, labels_field
 from ._stats import spearman
 
 
@@ -15,6 +15,7 @@ class PCAResult(Result):
 
     ids        (k,)            token ids
     groups     (k,)            group of each token ('' for plain ids)
+    texts      (k,)            text of each token, where the source has a vocabulary (not in JSON)
     explained  (c,)            explained-variance ratio of each component
     coords     (k, c)          coordinates of each token on the components
     order      {group: score}  |Spearman(id, PC1 coordinate)| per numeric group of >= 3 tokens,
@@ -26,6 +27,7 @@ class PCAResult(Result):
 
     ids: np.ndarray = field(default_factory=lambda: np.zeros(0, int))
     groups: list[str] = field(default_factory=list)
+    texts: list[str] | None = labels_field()
     explained: np.ndarray = field(default_factory=lambda: np.zeros(0))
     coords: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
     order: dict[str, float] = field(default_factory=dict)

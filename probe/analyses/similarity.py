@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ._stats import cosine_matrix, spearman, unit_rows, zero_rows
-from .base import Result, jsonable
+from .base import Result, labels_field, jsonable
 
 
 @dataclass
@@ -19,6 +19,7 @@ class SimilarityResult(Result):
     mean_offdiag    mean of the off-diagonal entries (near 1: the vectors are alike)
     std_offdiag     their spread (near 0 with a high mean: uniformly similar)
     by_distance     mean cosine over pairs with |id_i - id_j| = d, for each d
+    texts           (k,)   text of each token, where the source has a vocabulary (not in JSON)
     distance_corr   Spearman correlation of |id_i - id_j| and cosine over pairs; strongly
                     negative means a band: similarity falls as ids grow apart (NaN, JSON null,
                     when the cosines or the distances are all equal)
@@ -31,6 +32,7 @@ class SimilarityResult(Result):
     by_distance: dict[int, float] = field(default_factory=dict)
     distance_corr: float = float("nan")
     groups: list[str] = field(default_factory=list)
+    texts: list[str] | None = labels_field()
 
     def summary(self) -> dict[str, float]:
         out = {"mean_offdiag": self.mean_offdiag, "std_offdiag": self.std_offdiag,

@@ -8,8 +8,9 @@ signature: ``step: Step = STEP``.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import Enum
-from typing import Annotated, Optional
+from typing import Annotated, Any, Callable, Optional
 
 import typer
 
@@ -51,11 +52,19 @@ TENSOR = "token_embedding"
 Tensor = Annotated[str, typer.Option(help="tensor whose rows are the token vectors (see probe info)")]
 Groups = Annotated[Optional[str], typer.Option(help="JSON/YAML file: group name -> token ids or words "
                                                     "(adds --tokens names)")]
-Probes = Annotated[list[str], typer.Option(
-    "--probe", "-p", help="probe to run (repeat for several): similarity, pca, align, condense, spectrum, rank; "
-                          "norms, sinks (checkpoints: with --text); on snapshot files also theory, attention, bias, "
-                          "ood, dynamics (report: also rank_trajectory; default: every probe that applies)",
-    show_default=False)]
+def _probes_help() -> str:
+    from .. import registry as R
+
+    def listed(*reads):
+        return ", ".join(R.names("batch", reads))
+
+    extra = ", ".join(n for n in R.names("report") if n not in R.names("batch"))
+    return (f"probe to run (repeat for several): {listed(R.WEIGHTS)}; {listed(R.ACTIVATIONS)} (checkpoints: with "
+            f"--text); on snapshot files also {listed(R.SNAPSHOT)} (report: also {extra}; default: every probe "
+            "that applies)")
+
+
+Probes = Annotated[list[str], typer.Option("--probe", "-p", help=_probes_help(), show_default=False)]
 Revisions = Annotated[Optional[str], typer.Option(
     help="hub sources (hf:ORG/NAME): a comma list of revisions (step1000,step2000) or all (every branch and "
          "tag, in step order); HF_HUB_OFFLINE=1 reads the local hub cache only")]
@@ -142,3 +151,51 @@ Outcome = Annotated[Optional[list[str]], typer.Option(
 JOBS = 0
 Jobs = Annotated[int, typer.Option("--jobs", "-j", min=0, help="processes at once; 0: automatic (batch: one "
                                    "process whose BLAS uses every core; figures: one training run per CPU core)")]
+
+# --- arguments of one probe ----------------------------------------------------------------------
+Other = Annotated[Optional[str], typer.Argument(help="run B (default: FILE again, at --step-b)", show_default=False)]
+
+
+# --- API parameter -> option ---------------------------------------------------------------------
+
+def _or_none(value):
+    return value or None
+
+
+def _tuple(value):
+    return tuple(value) if value else None
+
+
+@dataclass(frozen=True)
+class Opt:
+    """How the command line offers one API parameter: its option (or argument), its default, how its
+    value becomes the API's (``convert``) and whether it names a file (``path``: batch hands its
+    workers absolute names, since a Dask worker may run in another folder)."""
+
+    annotation: Any
+    default: Any = None
+    convert: Optional[Callable[[Any], Any]] = None
+    path: bool = False
+
+
+#: every API parameter a probe command (and batch) offers, by name: the probe commands are built from
+#: the API functions' signatures and this table (:mod:`.probes`)
+OPTIONS: dict[str, Opt] = {
+    "other": Opt(Other),
+    "tokens": Opt(Tokens), "words": Opt(Words), "words_file": Opt(WordsFile, path=True),
+    "tensor": Opt(Tensor, TENSOR), "groups": Opt(Groups, path=True), "mapping": Opt(Mapping, path=True),
+    "layer": Opt(Layer), "head": Opt(Head), "top_k": Opt(TopK, TOP_K), "n_components": Opt(NComponents, N_COMPONENTS),
+    "neurons": Opt(Neurons, NEURONS, _or_none), "threshold": Opt(Threshold, THRESHOLD),
+    "anchor": Opt(Anchor), "dim": Opt(Dim), "seed": Opt(Seed, SEED),
+    "full": Opt(Full, FULL), "splits": Opt(Splits, None, _tuple),
+    "saturation": Opt(Saturation, SATURATION), "min_query": Opt(MinQuery, MIN_QUERY),
+    "sink_threshold": Opt(SinkThreshold, SINK_THRESHOLD),
+    "step_b": Opt(StepB), "buckets": Opt(Buckets, BUCKETS),
+    "text": Opt(Text, path=True), "window": Opt(Window, WINDOW), "max_tokens": Opt(MaxTokens, MAX_TOKENS),
+    "delta": Opt(Delta, DELTA), "smooth": Opt(Smooth, SMOOTH), "spike_factor": Opt(SpikeFactor, SPIKE_FACTOR),
+    "spike_window": Opt(SpikeWindow, SPIKE_WINDOW),
+    "precision": Opt(Precision, PRECISION), "threads": Opt(Threads, THREADS),
+    "step": Opt(Step, STEP), "allow_nonfinite": Opt(AllowNonfinite, ALLOW_NONFINITE),
+}
+#: offered last, in this order, by every probe command
+LAST = ("step", "allow_nonfinite")

@@ -1,10 +1,26 @@
 """THE FILE: the snapshot format, written by the trainer and read by every probe.
 
-:mod:`.snapshot` holds :class:`Run` (read) and :class:`Writer` (append under SWMR);
-:mod:`.validate` checks a file against ``schemas/snapshot-v1.json``. Nothing here imports
-anything of the package but :mod:`probe.errors` and :mod:`schemas`.
+A run is one HDF5 file (see ``schemas/snapshot-v1.json``):
+
+* ``run/``        what never changes: token groups, P^s, the probe batch.
+* ``snapshots/``  time-first datasets, axis 0 = snapshot index, appended under
+  HDF5 SWMR so readers can follow a live run. ``snapshots/step`` is appended
+  last, so its length is the number of *complete* snapshots; extra rows in
+  other datasets belong to an unfinished snapshot and are ignored.
+* ``resume/``     two ping-pong slots of optimizer/RNG state; a slot is marked
+  invalid while it is rewritten, so a kill at any moment leaves one good slot.
+
+Files are written with ``libver=("v110", "v110")`` so HDF5 1.10 tools read them.
+
+One module per concept: :mod:`._h5` opens a file (header, SWMR, damage) and holds the schema's
+names; :mod:`._checks` the checks against the schema; :mod:`.run` the reader (:class:`Run`);
+:mod:`.writer` the writer (:class:`Writer`) over :mod:`._write` (new files, refused writes);
+:mod:`.validate` every finding; :mod:`.sweep` the sweep manifest. Nothing here imports anything
+of the package but :mod:`probe.errors` and :mod:`probe._files`, and :mod:`schemas`.
 """
-from .snapshot import P, Run, Writer, is_snapshot_file, last_step, read_rows
+from ._h5 import P, is_snapshot_file
+from .run import Run, last_step, read_rows
 from .validate import validate
+from .writer import Writer
 
 __all__ = ["P", "Run", "Writer", "is_snapshot_file", "last_step", "read_rows", "validate"]

@@ -399,7 +399,7 @@ def _cached_refs(repo: str) -> list[str]:
 def revisions(spec: str) -> list[str]:
     """Every branch and tag of the repository (the cache's refs when offline), in training order:
     names that state a step (step1000, ...-step1000-...) by step, then the others by name."""
-    from .checkpoints import step_from_name
+    from .names import step_from_name
 
     repo, _ = parse(spec)
     hub = _hub()

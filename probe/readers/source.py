@@ -15,6 +15,7 @@ import numpy as np
 from .._files import open_regular, regular_file
 from ..errors import ProbeError, param
 from ..format import Run, is_snapshot_file
+from ..format.steps import step_indices
 from .checkpoints import open_checkpoint
 from .layouts import CanonicalReader
 
@@ -106,11 +107,12 @@ class CheckpointRun:
         return 1
 
     def step_indices(self, spec) -> list[int]:
-        parts = [p.strip() for p in str(spec).split(",") if p.strip()]
-        if parts and all(p in ("latest", "all", str(int(self.steps[0]))) for p in parts):
-            return [0]
-        raise ProbeError(f"{self.path}: a checkpoint holds one step ({int(self.steps[0])}); "
-                         f"use {param('step', 'latest')}")
+        """The step grammar of snapshot runs (:func:`probe.format.steps.step_indices`) on this one step."""
+        try:
+            return step_indices(spec, self.steps, self.path)
+        except ProbeError:
+            raise ProbeError(f"{self.path}: a checkpoint holds one step ({int(self.steps[0])}); "
+                             f"use {param('step', 'latest')}") from None
 
     def tensor(self, name: str) -> _Tensor:
         if name not in self.reader.names():
@@ -167,3 +169,15 @@ def word_ids(run, words: list[str]) -> np.ndarray:
                              f"be looked up; select ids with {param('tokens')}")
         return words_in_vocabulary(strings, words)
     return words_to_ids(run.path, words)
+
+
+def token_texts(run, ids) -> list[str] | None:
+    """Text of each token id in ``run``: the vocabulary a text run stores, or a checkpoint's tokenizer
+    files; ``None`` for a synthetic run, or a checkpoint without (or with unreadable: a warning)
+    tokenizer files."""
+    if isinstance(run, Run):
+        strings = run.token_strings()
+        return None if strings is None else [strings[int(i)] for i in ids]
+    from .words import ids_to_text
+
+    return ids_to_text(run.path, ids)

@@ -1,0 +1,48 @@
+"""The Python API behind the ``probe`` CLI: each function takes a path and returns results.
+
+Functions that accept ``step`` return one result per selected snapshot (``latest``,
+``all``, a step number, ``A:B`` or a comma list); with several steps each dataset is read once. Token
+selections are ``tokens`` (group names, ids ``3,5,7``, a half-open range ``11:21``, or a
+list) or ``words`` / ``words_file`` (looked up in a text run's stored vocabulary or a
+checkpoint's tokenizer files); ``None`` for all of them is the probe's own selection.
+Every result follows one contract (:class:`probe.analyses.base.Result`). Warnings about
+a result (zero vectors, words left out) are :class:`~probe.errors.ProbeWarning`.
+
+One module per kind of input: :mod:`.files` (a file as a whole), :mod:`.weights`,
+:mod:`.snapshots` (what only snapshot files hold), :mod:`.activations` (a forward pass); what they
+share in :mod:`._common`. Every probe is declared in :mod:`probe.registry`.
+"""
+from __future__ import annotations
+
+import os
+
+from .. import registry
+from ..errors import ProbeError, ProbeWarning  # noqa: F401  (as before the split)
+from ..format import Run
+from ._common import select_tokens
+from .activations import *  # noqa: F401,F403  (each module's __all__: its probes)
+from .files import info, token_text, validate
+from .snapshots import *  # noqa: F401,F403
+from .weights import *  # noqa: F401,F403
+
+__all__ = ["Run", "info", "token_text", "validate", "select_tokens", *registry.names(), "sweep_summary",
+           "probe_function"]
+
+
+# --- by name, and sweeps ------------------------------------------------------------------------
+
+def probe_function(name: str):
+    """The API function of probe ``name`` (:mod:`probe.registry`): ``probe_function("pca") is pca``."""
+    return globals()[registry.get(name).name]
+
+
+def sweep_summary(path: str | os.PathLike, metric=None, outcome=None, *, step: str | int = "latest") -> list:
+    """Per grid cell of a sweep (``probe-train sweep``'s folder or manifest), over its seeds: mean,
+    std and 95 % bootstrap interval of each ``metric``, and the fraction of seeds with each binary
+    ``outcome`` (``A>B``, ``A<B``, ``A>=B``, ``A<=B``; A, B metrics or numbers) with its Wilson
+    interval. Defaults: every logged accuracy; composite task: acc[ood_inferential] >
+    acc[ood_symmetric]; anchor task: acc[rsn_test] > 0.5. ``step``: latest (finished runs only) or a
+    step number every run has."""
+    from ..sweeps import sweep_summary as summarise
+
+    return summarise(path, metric, outcome, step=step, probe_function=probe_function)

@@ -1,0 +1,314 @@
+"""What the probes' API functions share: the token selection, argument checks, reading rows at
+the selected steps, the non-finite policy (:class:`_Finite`), passing warnings on, and the forward
+pass of a checkpoint over a text."""
+from __future__ import annotations
+
+import os
+import re
+import warnings
+
+import numpy as np
+
+from .. import registry
+from ..analyses._stats import finite_rows, nonfinite
+from ..errors import ProbeError, ProbeWarning, param
+from ..format import read_rows
+from ..readers.source import word_ids
+from ..readers.tokens import parse_tokens
+from ..readers.words import word_list
+
+
+def select_tokens(run, tokens=None, *, words=None, words_file: str | None = None,
+                  tensor: str = "token_embedding", probe: str = "similarity") -> tuple[np.ndarray | None, list[str]]:
+    """(ids, the group each id was chosen by) for a selection, checked against the rows of ``tensor``;
+    ids is None when the probe's default is every row."""
+    rows = run.tensor(tensor).shape[1]
+    wl = word_list(words, words_file)
+    if wl:
+        if tokens is not None:
+            raise ProbeError(f"give {param('tokens')} or {param('words')}, not both")
+        ids = word_ids(run, wl)
+        bad = ids[(ids < 0) | (ids >= rows)]
+        if bad.size:
+            raise ProbeError(f"word token id(s) {', '.join(map(str, bad[:5]))} outside the rows of {tensor} "
+                             f"(0..{rows - 1})")
+        return ids, [""] * len(ids)
+    if tokens is None:
+        tokens = registry.default_tokens(probe)
+        if tokens is None:
+            return None, []
+        missing = [g for g in tokens.split(",") if g not in run.groups]
+        if missing:
+            known = ", ".join(sorted(run.groups)) or "none"
+            raise ProbeError(f"{run.path}: has no token group '{missing[0]}' (the default selection); choose "
+                             f"tokens with {param('tokens')} or {param('words')} (groups here: {known})")
+    return parse_tokens(tokens, run.groups, rows)
+
+
+def _number(name: str, value, lo=None, hi=None, integer: bool = False):
+    """``value`` if it is a finite number in [lo, hi]; else a ProbeError naming the parameter."""
+    import math
+
+    ok = isinstance(value, (int, np.integer)) if integer else isinstance(value, (int, float, np.number))
+    if not ok or isinstance(value, bool) or not math.isfinite(float(value)):
+        kind = "an integer" if integer else "a finite number"
+        raise ProbeError(f"{param(name, value)}: need {kind}")
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        rng = f"at least {lo}" if hi is None else f"at most {hi}" if lo is None else f"between {lo} and {hi}"
+        raise ProbeError(f"{param(name, value)}: need {rng}")
+    return value
+
+
+def _enough(ids, need: int, what: str) -> None:
+    if ids is not None and len(ids) < need:
+        raise ProbeError(f"{what} needs at least {need} tokens; the selection has {len(ids)}")
+
+
+def _read(ds, indices: list[int], rows=None) -> list[np.ndarray]:
+    """ds at each snapshot index (optionally only ``rows``); one read when the indices are contiguous."""
+    if len(indices) > 1 and indices == list(range(indices[0], indices[-1] + 1)):
+        sl = slice(indices[0], indices[-1] + 1)
+        return list(ds[sl] if rows is None else read_rows(ds, sl, rows))
+    return [ds[i] if rows is None else read_rows(ds, i, rows) for i in indices]
+
+
+def _group_of(run, ids: np.ndarray, labels: list[str]) -> list[str]:
+    """Group of each id: the group that selected it, else the first stored group holding it, else ''."""
+    groups = run.groups
+    return [lab or next((g for g, v in groups.items() if i in v), "") for i, lab in zip(ids, labels)]
+
+
+def _warn(results: list) -> list:
+    """Pass each result's warnings on to the caller (once per distinct message)."""
+    for msg in dict.fromkeys(w for r in results for w in r.warnings):
+        warnings.warn(msg, ProbeWarning, stacklevel=3)
+    return results
+
+
+# --- non-finite input ----------------------------------------------------------------------------
+# Every probe checks what it read (np.isfinite on the arrays in hand; nothing is read twice). By default a
+# NaN or inf is an error naming the file, the tensor, the step and the counts; with ``allow_nonfinite`` the
+# probe computes on the finite part, by its own rule, and one warning per tensor says so:
+#   token vectors (similarity, pca, theory, condense, align's embedding, rank's embedding): the rows
+#     holding a non-finite value are left out;
+#   weight matrices in an SVD or eigen-decomposition (spectrum, rank, condense's singular values): the
+#     matrix is left out; align's own W_V and W_O: their non-finite entries are taken as 0;
+#   condense's neuron weights: the neurons holding one are left out;
+#   attention maps and residual norms (attention, sinks): the probe sequences holding one are left out;
+#   norm statistics (norms): the sites holding one; per-split losses (bias): the steps holding one;
+#   the per-step loss log (dynamics): the log is cut before its first non-finite loss;
+#   per-token losses and entropies (tokens): the tokens holding one;
+#   ood: the weights are used as they are, and the sequences whose logits are not finite are left out
+#     of each split's loss and accuracy. Non-finite logits (possible from finite weights: a forward pass
+#     that overflows) are an error without ``allow_nonfinite``.
+
+_ALLOW = param("allow_nonfinite", True)
+
+
+class _Finite:
+    """The non-finite check of one probe call on one file (see above). ``check(name, X, step, action)``
+    returns None when X is finite, else (with ``allow``) the boolean mask of its finite values and
+    remembers the finding; :meth:`warn` then says, once per tensor and action, what was left out."""
+
+    def __init__(self, path, allow: bool):
+        self.path, self.allow = os.fspath(path), bool(allow)
+        self._found: dict[tuple[str, str], list[tuple]] = {}
+
+    def facts(self, name: str, found: list[tuple]) -> str:
+        nan, inf = sum(f[1] for f in found), sum(f[2] for f in found)
+        steps = list(dict.fromkeys(f[0] for f in found if f[0] is not None))
+        counts = f"{nan + inf} non-finite value{'' if nan + inf == 1 else 's'} (NaN {nan}, inf {inf})"
+        if len(steps) <= 1:
+            at = f" at step {steps[0]}" if steps else ""
+            detail = found[0][3] if len(found) == 1 and len(found[0]) > 3 else ""
+            return f"{self.path}: {name}{at} has {counts}{detail}"
+        shown = ", ".join(map(str, steps[:6])) + (", ..." if len(steps) > 6 else "")
+        return f"{self.path}: {name} has {counts} at {len(steps)} steps ({shown})"
+
+    def __call__(self, name: str, X, step=None, action: str = "") -> np.ndarray | None:
+        ok, nan, inf = nonfinite(X)
+        if ok is not None:
+            self.report(name, step, nan, inf, action)
+        return ok
+
+    def report(self, name: str, step, nan: int, inf: int, action: str, detail: str = "") -> None:
+        """A finding (``detail``: words after the counts): the error, or (allowed) remembered for :meth:`warn`."""
+        if not self.allow:
+            raise ProbeError(f"{self.facts(name, [(step, nan, inf, detail)])}; pass {_ALLOW} to compute on the "
+                             "finite part")
+        self._found.setdefault((name, action), []).append((step, nan, inf, detail))
+
+    def rows(self, name: str, X: np.ndarray, step, ids=None) -> np.ndarray | None:
+        """None when X (k, ...) is finite; else the (k,) mask of its finite rows (the tokens ``ids``, else
+        rows 0..k-1, holding a non-finite value are named as left out)."""
+        ok = nonfinite(X)[0]
+        if ok is None:
+            return None
+        keep = finite_rows(ok)
+        gone = np.flatnonzero(~keep) if ids is None else np.asarray(ids)[~keep]
+        shown = ", ".join(str(int(i)) for i in gone[:8]) + (", ..." if gone.size > 8 else "")
+        self(name, X, step, f"token(s) {shown} left out")
+        return keep
+
+    def warn(self) -> None:
+        for (name, action), found in self._found.items():
+            warnings.warn(f"{self.facts(name, found)}; {action}", ProbeWarning, stacklevel=3)
+        self._found.clear()
+
+
+def _tensor_name(run, name: str) -> str:
+    """``name`` with the checkpoint's own tensor name(s) it is built from, where they differ."""
+    rules = getattr(getattr(getattr(run, "reader", None), "layout", None), "rules", {})
+    raw = tuple(rules.get(name, ((),))[0])
+    return f"{name} ({', '.join(raw)})" if raw and raw != (name,) else name
+
+
+def _step_at(run, i: int) -> int | None:
+    """The step of snapshot ``i`` for messages; a checkpoint's own step, or None when it has none."""
+    source = getattr(run, "source", None)
+    if source is not None:
+        return source.step
+    return int(run.steps[i])
+
+
+def _at(step) -> str:
+    return "" if step is None else f"at step {step} "
+
+
+def _unconverged(path, what: str, step, exc: Exception) -> ProbeError:
+    at = f" at step {step}" if step is not None else ""
+    detail = " ".join(str(exc).split()) or type(exc).__name__
+    return ProbeError(f"{os.fspath(path)}: {what}{at} did not converge ({detail})")
+
+
+def _finite_tokens(check: _Finite, name: str, X: np.ndarray, step, ids, labels, need: int, what: str):
+    """(X, ids, labels) without the rows of X (k, d) that hold a non-finite value (an error unless
+    allowed); at least ``need`` rows must remain."""
+    keep = check.rows(name, X, step, ids)
+    if keep is None:
+        return X, ids, labels
+    if keep.sum() < need:
+        raise ProbeError(f"{check.facts(name, [(step, *nonfinite(X)[1:])])}: {what} needs at least {need} tokens "
+                         f"with finite values; {int(keep.sum())} left")
+    return X[keep], np.asarray(ids)[keep], [l for l, k in zip(labels, keep) if k]
+
+
+def _layer_check(run, layer: int, head: int | None = None) -> None:
+    layers = int(run.dims.get("layers", 0))
+    if layers == 0:
+        raise ProbeError(f"{run.path}: the model has no attention layers")
+    if not 0 <= layer < layers:
+        raise ProbeError(f"{param('layer', layer)} out of range: the model has layers 0..{layers - 1}")
+    heads = int(run.dims.get("heads", 1))
+    if head is not None and not 0 <= head < heads:
+        raise ProbeError(f"{param('head', head)} out of range: the model has heads 0..{heads - 1}")
+
+
+def _neurons(W: np.ndarray) -> np.ndarray:
+    """Neuron input-weight vectors of an x @ W tensor: (in, out) -> (out, in); per head (H, in, e) -> (H*e, in)."""
+    if W.ndim == 3:
+        return np.concatenate([w.T for w in W])
+    if W.ndim == 2:
+        return W.T
+    raise ProbeError(f"cannot group neurons of a {W.ndim}-D tensor")
+
+
+def _finite_sequences(check: _Finite, name: str, A: np.ndarray, step, axis: int = 2, also=None) -> np.ndarray | None:
+    """None when the maps A (layers, heads, B, T, T) (and ``also``, (blocks, B, T) residual norms, if
+    given) are finite; else (allowed) the (B,) mask of the probe sequences finite in both."""
+    ok = check(name, A, step, "the probe sequences holding them left out")
+    keep = None if ok is None else np.moveaxis(ok, axis, 0).reshape(ok.shape[axis], -1).all(axis=1)
+    if also is not None:
+        ok2 = check(also[0], also[1], step, "the probe sequences holding them left out")
+        if ok2 is not None:
+            k2 = np.moveaxis(ok2, 1, 0).reshape(ok2.shape[1], -1).all(axis=1)
+            keep = k2 if keep is None else keep & k2
+    if keep is not None and not keep.any():
+        raise ProbeError(f"{check.path}: {_at(step)}no probe sequence has finite attention maps"
+                         f"{' and residual norms' if also is not None else ''}")
+    return keep
+
+
+def _as_matrix(name: str, W: np.ndarray) -> np.ndarray:
+    """Per-head tensors back to the full linear map: (H, d, e) -> (d, H*e); W_O (H, e, d) -> (H*e, d)."""
+    if W.ndim == 3:
+        if name.endswith("W_O"):
+            return W.reshape(-1, W.shape[-1])
+        return W.transpose(1, 0, 2).reshape(W.shape[1], -1)
+    return W
+
+
+def _natural(name: str):
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
+
+
+# --- paper 4: norms, sinks, rank, tokens ---------------------------------------------------------
+
+WINDOW, MAX_TOKENS = 128, 4096
+
+
+def _forward(path: str, text: str | None, what: str, step, *, window: int, max_tokens: int, attention: bool = False):
+    """A checkpoint run over ``text`` (the probes that need activations, on external checkpoints)."""
+    from ..readers.activations import run_text
+    from ..readers.checkpoints import open_checkpoint
+
+    if not os.path.exists(path) and not path.startswith("hf:"):
+        raise ProbeError(f"{path}: no such file or folder")
+    open_checkpoint(path)   # a clear error for anything that is no readable checkpoint at all
+    if text is None:
+        raise ProbeError(f"{path}: {what} on a checkpoint needs activations: pass {param('text')} FILE, a text "
+                         "file to run the model on (its tokenizer files are used)")
+    if str(step) not in ("latest", "all"):
+        raise ProbeError(f"{path}: a checkpoint holds one step; use {param('step', 'latest')}")
+    _number("window", window, lo=2, integer=True)
+    _number("max_tokens", max_tokens, lo=2, integer=True)
+    return run_text(path, text, window=window, max_tokens=max_tokens, attention=attention)
+
+
+def _text_only_for_checkpoints(path, text) -> None:
+    if text is not None:
+        warnings.warn(f"{path}: {param('text')} is for external checkpoints; a snapshot file stores what it needs "
+                      "(ignored)", ProbeWarning, stacklevel=3)
+
+
+def _finite_sites(check: _Finite, step, sites: list[str], ms, gain, med, where: str):
+    """(sites, mean_square, gain, median_square) of the norm sites whose numbers are all finite (an
+    error unless allowed; a gain already reported non-finite is NaN here and not named again)."""
+    bad = np.zeros(len(sites), bool)
+    for name, x in (("norm_ms", ms), ("norm_ms_median", med)):
+        if x is not None:
+            ok = check(name + where, x, step, "the sites holding them left out")
+            if ok is not None:
+                bad |= ~ok
+    if gain is not None:
+        bad |= ~np.isfinite(np.asarray(gain, dtype=np.float64))
+        if where:   # a checkpoint: the gains come from the model run, named here
+            ok = check("norm gains" + where, gain, step, "the sites holding them left out")
+    if not bad.any():
+        return sites, ms, gain, med
+    if bad.all():
+        raise ProbeError(f"{check.path}: {_at(step)}no norm site has finite statistics")
+    keep = ~bad
+    return ([s for s, k in zip(sites, keep) if k], np.asarray(ms)[keep],
+            None if gain is None else np.asarray(gain)[keep], None if med is None else np.asarray(med)[keep])
+
+
+def _finite_tokens_of(checks: tuple, arrays: list[tuple], where: str) -> np.ndarray | None:
+    """None when every per-token array is finite; else (allowed) the mask of the tokens finite in all.
+    ``arrays``: (0 for run A or 1 for run B, name, values (any shape, N values), step)."""
+    keep = None
+    for which, name, x, step in arrays:
+        ok = checks[which](name + where, x, step, "the tokens holding them left out")
+        if ok is not None:
+            keep = ok.ravel() if keep is None else keep & ok.ravel()
+    if keep is not None and not keep.any():
+        raise ProbeError(f"{checks[0].path}: no token has a finite loss, entropy and surprisal in both models")
+    return keep
+
+
+def _texts_of(run, ids) -> dict[int, str] | None:
+    """Token id -> text for ``ids`` while ``run`` is open (the labels results carry), or None."""
+    from ..readers.source import token_texts
+
+    texts = token_texts(run, ids)
+    return None if texts is None else {int(i): t for i, t in zip(ids, texts)}

@@ -1,0 +1,246 @@
+"""The probes of a forward pass (a snapshot's stored activations, or a checkpoint run over a
+text): norms, sinks and tokens."""
+from __future__ import annotations
+
+import os
+import warnings
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..analyses.norms import SATURATION
+from ..analyses.sinks import MIN_QUERY, SINK_THRESHOLD
+from ..analyses.tokens import BUCKETS
+from ..errors import ProbeError, ProbeWarning, param
+from ..format import P, Run, is_snapshot_file
+from ..readers.source import open_source
+
+from ._common import (
+    MAX_TOKENS, WINDOW, _Finite, _finite_sequences, _finite_sites, _finite_tokens_of, _forward, _number, _read,
+    _text_only_for_checkpoints, _warn
+)
+
+
+__all__ = ["norms", "sinks", "tokens"]   # the probes of this module (probe.registry)
+
+if TYPE_CHECKING:   # the result classes, for annotations; the math is imported where it is used
+    from ..analyses.norms import NormsResult
+    from ..analyses.sinks import SinksResult
+    from ..analyses.tokens import TokensResult
+
+
+def norms(path: str | os.PathLike, *, step: str | int = "latest", saturation: float = SATURATION,
+          text: str | None = None, window: int = WINDOW, max_tokens: int = MAX_TOKENS, allow_nonfinite: bool = False
+          ) -> list[NormsResult]:
+    """ε share s = ε / (m + ε) and effective gain of every norm site (m: the mean over the probe
+    tokens of mean(x²), var(x) for a LayerNorm); sites with s >= ``saturation`` are saturated.
+    Snapshot files: from the stored norm statistics; checkpoints: by running the model on ``text``.
+    NaN or inf in a site's statistics or gain is an error; with ``allow_nonfinite`` the site is left out."""
+    from ..analyses.norms import norm_saturation
+
+    _number("saturation", saturation, lo=0.0, hi=1.0)
+    path = os.fspath(path)
+    if not is_snapshot_file(path):
+        fw = _forward(path, text, "norms", step, window=window, max_tokens=max_tokens)
+        if not fw.norm_sites:
+            raise ProbeError(f"{path}: the model has no normalisation layers")
+        eps = set(fw.norm_eps)
+        if len(eps) > 1:
+            warnings.warn(f"{path}: the norms use several epsilons ({sorted(eps)}); the largest is reported",
+                          ProbeWarning, stacklevel=2)
+        check = _Finite(path, allow_nonfinite)
+        sites, ms, gain, med = _finite_sites(check, None, list(fw.norm_sites), fw.norm_ms, fw.norm_gain,
+                                             fw.norm_ms_median, " (the model run on the text)")
+        check.warn()
+        return _warn([norm_saturation(sites, ms, max(eps), gain=gain, median_square=med, saturation=saturation)])
+    _text_only_for_checkpoints(path, text)
+    with Run(path) as run:
+        if not run.has("norm_ms"):
+            raise ProbeError(f"{run.path}: stores no norm statistics (a run without norms, or written before "
+                             "schema 1.3)")
+        sites = run.strings("norm_sites")
+        indices = run.step_indices(step)
+        ms = _read(run.dataset("norm_ms"), indices)
+        med = _read(run.dataset("norm_ms_median"), indices) if run.has("norm_ms_median") else [None] * len(indices)
+        gains = {s: _read(run.tensor(s), indices) for s in sites if s in run.weights()}
+        eps = float(run.config.get("norm_eps", 1e-5))
+        steps = run.steps
+        check = _Finite(run.path, allow_nonfinite)
+    out = []
+    for k, i in enumerate(indices):
+        g = np.array([np.sqrt(np.mean(np.square(gains[s][k], dtype=np.float64))) if s in gains else 1.0
+                      for s in sites])
+        for s in gains:   # a gain is a weight: named as stored, like every tensor
+            ok = check(s, gains[s][k], int(steps[i]), "its site left out")
+            if ok is not None:
+                g[sites.index(s)] = np.nan
+        kept, m, gk, mk = _finite_sites(check, int(steps[i]), sites, ms[k], g, med[k], "")
+        out.append(norm_saturation(kept, m, eps, gain=gk, median_square=mk, saturation=saturation,
+                                   step=int(steps[i])))
+    check.warn()
+    return _warn(out)
+
+
+def sinks(path: str | os.PathLike, *, step: str | int = "latest", min_query: int = MIN_QUERY,
+          sink_threshold: float = SINK_THRESHOLD, text: str | None = None, window: int = WINDOW,
+          max_tokens: int = MAX_TOKENS, allow_nonfinite: bool = False) -> list[SinksResult]:
+    """Attention sinks per layer and head: mean attention on the first position of queries at
+    positions >= ``min_query``, the fraction of heads at or above ``sink_threshold``, and the first
+    position's residual norm against the median position. Snapshot files: the stored probe batch;
+    checkpoints: the model run on ``text``. NaN or inf in the maps or the residual norms is an
+    error; with ``allow_nonfinite`` the sequences (windows) holding one are left out."""
+    from ..analyses.sinks import attention_sinks
+
+    _number("min_query", min_query, lo=1, integer=True)
+    _number("sink_threshold", sink_threshold, lo=0.0, hi=1.0)
+    path = os.fspath(path)
+    if not is_snapshot_file(path):
+        fw = _forward(path, text, "sinks", step, window=window, max_tokens=max_tokens, attention=True)
+        check = _Finite(path, allow_nonfinite)
+        A, h = fw.attention, fw.hidden_norm
+        keep = _finite_sequences(check, "attention (the model run on the text)", A, None,
+                                 also=None if h is None else ("residual norms (the model run on the text)", h))
+        if keep is not None:
+            A, h = A[:, :, keep], None if h is None else h[:, keep]
+        check.warn()
+        return _warn([attention_sinks(A, h, min_query=min_query, threshold=sink_threshold)])
+    _text_only_for_checkpoints(path, text)
+    with Run(path) as run:
+        if P["attention"] not in run.h5:
+            raise ProbeError(f"{run.path}: holds no attention maps (an Emb-MLP run?)")
+        indices = run.step_indices(step)
+        maps = _read(run.dataset("attention"), indices)
+        hidden = _read(run.dataset("hidden_norm"), indices) if run.has("hidden_norm") else [None] * len(indices)
+        steps = run.steps
+        check = _Finite(run.path, allow_nonfinite)
+    out = []
+    for A, h, i in zip(maps, hidden, indices):
+        keep = _finite_sequences(check, "attention", A, int(steps[i]), also=None if h is None else ("hidden_norm", h))
+        if keep is not None:
+            A, h = A[:, :, keep], None if h is None else h[:, keep]
+        out.append(attention_sinks(A, h, min_query=min_query, threshold=sink_threshold, step=int(steps[i])))
+    check.warn()
+    return _warn(out)
+
+
+def tokens(path: str | os.PathLike, other: str | os.PathLike | None = None, *, step: str | int = "latest",
+           step_b: str | int | None = None, buckets: int = BUCKETS, text: str | None = None, window: int = WINDOW,
+           max_tokens: int = MAX_TOKENS, allow_nonfinite: bool = False) -> list[TokensResult]:
+    """Per-token loss difference ΔL = L_A − L_B between run A (``path`` at ``step``) and run B
+    (``other``, or ``path`` again, at ``step_b``; by default B's latest step, or with several or a
+    numbered ``step`` the same steps as A: a trajectory) on identical held-out tokens, bucketed by token
+    frequency, unigram and bigram surprisal, how much the context lowers the loss, and the models'
+    predictive entropy; per bucket the mean ΔL and the share of the total gain. Snapshot files: the
+    stored token-probe windows; checkpoints (two Hugging Face folders): the models run on ``text``.
+    A NaN or inf per-token loss, entropy or n-gram surprisal is an error; with ``allow_nonfinite`` the
+    tokens holding one (in either model) are left out."""
+    from ..analyses.tokens import token_features, token_gains
+
+    _number("buckets", buckets, lo=1, integer=True)
+    path = os.fspath(path)
+    other = os.fspath(other) if other is not None else None
+    for p in (path, other):   # a broken file is named before anything else is said
+        if p is not None:
+            open_source(p).close()
+    if other is None and step_b is None:
+        raise ProbeError(f"tokens compares two models: give a second run, or a second step of the same run "
+                         f"with {param('step_b')}")
+    b_path = other if other is not None else path
+    same_steps = step_b is None and str(step) != "latest"
+    step_b = step if step_b is None else step_b
+    if not is_snapshot_file(path) or not is_snapshot_file(b_path):
+        if is_snapshot_file(path) or is_snapshot_file(b_path):
+            raise ProbeError("tokens compares two snapshot files or two checkpoints, not one of each")
+        if other is None:
+            raise ProbeError(f"{path}: a checkpoint holds one step; give a second checkpoint to compare with")
+        fa = _forward(path, text, "tokens", step, window=window, max_tokens=max_tokens)
+        fb = _forward(b_path, text, "tokens", step_b, window=window, max_tokens=max_tokens)
+        if fa.vocab_size != fb.vocab_size or not np.array_equal(fa.tokens, fb.tokens):
+            raise ProbeError(f"{path} and {b_path} tokenize the text differently; the per-token comparison needs "
+                             "one vocabulary")
+        # checked before anything else is said: an error comes alone
+        checks = _Finite(path, allow_nonfinite), _Finite(b_path, allow_nonfinite)
+        keep = _finite_tokens_of(checks, [(0, "token_loss", fa.token_loss, None),
+                                          (0, "token_entropy", fa.token_entropy, None),
+                                          (1, "token_loss", fb.token_loss, None),
+                                          (1, "token_entropy", fb.token_entropy, None)], " (the model run on the text)")
+        V = fa.vocab_size
+        counts = np.bincount(fa.targets.ravel(), minlength=V).astype(np.float64)
+        prev = np.bincount(fa.tokens.ravel(), minlength=V).astype(np.float64)
+        codes, pair = np.unique(fa.tokens.ravel() * V + fa.targets.ravel(), return_counts=True)
+        want = fa.tokens.ravel() * V + fa.targets.ravel()
+        c_ab = pair[np.searchsorted(codes, want)].astype(np.float64)
+        tgt = fa.targets.ravel()
+        unigram = -np.log((counts[tgt] + 1.0) / (counts.sum() + V))
+        bigram = -np.log((c_ab + 0.01) / (prev[fa.tokens.ravel()] + 0.01 * V))
+        warnings.warn("n-gram statistics of a checkpoint comparison come from the text itself (no training counts)",
+                      ProbeWarning, stacklevel=2)
+        la, lb = fa.token_loss.ravel(), fb.token_loss.ravel()
+        feats = token_features(counts[tgt], unigram, bigram, la, lb, fa.token_entropy.ravel(), fb.token_entropy.ravel())
+        if keep is not None:
+            la, lb, feats = la[keep], lb[keep], {k: v[keep] for k, v in feats.items()}
+        for c in checks:
+            c.warn()
+        return _warn([token_gains(la, lb, feats, buckets=buckets, label_a=path, label_b=b_path)])
+    _text_only_for_checkpoints(path, text)
+    runs_a = _token_runs(path, step)
+    try:   # B at step_b; with a second run and no step_b, at its latest step or at each of A's steps
+        if other is not None and same_steps:
+            runs_b = [_token_runs(b_path, a["step"])[0] for a in runs_a]
+        else:
+            runs_b = _token_runs(b_path, step_b)
+            if len(runs_b) != 1:
+                raise ProbeError(f"{param('step')} selects the steps of run A; run B takes one step, not "
+                                 f"{param('step', step_b)}")
+            runs_b = runs_b * len(runs_a)
+    except ProbeError as exc:   # a bad step of run B is --step-b's fault
+        mark = param("step")[0]
+        raise ProbeError(exc.args[0].replace(f"{mark}step{mark}", param("step_b"))
+                         .replace(f"{mark}step=", f"{mark}step_b=")) from None
+    out = []
+    checks = _Finite(path, allow_nonfinite), _Finite(b_path, allow_nonfinite)
+    a = runs_a[0]   # what does not change with the step (the windows' n-gram numbers): checked once
+    fixed = _finite_tokens_of(checks, [(0, "token_probe_unigram", a["unigram"], None),
+                                       (0, "token_probe_bigram", a["bigram"], None),
+                                       (0, "token_counts", a["counts"][a["targets"].ravel()], None)], "")
+    for a, b in zip(runs_a, runs_b):
+        if not np.array_equal(a["tokens"], b["tokens"]) or not np.array_equal(a["targets"], b["targets"]):
+            raise ProbeError(f"{path} and {b_path} hold different token-probe windows (another data seed, "
+                             "tokenizer or token_probe size); the per-token comparison needs identical tokens")
+        tgt = a["targets"].ravel()
+        la, lb = a["loss"].ravel(), b["loss"].ravel()
+        feats = token_features(a["counts"][tgt], a["unigram"].ravel(), a["bigram"].ravel(), la, lb,
+                               a["entropy"].ravel(), b["entropy"].ravel())
+        source = np.repeat(a["source"], a["tokens"].shape[1])
+        keep = _finite_tokens_of(checks, [(0, "token_loss", la, a["step"]), (1, "token_loss", lb, b["step"]),
+                                          (0, "token_entropy", a["entropy"], a["step"]),
+                                          (1, "token_entropy", b["entropy"], b["step"])], "")
+        keep = fixed if keep is None else keep if fixed is None else keep & fixed
+        if keep is not None and not keep.any():
+            raise ProbeError(f"{path}: no token has a finite loss, entropy and surprisal in both models")
+        if keep is not None:
+            la, lb, source = la[keep], lb[keep], source[keep]
+            feats = {k: v[keep] for k, v in feats.items()}
+        out.append(token_gains(la, lb, feats, groups=source, group_names=a["splits"], buckets=buckets,
+                               label_a=f"{path}@{a['step']}", label_b=f"{b_path}@{b['step']}", step=a["step"]))
+    for c in checks:
+        c.warn()
+    return _warn(out)
+
+
+def _token_runs(path: str, step) -> list[dict]:
+    """The token-probe windows of a run with their per-token loss and entropy at each selected step."""
+    with Run(path) as run:
+        if not run.has("token_loss"):
+            raise ProbeError(f"{run.path}: stores no per-token losses (train a text run with --token-probe N)")
+        indices = run.step_indices(step)
+        fixed = {"tokens": np.asarray(run.dataset("token_probe_tokens")[...]),
+                 "targets": np.asarray(run.dataset("token_probe_targets")[...]),
+                 "source": np.asarray(run.dataset("token_probe_source")[...]),
+                 "unigram": np.asarray(run.dataset("token_probe_unigram")[...]),
+                 "bigram": np.asarray(run.dataset("token_probe_bigram")[...]),
+                 "counts": np.asarray(run.dataset("token_counts")[...]), "splits": run.splits}
+        loss, ent = _read(run.dataset("token_loss"), indices), _read(run.dataset("token_entropy"), indices)
+        steps = run.steps
+    return [{**fixed, "loss": np.asarray(l), "entropy": np.asarray(e), "step": int(steps[i])}
+            for l, e, i in zip(loss, ent, indices)]

@@ -1,0 +1,250 @@
+"""The probes of what only probe-train's snapshot files hold (the task, the per-split losses, the
+probe batch's attention, the per-step loss log): theory, attention, bias, ood and dynamics."""
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..analyses.dynamics import DELTA, SPIKE_FACTOR, SPIKE_WINDOW, WINDOW as SMOOTH
+from ..analyses._stats import finite_rows, nonfinite
+from ..errors import ProbeError, param
+from ..format import P, Run
+from ..readers.source import open_source
+
+from ._common import _Finite, _enough, _finite_sequences, _group_of, _layer_check, _number, _read, _warn, select_tokens
+
+
+__all__ = ["theory", "ood", "attention", "bias", "dynamics"]   # the probes of this module (probe.registry)
+
+if TYPE_CHECKING:   # the result classes, for annotations; the math is imported where it is used
+    from ..analyses.attention import AttentionResult
+    from ..analyses.bias import BiasResult
+    from ..analyses.dynamics import DynamicsResult
+    from ..analyses.ood import OODResult
+    from ..analyses.theory import TheoryResult
+
+
+def theory(path: str | os.PathLike, tokens=None, *, words=None, words_file: str | None = None,
+           anchor: int | None = None, step: str | int = "latest", dim: int | None = None, seed: int = 0,
+           groups: str | None = None, allow_nonfinite: bool = False) -> list[TheoryResult]:
+    """Measured embedding cosines (default tokens: ``reasoning``) against the P^s prediction and
+    paper 1's eq. 14 reconstruction. NaN or inf in an embedding row or a row of P^s is an error;
+    with ``allow_nonfinite`` those tokens are left out (the default anchor moves to the middle of the
+    tokens left; a chosen anchor left out is an error)."""
+    from ..analyses.theory import theory as _theory
+
+    if dim is not None:
+        _number("dim", dim, lo=1, integer=True)
+    _number("seed", seed, lo=0, integer=True)
+    with open_source(path, groups) as run:
+        if not isinstance(run, Run):
+            raise ProbeError(f"{path}: theory needs a snapshot file written by probe-train (its P^s)")
+        ids, labels = select_tokens(run, tokens, words=words, words_file=words_file, probe="theory")
+        _enough(ids, 2, "the P^s theory")
+        if P["label_dist"] not in run.h5:
+            raise ProbeError(f"{run.path}: holds no label distribution P^s ('{P['label_dist']}')")
+        Pmat = np.asarray(run.dataset("label_dist")[...])
+        kinds = ["reasoning" if g == "reasoning" else "key" if g == "keys" else g
+                 for g in _group_of(run, ids, labels)]
+        chosen = anchor
+        if anchor is None:
+            anchor = int(ids[len(ids) // 2])
+        if anchor not in ids:
+            raise ProbeError(f"{param('anchor', anchor)} is not among the chosen tokens")
+        indices = run.step_indices(step)
+        vectors = _read(run.tensor("token_embedding"), indices, ids)
+        d_m = int(run.dims["d_model"])
+        gamma = float(run.config.get("gamma", 0.5))
+        steps = run.steps
+        check = _Finite(run.path, allow_nonfinite)
+    # P^s is the task's, not a snapshot's: its rows are checked once
+    ids = np.asarray(ids)
+    p_keep = check.rows("label_dist (P^s)", Pmat[ids], None, ids)
+    out = []
+    for v, i in zip(vectors, indices):
+        s = int(steps[i])
+        keep = check.rows("token_embedding", v, s, ids)
+        mask = np.ones(len(ids), bool) if p_keep is None else p_keep.copy()
+        if keep is not None:
+            mask &= keep
+        sel, kd, a = ids[mask], [k for k, m in zip(kinds, mask) if m], anchor
+        if len(sel) < 2:
+            raise ProbeError(f"{run.path}: at step {s} only {len(sel)} of the chosen tokens have finite values; the "
+                             "P^s theory needs at least 2")
+        if a not in sel:
+            if chosen is not None:
+                raise ProbeError(f"{param('anchor', a)} is left out at step {s}: its values are not finite")
+            a = int(sel[len(sel) // 2])
+        out.append(_theory(v[mask], Pmat, sel, kd, a, d_m, gamma, dim, seed, step=s))
+    check.warn()
+    return _warn(out)
+
+
+def attention(path: str | os.PathLike, *, layer: int | None = None, step: str | int = "latest",
+              allow_nonfinite: bool = False) -> list[AttentionResult]:
+    """How close attention on the stored probe batch is to causal averaging, per layer (default:
+    every layer) and head. NaN or inf in the maps is an error; with ``allow_nonfinite`` the probe
+    sequences holding one (in any layer or head) are left out."""
+    from ..analyses.attention import attention_stats
+
+    if layer is not None:
+        _number("layer", layer, integer=True)
+    with Run(path) as run:
+        if layer is not None:
+            _layer_check(run, layer)
+        if P["attention"] not in run.h5:
+            raise ProbeError(f"{run.path}: holds no attention maps (an Emb-MLP run?)")
+        indices = run.step_indices(step)
+        maps = _read(run.dataset("attention"), indices)
+        key_pos = np.asarray(run.dataset("probe_key_pos")[...])
+        n_anchors = int(run.task.get("n_anchors", 2))
+        steps = run.steps
+        check = _Finite(run.path, allow_nonfinite)
+    out = []
+    for A, i in zip(maps, indices):
+        if layer is not None:
+            A = A[layer:layer + 1]
+        keep = _finite_sequences(check, "attention" if layer is None else f"attention of layer {layer}", A,
+                                 int(steps[i]))
+        out.append(attention_stats(A if keep is None else A[:, :, keep], key_pos if keep is None else key_pos[keep],
+                                   n_anchors, step=int(steps[i])))
+    check.warn()
+    return _warn(out)
+
+
+def bias(path: str | os.PathLike, splits: tuple[str, str] | None = None, *, step: str | int = "latest",
+         allow_nonfinite: bool = False) -> list[BiasResult]:
+    """Reasoning bias Delta L = (L_A - L_B) / L_B from the stored per-split losses; ``splits`` is
+    (A, B), by default the task's pair (anchor: mem, rsn_train; text: story, logic). A NaN or inf
+    loss is an error; with ``allow_nonfinite`` the steps holding one are left out."""
+    from ..analyses.bias import reasoning_bias
+
+    if splits is not None and len(splits) != 2:
+        raise ProbeError(f"{param('splits')} takes exactly two splits, A then B")
+    with Run(path) as run:
+        known = run.splits
+        if splits is None:
+            fallback = ("mem", "rsn_train") if run.task.get("kind") == "anchor" else (known[0], known[-1])
+            splits = tuple(run.task.get("bias_splits", fallback))
+        for s in splits:
+            if s not in known:
+                raise ProbeError(f"unknown split '{s}'; this run has {', '.join(known)}")
+        indices = run.step_indices(step)
+        m = run.metrics()
+        steps = run.steps
+        check = _Finite(run.path, allow_nonfinite)
+    a, b, at = m[splits[0]]["loss"][indices], m[splits[1]]["loss"][indices], steps[indices]
+    keep = np.ones(len(at), bool)
+    for split, x in ((splits[0], a), (splits[1], b)):
+        for k in np.flatnonzero(~np.isfinite(x)):   # named per step, like a tensor
+            check(f"loss[{split}]", x[k:k + 1], int(at[k]), "the steps holding them left out")
+            keep[k] = False
+    if not keep.any():
+        facts = "; ".join(check.facts(n, f) for (n, _), f in check._found.items())
+        raise ProbeError(f"{facts}: no selected step is left")
+    check.warn()
+    return _warn(reasoning_bias(a[keep], b[keep], at[keep], splits[0], splits[1]))
+
+
+def ood(path: str | os.PathLike, *, step: str | int = "latest", full: bool = False, threads: int = 0,
+        progress=None, allow_nonfinite: bool = False) -> list[OODResult]:
+    """Rebuild the model from the stored weights and evaluate every split, per anchor combination on
+    the held-out data; for the composite task also the inferential and symmetric accuracy.
+
+    By default each split is evaluated on the sequences the trainer used for its metrics, so the
+    numbers equal the logged ones; ``full`` evaluates every sequence of each split. With several
+    steps, ``threads`` snapshots are evaluated at once, one torch thread each (0: one per CPU core);
+    the numbers do not depend on it.
+
+    A weight holding NaN or inf is an error, and so are non-finite logits (finite weights can
+    overflow in the forward pass): the message names the split and how many sequences. With
+    ``allow_nonfinite`` the model runs with the weights as stored and the sequences whose logits are
+    not finite are left out of each split's loss and accuracy (a split left with none: null).
+    """
+    _number("threads", threads, lo=0, integer=True)
+    from probe_train import evaluate as E  # probe's one door into the trainer (torch is imported here)
+
+    with Run(path) as run:
+        cfg = E.run_config(run)
+        task = E.load_task(run)
+        indices = run.step_indices(step)
+        steps = run.steps
+        held_out = "rsn_test" if cfg.task == "anchor" else "ood_inferential"
+        inputs = {split: E.split_inputs(task, split, full) for split in task.splits}
+        check, nonfinite_at = _Finite(run.path, allow_nonfinite), set()
+
+        def check_weights(name, part, stack):   # as read, before a model is built from them
+            for k, i in enumerate(part):
+                if check(name, stack[k], int(steps[i]), "the model is evaluated with them") is not None:
+                    nonfinite_at.add(int(i))
+
+        out = E.map_models(run, indices, lambda i, model: _ood_one(E, model, task, cfg, held_out, inputs,
+                                                                   int(steps[i]), check, i not in nonfinite_at),
+                           threads=threads or os.cpu_count() or 1, progress=progress, check=check_weights)
+    check.warn()
+    return _warn(out)
+
+
+def _ood_one(E, model, task, cfg, held_out: str, inputs: dict, step: int, check: _Finite,
+             finite_weights: bool) -> OODResult:
+    from ..analyses.ood import OODResult, loss_acc
+
+    res = OODResult(step=step)
+    logits_of = {}
+    for split in task.splits:
+        idx, loss, acc, logits = E.evaluate_split(model, task, inputs[split])
+        ok, nan, inf = nonfinite(logits)
+        if ok is not None:
+            rows = finite_rows(ok)
+            why = " (from finite weights: the forward pass overflows)" if finite_weights else ""
+            check.report(f"the output (logits) of split {split}", step, nan, inf,
+                         "those sequences left out of its loss and accuracy",
+                         f" in {int((~rows).sum())} of {len(rows)} sequences{why}")
+            idx, logits = idx[rows], logits[rows]
+            loss, acc = loss_acc(logits, task.labels[idx])
+        logits_of[split] = (idx, logits)
+        res.splits[split] = {"loss": loss, "acc": acc, "n": int(len(idx))}
+    idx, logits = logits_of[held_out]
+    for c in np.unique(task.combo[idx]):
+        sel = task.combo[idx] == c
+        loss, acc = loss_acc(logits[sel], task.labels[idx][sel])
+        res.combos[",".join(map(str, task.combos[c]))] = {"loss": loss, "acc": acc, "n": int(sel.sum())}
+    if cfg.task == "composite":
+        for name in ("ood_inferential", "ood_symmetric"):
+            idx, logits = logits_of[name]
+            res.targets[name.removeprefix("ood_")] = {
+                "acc": float((logits.argmax(-1) == task.labels[idx]).mean()), "n": int(len(idx))}
+    return res
+
+
+def dynamics(path: str | os.PathLike, *, step: str | int = "latest", delta: float = DELTA, smooth: int = SMOOTH,
+             spike_factor: float = SPIKE_FACTOR, spike_window: int = SPIKE_WINDOW, allow_nonfinite: bool = False
+             ) -> list[DynamicsResult]:
+    """From the per-step loss log up to each selected snapshot: the escape step (first step where the
+    loss, averaged over ``smooth`` steps, is below ln V − ``delta``) and the loss spikes (a loss above
+    ``spike_factor`` x the median of the ``spike_window`` steps before it; a run of them is one).
+    A NaN or inf loss in the log is an error; with ``allow_nonfinite`` the log is cut before the first
+    one (so every step keeps its place)."""
+    from ..analyses.dynamics import loss_dynamics
+
+    _number("delta", delta, lo=0.0)
+    _number("smooth", smooth, lo=1, integer=True)
+    _number("spike_factor", spike_factor, lo=1.0)
+    _number("spike_window", spike_window, lo=1, integer=True)
+    with Run(path) as run:
+        indices = run.step_indices(step)
+        losses = run.step_losses()
+        vocab = int(run.dims["vocab"])
+        steps = run.steps
+        check = _Finite(run.path, allow_nonfinite)
+    upto = losses[:max(int(steps[i]) for i in indices)]
+    first = np.flatnonzero(~np.isfinite(upto))
+    if first.size:   # row t of the log is step t
+        check(f"step_loss (the per-step loss log, the first at step {int(first[0])})", upto, None,
+              f"the log is used before step {int(first[0])}")
+        losses = losses[:int(first[0])]
+    check.warn()
+    return _warn([loss_dynamics(losses[:int(steps[i])], vocab, delta=delta, window=smooth, spike_factor=spike_factor,
+                                spike_window=spike_window, step=int(steps[i])) for i in indices])

@@ -1,0 +1,196 @@
+"""Opening a snapshot file and what every other module of the format shares: the schema's names
+(:data:`P`: dataset name -> path), the HDF5 settings, the header and damage checks made before
+anything is read, and the walk over a group's datasets."""
+from __future__ import annotations
+
+import json
+import os
+from typing import Sequence
+
+import h5py
+import numpy as np
+
+from probe_schemas import snapshot_schema, version_tuple
+
+from ..errors import ProbeError
+
+
+LIBVER = ("v110", "v110")
+_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+_SCHEMA = snapshot_schema()
+FORMAT = _SCHEMA["format"]
+SCHEMA_VERSION = _SCHEMA["version"]
+METRICS = ("loss", "acc")
+# Chunks of at most this many bytes per snapshot are stored whole; bigger
+# tensors are split into row blocks so a probe that needs a few rows of a
+# 50257 x 768 embedding reads kilobytes, not the whole matrix.
+_WHOLE_CHUNK_BYTES = 1 << 20
+_ROW_BLOCK_BYTES = 1 << 16
+
+P = {name: entry["path"] for name, entry in _SCHEMA["datasets"].items()}
+SNAPSHOTS_GROUP = P["step"].split("/")[0]
+RUN_GROUP = P["token_group"].split("/")[0]
+RESUME_GROUP = P["resume_step"].split("/")[0]
+PARAMS_GROUP = P["param"].rsplit("/", 1)[0]
+WEIGHTS_GROUP = P["token_embedding"].rsplit("/", 1)[0]
+LOG_GROUP = P["step_loss"].split("/")[0]
+
+
+def _package_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("gamma-probe")
+    except Exception:  # running from a source tree that is not installed
+        return "0+unknown"
+
+
+def _chunks(row_shape: Sequence[int], itemsize: int) -> tuple[int, ...]:
+    row_shape = tuple(int(s) for s in row_shape)
+    nbytes = itemsize * int(np.prod(row_shape, dtype=np.int64))
+    if not row_shape or nbytes <= _WHOLE_CHUNK_BYTES:
+        return (1, *row_shape) if row_shape else (1,)
+    per_row = nbytes // row_shape[0]
+    rows = max(1, min(row_shape[0], _ROW_BLOCK_BYTES // max(per_row, 1)))
+    return (1, rows, *row_shape[1:])
+
+# ----------------------------------------------------------------------------
+# Opening
+# ----------------------------------------------------------------------------
+
+def _writer_fapl():
+    """File access of a writer: HDF5 1.10 format, and no data sieve buffer. The sieve buffer holds
+    small raw writes back until the dataset is closed, which h5py does when it drops the object:
+    a full disk then fails inside that close, where h5py can only print the error, and HDF5 is left
+    with a half-closed dataset that crashes the process when the file is closed (measured: creation
+    on a 648 KiB tmpfs). Without it every write fails in the call that makes it. The writers write
+    whole datasets and rows, which the sieve buffer does not speed up."""
+    fapl = h5py.h5p.create(h5py.h5p.FILE_ACCESS)
+    fapl.set_libver_bounds(h5py.h5f.LIBVER_V110, h5py.h5f.LIBVER_V110)
+    fapl.set_sieve_buf_size(0)
+    return fapl
+
+
+def _open_swmr_writer(path: str) -> h5py.File:
+    fapl = _writer_fapl()
+    # Opening straight into SWMR-write mode leaves no window in which the file
+    # is open for a plain write (that state would not survive a SIGKILL).
+    fid = h5py.h5f.open(os.fsencode(path), h5py.h5f.ACC_RDWR | h5py.h5f.ACC_SWMR_WRITE, fapl=fapl)
+    return h5py.File(fid)
+
+
+def is_snapshot_file(path: str | os.PathLike) -> bool:
+    """True for an existing file that starts with the HDF5 signature."""
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        return False
+    with open(path, "rb") as fh:
+        return fh.read(8) == _SIGNATURE
+
+
+def open_h5(path: str | os.PathLike) -> h5py.File:
+    """Open an HDF5 file read-only, live or killed runs included."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise ProbeError(f"{path}: no such file")
+    if os.path.isdir(path):
+        raise ProbeError(f"{path}: is a directory, not a snapshot file")
+    from .._files import regular_file   # a FIFO or device is refused unopened: opening a FIFO blocks
+    regular_file(path, "snapshot file")
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(48)
+    except OSError as exc:
+        raise ProbeError(f"{path}: cannot read ({exc.strerror})") from None
+    if head[:8] != _SIGNATURE:
+        raise ProbeError(f"{path}: not an HDF5 file" + (" (empty: 0 bytes)" if not head else ""))
+    live = _swmr_writer_flag(head)
+    if not live:
+        _check_not_truncated(path, head)
+    try:
+        return h5py.File(path, "r")
+    except (OSError, ValueError) as exc:
+        first = exc
+    if "already open for write" in str(first) or (live and "truncated file" in str(first)):
+        # A running or killed SWMR writer left its flag set: only a SWMR read open works. A running
+        # one also moves the superblock's end-of-file ahead of the bytes it has written yet, which a
+        # plain open calls truncated and a SWMR open allows. (Tried second: on a damaged file a SWMR
+        # open retries for minutes.)
+        try:
+            return h5py.File(path, "r", swmr=True)
+        except (OSError, ValueError) as exc:
+            first = exc
+    msg = str(first).split("(", 1)[0].strip() or type(first).__name__
+    raise ProbeError(f"{path}: cannot open HDF5 file, it is truncated or corrupted ({msg})")
+
+
+def _swmr_writer_flag(head: bytes) -> bool:
+    """True when a version 3 superblock says a SWMR writer has (or had, if killed) the file open:
+    byte 11 holds the file consistency flags, bit 2 the SWMR-write one."""
+    return len(head) >= 12 and head[8] == 3 and bool(head[11] & 0b100)
+
+
+def _check_not_truncated(path: str, head: bytes) -> None:
+    """Compare the file size with the end-of-file address of a version 2/3 superblock."""
+    if len(head) >= 36 and head[8] in (2, 3) and head[9] == 8:
+        eof = int.from_bytes(head[28:36], "little")
+        size = os.path.getsize(path)
+        if size < eof:
+            raise ProbeError(f"{path}: truncated HDF5 file ({size} bytes, the superblock says {eof})")
+
+
+def damaged_file_error(exc: BaseException | None, path: str) -> ProbeError | None:
+    """The ProbeError to raise for an HDF5 library error met while reading ``path``, else None.
+
+    HDF5 reports damaged metadata deep inside reads, as OSError, RuntimeError or a
+    KeyError whose text starts with "Unable to"; all mean the file is corrupted.
+    """
+    if isinstance(exc, (OSError, RuntimeError)) or (isinstance(exc, KeyError) and "Unable to" in str(exc)):
+        msg = " ".join(str(exc.args[0] if exc.args else exc).split())
+        return ProbeError(f"{path}: damaged HDF5 file ({msg})")
+    return None
+
+
+def _json_attr(f: h5py.File, key: str, path: str) -> dict:
+    if key not in f.attrs:
+        raise ProbeError(f"{path}: missing root attribute '{key}'")
+    try:
+        return json.loads(f.attrs[key])
+    except (TypeError, ValueError):
+        raise ProbeError(f"{path}: root attribute '{key}' is not valid JSON") from None
+
+
+def check_header(f: h5py.File, path: str) -> tuple[int, int]:
+    """Check the file is a snapshot file this version can read; return its schema version."""
+    fmt = f.attrs.get("format")
+    if isinstance(fmt, bytes):
+        fmt = fmt.decode()
+    if fmt != FORMAT:
+        raise ProbeError(f"{path}: not a gamma-probe snapshot file (no '{FORMAT}' format attribute)")
+    raw = f.attrs.get("schema_version")
+    try:
+        version = version_tuple(raw.decode() if isinstance(raw, bytes) else raw)
+    except (TypeError, ValueError, AttributeError):
+        raise ProbeError(f"{path}: unreadable schema_version attribute {raw!r}") from None
+    if version[0] > version_tuple(SCHEMA_VERSION)[0]:
+        raise ProbeError(
+            f"{path}: written with snapshot schema {version[0]}.{version[1]}, newer than this "
+            f"toolkit's {SCHEMA_VERSION}; upgrade gamma-probe to read it")
+    return version
+
+def _links(group: h5py.Group, prefix: str = ""):
+    """(name, dataset) for every link below ``group`` — hard links to one dataset included."""
+    for key, obj in group.items():
+        if isinstance(obj, h5py.Group):
+            yield from _links(obj, f"{prefix}{key}/")
+        else:
+            yield f"{prefix}{key}", obj
+
+def named_datasets(group: h5py.Group) -> list[tuple[str, h5py.Dataset]]:
+    out = []
+    group.visititems(lambda name, obj: out.append((name, obj)) if isinstance(obj, h5py.Dataset) else None)
+    return out
+
+
+def _dataset_names(group: h5py.Group) -> list[str]:
+    return [name for name, _ in named_datasets(group)]

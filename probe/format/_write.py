@@ -1,0 +1,211 @@
+"""What writing a snapshot file needs below :class:`~.writer.Writer`: a new file under a temporary
+name, opened for SWMR writing and renamed into place, and a write the file system refused (a full
+disk, a quota, a size limit) turned into :class:`WriteFailed` with the file left as it was."""
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+
+import h5py
+
+from .._files import sync_file, sync_folder
+from ..errors import ProbeError, is_write_fault, write_cause
+from ._h5 import _open_swmr_writer, _writer_fapl
+
+
+# ----------------------------------------------------------------------------
+# Writing
+# ----------------------------------------------------------------------------
+
+class WriteFailed(ProbeError):
+    """The file system refused a write of the run file (full, read-only, no permission, a size limit);
+    the message names the cause and what was kept. ``snapshots``: complete snapshots in the file."""
+
+    def __init__(self, message: str, snapshots: int | None = None):
+        super().__init__(message)
+        self.snapshots = snapshots
+
+
+def _vfd(f: h5py.File) -> tuple[int, os.stat_result] | None:
+    """The OS file descriptor under ``f`` (the sec2 driver's) and what it is open on, or None."""
+    try:
+        fd = f.id.get_vfd_handle()
+        return (fd, os.fstat(fd)) if isinstance(fd, int) and fd >= 0 else None
+    except Exception:
+        return None
+
+
+def _abandon(f: h5py.File, vfd: tuple[int, os.stat_result] | None) -> None:
+    """Close ``f`` after HDF5 failed to write it, without writing to it again.
+
+    After a failed write (a full disk) HDF5 still holds dirty metadata: closing the file tries to
+    write it again, fails again, and leaves a half-closed file that crashes the process when it is
+    touched or cleaned up (a segmentation fault; h5py 3.16, HDF5 1.14). So the file's descriptor is
+    first pointed elsewhere (:func:`_scratch`): the close writes there and succeeds, and the file on
+    disk stays as the failed write left it, like a writer killed at that moment, whose committed
+    snapshots (the step dataset grows last) readers, ``validate`` and ``--resume`` handle.
+
+    ``vfd`` is the descriptor, taken from the file while it was sound (:func:`_vfd`): asking a file
+    whose close failed half-way for it crashes; it is redirected only while it is still open on the
+    same file."""
+    try:
+        fd = vfd[0] if vfd is not None and os.path.samestat(os.fstat(vfd[0]), vfd[1]) else None
+    except OSError:
+        fd = None
+    limit = None
+    if fd is not None:
+        scratch, limit = _scratch()
+        try:
+            os.dup2(scratch, fd)
+        finally:
+            os.close(scratch)
+    try:
+        f.close()
+    except Exception:
+        pass
+    finally:
+        if limit is not None:
+            import resource
+
+            resource.setrlimit(resource.RLIMIT_FSIZE, limit)
+
+
+def _scratch() -> tuple[int, tuple[int, int] | None]:
+    """A descriptor that takes HDF5's last writes in place of the file: an anonymous file in memory
+    (at close HDF5 also sets the file's length to its end address, which /dev/null refuses, and a
+    refused close is the crash), else /dev/null. Those writes reach past the point where a file-size
+    limit stopped the real file, so the soft limit is raised to the hard one meanwhile; returns the
+    limit to put back (or None)."""
+    import resource
+
+    if not hasattr(os, "memfd_create"):
+        return os.open(os.devnull, os.O_RDWR), None
+    fd = os.memfd_create("abandoned-hdf5-file", os.MFD_CLOEXEC)
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    if soft == hard:
+        return fd, None
+    resource.setrlimit(resource.RLIMIT_FSIZE, (hard, hard))
+    return fd, (soft, hard)
+
+
+def _with_metadata(nbytes: int) -> int:
+    """``nbytes`` of data and what HDF5 may add beside it (chunk index blocks, object headers): measured
+    0-15 KiB per snapshot of the tiny preset (62 KB of data), so 64 KiB and an eighth to spare."""
+    return nbytes + nbytes // 8 + (64 << 10)
+
+
+def _file_size_limit() -> int | None:
+    """This process's file-size limit in bytes (RLIMIT_FSIZE, ``ulimit -f``), None when there is none."""
+    try:
+        import resource
+    except ImportError:   # not a POSIX system
+        return None
+    soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+    return None if soft == resource.RLIM_INFINITY else int(soft)
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def temp_names(path: str | os.PathLike) -> str:
+    """A glob of the temporary files a writer of ``path`` makes beside it (a killed one leaves them)."""
+    folder, base = os.path.split(os.path.abspath(os.fspath(path)))
+    return os.path.join(folder, f".{base}.*.new")
+
+
+class _DeallocFaults:
+    """Write faults HDF5 reports while h5py closes an object that was dropped (a Dataset with data
+    still in its chunk cache): h5py can only print them ("Exception ignored in __dealloc__") and
+    HDF5 goes on, in a state where a later flush crashes the process. Inside this block they are
+    recorded instead, and :meth:`check` raises the first. (Writers flush each dataset they fill, so
+    this is the net, not the rule.)"""
+
+    def __enter__(self) -> "_DeallocFaults":
+        import sys
+
+        self.first: BaseException | None = None
+        self._sys, self._old = sys, sys.unraisablehook
+
+        def hook(unraisable):
+            if is_write_fault(unraisable.exc_value):
+                self.first = self.first or unraisable.exc_value
+            else:
+                self._old(unraisable)
+
+        sys.unraisablehook = hook
+        return self
+
+    def check(self) -> None:
+        if self.first is not None:
+            raise self.first
+
+    def __exit__(self, *exc) -> None:
+        self._sys.unraisablehook = self._old
+
+
+@contextlib.contextmanager
+def _new_file(path: str, doing: str, kept: str):
+    """A new HDF5 file under a unique temporary name beside ``path`` (``.run.h5.<pid>.<random>.new``),
+    closed and flushed to disk when the block ends; yields ``(file, temporary name)``, the caller
+    renames it into place. On any failure the temporary file is removed; a write the file system
+    refused becomes :class:`WriteFailed` (``<cause> while writing <path> (<doing>); <kept>``)."""
+    folder, base = os.path.split(os.path.abspath(path))
+    tmp = os.path.join(folder, f".{base}.{os.getpid()}.{secrets.token_hex(4)}.new")
+    f = vfd = None
+    try:
+        with _DeallocFaults() as faults:
+            f = h5py.File(h5py.h5f.create(os.fsencode(tmp), h5py.h5f.ACC_EXCL, fapl=_writer_fapl()))
+            vfd = _vfd(f)
+            yield f, tmp
+            faults.check()
+            f.flush()   # a full disk fails here, leaving the file whole for _abandon; in close() it would not
+            f.close()
+        sync_file(tmp)
+    except BaseException as exc:
+        if f is not None:
+            _abandon(f, vfd)
+        _remove(tmp)
+        if is_write_fault(exc):
+            raise WriteFailed(f"{write_cause(exc)} while writing {path} ({doing}); {kept}") from None
+        raise
+
+
+def _open_then_replace(tmp: str, path: str, doing: str, kept: str, snapshots: int) -> h5py.File:
+    """Open the finished ``tmp`` as the SWMR writer, then rename it over ``path``: the file appears
+    at ``path`` already open for SWMR writing. (Renamed first, a reader that opened it in the moment
+    before the writer did held HDF5's file lock, and the writer's open failed "unable to lock file":
+    a `probe info` or a report following a starting run killed its trainer.)"""
+    try:
+        f = _open_swmr_writer(tmp)
+    except (OSError, RuntimeError) as exc:
+        _remove(tmp)
+        if is_write_fault(exc):
+            raise WriteFailed(f"{write_cause(exc)} while writing {path} (opening it); {kept}", snapshots) from None
+        raise
+    try:
+        _replace(tmp, path, doing, kept)
+    except BaseException:
+        f.close()
+        _remove(tmp)
+        raise
+    return f
+
+
+def _replace(tmp: str, path: str, doing: str, kept: str) -> None:
+    """Rename the finished ``tmp`` over ``path`` (and make the rename durable)."""
+    try:
+        os.replace(tmp, path)
+    except OSError as exc:
+        _remove(tmp)
+        raise WriteFailed(f"{write_cause(exc)} while writing {path} ({doing}); {kept}") from None
+    sync_folder(path)
+
+
+def _snapshots_kept(n: int) -> str:
+    return (f"the {n} snapshot{'s' if n != 1 else ''} written before {'are' if n != 1 else 'is'} kept" if n
+            else "it holds no complete snapshot yet")

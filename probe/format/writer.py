@@ -1,0 +1,326 @@
+"""Writing a run: :class:`Writer` appends snapshots under HDF5 SWMR, so readers can follow a live
+run, and keeps the resume state in two ping-pong slots."""
+from __future__ import annotations
+
+import errno
+import json
+import os
+from datetime import datetime, timezone
+from typing import Iterable, Mapping
+
+import h5py
+import numpy as np
+
+from probe_schemas import path_of
+
+from ..errors import ProbeError, write_cause
+from ._h5 import (
+    FORMAT, METRICS, P, PARAMS_GROUP, RESUME_GROUP, RUN_GROUP, SCHEMA_VERSION, SNAPSHOTS_GROUP, WEIGHTS_GROUP, _chunks,
+    _dataset_names, _links, _package_version, named_datasets
+)
+from .run import Run
+from ._write import (
+    WriteFailed, _abandon, _file_size_limit, _new_file, _open_then_replace, _snapshots_kept, _vfd, _with_metadata
+)
+
+
+class Writer:
+    """Appends snapshots to a run file under SWMR. Create with :meth:`create` or :meth:`resume`.
+
+    A write the file system refuses (full, read-only, a size limit) raises :class:`WriteFailed` and
+    leaves the file as a killed writer would: every snapshot committed before stays readable and
+    resumable; the writer is closed.
+    """
+
+    def __init__(self, f: h5py.File, path: str):
+        self._f = f
+        self.path = path
+        self._n = int(f[P["step"]].shape[0])
+        self._params = {name: f[f"{PARAMS_GROUP}/{name}"] for name in _dataset_names(f[PARAMS_GROUP])}
+        self._vfd = _vfd(f)
+        rows = {ds.id: ds for _, ds in _links(f[SNAPSHOTS_GROUP])}   # hard links counted once
+        self._row_bytes = sum(int(np.prod(ds.shape[1:], dtype=np.int64)) * ds.dtype.itemsize for ds in rows.values())
+
+    @property
+    def n_snapshots(self) -> int:
+        return self._n
+
+    @classmethod
+    def create(
+        cls,
+        path: str | os.PathLike,
+        *,
+        config: Mapping,
+        task: Mapping,
+        dims: Mapping[str, int],
+        groups: Mapping[str, Iterable[int]],
+        run_arrays: Mapping[str, np.ndarray],
+        params: Mapping[str, tuple[int, ...]],
+        roles: Mapping[str, str],
+        attention_shape: tuple[int, ...] | None,
+        resume_tensors: Mapping[str, tuple[tuple[int, ...], str]],
+        environment: Mapping | None = None,
+        series: Mapping[str, tuple[tuple[int, ...], str]] | None = None,
+    ) -> "Writer":
+        """Create a run file with every dataset it will ever need, then open it for SWMR appends.
+
+        ``run_arrays`` maps schema entries (``label_dist``, ``probe_tokens``, ...) to arrays;
+        ``roles`` maps canonical weight names (``token_embedding``, ``layer0/W_Q``) to
+        parameter names; they become hard links, so nothing is stored twice. ``series`` maps
+        further time-first schema entries (``norm_ms``, ``token_loss``, ...) to their per-snapshot
+        shape and dtype; :meth:`append` then takes their values in ``extra``.
+        The file is built under a temporary name and renamed into place, so a kill
+        during creation never leaves a half-made file at ``path``.
+        """
+        path = os.fspath(path)
+        series_shapes = series
+        kept = "the old file is unchanged" if os.path.exists(path) else "no file was made"
+        with _new_file(path, "creating it", kept) as (f, tmp):
+            f.attrs["format"] = FORMAT
+            f.attrs["schema_version"] = SCHEMA_VERSION
+            f.attrs["package_version"] = _package_version()
+            f.attrs["created"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+            f.attrs["config"] = json.dumps(config, sort_keys=True)
+            f.attrs["task"] = json.dumps(task, sort_keys=True)
+            f.attrs["dims"] = json.dumps(dict(dims), sort_keys=True)
+            if environment is not None:
+                f.attrs["environment"] = json.dumps(dict(environment), sort_keys=True)
+            for name, ids in groups.items():
+                f.create_dataset(path_of("token_group", group=name), data=np.asarray(list(ids), dtype=np.int64))
+            for entry, arr in run_arrays.items():
+                if np.asarray(arr).dtype.kind in "OU":  # text: variable-length UTF-8
+                    f.create_dataset(path_of(entry), data=[str(x) for x in arr], dtype=h5py.string_dtype())
+                else:
+                    f.create_dataset(path_of(entry), data=arr)
+
+            def series(p: str, row_shape=(), dtype="f8"):
+                itemsize = np.dtype(dtype).itemsize
+                return f.create_dataset(p, shape=(0, *row_shape), maxshape=(None, *row_shape), dtype=dtype,
+                                        chunks=_chunks(row_shape, itemsize))
+
+            series(P["step"], dtype="i8")
+            for entry in ("epoch", "time", "train_loss"):
+                series(P[entry])
+            for split in task["splits"]:
+                for metric in METRICS:
+                    series(path_of("metric", split=split, metric=metric))
+            for name, shape in params.items():
+                series(path_of("param", name=name), shape, "f4")
+            for role, pname in roles.items():
+                f[f"{WEIGHTS_GROUP}/{role}"] = f[path_of("param", name=pname)]
+            if attention_shape is not None:
+                series(P["attention"], attention_shape, "f4")
+            for entry, (shape, dtype) in (series_shapes or {}).items():
+                series(P[entry], shape, dtype)
+            series(P["step_loss"])
+            if resume_tensors:
+                f.create_dataset(P["resume_step"], data=np.full(2, -1, dtype=np.int64))
+                for slot in (0, 1):
+                    for name, (shape, dtype) in resume_tensors.items():
+                        f.create_dataset(path_of("resume_tensor", slot=slot, name=name), shape=shape, dtype=dtype)
+        return cls(_open_then_replace(tmp, path, "creating it", kept, 0), path)
+
+    def append(
+        self,
+        *,
+        step: int,
+        epoch: float,
+        time: float,
+        train_loss: float,
+        params: Mapping[str, np.ndarray],
+        metrics: Mapping[str, Mapping[str, float]],
+        attention: np.ndarray | None = None,
+        extra: Mapping[str, np.ndarray] | None = None,
+        step_losses: np.ndarray | None = None,
+    ) -> None:
+        """Append one snapshot; it becomes visible to readers only when complete. ``extra``: values of
+        the ``series`` entries given at creation; ``step_losses``: the loss of every step since the
+        previous snapshot (appended to the step log)."""
+        f, n = self._f, self._n
+        missing = set(self._params) - set(params)
+        if missing:
+            raise ValueError(f"snapshot lacks parameters {sorted(missing)}")
+        self._within_limit(self._row_bytes + 8 * len(step_losses if step_losses is not None else ()),
+                           f"snapshot at step {step}")
+        values: dict[str, object] = {P["epoch"]: epoch, P["time"]: time, P["train_loss"]: train_loss}
+        for split, ms in metrics.items():
+            for metric, v in ms.items():
+                values[path_of("metric", split=split, metric=metric)] = v
+        for name, arr in params.items():
+            values[path_of("param", name=name)] = arr
+        if attention is not None:
+            values[P["attention"]] = attention
+        for entry, v in (extra or {}).items():
+            values[P[entry]] = v
+        try:
+            if step_losses is not None and len(step_losses) and P["step_loss"] in f:
+                log = f[P["step_loss"]]
+                at = log.shape[0]
+                log.resize(at + len(step_losses), axis=0)
+                log[at:] = np.asarray(step_losses, dtype=np.float64)
+                log.flush()
+            for p, v in values.items():
+                ds = f[p]
+                ds.resize(n + 1, axis=0)
+                ds[n] = v
+                ds.flush()
+            # The commit: only now does the snapshot count grow.
+            step_ds = f[P["step"]]
+            step_ds.resize(n + 1, axis=0)
+            step_ds[n] = step
+            step_ds.flush()
+            self._n = n + 1
+            f.flush()
+        except (OSError, RuntimeError) as exc:
+            raise self._failed(exc, f"snapshot at step {step}") from None
+
+    def last(self, entry: str):
+        """Value of time-first schema entry ``entry`` at the newest complete snapshot (None if none)."""
+        return self._f[P[entry]][self._n - 1] if self._n else None
+
+    def save_resume(self, step: int, tensors: Mapping[str, np.ndarray]) -> None:
+        """Store the state needed to continue from ``step`` in the older of the two slots."""
+        f = self._f
+        slot = int(np.argmin(f[P["resume_step"]][...]))
+        unallocated = [ds for _, ds in _links(f[f"{RESUME_GROUP}/slot{slot}"]) if ds.id.get_storage_size() == 0]
+        self._within_limit(sum(ds.nbytes for ds in unallocated), f"resume state at step {step}")
+        try:
+            marks = f[P["resume_step"]]
+            held = marks[...]
+            slot = int(np.argmin(held))
+            held[slot] = -1
+            marks[...] = held
+            marks.flush()
+            for name, arr in tensors.items():
+                ds = f[path_of("resume_tensor", slot=slot, name=name)]
+                ds[...] = arr
+                ds.flush()
+            held[slot] = step
+            marks[...] = held
+            marks.flush()
+            f.flush()
+        except (OSError, RuntimeError) as exc:
+            raise self._failed(exc, f"resume state at step {step}") from None
+
+    def _within_limit(self, nbytes: int, doing: str) -> None:
+        """Stop before a write that would pass this process's file-size limit (``ulimit -f``): that
+        write would fail, and with a hard limit even a failed write cannot be closed safely (see
+        :func:`_scratch`). The limit is known beforehand, unlike the free space of a disk; the
+        file, closed normally, keeps every snapshot before."""
+        limit = _file_size_limit()
+        if limit is None:
+            return
+        if int(self._f.id.get_filesize()) + _with_metadata(nbytes) <= limit:
+            return
+        self.close()
+        raise WriteFailed(f"{write_cause(OSError(errno.EFBIG, ''))} while writing {self.path} ({doing}: the "
+                          f"file would grow past this process's limit of {limit} bytes); {_snapshots_kept(self._n)}", self._n)
+
+    def _failed(self, exc: BaseException, doing: str) -> WriteFailed:
+        """Close the file without another write (see :func:`_abandon`) and say what failed and what is kept."""
+        _abandon(self._f, self._vfd)
+        return WriteFailed(f"{write_cause(exc)} while writing {self.path} ({doing}); {_snapshots_kept(self._n)}",
+                           self._n)
+
+    def close(self) -> None:
+        if self._f.id.valid:
+            try:
+                self._f.flush()   # a full disk fails here, leaving the file whole for _abandon; in close() it would not
+                self._f.close()
+            except (OSError, RuntimeError) as exc:
+                raise self._failed(exc, "closing it") from None
+
+    def __enter__(self) -> "Writer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @classmethod
+    def resume(cls, path: str | os.PathLike, config: Mapping | None = None, environment: Mapping | None = None
+               ) -> tuple["Writer", int, dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """Reopen a run for appending from its newest resumable snapshot.
+
+        Returns ``(writer, step, resume_tensors, params_at_step)``. The file (possibly
+        left by a killed writer, which HDF5 then refuses to reopen for writing) is
+        copied up to that snapshot into a fresh file that atomically replaces it;
+        snapshots after it are dropped, and an uninterrupted run would have written
+        them identically. Only committed rows and the resumed slot are read: a killed
+        writer may have left the rows or slot it was writing unreadable. ``config`` replaces
+        the stored configuration (a resume may change the number of steps).
+        """
+        path = os.fspath(path)
+        with Run(path) as run:
+            run.check_all(resume_slots=True)
+            f = run.h5
+            if P["resume_step"] not in f:
+                raise ProbeError(f"{path}: holds no resume state")
+            held = np.asarray(f[P["resume_step"]][...])
+            steps = run.steps
+            slot = int(np.argmax(held))
+            step = int(held[slot])
+            if step < 0 or step not in steps:
+                raise ProbeError(f"{path}: no complete resume state (the run was stopped before its first "
+                                 "snapshot finished)")
+            keep = int(np.flatnonzero(steps == step)[0]) + 1
+            doing, kept = f"copying it to resume from step {step}", "the file is unchanged"
+            limit, size = _file_size_limit(), os.path.getsize(path)
+            if limit is not None and _with_metadata(size) > limit:   # the copy is about as big
+                raise WriteFailed(f"{write_cause(OSError(errno.EFBIG, ''))} while writing {path} ({doing}: "
+                                  f"a copy of its {size} bytes would pass this process's limit of {limit} bytes); {kept}")
+            with _new_file(path, doing, kept) as (g, tmp):
+                for k, v in f.attrs.items():
+                    g.attrs[k] = v
+                if config is not None:
+                    g.attrs["config"] = json.dumps(dict(config), sort_keys=True)
+                if environment is not None:
+                    env = dict(environment, resumed_at=step)
+                    old = json.loads(f.attrs["environment"]) if "environment" in f.attrs else {}
+                    if old:
+                        env["before_resume"] = {k: v for k, v in old.items() if k != "before_resume"}
+                    g.attrs["environment"] = json.dumps(env, sort_keys=True)
+                f.copy(f[RUN_GROUP], g, name=RUN_GROUP)   # written once, at creation
+                _copy_rows(f[SNAPSHOTS_GROUP], g, SNAPSHOTS_GROUP, keep)
+                if P["step_loss"] in f:   # the losses of the steps before the resumed one
+                    log = f[P["step_loss"]]
+                    k = min(step, int(log.shape[0]))
+                    g.create_dataset(P["step_loss"], data=np.asarray(log[:k]), maxshape=(None,),
+                                     chunks=log.chunks)
+                _copy_slot(f, g, slot)
+                g.flush()
+        writer = cls(_open_then_replace(tmp, path, doing, kept, keep), path)
+        g = writer._f
+        state = {name: np.asarray(ds[...]) for name, ds in named_datasets(g[f"{RESUME_GROUP}/slot{slot}"])}
+        params = {name: np.asarray(ds[keep - 1]) for name, ds in writer._params.items()}
+        return writer, step, state, params
+
+def _copy_rows(src: h5py.Group, g: h5py.File, base: str, keep: int) -> None:
+    """The first ``keep`` rows of every time-first dataset under ``src`` into ``g[base]``, one snapshot
+    at a time (bounded memory), keeping layout and hard links."""
+    made: dict[int, str] = {}
+    for name, ds in _links(src):
+        full = f"{base}/{name}"
+        key = hash(ds.id)
+        if key in made:
+            g[full] = g[made[key]]
+            continue
+        new = g.create_dataset(full, shape=(keep, *ds.shape[1:]), maxshape=ds.maxshape, dtype=ds.dtype,
+                               chunks=ds.chunks)
+        for i in range(keep):
+            new[i] = ds[i]
+        new.flush()   # a full disk fails here, not silently when `new` is dropped (see _DeallocFaults)
+        made[key] = full
+
+
+def _copy_slot(f: h5py.File, g: h5py.File, slot: int) -> None:
+    """The resume state of ``slot``; the other slot is recreated empty and marked invalid."""
+    held = np.full(2, -1, dtype=np.int64)
+    held[slot] = f[P["resume_step"]][slot]
+    g.create_dataset(P["resume_step"], data=held)
+    for other in (0, 1):
+        for name, ds in _links(f[f"{RESUME_GROUP}/slot{slot}"]):
+            path = path_of("resume_tensor", slot=other, name=name)
+            if other == slot:
+                g.create_dataset(path, data=ds[...])
+            else:
+                g.create_dataset(path, shape=ds.shape, dtype=ds.dtype)

@@ -1,0 +1,141 @@
+"""Every probe, declared once.
+
+A :class:`Probe` names the API function (:mod:`probe.api`, same name), what it reads, its default
+token selection, where it shows up (the CLI command, ``probe batch``, the report section and its
+title, ``sweep-summary``'s ``PROBE:NAME`` metrics) and how its results are laid out. The CLI
+commands (:mod:`probe.cli`), batch's probe lists (:mod:`probe.batch`), the report's sections
+(:mod:`probe.report`), sweep-summary's known probes and the ``--probe`` help are derived from
+:data:`PROBES`; ``tests/test_registry.py`` checks that every entry is reachable from each of them.
+
+Adding a probe: its math in ``probe/analyses/NAME.py``, its API function ``probe.api.NAME`` (open ->
+select -> read -> analyse), one entry below, and its tests. CONTRIBUTING.md walks through one.
+
+This module is plain data: importing it costs nothing (``probe --help`` reads it).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: what a probe reads, and so where it applies
+WEIGHTS = "weights"            # the weights alone: a snapshot file or any checkpoint
+ACTIVATIONS = "activations"    # a forward pass: a snapshot's stored batch, or a checkpoint run over --text
+SNAPSHOT = "snapshot"          # what only probe-train's snapshot files hold (losses, task, probe batch)
+
+_EVERY_ROW = "every row"
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One probe. ``name`` is the API function, the CLI command and the key in batch tables, report
+    sections and sweep metrics (``similarity:mean_offdiag``)."""
+
+    name: str
+    reads: str                     # WEIGHTS, ACTIVATIONS or SNAPSHOT
+    title: str                     # the report section's heading
+    help: str                      # the CLI command's help (its first sentence: the command list)
+    tokens: str | None = None      # default token selection when neither tokens nor words are given
+    #                                (None: the API function's own: every row, or every group)
+    command: str | None = ""       # CLI: "" a command of its own (derived from the API signature),
+    #                                a string: the command line that reaches it, None: none
+    api_only: tuple[str, ...] = ()  # API parameters the CLI and batch do not offer
+    batch: bool = True             # a probe of `probe batch`
+    report: bool = True            # a section of `probe report`
+    sweeps: bool = True            # a PROBE:NAME metric of `probe sweep-summary`
+    whole_run: str | None = None   # report: one result for the whole run, at this step selection
+    step_figure: bool = True       # report: a figure per step (False: the trajectory is the picture)
+    report_options: tuple = ()     # report: (parameter, value) pairs its calls add
+    layout: str = "summary"        # CLI table: "summary" (one row per step, the detail of a single
+    #                                step first) or "detail" (the detail table of each step)
+
+    @property
+    def applies_to_checkpoints(self) -> bool:
+        """Whether a checkpoint (not a snapshot file) can be probed: weights always, activations with a text."""
+        return self.reads != SNAPSHOT
+
+
+PROBES: tuple[Probe, ...] = (
+    Probe("similarity", WEIGHTS, "Cosine similarity of token embeddings", tokens="reasoning",
+          help="Cosine-similarity matrix of token vectors (default tokens: reasoning), with its mean and its "
+               "fall-off with |i - j|; above 4096 tokens only the summaries, accumulated in blocks."),
+    Probe("pca", WEIGHTS, "PCA of token embeddings", tokens="keys,reasoning,memory",
+          help="PCA of token vectors (default tokens: keys,reasoning,memory): explained variance, coordinates, "
+               "and how ordered each group lies (the number line)."),
+    Probe("align", WEIGHTS, "Singular vectors of W_V against the embeddings",
+          help="Singular values of W_V and W_V W_O of one head (default: layer 0, head 0), and |cos| of W_V's "
+               "top singular vectors with each token group."),
+    Probe("condense", WEIGHTS, "Covariance eigenvalues", tokens=_EVERY_ROW, api_only=("top_shares",),
+          help="Condensation: covariance eigenvalues of token vectors (default: every row; centred, unscaled, "
+               "/ (k-1)), effective and stable rank, neuron groups, and the singular values of every weight "
+               "matrix."),
+    Probe("theory", SNAPSHOT, "Theory: P^s reconstruction of the embedding", tokens="reasoning",
+          help="Paper 1's theory (default tokens: reasoning): cos of P^s - 1/d_vob against the measured "
+               "embedding cosines, and the eq. 14 reconstruction's cos(w(s0), w(s_j)) profile against the "
+               "measured one."),
+    Probe("ood", SNAPSHOT, "Accuracy per split and held-out combination", report_options=(("threads", 1),),
+          help="Rebuild the model from the stored weights; accuracy and loss per split and per held-out anchor "
+               "combination (composite task: inferential vs symmetric accuracy on the unseen pair)."),
+    Probe("attention", SNAPSHOT, "Attention against causal averaging",
+          help="Attention on the stored probe batch (default: every layer): distance from causal averaging "
+               "(mean |A_ij - 1/i|, entropy relative to uniform) and where the last position attends (key, "
+               "anchors)."),
+    Probe("bias", SNAPSHOT, "Reasoning bias ΔL", step_figure=False,
+          help="Reasoning bias Delta L = (L_A - L_B) / L_B from the stored per-split losses (--step all for "
+               "the trajectory)."),
+    Probe("spectrum", WEIGHTS, "Weight spectra (power-law alpha)", sweeps=False,
+          help="Per linear layer: spectral norm, Frobenius norm, stable rank, entropy rank, and the power-law "
+               "exponent alpha of the eigenvalue density with its fit range (WeightWatcher's metrics)."),
+    Probe("rank", WEIGHTS, "Effective rank of weights", command="rank", layout="detail",
+          help="Effective rank, stable rank and top-1/top-5 energy of the centred token embedding and of every "
+               "weight matrix; with --step all a trajectory, with --minima the step where each one bottoms "
+               "out."),
+    Probe("norms", ACTIVATIONS, "Norm saturation (ε share)", layout="detail",
+          help="ε-saturation of every norm site: ε share s = ε / (m + ε), m the mean over tokens of mean(x²) "
+               "(var(x) for LayerNorm), and the effective gain; flags the saturated sites (--step all: site "
+               "x step)."),
+    Probe("sinks", ACTIVATIONS, "Attention sinks",
+          help="Attention sinks per layer and head: mean attention on the first position (queries past the "
+               "first few), the fraction of sink heads, and the first position's residual norm over the "
+               "median position's."),
+    Probe("dynamics", SNAPSHOT, "Loss dynamics", whole_run="latest", step_figure=False,
+          help="From the per-step loss log: the escape step (loss below ln V - delta, smoothed) and the loss "
+               "spikes."),
+    Probe("rank_trajectory", WEIGHTS, "Rank minima over training", command="rank --minima", whole_run="all",
+          api_only=("metric",),
+          batch=False, sweeps=False, layout="detail",
+          help="Where each matrix's effective rank bottoms out over training: its minimum, the step of it, "
+               "the dip and the rebound."),
+    Probe("tokens", ACTIVATIONS, "Per-token loss difference", report=False, batch=False, sweeps=False,
+          layout="detail",
+          help="Per-token loss difference ΔL = L_A − L_B on identical held-out tokens, bucketed by token "
+               "frequency, n-gram surprisal, how much the context lowers the loss and the predictive "
+               "entropy: mean ΔL and share of the total gain per bucket."),
+)
+
+BY_NAME: dict[str, Probe] = {p.name: p for p in PROBES}
+
+
+def get(name: str) -> Probe:
+    """The probe called ``name`` (KeyError if there is none)."""
+    return BY_NAME[name]
+
+
+def names(where: str | None = None, reads: tuple[str, ...] | None = None) -> tuple[str, ...]:
+    """Names of the probes of ``where`` ("batch", "report", "sweeps", "command": its own CLI command;
+    None: all), optionally only those that read one of ``reads``, in declaration order."""
+    out = []
+    for p in PROBES:
+        if where == "command":
+            if p.command != "":
+                continue
+        elif where is not None and not getattr(p, where):
+            continue
+        if reads is not None and p.reads not in reads:
+            continue
+        out.append(p.name)
+    return tuple(out)
+
+
+def default_tokens(name: str) -> str | None:
+    """The selection probe ``name`` analyses when no tokens or words are given (None: every row)."""
+    p = BY_NAME.get(name)
+    return None if p is None or p.tokens == _EVERY_ROW else p.tokens

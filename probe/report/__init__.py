@@ -1,0 +1,38 @@
+"""A run report: one self-contained HTML page per run, or per set of runs side by side.
+
+The page holds the run's configuration and task, its loss and accuracy curves per split, its
+token groups (with their text for language runs), and for every probe that applies its
+headline numbers at a few steps spread over training, their trajectory, and its figure at
+each of those steps behind a step slider. Figures are inline PNG (downloadable), tables are
+plain HTML (copyable as TSV), the CSS and JavaScript are inline: the file opens offline.
+
+A source is a snapshot file, a checkpoint folder or a folder of them (``checkpoint-500/``,
+``step_1000``: weight probes only), or a hub model ``hf:ORG/NAME`` with ``revisions``.
+
+:class:`Report` keeps what it computed, so :func:`watch` — which rewrites the page atomically
+whenever a run gains a snapshot and lets the page reload itself — computes only new steps.
+
+One module per concept: :mod:`.sources` (what a report shows, and the watch's CPU budget),
+:mod:`.page` (the page model), :mod:`.html` and ``templates/`` (the page, autoescaped), :mod:`.svg`
+(inline charts), :mod:`.watch` (writing it, once or as runs grow).
+"""
+from .. import registry
+
+PROBES = registry.names("report")   # the probes a report runs, in page order; one that does not apply says why
+MAX_STEPS = 6                       # steps shown per probe (the CLI's default too: this module is cheap to import)
+
+_LAZY = {"Report": "page", "Section": "sources", "Budget": "sources", "Source": "sources", "pick_steps": "sources",
+         "check_out": "watch", "report": "watch", "watch": "watch"}
+__all__ = ["MAX_STEPS", "PROBES", *_LAZY]
+
+
+def __getattr__(name):   # PEP 562: numpy, jinja2 and matplotlib only when a page is made
+    if name in _LAZY:
+        from importlib import import_module
+
+        return getattr(import_module(f"{__name__}.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(list(globals()) + list(_LAZY))

@@ -1,0 +1,143 @@
+"""The page as HTML: data for the templates in ``templates/`` (autoescaped: everything from a run
+is plain text in these dicts, escaped in exactly one place)."""
+from __future__ import annotations
+
+import base64
+import os
+import re
+
+import numpy as np
+
+from .._text import markup_text
+from .. import registry
+from .sources import Section, Source
+
+
+REFRESH_S = 3
+
+
+# --- the page: data for the templates in probe/report/templates -----------------------------------
+# Everything from a run (file names, config keys and values, task fields, group names, token texts,
+# tensor and metric names, error and warning messages) reaches the page as plain text in these
+# dicts and is escaped in exactly one place: the templates' autoescape (after _shown_text below).
+
+_ENV = _Markup = None
+
+
+def _shown_text(value):
+    """Every value a template prints, before autoescape: text from a run made valid in HTML and XML
+    (undecodable bytes of a file name and control characters as \\xNN: :func:`probe._text.markup_text`)."""
+    if type(value) is str:
+        # most values are plain ASCII (numbers, names, base64): skip the search for characters to spell
+        return value if value.isascii() and value.isprintable() else markup_text(value)
+    if isinstance(value, _Markup):       # a macro's own output, already escaped
+        return value
+    return markup_text(str(value))
+
+
+def _render(template: str, **values) -> str:
+    global _ENV, _Markup
+    if _ENV is None:
+        import jinja2
+        from markupsafe import Markup as _Markup
+
+        _ENV = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")),
+            autoescape=True, finalize=_shown_text, undefined=jinja2.StrictUndefined, trim_blocks=True,
+            lstrip_blocks=True)
+    return _ENV.get_template(template).render(**values)
+
+
+def _default_tokens(probe: str) -> str:
+    return str(registry.default_tokens(probe))
+
+
+def _note(text: str, cls: str = "note") -> dict:
+    return {"kind": "note", "text": text, "cls": cls}
+
+
+def _section(anchor: str, title: str, srcs: list[Source], cells: list[list[dict]]) -> dict:
+    """A section with a column per run; a cell is a list of parts (notes, tables, figures, a slider)."""
+    return {"anchor": anchor, "title": title, "compare": None,
+            "runs": [{"label": s.label, "cell": c} for s, c in zip(srcs, cells)]}
+
+
+def _fmt(v) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, (float, np.floating)):
+        if not np.isfinite(v):
+            return "–"
+        return f"{v:.4g}"
+    return str(v)
+
+
+def _row(cells: list, diff: bool = False) -> dict:
+    return {"cells": cells, "diff": diff}
+
+
+def _table(head: list, rows: list[dict], name: str, classes: tuple = ()) -> dict:
+    """A table with a copy button; ``classes``: a CSS class per column (None: none)."""
+    return {"kind": "table", "head": head, "rows": rows, "name": name,
+            "classes": list(classes) + [None] * (len(head) - len(classes))}
+
+
+def _numbers_table(sec: Section, name: str) -> dict:
+    steps = sorted(sec.results)
+    keys = list(dict.fromkeys(k for s in steps for k in sec.results[s].summary()))
+    return _table(["number"] + [f"step {s}" for s in steps],
+                  [_row([k] + [_fmt(sec.results[s].summary().get(k)) for s in steps]) for k in keys], name)
+
+
+def _differs(vals: list) -> bool:
+    nums = [float(v) for v in vals if isinstance(v, (int, float, np.floating, np.integer)) and np.isfinite(v)]
+    if len(nums) < 2:
+        return False
+    lo, hi = min(nums), max(nums)
+    return hi - lo > 0.1 * max(abs(lo), abs(hi), 1e-12) and hi - lo > 1e-6
+
+
+def _compare_table(probe: str, srcs: list[Source], secs: list[Section]) -> dict | None:
+    finals = [sec.results[max(sec.results)] if sec.results else None for sec in secs]
+    keys = list(dict.fromkeys(k for r in finals if r is not None for k in r.summary()))
+    if not keys:
+        return None
+    head = ["at the last step"] + [f"{s.label} (step {r.step if r is not None else '–'})" for s, r in zip(srcs, finals)]
+    body = []
+    for k in keys:
+        vals = [r.summary().get(k) if r is not None else None for r in finals]
+        body.append(_row([k] + [_fmt(v) for v in vals], diff=_differs(vals)))
+    return _table(head, body, f"{probe}-compare")
+
+
+def _download_name(name: str) -> str:
+    """A file name for a download link: letters, digits, '.', '-' and '_' only (a browser saves it
+    as given: no folders, no quotes, nothing a shell or a file system reads specially)."""
+    return re.sub(r"[^\w.-]", "_", markup_text(name), flags=re.ASCII)
+
+
+def _figure(data: str, filename: str, caption: str, step: int | None = None, mime: str = "png") -> dict:
+    """A figure: base64 PNG, or SVG text (``mime='svg'``), with a download link of the same bytes
+    (a data: URI of base64 text: nothing in it needs escaping in a URL or an attribute)."""
+    if mime == "svg":
+        data = base64.b64encode(data.encode("utf-8")).decode("ascii")
+    uri = f"data:image/{'svg+xml' if mime == 'svg' else 'png'};base64,{data}"
+    return {"kind": "figure", "step": step, "caption": caption, "uri": uri, "filename": _download_name(filename),
+            "format": mime.upper()}
+
+
+def _slider(figures: dict, name: str) -> dict:
+    steps = sorted(figures)
+    return {"kind": "slider", "name": name, "figures": [_figure(figures[s], f"{name}-step{s}.png", f"step {s}", s) for s in steps]}
+
+
+def _groups(src: Source) -> list[dict]:
+    if not src.groups:
+        return [_note("no token groups")]
+    body = []
+    for name, (ids, texts) in src.groups.items():
+        shown = texts if texts is not None else [str(int(i)) for i in ids]
+        more = f" … (+{len(shown) - 40})" if len(shown) > 40 else ""
+        body.append(_row([name, len(ids), " ".join(repr(t) if texts is not None else t for t in shown[:40]) + more]))
+    kind = "text" if any(t is not None for _, t in src.groups.values()) else "ids"
+    return [_table(["group", "tokens", kind], body, f"{src.label}-groups", (None, None, "tokens"))]

@@ -1,0 +1,252 @@
+"""The page model: :class:`Report` runs each probe on each source at the picked steps (cached, so a
+watch computes only new steps) and gathers its numbers, notes and figures into sections."""
+from __future__ import annotations
+
+import base64
+import io
+import json
+import time
+from typing import Callable
+
+from .. import registry
+from ..errors import ProbeError, captured, failure
+from .html import (
+    REFRESH_S, _compare_table, _default_tokens, _figure, _groups, _note, _numbers_table, _render, _row, _section,
+    _slider, _table
+)
+from . import MAX_STEPS, PROBES
+from .sources import Budget, PENDING, Section, Source, open_source, pick_steps
+from .svg import svg_panels
+
+
+DPI = 80
+
+
+def _png(draw) -> str:
+    buf = io.BytesIO()
+    draw(buf)
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+class Report:
+    """The page for ``specs``; :meth:`refresh` re-reads the runs, :meth:`html` computes what is new."""
+
+    def __init__(self, specs: list[str], probes: list[str] | None = None, max_steps: int = MAX_STEPS,
+                 revisions: str | None = None, progress: Callable[[str], None] | None = None,
+                 allow_nonfinite: bool = False):
+        if not specs:
+            raise ProbeError("give at least one run")
+        self.probes = list(dict.fromkeys(probes or PROBES))
+        for p in self.probes:
+            if p not in PROBES:
+                raise ProbeError(f"unknown probe '{p}' (known: {', '.join(PROBES)})")
+        if not isinstance(max_steps, int) or max_steps < 1:
+            raise ProbeError(f"bad --max-steps {max_steps}: need a whole number >= 1")
+        self.specs, self.max_steps, self.revisions = list(specs), max_steps, revisions
+        self.allow_nonfinite = allow_nonfinite   # each probe's own rule (probe.api), its warning in the notes
+        self.progress = progress or (lambda msg: None)
+        self._cache: dict = {}          # (path, probe, step) -> (Result | None, note, warnings)
+        self._figs: dict = {}           # (path, probe, step) -> base64 PNG or None (no figure)
+        self.pending = False            # the last html() left work for later (its budget ran out)
+        self.sources: list[Source] = []
+        self.errors: dict[str, str] = {}
+
+    # ------------------------------------------------------------------------------------------
+    def refresh(self) -> tuple:
+        """Re-read every run's header; returns a signature that changes when a run gains a step."""
+        self.sources, self.errors = [], {}
+        for spec in self.specs:
+            try:
+                self.sources.append(open_source(spec, self.revisions))
+            except ProbeError as exc:
+                self.errors[spec] = str(exc)
+        return tuple((s.path, tuple(s.steps)) for s in self.sources) + tuple(sorted(self.errors.items()))
+
+    @property
+    def done(self) -> bool:
+        return bool(self.sources) and not self.errors and all(s.done for s in self.sources)
+
+    # ------------------------------------------------------------------------------------------
+    def _call(self, src: Source, probe: str, steps: list[int], budget: Budget | None = None) -> dict:
+        """Results of ``probe`` at ``steps`` (cached) as step -> (Result | None, figure, note, warnings);
+        a step whose call failed has the error as note. With a ``budget``, work it does not allow is
+        left out (the step is missing, or its figure is :data:`PENDING`) and ``self.pending`` set."""
+        from .. import api
+
+        todo = [s for s in steps if (src.path, probe, s) not in self._cache]
+        if todo and budget is not None and not budget.allows():
+            self.pending, todo = True, []
+        if todo:
+            spec = registry.get(probe)
+            fn = api.probe_function(probe)
+            if src.kind == "snapshot":
+                calls = [(src.path, ",".join(map(str, todo)) if spec.whole_run is None else spec.whole_run, todo)]
+            else:
+                calls = [(src.checkpoints[s], "latest", [s]) for s in todo]
+            for path, spec_steps, wanted in calls:
+                kwargs = {"step": spec_steps, "allow_nonfinite": self.allow_nonfinite}
+                kwargs.update(spec.report_options)
+                if self._tokens(src, probe):
+                    kwargs["tokens"] = self._tokens(src, probe)
+                results, error, notes = captured(lambda: fn(path, **kwargs))
+                note = None if error is None else \
+                    (failure(error) if isinstance(error, ProbeError) else f"failed: {failure(error)}")
+                if spec.whole_run is not None and results:
+                    results[0].step = wanted[0]
+                by_step = {int(r.step): r for r in results} if src.kind == "snapshot" else \
+                    ({wanted[0]: results[0]} if results else {})
+                for s in wanted:
+                    r = by_step.get(s)
+                    self._cache[(src.path, probe, s)] = (r, None if r is not None else (note or "no result"), notes)
+        got = {}
+        for s in steps:
+            key = (src.path, probe, s)
+            if key not in self._cache:
+                continue
+            r, note, notes = self._cache[key]
+            if r is not None and key not in self._figs:
+                if budget is not None and not budget.allows():
+                    self.pending = True
+                    got[s] = (r, PENDING, note, notes)
+                    continue
+                self._figs[key] = self._figure(probe, r, src)
+            got[s] = (r, self._figs.get(key), note, notes)
+        return got
+
+    @staticmethod
+    def _tokens(src: Source, probe: str) -> str | None:
+        """The probe's own token selection where the run has it; else the run's groups (a composite
+        run has no 'reasoning' group), else the first 64 token ids (a checkpoint has no groups; fewer
+        if its config says the vocabulary is smaller)."""
+        default = registry.default_tokens(probe)
+        if default is None:
+            return None
+        wanted = default.split(",")
+        if all(g in src.groups for g in wanted):
+            return None
+        if src.groups and probe != "theory":
+            return ",".join(list(src.groups)[:3])
+        vocab = src.config.get("vocab_size")
+        n = min(64, vocab) if isinstance(vocab, int) and vocab > 1 else 64
+        return None if probe == "theory" else f"0:{n}"
+
+    def _figure(self, probe: str, r, src: Source) -> str | None:
+        from ..plotting import plot_results
+
+        if not registry.get(probe).step_figure:   # its numbers are the picture: the trajectory shows them
+            return None
+        name = {"rank_trajectory": "rank-minima"}.get(probe, probe)
+        try:
+            return _png(lambda buf: plot_results(name, [r], buf, f"{src.label}: {probe}", dpi=DPI))
+        except ProbeError:
+            return None
+
+    def section(self, src: Source, probe: str, budget: Budget | None = None) -> Section:
+        if src.kind == "checkpoints" and registry.get(probe).reads != registry.WEIGHTS:
+            return Section(note="needs a snapshot file written by probe-train (a checkpoint holds weights only)")
+        if not src.steps:
+            return Section(note="no complete snapshot yet")
+        steps = [src.steps[-1]] if (registry.get(probe).whole_run and src.kind == "snapshot") else \
+            pick_steps(src.steps, self.max_steps, src.final_step)
+        self.progress(f"{src.label}: {probe}")
+        got = self._call(src, probe, steps, budget)
+        sec = Section()
+        if len(got) < len(steps) or any(fig is PENDING for _, fig, _, _ in got.values()):
+            sec.pending = True
+        for s, (r, fig, note, notes) in got.items():
+            if r is not None:
+                sec.results[s] = r
+                if fig and fig is not PENDING:
+                    sec.figures[s] = fig
+            sec.warnings += [n for n in notes if n not in sec.warnings]
+            if note and not sec.note:
+                sec.note = note
+        if sec.results:
+            sec.note = None if len(sec.results) == len(got) else sec.note
+            if len(sec.results) > 1:
+                steps_ = sorted(sec.results)
+                keys = list(dict.fromkeys(k for st in steps_ for k in sec.results[st].summary()))
+                families: dict[str, list[str]] = {}
+                for k in keys:
+                    families.setdefault(k.split("[")[0], []).append(k)
+                panels = [(fam, {k[len(fam):].strip("[]") or fam:
+                                 (steps_, [sec.results[st].summary().get(k) for st in steps_]) for k in ks[:8]})
+                          for fam, ks in list(families.items())[:9]]
+                sec.trajectory = svg_panels(panels, "step")
+        return sec
+
+    # ------------------------------------------------------------------------------------------
+    def html(self, live: bool = False, budget: Budget | None = None) -> str:
+        """The whole page (``live``: it reloads itself every few seconds, keeping scroll and sliders).
+        With a ``budget`` only the work it allows is done; ``self.pending`` says whether some was left."""
+        srcs = self.sources
+        self.pending = False
+        sections = []
+        cells = []
+        for s in srcs:
+            if s.curves:
+                panels = [(kind, {split: (s.curve_steps[:len(ms[kind])], list(ms[kind]))
+                                  for split, ms in s.curves.items() if kind in ms})
+                          for kind in ("loss", "acc") if any(kind in ms for ms in s.curves.values())]
+                svg = svg_panels(panels, "step", log={"loss"}, unit={"acc"})
+                cells.append([_figure(svg, f"{s.label}-curves.svg", "loss and accuracy per split", mime="svg")])
+            else:
+                cells.append([_note("no logged metrics")])
+        sections.append(_section("curves", "Loss and accuracy per split", srcs, cells))
+        sections.append(_section("groups", "Token groups", srcs, [_groups(s) for s in srcs]))
+        for probe in self.probes:
+            secs = [self.section(s, probe, budget) for s in srcs]
+            sections.append(self._probe_section(probe, srcs, secs))
+        page = {
+            "title": self._title(), "live": live, "refresh_s": REFRESH_S,
+            "status": [{"label": s.label, "step": s.steps[-1] if s.steps else "–", "final": s.final_step}
+                       for s in srcs],
+            "written": time.strftime("%Y-%m-%d %H:%M:%S"),
+            "errors": [{"spec": spec, "error": err} for spec, err in self.errors.items()],
+            "nav": ["config", "curves", "groups"] + list(self.probes),
+            "config": {"compared": len(srcs) > 1, "table": self._config_table()},
+            "sections": sections,
+        }
+        return _render("report.html.j2", page=page)
+
+    def _title(self) -> str:
+        return "Run report: " + ", ".join(s.label for s in self.sources) if self.sources else "Run report"
+
+    def _config_table(self) -> dict:
+        srcs = self.sources
+        keys = list(dict.fromkeys(k for s in srcs for k in s.config))
+        task_keys = list(dict.fromkeys(k for s in srcs for k in s.task if not isinstance(s.task[k], (list, dict))
+                                       or len(json.dumps(s.task[k])) < 200))
+        rows = [("kind", [s.kind for s in srcs]), ("steps", [f"{len(s.steps)} snapshots: {s.steps[:1]}…{s.steps[-1:]}"
+                                                             if s.steps else "none" for s in srcs])]
+        rows += [(k, [s.config.get(k, "") for s in srcs]) for k in keys]
+        rows += [(f"task.{k}", [s.task.get(k, "") for s in srcs]) for k in task_keys]
+        body = []
+        for k, vals in rows:
+            shown = [v if isinstance(v, str) else json.dumps(v) for v in vals]
+            body.append(_row([k] + shown, diff=len(srcs) > 1 and len(set(shown)) > 1))
+        return _table(["field"] + [s.label for s in srcs], body, "config")
+
+    def _probe_section(self, probe: str, srcs: list[Source], secs: list[Section]) -> dict:
+        cells = []
+        for s, sec in zip(srcs, secs):
+            if not sec.results:
+                cells.append([_note(PENDING, "note pending") if sec.pending else
+                              _note(f"not applicable: {sec.note or 'no result'}", "note na")])
+                continue
+            parts = [_note(PENDING, "note pending")] if sec.pending else []
+            chosen = Report._tokens(s, probe)
+            if chosen:
+                parts.append(_note(f"tokens: {chosen} (the run has no {_default_tokens(probe)} group)"))
+            if sec.note:
+                parts.append(_note(sec.note))
+            parts += [_note(w, "warn") for w in sec.warnings[:5]]
+            parts.append(_numbers_table(sec, f"{s.label}-{probe}"))
+            if sec.trajectory:
+                parts.append(_figure(sec.trajectory, f"{s.label}-{probe}-trajectory.svg", "over training", mime="svg"))
+            if sec.figures:
+                parts.append(_slider(sec.figures, f"{s.label}-{probe}"))
+            cells.append(parts)
+        sec = _section(probe, registry.get(probe).title, srcs, cells)
+        sec["compare"] = _compare_table(probe, srcs, secs) if len(srcs) > 1 else None
+        return sec

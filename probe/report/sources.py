@@ -1,0 +1,172 @@
+"""What a report shows: its sources (a snapshot file, a series of checkpoints, a hub model's
+revisions) with their steps, configuration and groups; the steps it picks; the CPU budget of a watch."""
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .._files import open_regular
+from ..errors import ProbeError
+
+
+
+
+@dataclass
+class Source:
+    """One run as the report sees it: a snapshot file or a series of checkpoints, one per step."""
+
+    label: str
+    path: str
+    kind: str                                   # "snapshot" or "checkpoints"
+    steps: list[int] = field(default_factory=list)
+    checkpoints: dict[int, str] = field(default_factory=dict)
+    config: dict = field(default_factory=dict)
+    task: dict = field(default_factory=dict)
+    curves: dict = field(default_factory=dict)  # split -> metric -> values (at curve_steps)
+    curve_steps: list[int] = field(default_factory=list)
+    groups: dict = field(default_factory=dict)  # name -> (ids, texts or None)
+    final_step: int | None = None               # the configured last step (snapshot runs)
+
+    @property
+    def done(self) -> bool:
+        return self.kind == "snapshot" and bool(self.steps) and self.final_step is not None \
+            and self.steps[-1] >= self.final_step
+
+
+@dataclass
+class Section:
+    """One probe on one run: its results by step, a figure per step, the trajectory, or why none."""
+
+    results: dict = field(default_factory=dict)   # step -> Result
+    figures: dict = field(default_factory=dict)   # step -> base64 PNG
+    trajectory: str | None = None
+    note: str | None = None
+    warnings: list = field(default_factory=list)
+    pending: bool = False                          # some steps or figures wait for CPU budget
+
+
+def _label(path: str) -> str:
+    base = os.path.basename(os.path.normpath(path)) if not path.startswith("hf:") else path[3:]
+    return base or path
+
+
+def open_source(spec: str, revisions: str | None = None) -> Source:
+    """Read what the page needs of one run (cheap: no tensors); a file still being written works."""
+    from ..format import Run, is_snapshot_file
+
+    if is_snapshot_file(spec):
+        with Run(spec) as run:
+            run.check_all()   # every probe reads the run: one error for a malformed file, not one per probe
+            steps = [int(s) for s in run.steps]
+            metrics = run.metrics()
+            strings = run.token_strings()
+            groups = {k: (v, _texts(strings, v)) for k, v in run.groups.items()}
+            final = run.config.get("steps")    # the file's word: a whole number, or not known
+            return Source(_label(spec), spec, "snapshot", steps, {}, dict(run.config), dict(run.task),
+                          {s: {m: np.asarray(v) for m, v in ms.items()} for s, ms in metrics.items()}, steps, groups,
+                          final if isinstance(final, int) and not isinstance(final, bool) else None)
+    return _checkpoint_series(spec, revisions)
+
+
+def _texts(strings: list[str] | None, ids) -> list[str] | None:
+    """The text of each token id (None without a vocabulary; '?' for an id it does not have)."""
+    if strings is None:
+        return None
+    return [strings[i] if 0 <= i < len(strings) else "?" for i in (int(i) for i in ids)]
+
+
+def _checkpoint_series(spec: str, revisions: str | None) -> Source:
+    from ..batch import discover
+    from ..readers.names import step_from_name
+
+    found = discover([spec], revisions)
+    by_step: dict[int, str] = {}
+    for i, path in enumerate(found):
+        step = step_from_name(path)
+        by_step.setdefault(step if step is not None else -(len(found) - i), path)   # unnamed: keep their order
+    if not by_step:
+        raise ProbeError(f"{spec}: no checkpoints found")
+    steps = sorted(by_step)
+    src = Source(_label(spec), spec, "checkpoints", steps, by_step)
+    src.config = _config_of(by_step[steps[-1]])
+    src.curve_steps, src.curves = _trainer_log(by_step[steps[-1]])
+    return src
+
+
+def _config_of(path: str) -> dict:
+    from ..readers.hub import is_hub, local
+
+    folder = local(path) if is_hub(path) else path
+    if not os.path.isdir(folder):
+        folder = os.path.dirname(folder)
+    if not os.path.exists(os.path.join(folder, "config.json")):
+        return {}
+    try:
+        with open_regular(os.path.join(folder, "config.json"), what="checkpoint config", encoding="utf-8") as fh:
+            cfg = json.load(fh)
+        return cfg if isinstance(cfg, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _trainer_log(path: str) -> tuple[list[int], dict]:
+    """Loss curves from an HF Trainer checkpoint's ``trainer_state.json`` (its ``log_history``)."""
+    if path.startswith("hf:") or not os.path.isdir(path):
+        return [], {}
+    if not os.path.exists(os.path.join(path, "trainer_state.json")):
+        return [], {}
+    try:
+        with open_regular(os.path.join(path, "trainer_state.json"), what="Trainer state file",
+                          encoding="utf-8") as fh:
+            log = json.load(fh).get("log_history", [])
+    except (OSError, ValueError, AttributeError):
+        return [], {}
+    if not isinstance(log, list):
+        return [], {}
+    steps, curves = [], {}
+
+    def number(v, kinds=(int, float)):
+        return isinstance(v, kinds) and not isinstance(v, bool)
+
+    for key, split in (("loss", "train"), ("eval_loss", "eval")):   # entries with a number at a whole step
+        pts = [(e["step"], e[key]) for e in log if isinstance(e, dict) and number(e.get("step"), int)
+               and number(e.get(key))]
+        if pts:
+            curves[split] = {"loss": np.array([v for _, v in pts], dtype=float)}
+            steps = steps or [int(s) for s, _ in pts]
+            if len(pts) != len(steps):   # two splits logged at different steps: keep the first only
+                curves.pop(split)
+    return steps, curves
+
+
+def pick_steps(steps: list[int], k: int, final: int | None = None) -> list[int]:
+    """At most ``k`` steps spread over training, the first and the last always among them: the
+    snapshots nearest to k evenly spaced points of ``final`` (the planned last step), so that while
+    a run grows the earlier picks stay put and a rebuild computes only the newest step."""
+    if len(steps) <= k:
+        return list(steps)
+    arr = np.asarray(steps)
+    end = max(final or 0, int(arr[-1]))
+    targets = np.linspace(arr[0], end, k)
+    picked = {int(arr[np.abs(arr - t).argmin()]) for t in targets if t <= arr[-1]}
+    picked |= {int(arr[0]), int(arr[-1])}
+    return sorted(picked)
+
+
+class Budget:
+    """A CPU budget of ``share`` of one core: work may go on while this process's CPU time (imports
+    included) stays under ``share`` times the wall time since the budget began."""
+
+    def __init__(self, share: float):
+        self.share, self.wall0 = share, time.monotonic()
+
+    def allows(self) -> bool:
+        return time.process_time() <= self.share * (time.monotonic() - self.wall0)
+
+
+PENDING = ("still to compute: while a run trains, the report holds to its share of the CPU "
+           "(probe-train --report: 1 % of a core) and fills this in at a later update")

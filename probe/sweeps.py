@@ -1,0 +1,143 @@
+"""``probe sweep-summary``: a sweep's runs (``probe-train sweep``'s manifest, :mod:`probe.format.sweep`)
+summarised per grid cell over its seeds, and the two small grammars of its options: a metric
+(``acc[SPLIT]``, ``loss[SPLIT]``, ``train_loss``, or ``PROBE(OPTIONS):NAME`` such as
+``similarity(tokens=logic):mean_offdiag``) and an outcome (``A>B``, ``A<B``, ``A>=B``, ``A<=B``).
+"""
+from __future__ import annotations
+
+import inspect
+import math
+import os
+import re
+import warnings
+
+from . import registry
+from .errors import ProbeError, ProbeWarning, param
+from .format import Run
+from .format.sweep import read_manifest
+
+SEED_FIELDS = ("seed", "data_seed")
+_OUTCOME = re.compile(r"^\s*(.+?)\s*(>=|<=|>|<)\s*(.+?)\s*$")
+_DEFAULT_OUTCOMES = {"composite": ["acc[ood_inferential]>acc[ood_symmetric]"], "anchor": ["acc[rsn_test]>0.5"]}
+
+
+def _run_value(file: str, run, name: str, index: int, cache: dict, probe_function):
+    """A number of one run at snapshot ``index``: a logged metric (acc[split], loss[split],
+    train_loss) or a probe's summary number (probe:name, e.g. similarity:distance_corr)."""
+    if ":" in name:
+        call, _, key = name.rpartition(":")   # options may hold colons (tokens=21:41), keys do not
+        probe, options = _probe_call(name, call, probe_function)
+        if call not in cache:
+            cache[call] = probe_function(probe)(file, step=int(run.steps[index]), **options)[0].summary()
+        if key not in cache[call]:
+            raise ProbeError(f"{param('metric', name)}: probe {probe} reports {', '.join(cache[call])}")
+        return float(cache[call][key])
+    if name == "train_loss":
+        return float(run.dataset("train_loss")[index])
+    m = re.fullmatch(r"(acc|loss)\[(\w+)\]", name)
+    if not m:
+        raise ProbeError(f"{param('metric', name)}: use acc[SPLIT], loss[SPLIT], train_loss or PROBE:NAME "
+                         "(e.g. similarity:distance_corr)")
+    metrics = run.metrics()
+    if m.group(2) not in metrics:
+        raise ProbeError(f"{param('metric', name)}: this run has splits {', '.join(metrics)}")
+    return float(metrics[m.group(2)][m.group(1)][index])
+
+
+_CALL = re.compile(r"^(\w+)(?:\((.*)\))?$")
+
+
+def _probe_call(name: str, call: str, probe_function) -> tuple[str, dict]:
+    """``similarity(tokens=logic,tensor=W_E)`` -> ("similarity", {"tokens": "logic", ...}): a probe
+    and its options as the CLI spells them (numbers stay numbers)."""
+    m = _CALL.match(call.strip())
+    probe = m.group(1) if m else call
+    known = registry.names("sweeps")
+    if not m or probe not in known:
+        raise ProbeError(f"{param('metric', name)}: unknown probe '{call}' (known: {', '.join(known)};"
+                         " options in brackets: similarity(tokens=logic):mean_offdiag)")
+    allowed = [p for p in inspect.signature(probe_function(probe)).parameters if p not in ("path", "step")]
+    options = {}
+    # a comma starts a new option only before NAME=, so token lists (tokens=11,12,13) stay whole
+    for item in filter(None, (x.strip() for x in re.split(r",\s*(?=[\w-]+=)", m.group(2) or ""))):
+        k, sep, v = item.partition("=")
+        k = k.strip().replace("-", "_")
+        if not sep or k not in allowed:
+            raise ProbeError(f"{param('metric', name)}: '{item}' is not an option of {probe} "
+                             f"(options: {', '.join(allowed)})")
+        options[k] = _side(v.strip()) if k not in ("tokens", "words") else v.strip()
+        if isinstance(options[k], float) and options[k].is_integer():
+            options[k] = int(options[k])
+    return probe, options
+
+
+def _side(text: str):
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def sweep_summary(path: str | os.PathLike, metric=None, outcome=None, *, step: str | int = "latest",
+                  probe_function) -> list:
+    """:func:`probe.api.sweep_summary`; ``probe_function(name)`` is the API function of probe ``name``
+    (given by the API, so that this module does not import it)."""
+    from .analyses.uncertainty import CellSummary, describe, proportion
+
+    folder, manifest = read_manifest(path)
+    metrics = [metric] if isinstance(metric, str) else list(metric or [])
+    outcomes = [outcome] if isinstance(outcome, str) else list(outcome or [])
+    parsed = {}
+    for o in outcomes:
+        m = _OUTCOME.match(o)
+        if not m:
+            raise ProbeError(f"{param('outcome', o)}: use A>B, A<B, A>=B or A<=B with metrics or numbers")
+        parsed[o] = (_side(m.group(1)), m.group(2), _side(m.group(3)))
+    cell_keys = [k for k in manifest["grid"] if k not in SEED_FIELDS]
+    cells: dict[tuple, dict] = {}
+    left_out = []
+    for r in manifest["runs"]:
+        file = os.path.join(folder, r["path"])
+        if r.get("status") == "failed" or not os.path.exists(file):
+            left_out.append(r["label"])
+            continue
+        with Run(file) as run:
+            if str(step) == "latest" and int(run.steps[-1]) != int(run.config.get("steps", -1)):
+                left_out.append(r["label"])
+                continue
+            index = run.step_indices(step)[0] if str(step) != "latest" else run.n_snapshots - 1
+            kind = run.task.get("kind")
+            if not metrics:
+                metrics = [f"acc[{s}]" for s in run.splits]
+            if not parsed:
+                parsed = {o: (_side(a), op, _side(b)) for o in _DEFAULT_OUTCOMES.get(kind, [])
+                          for a, op, b in [_OUTCOME.match(o).groups()]}
+            names = set(metrics) | {x for a, _, b in parsed.values() for x in (a, b) if isinstance(x, str)}
+            cache: dict = {}
+            values = {n: _run_value(file, run, n, index, cache, probe_function) for n in sorted(names)}
+            at = int(run.steps[index])
+        key = tuple(r["point"].get(k) for k in cell_keys)
+        cell = cells.setdefault(key, {"runs": [], "values": [], "steps": set()})
+        cell["runs"].append(r["path"])
+        cell["values"].append(values)
+        cell["steps"].add(at)
+    if left_out:
+        warnings.warn(f"{len(left_out)} run(s) left out (failed, missing or unfinished): "
+                      f"{', '.join(left_out[:5])}{', ...' if len(left_out) > 5 else ''}", ProbeWarning, stacklevel=2)
+    if not cells:
+        raise ProbeError(f"{path}: no finished run to summarise")
+
+    def holds(values, a, op, b):
+        x = values[a] if isinstance(a, str) else a
+        y = values[b] if isinstance(b, str) else b
+        if not (math.isfinite(x) and math.isfinite(y)):
+            return None
+        return {">": x > y, "<": x < y, ">=": x >= y, "<=": x <= y}[op]
+
+    out = []
+    for key, c in cells.items():
+        out.append(CellSummary(
+            step=next(iter(c["steps"])) if len(c["steps"]) == 1 else None, cell=dict(zip(cell_keys, key)),
+            runs=c["runs"], stats={m: describe([v[m] for v in c["values"]]) for m in metrics},
+            outcomes={o: proportion([holds(v, *parsed[o]) for v in c["values"]]) for o in parsed}))
+    return out

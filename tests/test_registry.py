@@ -1,0 +1,94 @@
+"""Every probe is declared once (probe/registry.py), and every registered probe is reachable from the
+API, the CLI, batch, the report, sweep-summary and the docs."""
+import inspect
+import re
+
+import pytest
+from typer.main import get_command
+
+import probe
+from conftest import ROOT, run_cli
+from probe import api, batch, registry, report, sweeps
+from probe.cli import app
+from probe.cli.options import OPTIONS
+from probe.cli.probes import offered
+from probe.errors import ProbeError
+
+SPECS = registry.PROBES
+IDS = [s.name for s in SPECS]
+COMMANDS = get_command(app).commands
+
+
+def test_each_probe_is_declared_once_with_what_it_reads():
+    assert len(set(IDS)) == len(IDS)
+    assert all(s.reads in (registry.WEIGHTS, registry.ACTIVATIONS, registry.SNAPSHOT) for s in SPECS)
+    assert all(s.layout in ("summary", "detail") for s in SPECS)
+    assert registry.default_tokens("similarity") == "reasoning" and registry.default_tokens("condense") is None
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=IDS)
+def test_reachable_from_the_api(spec):
+    fn = api.probe_function(spec.name)
+    assert fn is getattr(api, spec.name) is getattr(probe, spec.name)
+    assert spec.name in api.__all__ and spec.name in probe.__all__
+    params = inspect.signature(fn).parameters
+    assert list(params)[0] == "path" and {"step", "allow_nonfinite"} <= set(params)
+    assert fn.__doc__   # a real function, not a wrapper: in the API module of what it reads
+    assert fn.__module__ == {registry.WEIGHTS: "probe.api.weights", registry.SNAPSHOT: "probe.api.snapshots",
+                             registry.ACTIVATIONS: "probe.api.activations"}[spec.reads]
+    assert set(spec.api_only) <= set(params)
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=IDS)
+def test_reachable_from_the_cli(spec):
+    name, *flags = (spec.command or spec.name).split()
+    cmd = COMMANDS[name]
+    assert set(flags) <= {o for p in cmd.params for o in p.opts}
+    if spec.command == "":   # derived: every API parameter offered, with its option and the API's default
+        assert cmd.help == spec.help
+        sig = inspect.signature(api.probe_function(spec.name))
+        got = {p.name: p.default for p in cmd.params if p.name not in ("file", "fmt", "plot", "help")}
+        want = {n: sig.parameters[n].default for n in offered(spec, sig)}
+        assert got == want and set(got) <= set(OPTIONS)
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=IDS)
+def test_reachable_from_batch_and_its_help(spec):
+    assert (spec.name in batch.PROBES) == spec.batch
+    probes_help = next(p.help for p in COMMANDS["batch"].params if p.name == "probes")
+    assert bool(re.search(rf"\b{spec.name}\b", probes_help)) == (spec.batch or spec.report)
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=IDS)
+def test_reachable_from_the_report(spec):
+    assert (spec.name in report.PROBES) == spec.report
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=IDS)
+def test_reachable_from_sweep_summary(spec):
+    call = f"{spec.name}()"
+    if spec.sweeps:
+        assert sweeps._probe_call(f"{call}:x", call, api.probe_function) == (spec.name, {})
+    else:
+        with pytest.raises(ProbeError, match="unknown probe"):
+            sweeps._probe_call(f"{call}:x", call, api.probe_function)
+
+
+README_ROWS = {m.group(1): m.group(0) for m in re.finditer(r"^\| `(\w+)` \|.*$", (ROOT / "README.md").read_text(),
+                                                            re.M)}
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=IDS)
+def test_reachable_from_the_docs(spec):
+    """The README's probe table has a row for the command that reaches the probe, with its flag."""
+    name, *flags = (spec.command or spec.name).split()
+    assert name in README_ROWS, f"README.md's probe table has no row for {name}"
+    assert all(f"`{f}" in README_ROWS[name] for f in flags)
+    assert f"`probe {name} " in README_ROWS[name]   # with an example
+
+
+def test_the_command_list_is_the_registry():
+    out = run_cli("probe", "--help").stdout
+    listed = re.findall(r"^  (\S+) ", out, re.M)
+    own = [n for n in dict.fromkeys((s.command or s.name).split()[0] for s in SPECS if s.command is not None)]
+    assert [n for n in listed if n in own] == own
