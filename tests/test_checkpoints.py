@@ -393,3 +393,14 @@ def test_safetensors_are_read_with_numpy_alone(tmp_path):
     # refused at open, as the safetensors library refuses it: the header's ranges run past the file
     with pytest.raises(ProbeError, match=f"tensor '{last}' ends at byte .* past the end of the file"):
         open_checkpoint(cut)
+
+
+def test_results_carry_their_token_texts_fetched_when_first_asked_for():
+    """The table labels come with the result (rendering never opens the checkpoint again); a
+    checkpoint's tokenizer files are read only when the texts are asked for (a batch never asks)."""
+    r = probe.similarity(_minilm(), "1014:1024")[0]
+    assert r.texts._load is not None                       # not read yet
+    assert r.texts.get() == [str(d) for d in range(10)]    # BERT's "0".."9"
+    assert "texts" not in r.to_dict()                      # JSON as before
+    p = probe.pca(_minilm(), "1014:1024")[0]
+    assert p.texts.get()[0] == "0" and "texts" not in p.to_dict()

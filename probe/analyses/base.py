@@ -42,9 +42,33 @@ def jsonable(v):
     return v
 
 
+class TokenTexts:
+    """The text of a result's tokens (one per id), given, or fetched by ``load`` when first asked for:
+    a checkpoint's tokenizer files take ~20 ms to load, ten times a small probe on it, and a batch
+    never shows the texts. :meth:`get` is the list, or ``None`` where the source has no vocabulary."""
+
+    def __init__(self, texts: list[str] | None = None, load=None):
+        self._texts, self._load = texts, load
+
+    def get(self) -> list[str] | None:
+        if self._load is not None:
+            self._texts, self._load = self._load(), None
+        return self._texts
+
+    def subset(self, keep) -> "TokenTexts":
+        """The texts of the tokens at positions ``keep`` (a boolean mask or indices), as lazy as these."""
+        import numpy as np
+
+        pick = np.flatnonzero(keep) if np.asarray(keep).dtype == bool else np.asarray(keep, dtype=np.int64)
+        if self._load is None:
+            return TokenTexts(None if self._texts is None else [self._texts[int(i)] for i in pick])
+        load = self._load
+        return TokenTexts(load=lambda: (lambda t: None if t is None else [t[int(i)] for i in pick])(load()))
+
+
 def labels_field():
-    """A result's token texts (one per id, ``None`` where the source has no vocabulary): what the
-    tables label rows with, so rendering never opens the file again. Not part of ``to_dict()``."""
+    """A result's token texts (:class:`TokenTexts`; ``None``: not known): what the tables label rows
+    with, so rendering never opens the file again. Not part of ``to_dict()``."""
     return field(default=None, repr=False, compare=False, metadata={"json": False})
 
 

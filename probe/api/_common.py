@@ -306,9 +306,20 @@ def _finite_tokens_of(checks: tuple, arrays: list[tuple], where: str) -> np.ndar
     return keep
 
 
-def _texts_of(run, ids) -> dict[int, str] | None:
-    """Token id -> text for ``ids`` while ``run`` is open (the labels results carry), or None."""
+def _texts_of(run, ids):
+    """The texts of ``ids`` (a :class:`~probe.analyses.base.TokenTexts`) while ``run`` is open: a text
+    run's stored vocabulary now; a checkpoint's tokenizer files when the texts are first asked for."""
+    from ..analyses.base import TokenTexts
+    from ..format import Run
     from ..readers.source import token_texts
 
-    texts = token_texts(run, ids)
-    return None if texts is None else {int(i): t for i, t in zip(ids, texts)}
+    if isinstance(run, Run):
+        return TokenTexts(token_texts(run, ids))
+    path, ids = run.path, [int(i) for i in ids]
+    return TokenTexts(load=lambda: _checkpoint_texts(path, ids))
+
+
+def _checkpoint_texts(path: str, ids: list[int]) -> list[str] | None:
+    from ..readers.words import ids_to_text
+
+    return ids_to_text(path, ids)

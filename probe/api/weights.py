@@ -54,7 +54,7 @@ def similarity(path: str | os.PathLike, tokens=None, *, words=None, words_file: 
         v, sel, lab = _finite_tokens(check, name, v.reshape(len(ids), -1), s, ids, labels, 2, "cosine similarity")
         fn = cosine_similarity if len(sel) <= BLOCKED_ABOVE else cosine_similarity_blocked
         out.append(fn(v, sel, step=int(steps[i]), groups=lab))
-        out[-1].texts = None if texts is None else [texts[int(t)] for t in sel]
+        out[-1].texts = texts.subset(np.isin(ids, sel))
     check.warn()
     return _warn(out)
 
@@ -84,7 +84,7 @@ def pca(path: str | os.PathLike, tokens=None, *, words=None, words_file: str | N
             out.append(_pca(v, sel, grp, n_components, step=int(steps[i])))
         except np.linalg.LinAlgError as exc:
             raise _unconverged(path, f"the SVD (PCA) of {name}", s, exc) from None
-        out[-1].texts = None if texts is None else [texts[int(t)] for t in sel]
+        out[-1].texts = texts.subset(np.isin(ids, sel))
     check.warn()
     return _warn(out)
 

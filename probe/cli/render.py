@@ -91,9 +91,10 @@ def summary_table(results) -> None:
 # --- the per-probe detail shown above the summary when one step is selected ------------------------
 def _labels(r) -> list:
     """Row labels of a result's tokens: the id, with its text where the source has a vocabulary."""
-    if r.texts is None:
+    texts = r.texts.get() if r.texts is not None else None
+    if texts is None:
         return [int(i) for i in r.ids]
-    return [f"{int(i)} {t!r}" for i, t in zip(r.ids, r.texts)]
+    return [f"{int(i)} {t!r}" for i, t in zip(r.ids, texts)]
 
 
 def _similarity(r) -> None:
