@@ -57,6 +57,10 @@ PROBES: tuple[Probe, ...] = (
     Probe("similarity", WEIGHTS, "Cosine similarity of token embeddings", tokens="reasoning",
           help="Cosine-similarity matrix of token vectors (default tokens: reasoning), with its mean and its "
                "fall-off with |i - j|; above 4096 tokens only the summaries, accumulated in blocks."),
+    Probe("cohesion", WEIGHTS, "Cohesion of token groups",
+          help="Mean cosine of token vectors within each token group (default: every stored group) and between "
+               "every pair of groups, and their separation; O(k d), so whole vocabularies split into groups "
+               "are cheap."),
     Probe("pca", WEIGHTS, "PCA of token embeddings", tokens="keys,reasoning,memory",
           help="PCA of token vectors (default tokens: keys,reasoning,memory): explained variance, coordinates, "
                "and how ordered each group lies (the number line)."),

@@ -134,3 +134,48 @@ def test_spectrum_metrics_match_their_definitions():
     alpha, xmin, xmax, ks = powerlaw_alpha(x)
     assert alpha == pytest.approx(2.5, abs=0.15)
     assert xmin >= x.min() and xmax == x.max() and 0 <= ks < 0.1
+
+
+def _brute_cohesion(X, labels):
+    """Mean cosine over ordered pairs of distinct rows, per pair of groups, from the full matrix."""
+    u = X / np.where(np.linalg.norm(X, axis=1, keepdims=True) > 0, np.linalg.norm(X, axis=1, keepdims=True), 1)
+    C = u @ u.T
+    groups = list(dict.fromkeys(labels))
+    lab = np.array([groups.index(g) for g in labels])
+    M = np.zeros((len(groups), len(groups)))
+    for i in range(len(groups)):
+        for j in range(len(groups)):
+            mask = (lab[:, None] == i) & (lab[None, :] == j) & ~np.eye(len(labels), dtype=bool)
+            M[i, j] = C[mask].mean() if mask.any() else np.nan
+    off = lab[:, None] != lab[None, :]
+    same = (lab[:, None] == lab[None, :]) & ~np.eye(len(labels), dtype=bool)
+    return groups, M, C[same].mean() - C[off].mean()
+
+
+def test_cohesion_equals_the_full_cosine_matrix_averaged_by_group():
+    from probe.analyses.cohesion import cohesion
+
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((30, 7))
+    X[4] = 0.0                                                 # a zero vector: cosine 0 with everything
+    labels = ["a"] * 10 + ["b"] * 15 + ["c"] * 4 + ["d"]       # "d": a group of one token
+    res = cohesion(X, labels, step=5, ids=np.arange(100, 130))
+    groups, M, sep = _brute_cohesion(X, labels)
+    assert res.groups == groups and res.sizes == [10, 15, 4, 1] and res.step == 5
+    np.testing.assert_allclose(res.matrix, M, rtol=1e-10, atol=1e-12)
+    assert np.isnan(res.matrix[3, 3])
+    assert res.separation == pytest.approx(sep, rel=1e-10)
+    assert res.warnings == ["1 zero vector(s) (cosine 0 with every vector): token(s) 104"]
+    s = res.summary()
+    assert s["within[a]"] == pytest.approx(M[0, 0]) and s["between[a|b]"] == pytest.approx(M[0, 1])
+
+
+def test_cohesion_of_alike_and_of_opposite_groups():
+    from probe.analyses.cohesion import cohesion
+
+    e = np.eye(3)
+    X = np.vstack([e[0] * 2, e[0] * 3, -e[0], -e[0] * 5])      # a: along +x, b: along -x
+    res = cohesion(X, ["a", "a", "b", "b"])
+    np.testing.assert_allclose(res.matrix, [[1, -1], [-1, 1]])
+    assert res.separation == pytest.approx(2.0)
+    assert np.isnan(cohesion(X, ["a"] * 4).separation)         # one group: nothing to separate from

@@ -108,3 +108,14 @@ def test_emb_mlp_small_init_reasons_large_init_memorizes(tmp_path):
         acc[gamma] = Trainer(cfg, tmp_path / f"e{gamma}.h5", progress=False).run().metrics
     assert acc[0.8]["rsn_test"]["acc"] > acc[0.3]["rsn_test"]["acc"] + 0.15
     assert acc[0.3]["mem"]["acc"] > acc[0.8]["mem"]["acc"]
+
+
+def test_groups_are_tighter_and_further_apart_at_small_init():
+    """cohesion (the registry's worked example, CONTRIBUTING.md): at small init each token group is more
+    alike within and the groups lie apart. Five seeds of these runs (1000 steps, quick preset): separation
+    0.26-0.42 at γ 0.8 against 0.03-0.05 at γ 0.3, larger in 5 of 5 (difference 0.27, 95 % t-interval
+    0.19-0.35); memory anchors' own cosine larger in 5 of 5 (0.16-0.27 against 0.04-0.11)."""
+    small, large = _both(probe.cohesion, tokens="keys,reasoning,memory")
+    assert small.groups == ["keys", "reasoning", "memory"]
+    assert small.separation > 0.2 and small.separation > large.separation + 0.15
+    assert small.summary()["within[memory]"] > large.summary()["within[memory]"] + 0.1

@@ -20,10 +20,11 @@ from ._common import (
 )
 
 
-__all__ = ["similarity", "pca", "align", "condense", "spectrum", "rank", "rank_trajectory"]   # the probes of this module (probe.registry)
+__all__ = ["similarity", "cohesion", "pca", "align", "condense", "spectrum", "rank", "rank_trajectory"]   # the probes of this module (probe.registry)
 
 if TYPE_CHECKING:   # the result classes, for annotations; the math is imported where it is used
     from ..analyses.align import AlignResult
+    from ..analyses.cohesion import CohesionResult
     from ..analyses.condense import CondenseResult
     from ..analyses.pca import PCAResult
     from ..analyses.rank import RankResult, RankTrajectoryResult
@@ -55,6 +56,38 @@ def similarity(path: str | os.PathLike, tokens=None, *, words=None, words_file: 
         fn = cosine_similarity if len(sel) <= BLOCKED_ABOVE else cosine_similarity_blocked
         out.append(fn(v, sel, step=int(steps[i]), groups=lab))
         out[-1].texts = texts.subset(np.isin(ids, sel))
+    check.warn()
+    return _warn(out)
+
+
+def cohesion(path: str | os.PathLike, tokens=None, *, words=None, words_file: str | None = None,
+             tensor: str = "token_embedding", step: str | int = "latest", groups: str | None = None,
+             mapping: str | None = None, allow_nonfinite: bool = False) -> list[CohesionResult]:
+    """Mean cosine within each token group and between every pair of groups, of the chosen rows of
+    ``tensor`` at each selected step (default: every stored group; ids and words go to the stored
+    group holding them, else to ``selected``), and the separation (within minus between). O(k d):
+    no k x k matrix. A row holding NaN or inf is an error; with ``allow_nonfinite`` it is left out."""
+    from ..analyses.cohesion import cohesion as _cohesion
+
+    with open_source(path, groups, mapping) as run:
+        if tokens is None and words is None and words_file is None:
+            if not run.groups:
+                raise ProbeError(f"{run.path}: has no token groups; choose tokens with {param('tokens')} or "
+                                 f"name groups with {param('groups')}")
+            tokens = ",".join(run.groups)
+        ids, labels = select_tokens(run, tokens, words=words, words_file=words_file, tensor=tensor,
+                                    probe="cohesion")
+        labels = [g or "selected" for g in _group_of(run, ids, labels)]
+        _enough(ids, 2, "cohesion")
+        indices = run.step_indices(step)
+        vectors = _read(run.tensor(tensor), indices, ids)
+        steps = run.steps
+        check, name = _Finite(run.path, allow_nonfinite), _tensor_name(run, tensor)
+        at = [_step_at(run, i) for i in indices]
+    out = []
+    for v, i, s in zip(vectors, indices, at):
+        v, sel, lab = _finite_tokens(check, name, v.reshape(len(ids), -1), s, ids, labels, 2, "cohesion")
+        out.append(_cohesion(v, lab, step=int(steps[i]), ids=sel))
     check.warn()
     return _warn(out)
 
