@@ -71,3 +71,9 @@ def norm_saturation(sites: list[str], mean_square: np.ndarray, eps: float, *, ga
                        eps_share=s, gain=None if gain is None else g, effective_gain=g / np.sqrt(m + eps),
                        saturation=saturation, saturated=[x for x, v in zip(sites, s) if v >= saturation],
                        warnings=warnings)
+
+
+def gain_rms(weight: np.ndarray) -> float:
+    """The effective gain of a norm's weight vector: its root mean square (float64), 1 for a norm
+    without a weight."""
+    return float(np.sqrt(np.mean(np.square(weight, dtype=np.float64))))

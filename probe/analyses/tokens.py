@@ -126,3 +126,19 @@ def token_features(counts_of_target: np.ndarray, unigram: np.ndarray, bigram: np
     if entropy_a is not None and entropy_b is not None:
         feats["entropy"] = (np.asarray(entropy_a, np.float64) + np.asarray(entropy_b, np.float64)) / 2
     return feats
+
+
+def ngram_surprisal(tokens: np.ndarray, targets: np.ndarray, vocab: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """N-gram statistics of a text from the text itself, for each (token, next token) pair of
+    ``tokens`` / ``targets`` (same shape): the next token's count, its unigram surprisal
+    -log((c + 1) / (N + V)) (add-one) and its bigram surprisal -log((c_ab + 0.01) / (c_a + 0.01 V));
+    each flattened, (n,). Used where no training counts exist (two checkpoints run on one text)."""
+    prev, tgt = np.ravel(tokens), np.ravel(targets)
+    counts = np.bincount(tgt, minlength=vocab).astype(np.float64)
+    first = np.bincount(prev, minlength=vocab).astype(np.float64)
+    pairs = prev.astype(np.int64) * vocab + tgt
+    codes, pair_counts = np.unique(pairs, return_counts=True)
+    c_ab = pair_counts[np.searchsorted(codes, pairs)].astype(np.float64)
+    unigram = -np.log((counts[tgt] + 1.0) / (counts.sum() + vocab))
+    bigram = -np.log((c_ab + 0.01) / (first[prev] + 0.01 * vocab))
+    return counts[tgt], unigram, bigram

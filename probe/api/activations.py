@@ -36,7 +36,7 @@ def norms(path: str | os.PathLike, *, step: str | int = "latest", saturation: fl
     tokens of mean(x²), var(x) for a LayerNorm); sites with s >= ``saturation`` are saturated.
     Snapshot files: from the stored norm statistics; checkpoints: by running the model on ``text``.
     NaN or inf in a site's statistics or gain is an error; with ``allow_nonfinite`` the site is left out."""
-    from ..analyses.norms import norm_saturation
+    from ..analyses.norms import gain_rms, norm_saturation
 
     _number("saturation", saturation, lo=0.0, hi=1.0)
     path = os.fspath(path)
@@ -68,8 +68,7 @@ def norms(path: str | os.PathLike, *, step: str | int = "latest", saturation: fl
         check = _Finite(run.path, allow_nonfinite)
     out = []
     for k, i in enumerate(indices):
-        g = np.array([np.sqrt(np.mean(np.square(gains[s][k], dtype=np.float64))) if s in gains else 1.0
-                      for s in sites])
+        g = np.array([gain_rms(gains[s][k]) if s in gains else 1.0 for s in sites])
         for s in gains:   # a gain is a weight: named as stored, like every tensor
             ok = check(s, gains[s][k], int(steps[i]), "its site left out")
             if ok is not None:
@@ -134,7 +133,7 @@ def tokens(path: str | os.PathLike, other: str | os.PathLike | None = None, *, s
     stored token-probe windows; checkpoints (two Hugging Face folders): the models run on ``text``.
     A NaN or inf per-token loss, entropy or n-gram surprisal is an error; with ``allow_nonfinite`` the
     tokens holding one (in either model) are left out."""
-    from ..analyses.tokens import token_features, token_gains
+    from ..analyses.tokens import ngram_surprisal, token_features, token_gains
 
     _number("buckets", buckets, lo=1, integer=True)
     path = os.fspath(path)
@@ -164,19 +163,11 @@ def tokens(path: str | os.PathLike, other: str | os.PathLike | None = None, *, s
                                           (0, "token_entropy", fa.token_entropy, None),
                                           (1, "token_loss", fb.token_loss, None),
                                           (1, "token_entropy", fb.token_entropy, None)], " (the model run on the text)")
-        V = fa.vocab_size
-        counts = np.bincount(fa.targets.ravel(), minlength=V).astype(np.float64)
-        prev = np.bincount(fa.tokens.ravel(), minlength=V).astype(np.float64)
-        codes, pair = np.unique(fa.tokens.ravel() * V + fa.targets.ravel(), return_counts=True)
-        want = fa.tokens.ravel() * V + fa.targets.ravel()
-        c_ab = pair[np.searchsorted(codes, want)].astype(np.float64)
-        tgt = fa.targets.ravel()
-        unigram = -np.log((counts[tgt] + 1.0) / (counts.sum() + V))
-        bigram = -np.log((c_ab + 0.01) / (prev[fa.tokens.ravel()] + 0.01 * V))
+        count, unigram, bigram = ngram_surprisal(fa.tokens, fa.targets, fa.vocab_size)
         warnings.warn("n-gram statistics of a checkpoint comparison come from the text itself (no training counts)",
                       ProbeWarning, stacklevel=2)
         la, lb = fa.token_loss.ravel(), fb.token_loss.ravel()
-        feats = token_features(counts[tgt], unigram, bigram, la, lb, fa.token_entropy.ravel(), fb.token_entropy.ravel())
+        feats = token_features(count, unigram, bigram, la, lb, fa.token_entropy.ravel(), fb.token_entropy.ravel())
         if keep is not None:
             la, lb, feats = la[keep], lb[keep], {k: v[keep] for k, v in feats.items()}
         for c in checks:
