@@ -72,9 +72,8 @@ def _read(ds, indices: list[int], rows=None) -> list[np.ndarray]:
     return [ds[i] if rows is None else read_rows(ds, i, rows) for i in indices]
 
 
-def _group_of(run, ids: np.ndarray, labels: list[str]) -> list[str]:
-    """Group of each id: the group that selected it, else the first stored group holding it, else ''."""
-    groups = run.groups
+def _group_of(groups: dict, ids: np.ndarray, labels: list[str]) -> list[str]:
+    """Group of each id: the group that selected it, else the first of ``groups`` holding it, else ''."""
     return [lab or next((g for g, v in groups.items() if i in v), "") for i, lab in zip(ids, labels)]
 
 
@@ -323,3 +322,35 @@ def _checkpoint_texts(path: str, ids: list[int]) -> list[str] | None:
     from ..readers.words import ids_to_text
 
     return ids_to_text(path, ids)
+
+
+class _TokenRows:
+    """The chosen rows of a tensor at each selected step, read while the source was open: what
+    similarity, pca and cohesion analyse. :meth:`finite` gives step k's rows without those holding a
+    NaN or inf (an error unless allowed), with their ids and labels."""
+
+    def __init__(self, run, tokens, words, words_file, tensor: str, step, allow_nonfinite: bool, probe: str,
+                 need: int, what: str):
+        self.ids, self.labels = select_tokens(run, tokens, words=words, words_file=words_file, tensor=tensor,
+                                              probe=probe)
+        _enough(self.ids, need, what)
+        indices = run.step_indices(step)
+        self.vectors = _read(run.tensor(tensor), indices, self.ids)
+        self.steps = [int(run.steps[i]) for i in indices]
+        self.at = [_step_at(run, i) for i in indices]
+        self.check, self.name = _Finite(run.path, allow_nonfinite), _tensor_name(run, tensor)
+        self.texts = _texts_of(run, self.ids)
+        self.need, self.what, self._run_groups = need, what, dict(run.groups)
+
+    def group_of(self) -> list[str]:
+        """The group of each id: the one that selected it, else the first stored group holding it, else ''."""
+        return _group_of(self._run_groups, self.ids, self.labels)
+
+    def finite(self, k: int, labels: list[str]) -> tuple[np.ndarray, np.ndarray, list[str]]:
+        """(rows (n, d), their ids, their ``labels``) at step ``k``, the non-finite rows left out."""
+        return _finite_tokens(self.check, self.name, self.vectors[k].reshape(len(self.ids), -1), self.at[k],
+                              self.ids, labels, self.need, self.what)
+
+    def texts_of(self, sel: np.ndarray):
+        """The texts of the kept ids ``sel`` (lazy for a checkpoint: :class:`~probe.analyses.base.TokenTexts`)."""
+        return self.texts.subset(np.isin(self.ids, sel))

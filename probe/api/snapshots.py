@@ -47,7 +47,7 @@ def theory(path: str | os.PathLike, tokens=None, *, words=None, words_file: str 
             raise ProbeError(f"{run.path}: holds no label distribution P^s ('{P['label_dist']}')")
         Pmat = np.asarray(run.dataset("label_dist")[...])
         kinds = ["reasoning" if g == "reasoning" else "key" if g == "keys" else g
-                 for g in _group_of(run, ids, labels)]
+                 for g in _group_of(run.groups, ids, labels)]
         chosen = anchor
         if anchor is None:
             anchor = int(ids[len(ids) // 2])

@@ -14,9 +14,8 @@ from ..format import Run, is_snapshot_file
 from ..readers.source import open_source
 
 from ._common import (
-    _Finite, _as_matrix, _enough, _finite_tokens, _group_of, _layer_check, _natural, _neurons, _number, _read, _step_at,
-    _texts_of,
-    _tensor_name, _unconverged, _warn, select_tokens
+    _as_matrix, _enough, _Finite, _finite_tokens, _layer_check, _natural, _neurons, _number, _read, select_tokens,
+    _step_at, _tensor_name, _TokenRows, _unconverged, _warn
 )
 
 
@@ -41,22 +40,15 @@ def similarity(path: str | os.PathLike, tokens=None, *, words=None, words_file: 
     from ..analyses.similarity import cosine_similarity, cosine_similarity_blocked
 
     with open_source(path, groups, mapping) as run:
-        ids, labels = select_tokens(run, tokens, words=words, words_file=words_file, tensor=tensor,
-                                    probe="similarity")
-        _enough(ids, 2, "cosine similarity")
-        indices = run.step_indices(step)
-        vectors = _read(run.tensor(tensor), indices, ids)
-        steps = run.steps
-        check, name = _Finite(run.path, allow_nonfinite), _tensor_name(run, tensor)
-        at = [_step_at(run, i) for i in indices]
-        texts = _texts_of(run, ids)
+        rows = _TokenRows(run, tokens, words, words_file, tensor, step, allow_nonfinite, "similarity", 2,
+                          "cosine similarity")
     out = []
-    for v, i, s in zip(vectors, indices, at):
-        v, sel, lab = _finite_tokens(check, name, v.reshape(len(ids), -1), s, ids, labels, 2, "cosine similarity")
+    for k, s in enumerate(rows.steps):
+        v, sel, lab = rows.finite(k, rows.labels)
         fn = cosine_similarity if len(sel) <= BLOCKED_ABOVE else cosine_similarity_blocked
-        out.append(fn(v, sel, step=int(steps[i]), groups=lab))
-        out[-1].texts = texts.subset(np.isin(ids, sel))
-    check.warn()
+        out.append(fn(v, sel, step=s, groups=lab))
+        out[-1].texts = rows.texts_of(sel)
+    rows.check.warn()
     return _warn(out)
 
 
@@ -75,20 +67,13 @@ def cohesion(path: str | os.PathLike, tokens=None, *, words=None, words_file: st
                 raise ProbeError(f"{run.path}: has no token groups; choose tokens with {param('tokens')} or "
                                  f"name groups with {param('groups')}")
             tokens = ",".join(run.groups)
-        ids, labels = select_tokens(run, tokens, words=words, words_file=words_file, tensor=tensor,
-                                    probe="cohesion")
-        labels = [g or "selected" for g in _group_of(run, ids, labels)]
-        _enough(ids, 2, "cohesion")
-        indices = run.step_indices(step)
-        vectors = _read(run.tensor(tensor), indices, ids)
-        steps = run.steps
-        check, name = _Finite(run.path, allow_nonfinite), _tensor_name(run, tensor)
-        at = [_step_at(run, i) for i in indices]
+        rows = _TokenRows(run, tokens, words, words_file, tensor, step, allow_nonfinite, "cohesion", 2, "cohesion")
+    labels = [g or "selected" for g in rows.group_of()]
     out = []
-    for v, i, s in zip(vectors, indices, at):
-        v, sel, lab = _finite_tokens(check, name, v.reshape(len(ids), -1), s, ids, labels, 2, "cohesion")
-        out.append(_cohesion(v, lab, step=int(steps[i]), ids=sel))
-    check.warn()
+    for k, s in enumerate(rows.steps):
+        v, sel, lab = rows.finite(k, labels)
+        out.append(_cohesion(v, lab, step=s, ids=sel))
+    rows.check.warn()
     return _warn(out)
 
 
@@ -101,24 +86,17 @@ def pca(path: str | os.PathLike, tokens=None, *, words=None, words_file: str | N
 
     _number("n_components", n_components, lo=1, integer=True)
     with open_source(path, groups, mapping) as run:
-        ids, labels = select_tokens(run, tokens, words=words, words_file=words_file, tensor=tensor, probe="pca")
-        _enough(ids, 2, "PCA")
-        groups_of = _group_of(run, ids, labels)
-        indices = run.step_indices(step)
-        vectors = _read(run.tensor(tensor), indices, ids)
-        steps = run.steps
-        check, name = _Finite(run.path, allow_nonfinite), _tensor_name(run, tensor)
-        at = [_step_at(run, i) for i in indices]
-        texts = _texts_of(run, ids)
+        rows = _TokenRows(run, tokens, words, words_file, tensor, step, allow_nonfinite, "pca", 2, "PCA")
+    groups_of = rows.group_of()
     out = []
-    for v, i, s in zip(vectors, indices, at):
-        v, sel, grp = _finite_tokens(check, name, v.reshape(len(ids), -1), s, ids, groups_of, 2, "PCA")
+    for k, s in enumerate(rows.steps):
+        v, sel, grp = rows.finite(k, groups_of)
         try:
-            out.append(_pca(v, sel, grp, n_components, step=int(steps[i])))
+            out.append(_pca(v, sel, grp, n_components, step=s))
         except np.linalg.LinAlgError as exc:
-            raise _unconverged(path, f"the SVD (PCA) of {name}", s, exc) from None
-        out[-1].texts = texts.subset(np.isin(ids, sel))
-    check.warn()
+            raise _unconverged(path, f"the SVD (PCA) of {rows.name}", rows.at[k], exc) from None
+        out[-1].texts = rows.texts_of(sel)
+    rows.check.warn()
     return _warn(out)
 
 
