@@ -174,3 +174,15 @@ def test_no_file_holds_more_than_one_room():
     long = {str(p.relative_to(ROOT)): n for folder in ("probe", "train") for p in sorted((ROOT / folder).rglob("*.py"))
             if (n := len(p.read_text().splitlines())) > 500}
     assert long == {}
+
+
+def test_architecture_md_names_every_room():
+    """ARCHITECTURE.md's layout block stays true: every module and folder of probe/ and train/ is in it."""
+    text = (ROOT / "ARCHITECTURE.md").read_text()
+    block = text[text.index("```"):text.index("```", text.index("```") + 3)]
+    for pkg in ("probe", "train"):
+        for p in sorted((ROOT / pkg).iterdir()):
+            if p.name.startswith("__") or p.name == "_entry.py" or p.suffix not in (".py", ""):
+                continue
+            name = p.name + "/" if p.is_dir() else p.name
+            assert name in block, f"{pkg}/{name} missing from ARCHITECTURE.md's layout"
