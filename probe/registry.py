@@ -2,7 +2,8 @@
 
 A :class:`Probe` names the API function (:mod:`probe.api`, same name), what it reads, its default
 token selection, where it shows up (the CLI command, ``probe batch``, the report section and its
-title, ``sweep-summary``'s ``PROBE:NAME`` metrics) and how its results are laid out. The CLI
+title, ``sweep-summary``'s ``PROBE:NAME`` metrics), how its results are laid out, its result type
+and metric names, and an example for the reference page (``docs/probes.md``, :func:`reference`). The CLI
 commands (:mod:`probe.cli`), batch's probe lists (:mod:`probe.batch`), the report's sections
 (:mod:`probe.report`), sweep-summary's known probes and the ``--probe`` help are derived from
 :data:`PROBES`; ``tests/test_registry.py`` checks that every entry is reachable from each of them.
@@ -14,6 +15,7 @@ This module is plain data: importing it costs nothing (``probe --help`` reads it
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 #: what a probe reads, and so where it applies
@@ -46,6 +48,9 @@ class Probe:
     report_options: tuple = ()     # report: (parameter, value) pairs its calls add
     layout: str = "summary"        # CLI table: "summary" (one row per step, the detail of a single
     #                                step first) or "detail" (the detail table of each step)
+    result: str = ""               # the Result class, "module.Class" under probe.analyses
+    metrics: tuple[str, ...] = ()  # its summary's metric names (sweep-summary's PROBE:NAME); {N} a number
+    example: str = ""              # a command line (the docs' reference page)
 
     @property
     def applies_to_checkpoints(self) -> bool:
@@ -55,61 +60,93 @@ class Probe:
 
 PROBES: tuple[Probe, ...] = (
     Probe("similarity", WEIGHTS, "Cosine similarity of token embeddings", tokens="reasoning",
+          result="similarity.SimilarityResult", metrics=("mean_offdiag", "std_offdiag", "distance_corr", "by_distance"),
+          example="probe similarity run.h5 --tokens reasoning",
           help="Cosine-similarity matrix of token vectors (default tokens: reasoning), with its mean and its "
                "fall-off with |i - j|; above 4096 tokens only the summaries, accumulated in blocks."),
     Probe("cohesion", WEIGHTS, "Cohesion of token groups",
+          result="cohesion.CohesionResult", metrics=("within", "between", "separation"),
+          example="probe cohesion run.h5 --step all",
           help="Mean cosine of token vectors within each token group (default: every stored group) and between "
                "every pair of groups, and their separation; O(k d), so whole vocabularies split into groups "
                "are cheap."),
     Probe("pca", WEIGHTS, "PCA of token embeddings", tokens="keys,reasoning,memory",
+          result="pca.PCAResult", metrics=("explained_pc{N}", "order_pc1", "order_arc"),
+          example="probe pca run.h5 --tokens keys,reasoning,memory --plot pca.png",
           help="PCA of token vectors (default tokens: keys,reasoning,memory): explained variance, coordinates, "
                "and how ordered each group lies (the number line)."),
     Probe("align", WEIGHTS, "Singular vectors of W_V against the embeddings",
+          result="align.AlignResult", metrics=("sv1", "sv1_share", "ov_sv1", "cos_top1"),
+          example="probe align run.h5 --layer 0 --head 0 --step all",
           help="Singular values of W_V and W_V W_O of one head (default: layer 0, head 0), and |cos| of W_V's "
                "top singular vectors with each token group."),
     Probe("condense", WEIGHTS, "Covariance eigenvalues", tokens=_EVERY_ROW, api_only=("top_shares",),
+          result="condense.CondenseResult", metrics=("eig1", "eig2", "top{N}_share", "effective_rank", "stable_rank", "largest_neuron_group", "neuron_groups", "sv1"),
+          example="probe condense run.h5 --tokens keys --step all",
           help="Condensation: covariance eigenvalues of token vectors (default: every row; centred, unscaled, "
                "/ (k-1)), effective and stable rank, neuron groups, and the singular values of every weight "
                "matrix."),
     Probe("theory", SNAPSHOT, "Theory: P^s reconstruction of the embedding", tokens="reasoning",
+          result="theory.TheoryResult", metrics=("pearson_r", "max_abs_diff", "profile_r"),
+          example="probe theory run.h5 --tokens reasoning --anchor 15",
           help="Paper 1's theory (default tokens: reasoning): cos of P^s - 1/d_vob against the measured "
                "embedding cosines, and the eq. 14 reconstruction's cos(w(s0), w(s_j)) profile against the "
                "measured one."),
     Probe("ood", SNAPSHOT, "Accuracy per split and held-out combination", report_options=(("threads", 1),),
+          result="ood.OODResult", metrics=("acc", "loss"),
+          example="probe ood run.h5 --step all",
           help="Rebuild the model from the stored weights; accuracy and loss per split and per held-out anchor "
                "combination (composite task: inferential vs symmetric accuracy on the unseen pair)."),
     Probe("attention", SNAPSHOT, "Attention against causal averaging",
+          result="attention.AttentionResult", metrics=("avg_dev", "entropy_ratio", "last_to_key", "last_to_anchors"),
+          example="probe attention run.h5 --layer 0 --step 0:1000",
           help="Attention on the stored probe batch (default: every layer): distance from causal averaging "
                "(mean |A_ij - 1/i|, entropy relative to uniform) and where the last position attends (key, "
                "anchors)."),
     Probe("bias", SNAPSHOT, "Reasoning bias ΔL", step_figure=False,
+          result="bias.BiasResult", metrics=("loss", "delta_L"),
+          example="probe bias run.h5 --step all",
           help="Reasoning bias Delta L = (L_A - L_B) / L_B from the stored per-split losses (--step all for "
                "the trajectory)."),
     Probe("spectrum", WEIGHTS, "Weight spectra (power-law alpha)", sweeps=False,
+          result="spectrum.SpectrumResult", metrics=("layers", "mean_alpha", "mean_log_norm"),
+          example="probe spectrum run.h5 --precision float32",
           help="Per linear layer: spectral norm, Frobenius norm, stable rank, entropy rank, and the power-law "
                "exponent alpha of the eigenvalue density with its fit range (WeightWatcher's metrics)."),
     Probe("rank", WEIGHTS, "Effective rank of weights", command="rank", layout="detail",
+          result="rank.RankResult", metrics=("effective_rank", "stable_rank", "top{N}_energy"),
+          example="probe rank run.h5 --step all",
           help="Effective rank, stable rank and top-1/top-5 energy of the centred token embedding and of every "
                "weight matrix; with --step all a trajectory, with --minima the step where each one bottoms "
                "out."),
     Probe("norms", ACTIVATIONS, "Norm saturation (ε share)", layout="detail",
+          result="norms.NormsResult", metrics=("max_eps_share", "saturated_sites", "eps_share", "effective_gain", "mean_square"),
+          example="probe norms run.h5 --step all",
           help="ε-saturation of every norm site: ε share s = ε / (m + ε), m the mean over tokens of mean(x²) "
                "(var(x) for LayerNorm), and the effective gain; flags the saturated sites (--step all: site "
                "x step)."),
     Probe("sinks", ACTIVATIONS, "Attention sinks",
+          result="sinks.SinksResult", metrics=("sink_head_fraction", "mean_sink_mass", "uniform_mass", "sink_mass", "first_norm_ratio"),
+          example="probe sinks run.h5 --step all",
           help="Attention sinks per layer and head: mean attention on the first position (queries past the "
                "first few), the fraction of sink heads, and the first position's residual norm over the "
                "median position's."),
     Probe("dynamics", SNAPSHOT, "Loss dynamics", whole_run="latest", step_figure=False,
+          result="dynamics.DynamicsResult", metrics=("escape_step", "spikes", "initial_loss", "final_loss", "plateau"),
+          example="probe dynamics run.h5",
           help="From the per-step loss log: the escape step (loss below ln V - delta, smoothed) and the loss "
                "spikes."),
     Probe("rank_trajectory", WEIGHTS, "Rank minima over training", command="rank --minima", whole_run="all",
           api_only=("metric",),
           batch=False, sweeps=False, layout="detail",
+          result="rank.RankTrajectoryResult", metrics=("min_step", "minimum", "dip", "rebound", "condense_then_expand"),
+          example="probe rank run.h5 --minima",
           help="Where each matrix's effective rank bottoms out over training: its minimum, the step of it, "
                "the dip and the rebound."),
     Probe("tokens", ACTIVATIONS, "Per-token loss difference", report=False, batch=False, sweeps=False,
           layout="detail",
+          result="tokens.TokensResult", metrics=("n", "mean_loss_a", "mean_loss_b", "mean_delta", "total_gain", "gain_share"),
+          example="probe tokens a.h5 b.h5",
           help="Per-token loss difference ΔL = L_A − L_B on identical held-out tokens, bucketed by token "
                "frequency, n-gram surprisal, how much the context lowers the loss and the predictive "
                "entropy: mean ΔL and share of the total gain per bucket."),
@@ -137,6 +174,34 @@ def names(where: str | None = None, reads: tuple[str, ...] | None = None) -> tup
             continue
         out.append(p.name)
     return tuple(out)
+
+
+def metric_known(name: str, metric: str) -> bool:
+    """Whether ``metric`` (``mean_offdiag``, ``by_distance[3]``: the part before ``[`` counts) is one
+    of probe ``name``'s summary metrics."""
+    base = metric.split("[", 1)[0]
+    return any(re.fullmatch(re.escape(m).replace(r"\{N\}", r"\d+"), base) for m in BY_NAME[name].metrics)
+
+
+def reference() -> str:
+    """The probes' reference page (docs/probes.md), made from this registry."""
+    reads = {WEIGHTS: "weights: a snapshot file or any checkpoint",
+             ACTIVATIONS: "a forward pass: a snapshot file, or a checkpoint with --text",
+             SNAPSHOT: "a snapshot file written by probe-train"}
+    out = ["# Probes", "",
+           "Made from `probe/registry.py` (`python -c \"import probe.registry as r; print(r.reference(), end='')\" "
+           "> docs/probes.md`; `tests/test_registry.py` checks it is current).", ""]
+    for p in PROBES:
+        where = [w for w, on in (("batch", p.batch), ("report", p.report), ("sweep-summary", p.sweeps)) if on]
+        out += [f"## {p.name}", "", p.help, "",
+                f"- reads: {reads[p.reads]}",
+                f"- command: `probe {p.command or p.name}`" if p.command is not None else "- command: none",
+                f"- example: `{p.example}`",
+                f"- default tokens: {p.tokens}" if p.tokens is not None else None,
+                f"- result: `probe.analyses.{p.result}`",
+                f"- metrics: {', '.join(f'`{m}`' for m in p.metrics)}",
+                f"- also in: {', '.join(where) or 'the command alone'}", ""]
+    return "\n".join(x for x in out if x is not None)
 
 
 def default_tokens(name: str) -> str | None:

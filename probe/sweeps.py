@@ -27,6 +27,9 @@ def _run_value(file: str, run, name: str, index: int, cache: dict, probe_functio
     if ":" in name:
         call, _, key = name.rpartition(":")   # options may hold colons (tokens=21:41), keys do not
         probe, options = _probe_call(name, call, probe_function)
+        if not registry.metric_known(probe, key):   # before any run is probed
+            raise ProbeError(f"{param('metric', name)}: probe {probe} has no metric '{key}' (its metrics: "
+                             f"{', '.join(registry.get(probe).metrics)})")
         if call not in cache:
             cache[call] = probe_function(probe)(file, step=int(run.steps[index]), **options)[0].summary()
         if key not in cache[call]:

@@ -92,3 +92,43 @@ def test_the_command_list_is_the_registry():
     listed = re.findall(r"^  (\S+) ", out, re.M)
     own = [n for n in dict.fromkeys((s.command or s.name).split()[0] for s in SPECS if s.command is not None)]
     assert [n for n in listed if n in own] == own
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=IDS)
+def test_the_declared_result_type_is_what_the_api_returns(spec):
+    module, cls = spec.result.rsplit(".", 1)
+    import importlib
+
+    assert isinstance(getattr(importlib.import_module(f"probe.analyses.{module}"), cls), type)
+    assert inspect.signature(api.probe_function(spec.name)).return_annotation == f"list[{cls}]"
+
+
+ON_TINY_RUN = {"similarity": {"tokens": "reasoning"}, "cohesion": {}, "pca": {}, "align": {}, "condense": {},
+               "theory": {}, "ood": {}, "attention": {}, "bias": {}, "spectrum": {}, "rank": {}, "dynamics": {"step": "latest"},
+               "rank_trajectory": {}}
+
+
+@pytest.mark.parametrize("name", list(ON_TINY_RUN))
+def test_the_declared_metrics_are_the_summary_s(tiny_run, name):
+    """What sweep-summary accepts as PROBE:NAME before probing (registry.metrics) is what the probe
+    reports, on a real run."""
+    spec = registry.get(name)
+    results = api.probe_function(name)(tiny_run, **{"step": "all", **ON_TINY_RUN[name]})
+    assert type(results[-1]).__name__ == spec.result.rsplit(".", 1)[1]
+    keys = {k for r in results for k in r.summary()}
+    assert keys and all(registry.metric_known(name, k) for k in keys), \
+        sorted(k for k in keys if not registry.metric_known(name, k))
+    bases = {k.split("[", 1)[0] for k in keys}
+    assert all(any(re.fullmatch(m.replace("{N}", r"\d+"), b) for b in bases) or m in ("eig2", "largest_neuron_group",
+                                                                                       "neuron_groups")
+               for m in spec.metrics), (spec.metrics, bases)
+
+
+def test_the_probes_reference_page_is_made_from_the_registry():
+    assert (ROOT / "docs" / "probes.md").read_text() == registry.reference(), \
+        "regenerate: python -c \"import probe.registry as r; print(r.reference(), end='')\" > docs/probes.md"
+
+
+def test_sweep_summary_refuses_an_unknown_metric_before_probing():
+    with pytest.raises(ProbeError, match="probe similarity has no metric 'nonsense'"):
+        sweeps._run_value("unused.h5", None, "similarity:nonsense", 0, {}, api.probe_function)

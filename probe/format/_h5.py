@@ -178,19 +178,24 @@ def check_header(f: h5py.File, path: str) -> tuple[int, int]:
             f"toolkit's {SCHEMA_VERSION}; upgrade gamma-probe to read it")
     return version
 
-def _links(group: h5py.Group, prefix: str = ""):
-    """(name, dataset) for every link below ``group`` — hard links to one dataset included."""
-    for key, obj in group.items():
-        if isinstance(obj, h5py.Group):
-            yield from _links(obj, f"{prefix}{key}/")
-        else:
-            yield f"{prefix}{key}", obj
+def datasets(group: h5py.Group, *, each_link: bool = False) -> list[tuple[str, h5py.Dataset]]:
+    """(path below ``group``, dataset) of every dataset below it through hard links, by name, depth
+    first: a dataset that several hard links name comes once, at its first name, or with ``each_link``
+    once per link (a copy must recreate every name). The one walk over a trusted file's tree (a file not yet trusted is
+    scanned link by link, without opening anything: :func:`._checks.link_findings`)."""
+    out: list[tuple[str, h5py.Dataset]] = []
+    seen: set = set()
 
-def named_datasets(group: h5py.Group) -> list[tuple[str, h5py.Dataset]]:
-    out = []
-    group.visititems(lambda name, obj: out.append((name, obj)) if isinstance(obj, h5py.Dataset) else None)
+    def visit(g: h5py.Group, prefix: str) -> None:
+        for key in g:
+            if g.id.links.get_info(key.encode("utf-8", "surrogateescape")).type != h5py.h5l.TYPE_HARD:
+                continue   # a soft link is another name, not another dataset (as HDF5's own visit sees it)
+            obj = g[key]
+            if isinstance(obj, h5py.Group):
+                visit(obj, f"{prefix}{key}/")
+            elif isinstance(obj, h5py.Dataset) and (each_link or obj.id not in seen):
+                seen.add(obj.id)
+                out.append((f"{prefix}{key}", obj))
+
+    visit(group, "")
     return out
-
-
-def _dataset_names(group: h5py.Group) -> list[str]:
-    return [name for name, _ in named_datasets(group)]

@@ -12,11 +12,10 @@ import numpy as np
 from probe_schemas import path_of
 
 from ..errors import ProbeError
-from .steps import step_indices
 from ._h5 import (
-    METRICS, P, PARAMS_GROUP, WEIGHTS_GROUP, _dataset_names, _json_attr, check_header, damaged_file_error,
-    named_datasets, open_h5
+    METRICS, P, PARAMS_GROUP, WEIGHTS_GROUP, _json_attr, check_header, damaged_file_error, datasets, open_h5
 )
+from .steps import step_indices
 
 
 # ----------------------------------------------------------------------------
@@ -146,7 +145,7 @@ class Run:
         """The canonical tensors (``token_embedding``, ``layer0/W_V``, ...) and their per-snapshot shapes."""
         grp = self._f.get(WEIGHTS_GROUP)
         return {} if grp is None else {n: tuple(self._get(f"{WEIGHTS_GROUP}/{n}").shape[1:])
-                                       for n, _ in named_datasets(grp)}
+                                       for n, _ in datasets(grp)}
 
     def tensor(self, name: str) -> h5py.Dataset:
         """A weight tensor by canonical name (``token_embedding``, ``layer0/W_V``) or parameter name."""
@@ -160,7 +159,7 @@ class Run:
     def weight_matrices(self) -> list[str]:
         """Parameter names of the weight matrices (2-D or per-head 3-D, named W...)."""
         params = self._f.get(PARAMS_GROUP, {})
-        return [n for n in _dataset_names(params)
+        return [n for n, _ in datasets(params)
                 if self._get(f"{PARAMS_GROUP}/{n}").ndim >= 3 and n.rsplit(".", 1)[-1].startswith("W")] \
             if params else []
 

@@ -16,7 +16,7 @@ from probe_schemas import path_of
 from ..errors import ProbeError, write_cause
 from ._h5 import (
     FORMAT, METRICS, P, PARAMS_GROUP, RESUME_GROUP, RUN_GROUP, SCHEMA_VERSION, SNAPSHOTS_GROUP, WEIGHTS_GROUP, _chunks,
-    _dataset_names, _links, _package_version, named_datasets
+    _package_version, datasets
 )
 from .run import Run
 from ._write import (
@@ -36,9 +36,9 @@ class Writer:
         self._f = f
         self.path = path
         self._n = int(f[P["step"]].shape[0])
-        self._params = {name: f[f"{PARAMS_GROUP}/{name}"] for name in _dataset_names(f[PARAMS_GROUP])}
+        self._params = {name: f[f"{PARAMS_GROUP}/{name}"] for name, _ in datasets(f[PARAMS_GROUP])}
         self._vfd = _vfd(f)
-        rows = {ds.id: ds for _, ds in _links(f[SNAPSHOTS_GROUP])}   # hard links counted once
+        rows = {ds.id: ds for _, ds in datasets(f[SNAPSHOTS_GROUP])}   # a dataset that hard links name twice: once
         self._row_bytes = sum(int(np.prod(ds.shape[1:], dtype=np.int64)) * ds.dtype.itemsize for ds in rows.values())
 
     @property
@@ -182,7 +182,7 @@ class Writer:
         """Store the state needed to continue from ``step`` in the older of the two slots."""
         f = self._f
         slot = int(np.argmin(f[P["resume_step"]][...]))
-        unallocated = [ds for _, ds in _links(f[f"{RESUME_GROUP}/slot{slot}"]) if ds.id.get_storage_size() == 0]
+        unallocated = [ds for _, ds in datasets(f[f"{RESUME_GROUP}/slot{slot}"]) if ds.id.get_storage_size() == 0]
         self._within_limit(sum(ds.nbytes for ds in unallocated), f"resume state at step {step}")
         try:
             marks = f[P["resume_step"]]
@@ -290,7 +290,7 @@ class Writer:
                 g.flush()
         writer = cls(_open_then_replace(tmp, path, doing, kept, keep), path)
         g = writer._f
-        state = {name: np.asarray(ds[...]) for name, ds in named_datasets(g[f"{RESUME_GROUP}/slot{slot}"])}
+        state = {name: np.asarray(ds[...]) for name, ds in datasets(g[f"{RESUME_GROUP}/slot{slot}"])}
         params = {name: np.asarray(ds[keep - 1]) for name, ds in writer._params.items()}
         return writer, step, state, params
 
@@ -298,7 +298,7 @@ def _copy_rows(src: h5py.Group, g: h5py.File, base: str, keep: int) -> None:
     """The first ``keep`` rows of every time-first dataset under ``src`` into ``g[base]``, one snapshot
     at a time (bounded memory), keeping layout and hard links."""
     made: dict[int, str] = {}
-    for name, ds in _links(src):
+    for name, ds in datasets(src, each_link=True):
         full = f"{base}/{name}"
         key = hash(ds.id)
         if key in made:
@@ -318,7 +318,7 @@ def _copy_slot(f: h5py.File, g: h5py.File, slot: int) -> None:
     held[slot] = f[P["resume_step"]][slot]
     g.create_dataset(P["resume_step"], data=held)
     for other in (0, 1):
-        for name, ds in _links(f[f"{RESUME_GROUP}/slot{slot}"]):
+        for name, ds in datasets(f[f"{RESUME_GROUP}/slot{slot}"], each_link=True):
             path = path_of("resume_tensor", slot=other, name=name)
             if other == slot:
                 g.create_dataset(path, data=ds[...])
