@@ -211,123 +211,168 @@ def _pca_panel(ax, r) -> None:
     ax.legend(fontsize=7)
 
 
+# --- the figure of one step, per probe (its registry entry names it: probe.registry.Probe.plot) ---------
+
+def _figure_pca(plt, r):
+    fig, ax = plt.subplots(figsize=(5, 4.5), constrained_layout=True)
+    _pca_panel(ax, r)
+    return fig
+
+
+def _figure_theory(plt, r):
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4), constrained_layout=True)
+    for ax, m, t in ((axes[0], r.measured, "measured cos(w_i, w_j)"),
+                     (axes[1], r.predicted, "theory cos(P^si - 1/d, P^sj - 1/d)")):
+        im = ax.imshow(m, vmin=-1, vmax=1, cmap="RdBu_r")
+        ax.set_xticks(range(len(r.ids)), r.ids, fontsize=6, rotation=90)
+        ax.set_yticks(range(len(r.ids)), r.ids, fontsize=6)
+        ax.set_title(t, fontsize=9)
+    fig.colorbar(im, ax=list(axes[:2]), shrink=0.8, label="cosine similarity")
+    axes[2].plot(r.ids, r.profile_measured, "o-", label="measured")
+    axes[2].plot(r.ids, r.profile_reconstructed, "s--", label="eq. 14 reconstruction")
+    axes[2].set_xlabel("token s_j")
+    axes[2].set_ylabel(f"cos(w({r.anchor}), w(s_j))")
+    axes[2].legend(fontsize=8)
+    axes[2].set_title(f"Pearson r {r.pearson_r:.2f} (matrix), {r.profile_r:.2f} (profile)", fontsize=9)
+    return fig
+
+
+def _figure_align(plt, r):
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), constrained_layout=True)
+    axes[0].semilogy(np.arange(1, len(r.singular_values) + 1), r.singular_values, "o-", label="W_V")
+    if len(r.ov_singular_values):
+        axes[0].semilogy(np.arange(1, len(r.ov_singular_values) + 1), r.ov_singular_values, "s--",
+                         label="W_V W_O")
+    axes[0].set_xlabel("index")
+    axes[0].set_ylabel("singular value")
+    axes[0].legend(fontsize=8)
+    width = 0.8 / max(1, len(r.group_mean))
+    for gi, (g, v) in enumerate(r.group_mean.items()):
+        axes[1].bar(np.arange(len(v)) + gi * width, v, width, label=_text(g))
+    axes[1].set_xlabel("singular vector of W_V")
+    axes[1].set_ylabel("mean |cos| with the group's embeddings")
+    axes[1].legend(fontsize=8)
+    return fig
+
+
+def _figure_condense(plt, r):
+    fig, ax = plt.subplots(figsize=(5, 3.8), constrained_layout=True)
+    ev = r.eigenvalues[r.eigenvalues > 0]
+    ax.semilogy(np.arange(1, len(ev) + 1), ev, "o-", ms=3)
+    ax.set_xlabel("index")
+    ax.set_ylabel("covariance eigenvalue")
+    ax.set_title(f"step {r.step}: effective rank {r.effective_rank:.1f}", fontsize=9)
+    return fig
+
+
+def _figure_attention(plt, r):
+    L, H, T = r.last_profile.shape
+    fig, axes = plt.subplots(1, L, figsize=(4 * L, 3.4), squeeze=False, constrained_layout=True)
+    for l in range(L):
+        ax = axes[0][l]
+        for h in range(H):
+            ax.plot(np.arange(T), r.last_profile[l, h], "o-", label=f"head {h}")
+        ax.axhline(1.0 / T, color="grey", ls=":", label="uniform")
+        ax.set_xlabel("key position")
+        ax.set_ylabel("attention of the last position")
+        ax.set_title(f"layer {l}: mean |A_ij - 1/i| {r.avg_dev[l].mean():.3f}", fontsize=9)
+        ax.legend(fontsize=7)
+    return fig
+
+
+def _figure_spectrum(plt, r):
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), constrained_layout=True)
+    names = [_text(l.name) for l in r.layers]
+    axes[0].plot([l.alpha for l in r.layers], "o-")
+    axes[0].set_ylabel("alpha")
+    axes[1].plot([l.log_norm for l in r.layers], "o-")
+    axes[1].set_ylabel("log10 ||W||_F^2")
+    for ax in axes:
+        ax.set_xticks(range(len(names)), names, fontsize=5, rotation=90)
+    return fig
+
+
+def _figure_norms(plt, r):
+    fig, ax = plt.subplots(figsize=(6, 3.6), constrained_layout=True)
+    ax.barh([_text(s) for s in r.sites], r.eps_share, color=["#d62728" if s in r.saturated else "#1f77b4" for s in r.sites])
+    ax.axvline(r.saturation, color="grey", ls=":", label=f"saturated from s = {r.saturation:g}")
+    ax.set_xlim(0, 1)
+    ax.set_xlabel(f"ε share s = ε / (m + ε), ε = {r.eps:g}")
+    ax.invert_yaxis()
+    ax.legend(fontsize=7)
+    return fig
+
+
+def _figure_sinks(plt, r):
+    fig, ax = plt.subplots(figsize=(1.2 + 0.7 * r.mass.shape[1], 1.2 + 0.6 * r.mass.shape[0]),
+                           constrained_layout=True)
+    im = heatmap(ax, r.mass, [f"h{h}" for h in range(r.mass.shape[1])], [f"L{l}" for l in range(r.mass.shape[0])],
+                 vmin=0.0, vmax=1.0, cmap="magma", xrotation=0)
+    fig.colorbar(im, ax=ax, label="attention on position 0")
+    return fig
+
+
+def _figure_rank(plt, r):
+    fig, ax = plt.subplots(figsize=(6, 0.8 + 0.25 * len(r.names)), constrained_layout=True)
+    ax.barh([_text(n) for n in r.names], [r.numbers[n]["effective_rank"] for n in r.names])
+    ax.set_xlabel("effective rank (exp entropy of σ)")
+    ax.invert_yaxis()
+    return fig
+
+
+def _figure_rank_minima(plt, r):
+    fig, ax = plt.subplots(figsize=(6, 0.8 + 0.25 * len(r.names)), constrained_layout=True)
+    labels = [_text(n) for n in r.names]
+    ax.barh(labels, [r.dip(n) for n in r.names], label="dip: minimum / initial")
+    ax.barh(labels, [r.rebound(n) - 1 for n in r.names], left=[r.dip(n) for n in r.names], alpha=0.5,
+            label="rebound: final / minimum − 1")
+    ax.axvline(1.0, color="grey", ls=":")
+    ax.set_xlabel(f"{r.metric} relative to the first step")
+    ax.invert_yaxis()
+    ax.legend(fontsize=7)
+    return fig
+
+
+def _figure_tokens(plt, r):
+    feats = list(r.buckets)
+    fig, axes = plt.subplots(1, len(feats), figsize=(2.6 * len(feats), 3.2), squeeze=False,
+                             constrained_layout=True)
+    for ax, f in zip(axes[0], feats):
+        bs = r.buckets[f]
+        x = np.arange(len(bs))
+        ax.bar(x - 0.2, [b["gain_share"] for b in bs], 0.4, label="share of the gain")
+        ax.bar(x + 0.2, [b["token_share"] for b in bs], 0.4, label="share of the tokens")
+        ax.set_xticks(x, [f"q{b['bucket']}" for b in bs])
+        ax.set_title(_text(f), fontsize=9)
+    axes[0][0].legend(fontsize=7)
+    axes[0][0].set_ylabel("share (A over B)")
+    return fig
+
+
+def _figure_ood(plt, r):
+    fig, ax = plt.subplots(figsize=(6, 3.8), constrained_layout=True)
+    names = [_text(x) for x in list(r.splits) + [f"held-out {c}" for c in r.combos]
+             + [f"target {t}" for t in r.targets]]
+    vals = [m["acc"] for m in r.splits.values()] + [m["acc"] for m in r.combos.values()] \
+        + [m["acc"] for m in r.targets.values()]
+    ax.barh(names, vals)
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("accuracy")
+    return fig
+
+
+FIGURES = {"pca": _figure_pca, "theory": _figure_theory, "align": _figure_align, "condense": _figure_condense, "attention": _figure_attention, "spectrum": _figure_spectrum, "norms": _figure_norms, "sinks": _figure_sinks, "rank": _figure_rank, "rank-minima": _figure_rank_minima, "tokens": _figure_tokens, "ood": _figure_ood}
+
+
 def _single(name: str, r, path, title: str, dpi: int = 150) -> bool:
-    """A probe-specific figure for one step; False if the probe has none."""
-    plt = pyplot()
-    if name == "pca":
-        fig, ax = plt.subplots(figsize=(5, 4.5), constrained_layout=True)
-        _pca_panel(ax, r)
-    elif name == "theory":
-        fig, axes = plt.subplots(1, 3, figsize=(13, 4), constrained_layout=True)
-        for ax, m, t in ((axes[0], r.measured, "measured cos(w_i, w_j)"),
-                         (axes[1], r.predicted, "theory cos(P^si - 1/d, P^sj - 1/d)")):
-            im = ax.imshow(m, vmin=-1, vmax=1, cmap="RdBu_r")
-            ax.set_xticks(range(len(r.ids)), r.ids, fontsize=6, rotation=90)
-            ax.set_yticks(range(len(r.ids)), r.ids, fontsize=6)
-            ax.set_title(t, fontsize=9)
-        fig.colorbar(im, ax=list(axes[:2]), shrink=0.8, label="cosine similarity")
-        axes[2].plot(r.ids, r.profile_measured, "o-", label="measured")
-        axes[2].plot(r.ids, r.profile_reconstructed, "s--", label="eq. 14 reconstruction")
-        axes[2].set_xlabel("token s_j")
-        axes[2].set_ylabel(f"cos(w({r.anchor}), w(s_j))")
-        axes[2].legend(fontsize=8)
-        axes[2].set_title(f"Pearson r {r.pearson_r:.2f} (matrix), {r.profile_r:.2f} (profile)", fontsize=9)
-    elif name == "align":
-        fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), constrained_layout=True)
-        axes[0].semilogy(np.arange(1, len(r.singular_values) + 1), r.singular_values, "o-", label="W_V")
-        if len(r.ov_singular_values):
-            axes[0].semilogy(np.arange(1, len(r.ov_singular_values) + 1), r.ov_singular_values, "s--",
-                             label="W_V W_O")
-        axes[0].set_xlabel("index")
-        axes[0].set_ylabel("singular value")
-        axes[0].legend(fontsize=8)
-        width = 0.8 / max(1, len(r.group_mean))
-        for gi, (g, v) in enumerate(r.group_mean.items()):
-            axes[1].bar(np.arange(len(v)) + gi * width, v, width, label=_text(g))
-        axes[1].set_xlabel("singular vector of W_V")
-        axes[1].set_ylabel("mean |cos| with the group's embeddings")
-        axes[1].legend(fontsize=8)
-    elif name == "condense":
-        fig, ax = plt.subplots(figsize=(5, 3.8), constrained_layout=True)
-        ev = r.eigenvalues[r.eigenvalues > 0]
-        ax.semilogy(np.arange(1, len(ev) + 1), ev, "o-", ms=3)
-        ax.set_xlabel("index")
-        ax.set_ylabel("covariance eigenvalue")
-        ax.set_title(f"step {r.step}: effective rank {r.effective_rank:.1f}", fontsize=9)
-    elif name == "attention":
-        L, H, T = r.last_profile.shape
-        fig, axes = plt.subplots(1, L, figsize=(4 * L, 3.4), squeeze=False, constrained_layout=True)
-        for l in range(L):
-            ax = axes[0][l]
-            for h in range(H):
-                ax.plot(np.arange(T), r.last_profile[l, h], "o-", label=f"head {h}")
-            ax.axhline(1.0 / T, color="grey", ls=":", label="uniform")
-            ax.set_xlabel("key position")
-            ax.set_ylabel("attention of the last position")
-            ax.set_title(f"layer {l}: mean |A_ij - 1/i| {r.avg_dev[l].mean():.3f}", fontsize=9)
-            ax.legend(fontsize=7)
-    elif name == "spectrum":
-        fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), constrained_layout=True)
-        names = [_text(l.name) for l in r.layers]
-        axes[0].plot([l.alpha for l in r.layers], "o-")
-        axes[0].set_ylabel("alpha")
-        axes[1].plot([l.log_norm for l in r.layers], "o-")
-        axes[1].set_ylabel("log10 ||W||_F^2")
-        for ax in axes:
-            ax.set_xticks(range(len(names)), names, fontsize=5, rotation=90)
-    elif name == "norms":
-        fig, ax = plt.subplots(figsize=(6, 3.6), constrained_layout=True)
-        ax.barh([_text(s) for s in r.sites], r.eps_share, color=["#d62728" if s in r.saturated else "#1f77b4" for s in r.sites])
-        ax.axvline(r.saturation, color="grey", ls=":", label=f"saturated from s = {r.saturation:g}")
-        ax.set_xlim(0, 1)
-        ax.set_xlabel(f"ε share s = ε / (m + ε), ε = {r.eps:g}")
-        ax.invert_yaxis()
-        ax.legend(fontsize=7)
-    elif name == "sinks":
-        fig, ax = plt.subplots(figsize=(1.2 + 0.7 * r.mass.shape[1], 1.2 + 0.6 * r.mass.shape[0]),
-                               constrained_layout=True)
-        im = heatmap(ax, r.mass, [f"h{h}" for h in range(r.mass.shape[1])], [f"L{l}" for l in range(r.mass.shape[0])],
-                     vmin=0.0, vmax=1.0, cmap="magma", xrotation=0)
-        fig.colorbar(im, ax=ax, label="attention on position 0")
-    elif name == "rank":
-        fig, ax = plt.subplots(figsize=(6, 0.8 + 0.25 * len(r.names)), constrained_layout=True)
-        ax.barh([_text(n) for n in r.names], [r.numbers[n]["effective_rank"] for n in r.names])
-        ax.set_xlabel("effective rank (exp entropy of σ)")
-        ax.invert_yaxis()
-    elif name == "rank-minima":
-        fig, ax = plt.subplots(figsize=(6, 0.8 + 0.25 * len(r.names)), constrained_layout=True)
-        labels = [_text(n) for n in r.names]
-        ax.barh(labels, [r.dip(n) for n in r.names], label="dip: minimum / initial")
-        ax.barh(labels, [r.rebound(n) - 1 for n in r.names], left=[r.dip(n) for n in r.names], alpha=0.5,
-                label="rebound: final / minimum − 1")
-        ax.axvline(1.0, color="grey", ls=":")
-        ax.set_xlabel(f"{r.metric} relative to the first step")
-        ax.invert_yaxis()
-        ax.legend(fontsize=7)
-    elif name == "tokens":
-        feats = list(r.buckets)
-        fig, axes = plt.subplots(1, len(feats), figsize=(2.6 * len(feats), 3.2), squeeze=False,
-                                 constrained_layout=True)
-        for ax, f in zip(axes[0], feats):
-            bs = r.buckets[f]
-            x = np.arange(len(bs))
-            ax.bar(x - 0.2, [b["gain_share"] for b in bs], 0.4, label="share of the gain")
-            ax.bar(x + 0.2, [b["token_share"] for b in bs], 0.4, label="share of the tokens")
-            ax.set_xticks(x, [f"q{b['bucket']}" for b in bs])
-            ax.set_title(_text(f), fontsize=9)
-        axes[0][0].legend(fontsize=7)
-        axes[0][0].set_ylabel("share (A over B)")
-    elif name == "ood":
-        fig, ax = plt.subplots(figsize=(6, 3.8), constrained_layout=True)
-        names = [_text(x) for x in list(r.splits) + [f"held-out {c}" for c in r.combos]
-                 + [f"target {t}" for t in r.targets]]
-        vals = [m["acc"] for m in r.splits.values()] + [m["acc"] for m in r.combos.values()] \
-            + [m["acc"] for m in r.targets.values()]
-        ax.barh(names, vals)
-        ax.set_xlim(0, 1)
-        ax.set_xlabel("accuracy")
-    else:
+    """The figure the registry names for one step of probe ``name``; False if it names none."""
+    from . import registry
+
+    key = {"rank-minima": "rank_trajectory"}.get(name, name)
+    figure = FIGURES.get(registry.BY_NAME[key].plot) if key in registry.BY_NAME else None
+    if figure is None:
         return False
+    fig = figure(pyplot(), r)
     fig.suptitle(title, fontsize=10)
     save(fig, path, dpi)
     return True
@@ -344,10 +389,13 @@ def plot_results(name: str, results: Sequence, path, title: str, dpi: int = 150)
 
 
 def _plot_results(name: str, results: Sequence, path, title: str, dpi: int) -> None:
-    if name == "similarity":
+    from . import registry
+
+    spec = registry.BY_NAME.get({"rank-minima": "rank_trajectory"}.get(name, name))
+    if spec is not None and spec.plot == "heatmaps":
         similarity_heatmaps(results, path, title, dpi)
         return
-    if name == "norms" and len(results) > 1:
+    if name == "norms" and len(results) > 1:   # site x step
         saturation_map(results, path, title, dpi=dpi)
         return
     if len(results) == 1 and _single(name, results[0], path, f"{title}, step {results[0].step}", dpi):

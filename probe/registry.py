@@ -51,6 +51,8 @@ class Probe:
     result: str = ""               # the Result class, "module.Class" under probe.analyses
     metrics: tuple[str, ...] = ()  # its summary's metric names (sweep-summary's PROBE:NAME); {N} a number
     example: str = ""              # a command line (the docs' reference page)
+    plot: str = ""                 # --plot's figure of one step (probe.plotting.FIGURES; "heatmaps": one per
+    #                                step); "": the trajectory of the summary numbers alone
 
     @property
     def applies_to_checkpoints(self) -> bool:
@@ -62,7 +64,7 @@ PROBES: tuple[Probe, ...] = (
     Probe("similarity", WEIGHTS, "Cosine similarity of token embeddings", tokens="reasoning",
           result="similarity.SimilarityResult", metrics=("mean_offdiag", "std_offdiag", "distance_corr", "by_distance"),
           example="probe similarity run.h5 --tokens reasoning",
-          help="Cosine-similarity matrix of token vectors (default tokens: reasoning), with its mean and its "
+          plot="heatmaps", help="Cosine-similarity matrix of token vectors (default tokens: reasoning), with its mean and its "
                "fall-off with |i - j|; above 4096 tokens only the summaries, accumulated in blocks."),
     Probe("cohesion", WEIGHTS, "Cohesion of token groups",
           result="cohesion.CohesionResult", metrics=("within", "between", "separation"),
@@ -73,34 +75,34 @@ PROBES: tuple[Probe, ...] = (
     Probe("pca", WEIGHTS, "PCA of token embeddings", tokens="keys,reasoning,memory",
           result="pca.PCAResult", metrics=("explained_pc{N}", "order_pc1", "order_arc"),
           example="probe pca run.h5 --tokens keys,reasoning,memory --plot pca.png",
-          help="PCA of token vectors (default tokens: keys,reasoning,memory): explained variance, coordinates, "
+          plot="pca", help="PCA of token vectors (default tokens: keys,reasoning,memory): explained variance, coordinates, "
                "and how ordered each group lies (the number line)."),
     Probe("align", WEIGHTS, "Singular vectors of W_V against the embeddings",
           result="align.AlignResult", metrics=("sv1", "sv1_share", "ov_sv1", "cos_top1"),
           example="probe align run.h5 --layer 0 --head 0 --step all",
-          help="Singular values of W_V and W_V W_O of one head (default: layer 0, head 0), and |cos| of W_V's "
+          plot="align", help="Singular values of W_V and W_V W_O of one head (default: layer 0, head 0), and |cos| of W_V's "
                "top singular vectors with each token group."),
     Probe("condense", WEIGHTS, "Covariance eigenvalues", tokens=_EVERY_ROW, api_only=("top_shares",),
           result="condense.CondenseResult", metrics=("eig1", "eig2", "top{N}_share", "effective_rank", "stable_rank", "largest_neuron_group", "neuron_groups", "sv1"),
           example="probe condense run.h5 --tokens keys --step all",
-          help="Condensation: covariance eigenvalues of token vectors (default: every row; centred, unscaled, "
+          plot="condense", help="Condensation: covariance eigenvalues of token vectors (default: every row; centred, unscaled, "
                "/ (k-1)), effective and stable rank, neuron groups, and the singular values of every weight "
                "matrix."),
     Probe("theory", SNAPSHOT, "Theory: P^s reconstruction of the embedding", tokens="reasoning",
           result="theory.TheoryResult", metrics=("pearson_r", "max_abs_diff", "profile_r"),
           example="probe theory run.h5 --tokens reasoning --anchor 15",
-          help="Paper 1's theory (default tokens: reasoning): cos of P^s - 1/d_vob against the measured "
+          plot="theory", help="Paper 1's theory (default tokens: reasoning): cos of P^s - 1/d_vob against the measured "
                "embedding cosines, and the eq. 14 reconstruction's cos(w(s0), w(s_j)) profile against the "
                "measured one."),
     Probe("ood", SNAPSHOT, "Accuracy per split and held-out combination", report_options=(("threads", 1),),
           result="ood.OODResult", metrics=("acc", "loss"),
           example="probe ood run.h5 --step all",
-          help="Rebuild the model from the stored weights; accuracy and loss per split and per held-out anchor "
+          plot="ood", help="Rebuild the model from the stored weights; accuracy and loss per split and per held-out anchor "
                "combination (composite task: inferential vs symmetric accuracy on the unseen pair)."),
     Probe("attention", SNAPSHOT, "Attention against causal averaging",
           result="attention.AttentionResult", metrics=("avg_dev", "entropy_ratio", "last_to_key", "last_to_anchors"),
           example="probe attention run.h5 --layer 0 --step 0:1000",
-          help="Attention on the stored probe batch (default: every layer): distance from causal averaging "
+          plot="attention", help="Attention on the stored probe batch (default: every layer): distance from causal averaging "
                "(mean |A_ij - 1/i|, entropy relative to uniform) and where the last position attends (key, "
                "anchors)."),
     Probe("bias", SNAPSHOT, "Reasoning bias ΔL", step_figure=False,
@@ -111,24 +113,24 @@ PROBES: tuple[Probe, ...] = (
     Probe("spectrum", WEIGHTS, "Weight spectra (power-law alpha)", sweeps=False,
           result="spectrum.SpectrumResult", metrics=("layers", "mean_alpha", "mean_log_norm"),
           example="probe spectrum run.h5 --precision float32",
-          help="Per linear layer: spectral norm, Frobenius norm, stable rank, entropy rank, and the power-law "
+          plot="spectrum", help="Per linear layer: spectral norm, Frobenius norm, stable rank, entropy rank, and the power-law "
                "exponent alpha of the eigenvalue density with its fit range (WeightWatcher's metrics)."),
     Probe("rank", WEIGHTS, "Effective rank of weights", command="rank", layout="detail",
           result="rank.RankResult", metrics=("effective_rank", "stable_rank", "top{N}_energy"),
           example="probe rank run.h5 --step all",
-          help="Effective rank, stable rank and top-1/top-5 energy of the centred token embedding and of every "
+          plot="rank", help="Effective rank, stable rank and top-1/top-5 energy of the centred token embedding and of every "
                "weight matrix; with --step all a trajectory, with --minima the step where each one bottoms "
                "out."),
     Probe("norms", ACTIVATIONS, "Norm saturation (ε share)", layout="detail",
           result="norms.NormsResult", metrics=("max_eps_share", "saturated_sites", "eps_share", "effective_gain", "mean_square"),
           example="probe norms run.h5 --step all",
-          help="ε-saturation of every norm site: ε share s = ε / (m + ε), m the mean over tokens of mean(x²) "
+          plot="norms", help="ε-saturation of every norm site: ε share s = ε / (m + ε), m the mean over tokens of mean(x²) "
                "(var(x) for LayerNorm), and the effective gain; flags the saturated sites (--step all: site "
                "x step)."),
     Probe("sinks", ACTIVATIONS, "Attention sinks",
           result="sinks.SinksResult", metrics=("sink_head_fraction", "mean_sink_mass", "uniform_mass", "sink_mass", "first_norm_ratio"),
           example="probe sinks run.h5 --step all",
-          help="Attention sinks per layer and head: mean attention on the first position (queries past the "
+          plot="sinks", help="Attention sinks per layer and head: mean attention on the first position (queries past the "
                "first few), the fraction of sink heads, and the first position's residual norm over the "
                "median position's."),
     Probe("dynamics", SNAPSHOT, "Loss dynamics", whole_run="latest", step_figure=False,
@@ -141,13 +143,13 @@ PROBES: tuple[Probe, ...] = (
           batch=False, sweeps=False, layout="detail",
           result="rank.RankTrajectoryResult", metrics=("min_step", "minimum", "dip", "rebound", "condense_then_expand"),
           example="probe rank run.h5 --minima",
-          help="Where each matrix's effective rank bottoms out over training: its minimum, the step of it, "
+          plot="rank-minima", help="Where each matrix's effective rank bottoms out over training: its minimum, the step of it, "
                "the dip and the rebound."),
     Probe("tokens", ACTIVATIONS, "Per-token loss difference", report=False, batch=False, sweeps=False,
           layout="detail",
           result="tokens.TokensResult", metrics=("n", "mean_loss_a", "mean_loss_b", "mean_delta", "total_gain", "gain_share"),
           example="probe tokens a.h5 b.h5",
-          help="Per-token loss difference ΔL = L_A − L_B on identical held-out tokens, bucketed by token "
+          plot="tokens", help="Per-token loss difference ΔL = L_A − L_B on identical held-out tokens, bucketed by token "
                "frequency, n-gram surprisal, how much the context lowers the loss and the predictive "
                "entropy: mean ΔL and share of the total gain per bucket."),
 )
@@ -199,6 +201,7 @@ def reference() -> str:
                 f"- example: `{p.example}`",
                 f"- default tokens: {p.tokens}" if p.tokens is not None else None,
                 f"- result: `probe.analyses.{p.result}`",
+                f"- figure (--plot): {p.plot or 'the trajectory of its summary numbers'}",
                 f"- metrics: {', '.join(f'`{m}`' for m in p.metrics)}",
                 f"- also in: {', '.join(where) or 'the command alone'}", ""]
     return "\n".join(x for x in out if x is not None)

@@ -132,3 +132,10 @@ def test_the_probes_reference_page_is_made_from_the_registry():
 def test_sweep_summary_refuses_an_unknown_metric_before_probing():
     with pytest.raises(ProbeError, match="probe similarity has no metric 'nonsense'"):
         sweeps._run_value("unused.h5", None, "similarity:nonsense", 0, {}, api.probe_function)
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=IDS)
+def test_the_declared_figure_exists(spec):
+    from probe import plotting
+
+    assert spec.plot in ("", "heatmaps") or spec.plot in plotting.FIGURES
