@@ -331,7 +331,7 @@ def unfinished_slots(get) -> tuple[str, ...]:
 # ----------------------------------------------------------------------------
 
 class ReadCheck:
-    """The checks :class:`~.snapshot.Run` makes; each raises :func:`refusal` (a ProbeError).
+    """The checks :class:`~.run.Run` makes; each raises :func:`refusal` (a ProbeError).
 
     At construction, before anything behind them is read: the links of the file (but those inside
     the resume slots, which only a resume reads: :meth:`everything`), the attributes (``meta``:
