@@ -13,7 +13,7 @@ TITLE = "Paper 1 Fig. 4A: embedding cosine similarity, memory vs reasoning ancho
 
 
 def make(ctx):
-    path = ctx.anchor((0.3, 0.5, 0.8))[0.8]
+    path = ctx.anchor((0.8,))[0.8]   # only what it draws
     with probe.Run(path) as run:
         steps = [int(s) for s in run.steps]
     early = next(s for s in steps if s >= steps[-1] / 12)   # step 250 of 3000: memory anchors still alike

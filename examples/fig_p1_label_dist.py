@@ -14,7 +14,7 @@ TITLE = "Paper 1 Fig. 4B-C: P^s − 1/d_vob of the reasoning anchors and its cos
 
 
 def make(ctx):
-    path = ctx.anchor((0.3, 0.5, 0.8))[0.8]
+    path = ctx.anchor((0.8,))[0.8]   # only what it draws
     theory = probe.theory(path, "reasoning")[0]
     with probe.Run(path) as run:
         ids = run.groups["reasoning"]

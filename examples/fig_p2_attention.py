@@ -13,7 +13,7 @@ TITLE = "Paper 2: attention per layer on the composite task (mean over probe seq
 
 
 def make(ctx):
-    runs = ctx.composite((0.3, 0.5, 0.8), (2, 3))
+    runs = ctx.composite((0.5, 0.8), (2,))   # only what it draws
     res = {g: probe.attention(runs[g, 2])[0] for g in (0.5, 0.8)}
     layers = res[0.8].mean_map.shape[0]
     plt = pyplot()

@@ -14,7 +14,7 @@ TITLE = "Paper 2 Fig. 13: singular values of every layer at the last step (compo
 
 
 def make(ctx):
-    runs = ctx.composite((0.3, 0.5, 0.8), (2, 3))
+    runs = ctx.composite((0.3, 0.8), (2,))   # only what it draws
     res = {g: probe.condense(runs[g, 2], neurons=None)[0] for g in (0.3, 0.8)}
     names = list(res[0.8].layer_singular_values)
     cols = 4
