@@ -39,9 +39,11 @@ class FigureContext:
     jobs: int = 0
     seeds: int = 0   # seeds per γ in figures that compare γ (0: the size's default: tiny 1, quick 3, full 1)
     log: Callable[[str], None] = field(default=lambda msg: print(msg, file=sys.stderr, flush=True))
+    create: bool = True   # make the output and runs folders (False: a dry run, which writes nothing)
 
     def __post_init__(self):
         self._plan: list | None = None
+        self._asked: tuple | None = None   # planning: (wanted, paths, jobs) of the last runs() call
         self._failed: dict[Path, str] = {}   # run file -> the error its training ended with (not retried)
         if self.size not in SIZES:
             raise ProbeError(f"unknown size '{self.size}' (known: {', '.join(SIZES)})")
@@ -50,6 +52,8 @@ class FigureContext:
         self.seeds = self.seeds or {"tiny": 1, "quick": 3, "full": 1}[self.size]
         self.out = Path(self.out)
         self.runs_dir = Path(self.runs_dir) if self.runs_dir else self.out / "runs"
+        if not self.create:
+            return
         from ._files import writable_folder
 
         for d in (self.out, self.runs_dir):
@@ -81,6 +85,7 @@ class FigureContext:
         paths, todo = plan(wanted, self.runs_dir, threads=None if self._gpu() else 1)
         if self._plan is not None:   # planning pass of make_figures: note the runs, stop the script
             self._plan.extend(todo)
+            self._asked = (wanted, paths, todo)
             raise _Planned
         todo = [job for job in todo if job.path not in self._failed]
         if todo:
@@ -255,6 +260,34 @@ def make_figures(names: list[str], ctx: FigureContext, folder: Path) -> tuple[di
             if n in out:
                 ctx.log(f"figure {n} done in {time.perf_counter() - t0:.0f} s")
     return {n: out[n] for n in names if n in out}, {n: failed[n] for n in names if n in failed}
+
+
+def plan_figures(names: list[str], ctx: FigureContext, folder: Path) -> list[tuple[str, str, str, Path, str]]:
+    """What ``probe figures NAMES`` would do, with nothing trained or drawn: per figure, each run it
+    draws as (figure, run label, preset, file, "reuse" | "resume" | "train"); a run that several
+    figures draw is listed under each. A script that cannot be planned is one row with its error."""
+    scripts = load_scripts(folder)
+    unknown = [n for n in names if n not in scripts]
+    if unknown:
+        raise ProbeError(f"unknown figure(s) {', '.join(unknown)}; known: {', '.join(scripts)}")
+    rows = []
+    for n in names:
+        ctx._plan, ctx._asked = [], None
+        try:
+            scripts[n].make(ctx)
+        except _Planned:
+            pass
+        except ProbeError as exc:
+            rows.append((n, "-", "-", None, f"cannot plan: {exc.cli_message()}"))
+            continue
+        finally:
+            ctx._plan = None
+        if ctx._asked is None:
+            continue   # a figure that trains nothing
+        wanted, paths, todo = ctx._asked
+        how = {job.label: ("resume" if "--resume" in job.args else "train") for job in todo}
+        rows += [(n, label, wanted[label][0], paths[label], how.get(label, "reuse")) for label in wanted]
+    return rows
 
 
 def run_script(make: Callable[[FigureContext], list[Path]]) -> None:

@@ -158,3 +158,24 @@ def test_crossing_of_the_mean_with_its_interval():
     assert c["x"] == pytest.approx(0.6) and c["ci_lo"] <= 0.6 <= c["ci_hi"] and c["found"] == 1.0
     flat = crossing(xs, [[0.0, 0.0]] * 4)               # no solution anywhere: no crossing
     assert flat["found"] == 0.0 and flat["x"] != flat["x"]
+
+
+def test_dry_run_lists_each_figures_runs_and_writes_nothing(tmp_path):
+    out = tmp_path / "figs"
+
+    def planned():
+        res = run_cli("probe", "figures", "p1-cosine", "p1-embedding", "--tiny", "--dry-run", "-o", out)
+        assert res.returncode == 0, res.stderr
+        rows = [line.split() for line in res.stdout.splitlines()[1:]]
+        return [(r[0], r[1], r[3]) for r in rows], res.stderr
+
+    rows, err = planned()
+    assert rows == [("p1-cosine", "anchor-g0.8", "train"), ("p1-embedding", "anchor-g0.3", "train"),
+                    ("p1-embedding", "anchor-g0.8", "train")]   # only what each draws; shared runs once
+    assert "2 run(s) to train or resume, 0 to reuse" in err
+    assert not out.exists()                                     # nothing written, not even the folder
+    assert run_cli("probe", "figures", "p1-cosine", "--tiny", "-o", out).returncode == 0
+    rows, err = planned()
+    assert rows == [("p1-cosine", "anchor-g0.8", "reuse"), ("p1-embedding", "anchor-g0.3", "train"),
+                    ("p1-embedding", "anchor-g0.8", "reuse")]
+    assert "1 run(s) to train or resume, 1 to reuse" in err

@@ -222,6 +222,9 @@ def figures(
     examples: Annotated[Optional[str], typer.Option(help="folder of the fig_*.py scripts "
                                                          "[default: examples/ of this checkout]")] = None,
     list_: Annotated[bool, typer.Option("--list", help="list the figures and exit")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="list the runs each figure draws and whether "
+                                                            "they would be trained, resumed or reused; "
+                                                            "train and draw nothing")] = False,
 ) -> None:
     """Regenerate the papers' figures: train the runs each needs (or reuse finished ones), probe them
     and draw PNG + PDF; e.g. probe figures --all --quick -o figures/."""
@@ -243,7 +246,17 @@ def figures(
     size = "tiny" if tiny else "quick" if quick else "full"
     if size == "full" and not F.cuda_available():
         print("warning: no GPU found; the papers' sizes take days on a CPU (use --quick)", file=sys.stderr)
-    ctx = F.FigureContext(Path(out or "figures"), size, runs, jobs, seeds)
+    ctx = F.FigureContext(Path(out or "figures"), size, runs, jobs, seeds, create=not dry_run)
+    if dry_run:
+        from . import render
+
+        rows = F.plan_figures(list(scripts) if all_ else list(names), ctx, folder)
+        render.table(["figure", "run", "preset", "action", "file"],
+                     [[f, label, pre, how, str(path) if path else "-"] for f, label, pre, path, how in rows])
+        todo = {path for _, _, _, path, how in rows if how in ("train", "resume")}
+        print(f"{len(todo)} run(s) to train or resume, {len({p for *_, p, h in rows if h == 'reuse'})} to reuse",
+              file=sys.stderr)
+        return
     made, failed = F.make_figures(list(scripts) if all_ else list(names), ctx, folder)
     for paths in made.values():
         for p in paths:
