@@ -1,21 +1,36 @@
 """Paper 1, Fig. 5A-D: the transformer's embeddings at small (γ = 0.8) and large (γ = 0.3)
 initialization: cosine matrix of keys and reasoning anchors, PCA, and the theory: measured
 cos(w(s0), w(s_j)) against the eq. 14 reconstruction, and measured against P^s-predicted cosines.
+The panels are seed 0; the effect is checked in every seed.
 
     python examples/fig_p1_embedding.py --size quick -o figures
 """
 import numpy as np
 
 import probe
-from probe.figures import run_script
+from probe.figures import claim, run_script
 from probe.plotting import GROUP_COLORS, gamma_color, heatmap, pyplot
 
 NAME = "p1-embedding"
 TITLE = "Paper 1 Fig. 5: embedding structure and the P^s theory, γ = 0.8 (top) vs γ = 0.3 (bottom)"
 
 
-def make(ctx):
-    runs = ctx.anchor((0.3, 0.8))   # only what it draws
+def runs(ctx):
+    return ctx.anchor((0.3, 0.8), seeds=True)
+
+
+def effect(ctx, runs):
+    order = {g: [probe.pca(p, "keys,reasoning,memory")[0].order["reasoning"] for p in ps] for g, ps in runs.items()}
+    r = {g: [probe.theory(p, "reasoning")[0].pearson_r for p in ps] for g, ps in runs.items()}
+    return [claim("γ 0.8: PC1 orders the reasoning anchors (|Spearman ρ| of PC1 with value > 0.9)", order[0.8],
+                  lambda v: v > 0.9),
+            claim("γ 0.3: it does not (< 0.9)", order[0.3], lambda v: v < 0.9),
+            claim("γ 0.8: the P^s theory predicts the measured cosines (Pearson r > 0.8)", r[0.8], lambda v: v > 0.8),
+            claim("γ 0.3: it does not (r < 0.8)", r[0.3], lambda v: v < 0.8)]
+
+
+def make(ctx, runs):
+    runs = {g: paths[0] for g, paths in runs.items()}
     plt = pyplot()
     fig, axes = plt.subplots(2, 4, figsize=(15, 7.2), constrained_layout=True)
     for row, gamma in enumerate((0.8, 0.3)):

@@ -1,20 +1,34 @@
 """Paper 1, Fig. 4B-C: the label distribution P^s − 1/d_vob of each reasoning anchor (a bump
-that moves with the anchor's value) and the cosine matrix it predicts for their embeddings.
+that moves with the anchor's value) and the cosine matrix it predicts for their embeddings. P^s is
+a property of the training data (the same for every seed and γ): one run is read.
 
     python examples/fig_p1_label_dist.py --size quick -o figures
 """
 import numpy as np
 
 import probe
-from probe.figures import run_script
+from probe.figures import claim, run_script
 from probe.plotting import heatmap, pyplot
 
 NAME = "p1-label-dist"
 TITLE = "Paper 1 Fig. 4B-C: P^s − 1/d_vob of the reasoning anchors and its cosine matrix"
 
 
-def make(ctx):
-    path = ctx.anchor((0.8,))[0.8]   # only what it draws
+def runs(ctx):
+    return ctx.anchor((0.8,))[0.8]
+
+
+def effect(ctx, path):
+    from scipy.stats import spearmanr
+
+    th = probe.theory(path, "reasoning")[0]
+    i, j = np.triu_indices(len(th.ids), 1)
+    rho = spearmanr(np.abs(th.ids[i] - th.ids[j]), th.predicted[i, j]).statistic
+    return [claim("the P^s-predicted cosine of two reasoning anchors falls with |i − j|: Spearman ρ < −0.7",
+                  [rho], lambda v: v < -0.7)]
+
+
+def make(ctx, path):
     theory = probe.theory(path, "reasoning")[0]
     with probe.Run(path) as run:
         ids = run.groups["reasoning"]

@@ -56,6 +56,15 @@ def entry_command(name: str) -> list[str]:
     return [sys.executable, "-c", "import sys; del sys.path[0]; " + code]
 
 
+def module_command(module: str, attr: str) -> list[str]:
+    """The argv that calls ``module.attr()`` of this installation in this interpreter, with the working
+    directory kept off the import path (as :func:`entry_command`; the function handles signals itself)."""
+    code = f"from {module} import {attr} as main; main()"
+    if sys.version_info >= (3, 11):
+        return [sys.executable, "-P", "-c", code]
+    return [sys.executable, "-c", "import sys; del sys.path[0]; " + code]
+
+
 def child_env(signum: int, env: dict | None = None) -> dict:
     """``env`` (default: this process's environment) for a child of the toolkit that gets ``signum``
     when this process ends (read by :func:`adopt_parent` in the child's command line)."""

@@ -112,7 +112,7 @@ def test_figures_stop_their_trainers_and_resume_them(tmp_path):
     took, _, err = _interrupt(proc)
     assert proc.returncode == 130 and took < LIMIT + 4, (took, err)
     last = err.strip().splitlines()[-1]
-    assert re.fullmatch(r"Interrupted: \d of 6 run\(s\) finished; the others stopped at a snapshot and resume when "
+    assert re.fullmatch(r"Interrupted: \d of 4 run\(s\) finished; the others stopped at a snapshot and resume when "
                         r"the same command runs again", last), err
     res = run_cli("probe", *args, timeout=600)
     assert res.returncode == 0, res.stderr

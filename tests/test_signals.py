@@ -99,7 +99,10 @@ def assert_no_orphans(procs: dict[int, tuple[int, str]]) -> None:
 
 
 def trainers(procs) -> dict[int, tuple[int, str]]:
-    return {pid: v for pid, v in procs.items() if "probe_train" in v[1]}
+    """The runs' trainer processes among ``procs``: spawned probe-train processes, and the children of
+    the fork server (forked: its command line), not the server itself."""
+    ours = {pid: v for pid, v in procs.items() if "probe_train" in v[1]}
+    return {pid: v for pid, v in ours.items() if "zygote" not in v[1] or (_stat(pid) or (0, 0))[1] in ours}
 
 
 def one_line(err: str) -> str:
@@ -269,8 +272,11 @@ NAME = "long"
 TITLE = "two runs that train for a long time"
 
 
-def make(ctx):
-    runs = ctx.runs({f"r{s}": ("tiny", {"steps": 100000, "snapshot_every": 10, "seed": s}) for s in (0, 1)})
+def runs(ctx):
+    return ctx.declare("tiny", {f"r{s}": {"steps": 100000, "snapshot_every": 10, "seed": s} for s in (0, 1)})
+
+
+def make(ctx, runs):
     return []
 '''
 
@@ -622,8 +628,11 @@ NAME = "bad-run"
 TITLE = "a figure whose run fails to train"
 
 
-def make(ctx):
-    ctx.runs({"short": ("lm-tiny", {"seq_len": 100000, "steps": 5})})
+def runs(ctx):
+    return ctx.declare("lm-tiny", {"short": {"seq_len": 100000, "steps": 5}})
+
+
+def make(ctx, runs):
     return []
 '''
 

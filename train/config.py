@@ -296,6 +296,15 @@ PRESETS: dict[str, dict] = {
         steps=4000, batch_size=128, lr=2e-3, warmup_steps=200, weight_decay=0.1, grad_clip=1.0,
         snapshot_every=250,
     ),
+    # The composite task at the size `probe figures --quick` trains (about 20 s a run): composite-quick at
+    # batch 64 for 1200 steps, 256 sequences per split at each snapshot. γ 0.3 and 0.5 fit the training
+    # pairs; γ 0.8 condenses but fits them later (docs/figures.md).
+    "composite-mini": dict(
+        task="composite", key_min=20, key_max=99, n_samples=30_000, eval_size=256,
+        d_model=64, d_ff=256, layers=2, heads=1, norm="post", bias=False, activation="relu",
+        steps=1200, batch_size=64, lr=2e-3, warmup_steps=200, weight_decay=0.1, grad_clip=1.0,
+        snapshot_every=200,
+    ),
     # Paper 1 Fig. 3B: the Emb-MLP on the anchor task, sized for a CPU.
     "emb-mlp-quick": dict(
         model="emb-mlp", key_min=21, key_max=60, n_samples=60_000, eval_size=512,
@@ -310,6 +319,14 @@ PRESETS: dict[str, dict] = {
         d_model=64, d_ff=256, layers=2, heads=2, norm="pre", bias=True, activation="gelu",
         steps=1500, batch_size=32, lr=1e-3, warmup_steps=100, weight_decay=0.0, grad_clip=1.0,
         snapshot_every=100,
+    ),
+    # lm-quick at the size `probe figures --quick` trains (about 15 s a run): windows of 32 tokens, batch 16,
+    # 300 steps, half the documents.
+    "lm-mini": dict(
+        task="lm", seq_len=32, logic_docs=1500, story_docs=1500, eval_size=64, probe_per_split=2,
+        d_model=64, d_ff=256, layers=2, heads=2, norm="pre", bias=True, activation="gelu",
+        steps=300, batch_size=16, lr=1e-3, warmup_steps=30, weight_decay=0.0, grad_clip=1.0,
+        snapshot_every=50,
     ),
     # The same at GPT-2-small's shape on TinyStories (downloaded through `datasets`), for a GPU.
     "lm-gpt2": dict(
@@ -327,6 +344,15 @@ PRESETS: dict[str, dict] = {
         d_model=128, d_ff=344, layers=2, heads=4, activation="gelu", norm="pre",
         steps=1000, batch_size=32, lr=1e-3, warmup_steps=100, weight_decay=0.1, grad_clip=1.0,
         min_lr_ratio=0.1, snapshot_every=100, token_probe=32,
+    ),
+    # llm-quick at the size `probe figures --quick` trains (about 25 s a run): the same model (d_model 128,
+    # so that ε 1e-5 saturates at γ 1) on windows of 32 tokens, batch 16, 200 steps, half the documents,
+    # 48 held-out windows per source at each snapshot and 24 probe windows per source.
+    "llm-mini": dict(
+        task="lm", model="llama", seq_len=32, logic_docs=1500, story_docs=1500, eval_size=48, probe_per_split=4,
+        d_model=128, d_ff=344, layers=2, heads=4, activation="gelu", norm="pre",
+        steps=200, batch_size=16, lr=1e-3, warmup_steps=20, weight_decay=0.1, grad_clip=1.0,
+        min_lr_ratio=0.1, snapshot_every=50, token_probe=24,
     ),
     # A GPT-2-small-sized LLaMA on logic + TinyStories for a GPU: bf16 autocast (norms, softmax and the
     # loss in float32), resumable (probe-train --resume) across commands.
@@ -357,6 +383,20 @@ PRESETS: dict[str, dict] = {
         snapshot_every=10,
     ),
 }
+
+
+def snapshot_steps(cfg: RunConfig) -> list[int]:
+    """Step 0, every ``snapshot_every`` steps, log-spaced early steps and the last step."""
+    steps = {0, cfg.steps}
+    if cfg.snapshot_every:
+        steps.update(range(0, cfg.steps + 1, cfg.snapshot_every))
+    if cfg.snapshot_log:
+        limit = cfg.snapshot_every or cfg.steps
+        s = 1
+        while s < limit and s <= cfg.steps:
+            steps.add(s)
+            s *= 2
+    return sorted(steps)
 
 
 def preset(name: str, **overrides) -> RunConfig:

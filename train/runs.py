@@ -24,7 +24,8 @@ from probe.errors import STOP, Interrupted, ProbeError
 from probe.format import last_step
 from probe.format.sweep import read_manifest, write_manifest
 
-from .config import preset
+from .config import preset  # noqa: F401 - also the figures' planner's
+from .speeds import MACHINE, estimate, makespan  # noqa: F401 - the figures' planner reads them here
 
 Log = Callable[[str], None]
 
@@ -77,6 +78,18 @@ class Job:
     label: str
     path: Path
     args: list[str]
+    preset: str = ""
+    overrides: dict | None = None
+    done_steps: int = 0      # steps already in the file (a resumed run)
+
+    @property
+    def seconds(self) -> float | None:
+        """Estimated training time on the measured machine class (:mod:`.speeds`); a resumed run only
+        the steps it lacks. None: the preset's speed was never measured (the papers' GPU sizes)."""
+        full = estimate(self.preset, self.overrides)
+        if full is None or not self.done_steps:
+            return full
+        return full * (1 - self.done_steps / preset(self.preset, **(self.overrides or {})).steps)
 
     @property
     def command(self) -> list[str]:
@@ -110,7 +123,7 @@ def plan(wanted: Mapping[str, tuple[str, dict]], runs_dir: str | os.PathLike, *,
         if threads:
             cmd += ["--threads", str(threads)]
         cmd += ["--overwrite"] if done is None else ["--resume"]
-        todo.append(Job(label, path, cmd))
+        todo.append(Job(label, path, cmd, name, dict(overrides), done or 0))
     return paths, todo
 
 
@@ -118,28 +131,34 @@ Progress = Callable[[int, int, int, int], None]   # (done, running, failed, tota
 
 
 def train_jobs(todo: list[Job], jobs: int = 0, log: Log = _stderr, *, keep_going: bool = False,
-               progress: Progress | None = None) -> dict[str, str]:
+               progress: Progress | None = None, on_end: Callable[[Job, str | None], None] | None = None
+               ) -> dict[str, str]:
     """Run the jobs, ``jobs`` at a time (0: one per core). A failure stops the others and is raised
     as a ProbeError with the trainer's last error line, or with ``keep_going`` is recorded and the
     rest go on; returns {label: error} of the failed runs. A stop signal (Ctrl-C, SIGTERM, SIGHUP)
     passes one SIGINT to each running trainer (they stop at a step boundary, their files resumable),
     waits for them and raises Interrupted; a trainer whose parent dies unannounced (SIGKILL) is sent
-    SIGTERM by the kernel and stops the same way. No trainer outlives this call."""
+    SIGTERM by the kernel and stops the same way. No trainer outlives this call. ``on_end(job, error)``
+    is called as each job ends: error None when it finished."""
     jobs = default_jobs(jobs)
     t0 = time.perf_counter()
+    launcher = _Launcher()
     # one trainer per file: two jobs for one path (the same run asked for twice, its overrides in
     # another order) would have the second refused by the first's lock, or worse, replace its file
     seen: set = set()
     todo = [job for job in todo if not (job.path in seen or seen.add(job.path))]
     queue = list(todo)
-    running: list[tuple[Job, subprocess.Popen, object]] = []
+    running: list[tuple[Job, subprocess.Popen, object, float]] = []   # (job, trainer, its stderr, start)
     state = {"done": 0, "failed": {}}
     log(f"training {len(todo)} run(s), {jobs} at a time, into {todo[0].path.parent if todo else '.'}")
     with STOP.caught():
         try:
-            _loop(queue, running, jobs, log, state, keep_going, progress, len(todo))
+            _loop(queue, running, jobs, log, state, keep_going, progress, len(todo), launcher, on_end)
         finally:   # stopped, failed or interrupted: every trainer still running stops at a step and is waited for
-            _stop(running)
+            try:
+                _stop(running)
+            finally:
+                launcher.close()
         if STOP.asked:
             raise Interrupted(f"Interrupted: {state['done']} of {len(todo)} run(s) finished; the others stopped at "
                               "a snapshot and resume when the same command runs again")
@@ -154,17 +173,17 @@ def _stop(running, wait_s: float = 60.0) -> None:
     import signal
 
     try:
-        for _, proc, _ in running:
+        for _, proc, *_ in running:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGINT)
         deadline = time.monotonic() + wait_s
-        for _, proc, _ in running:
+        for _, proc, *_ in running:
             try:
                 proc.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 pass
     finally:
-        for _, proc, _ in running:
+        for _, proc, *_ in running:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
@@ -178,22 +197,52 @@ def _last_line(err) -> str:
     return lines[-1] if lines else ""
 
 
-def _loop(queue: list[Job], running: list, jobs: int, log: Log, state: dict, keep_going: bool,
-          progress: Progress | None, total: int) -> None:
-    import signal
+class _Launcher:
+    """Starts trainers: forked from one server that imported torch once (:mod:`.forkserver`, Linux), or
+    as plain ``probe-train`` processes. Either way each run is a process of its own, in a session of
+    its own (a terminal's Ctrl-C, hangup or ``timeout``'s SIGTERM to the group reaches it once, from
+    us), SIGTERM from the kernel if we die without a word, stderr to a file (not a pipe: a child writing
+    more than a pipe holds would block)."""
 
+    def __init__(self):
+        from . import forkserver
+
+        self._forks = forkserver.enabled()
+        self._server = None
+
+    def start(self, job: Job):
+        import signal
+
+        err = tempfile.NamedTemporaryFile("w+", prefix="probe-train-", suffix=".err")
+        env = child_env(signal.SIGTERM)
+        if self._forks:
+            try:
+                if self._server is None:
+                    from .forkserver import ForkServer
+
+                    self._server = ForkServer()
+                return self._server.start(job.args, err.name, env), err
+            except ProbeError:   # the server could not start or died: plain processes from now on
+                self._forks = False
+        return start(job.command, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True, env=env), err
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+
+
+def _loop(queue: list[Job], running: list, jobs: int, log: Log, state: dict, keep_going: bool,
+          progress: Progress | None, total: int, launcher: _Launcher,
+          on_end: Callable[[Job, str | None], None] | None) -> None:
     while (queue or running) and not STOP.asked:
         while queue and len(running) < jobs:
             job = queue.pop(0)
             log(f"  $ probe-train {' '.join(job.args)}")
-            # stderr to a file, not a pipe: a child writing more than the pipe holds would block; a
-            # session of its own: a terminal's Ctrl-C (or hangup, or `timeout`'s SIGTERM to the group)
-            # reaches the trainer once, from us; SIGTERM from the kernel if we die without a word
-            err = tempfile.TemporaryFile("w+")
-            running.append((job, start(job.command, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
-                                       env=child_env(signal.SIGTERM)), err))
+            proc, err = launcher.start(job)
+            running.append((job, proc, err, time.perf_counter()))
         for item in list(running):
-            job, proc, err = item
+            job, proc, err, t0 = item
             if proc.poll() is None:
                 continue
             running.remove(item)
@@ -206,6 +255,9 @@ def _loop(queue: list[Job], running: list, jobs: int, log: Log, state: dict, kee
                 log(f"  {message}")
             else:
                 state["done"] += 1
+                log(f"  done {job.label} in {time.perf_counter() - t0:.1f} s ({state['done']}/{total})")
+            if on_end is not None:
+                on_end(job, state["failed"].get(job.label))
         if progress:
             progress(state["done"], len(running), len(state["failed"]), total)
         time.sleep(0.2)

@@ -15,26 +15,12 @@ from probe.errors import SIGINT, Interrupted, ProbeError, param
 from probe.format import Run, Writer
 from probe.format.writer import WriteFailed
 
-from .config import RunConfig
+from .config import RunConfig, snapshot_steps
 from .device import pick_device, set_threads
 from .evaluate import evaluate, evaluate_lm
 from .models import build_model
 from .optim import adamw, step_device
 from .tasks import make_task
-
-
-def snapshot_steps(cfg: RunConfig) -> list[int]:
-    """Step 0, every ``snapshot_every`` steps, log-spaced early steps and the last step."""
-    steps = {0, cfg.steps}
-    if cfg.snapshot_every:
-        steps.update(range(0, cfg.steps + 1, cfg.snapshot_every))
-    if cfg.snapshot_log:
-        limit = cfg.snapshot_every or cfg.steps
-        s = 1
-        while s < limit and s <= cfg.steps:
-            steps.add(s)
-            s *= 2
-    return sorted(steps)
 
 
 def _killed_in_first_snapshot(path: str) -> bool:

@@ -211,7 +211,8 @@ def figures(
     names: Annotated[Optional[list[str]],
                      typer.Argument(help="figures to make (see --list)", show_default=False)] = None,
     all_: Annotated[bool, typer.Option("--all", help="make every figure")] = False,
-    quick: Annotated[bool, typer.Option(help="CPU sizes (minutes) instead of the papers' sizes (a GPU)")] = False,
+    quick: Annotated[bool, typer.Option(help="CPU sizes (every figure in minutes on 2 cores) instead of the "
+                                             "papers' sizes (a GPU)")] = False,
     tiny: Annotated[bool, typer.Option(help="test sizes (seconds); the figures show little")] = False,
     out: Out = None,
     runs: Annotated[Optional[str], typer.Option(help="folder of trained runs, reused across calls "
@@ -219,12 +220,19 @@ def figures(
     jobs: Jobs = JOBS,
     seeds: Annotated[int, typer.Option(min=0, help="seeds per γ in the figures that compare γ (bands, intervals); "
                                        "0: --tiny 1, --quick 3, paper sizes 1")] = 0,
+    budget: Annotated[Optional[float], typer.Option(
+        min=0.1, help="minutes: give each figure the most seeds whose estimated time (each preset's measured "
+                      "speed) fits, said on stderr; replaces --seeds")] = None,
     examples: Annotated[Optional[str], typer.Option(help="folder of the fig_*.py scripts "
                                                          "[default: examples/ of this checkout]")] = None,
     list_: Annotated[bool, typer.Option("--list", help="list the figures and exit")] = False,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="list the runs each figure draws and whether "
-                                                            "they would be trained, resumed or reused; "
-                                                            "train and draw nothing")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="list the runs each figure draws, whether each would "
+                                                            "be trained, resumed or reused, and the estimated "
+                                                            "time; train and draw nothing")] = False,
+    check: Annotated[bool, typer.Option("--check", help="instead of drawing: the effect each figure states and "
+                                                        "the fraction of its seeds that show it (trains what "
+                                                        "is missing)")] = False,
+    fmt: Fmt = FORMAT,
 ) -> None:
     """Regenerate the papers' figures: train the runs each needs (or reuse finished ones), probe them
     and draw PNG + PDF; e.g. probe figures --all --quick -o figures/."""
@@ -240,32 +248,83 @@ def figures(
         raise ProbeError("name the figures to make, or pass --all (see --list)")
     if quick and tiny:
         raise ProbeError("--quick and --tiny exclude each other")
+    if budget is not None and seeds:
+        raise ProbeError("--budget chooses the seeds: give it or --seeds, not both")
+    if dry_run and check:
+        raise ProbeError("--dry-run and --check exclude each other")
     unknown = [n for n in names or [] if n not in scripts]
     if unknown:   # before any folder is made
         raise ProbeError(f"unknown figure(s) {', '.join(unknown)}; known: {', '.join(scripts)}")
+    names = list(scripts) if all_ else list(names)
     size = "tiny" if tiny else "quick" if quick else "full"
-    if size == "full" and not F.cuda_available():
+    if size == "full" and not F.cuda_available() and not dry_run:
         print("warning: no GPU found; the papers' sizes take days on a CPU (use --quick)", file=sys.stderr)
     ctx = F.FigureContext(Path(out or "figures"), size, runs, jobs, seeds, create=not dry_run)
+    per_figure = None
+    if budget is not None:
+        plan = F.seeds_for_budget(names, ctx, folder, budget)
+        per_figure = plan.seeds
+        _say_plan(plan, f"budget {budget:g} min: ")
+        if plan.seconds > budget * 60:
+            print(f"warning: even one seed per figure is estimated at {plan.seconds / 60:.1f} min, over the budget "
+                  f"of {budget:g} min; going on with one seed each", file=sys.stderr)
     if dry_run:
         from . import render
 
-        rows = F.plan_figures(list(scripts) if all_ else list(names), ctx, folder)
-        render.table(["figure", "run", "preset", "action", "file"],
-                     [[f, label, pre, how, str(path) if path else "-"] for f, label, pre, path, how in rows])
-        todo = {path for _, _, _, path, how in rows if how in ("train", "resume")}
-        print(f"{len(todo)} run(s) to train or resume, {len({p for *_, p, h in rows if h == 'reuse'})} to reuse",
-              file=sys.stderr)
+        plan = plan if budget is not None else F.plan_figures(names, ctx, folder)
+        header = ["figure", "run", "preset", "action", "estimate_s", "file"]
+        rows = [[r.figure, r.label, r.preset, r.action, None if r.seconds is None else round(r.seconds),
+                 str(r.path) if r.path else "-"] for r in plan.rows]
+        if fmt is Format.json:   # estimates unrounded
+            exact = [[*row[:4], r.seconds, row[5]] for row, r in zip(rows, plan.rows)]
+            render.write_json({"runs": [dict(zip(header, row)) for row in exact], "seeds": plan.seeds,
+                               "jobs": plan.jobs, "train_seconds": plan.train_seconds,
+                               "draw_seconds": plan.draw_seconds, "seconds": plan.seconds})
+        elif fmt is Format.csv:
+            render.write_csv(header, rows)
+        else:
+            render.table(header, rows)
+        if budget is None:
+            _say_plan(plan, "")
         return
-    made, failed = F.make_figures(list(scripts) if all_ else list(names), ctx, folder)
-    for paths in made.values():
-        for p in paths:
-            print(p)
+    if check:
+        from . import render
+
+        claims, failed = F.check_figures(names, ctx, folder, per_figure)
+        header = ["figure", "shown", "fraction", "ci_lo", "ci_hi", "values", "claim"]
+        rows = [[n, f"{d['k']}/{d['n']}", d["fraction"], d["ci_lo"], d["ci_hi"],
+                 " ".join(f"{v:.3g}" for v in d["values"]), d["claim"]]
+                for n, cs in claims.items() for d in (c.summary() for c in cs)]
+        if fmt is Format.json:
+            render.write_json({n: [c.summary() for c in cs] for n, cs in claims.items()})
+        elif fmt is Format.csv:
+            render.write_csv(header, rows)
+        else:
+            render.table(header, rows, left=(0, 5, 6))
+    else:
+        made, failed = F.make_figures(names, ctx, folder, per_figure)
+        for paths in made.values():
+            for p in paths:
+                print(p)
     if failed:   # each failure was logged as it happened; exit 1: not every figure was made
         # one failure: its cause in the Error line too (scripts read that line alone); several: their names
+        done = len(names) - len(failed)
         what = ", ".join(failed) if len(failed) > 1 else f"{next(iter(failed))} ({next(iter(failed.values()))})"
-        print(f"Error: {len(failed)} of {len(made) + len(failed)} figure(s) failed: {what}", file=sys.stderr)
+        print(f"Error: {len(failed)} of {done + len(failed)} figure(s) failed: {what}", file=sys.stderr)
         raise typer.Exit(1)
+
+
+def _say_plan(plan, prefix: str) -> None:
+    """The plan's totals on stderr: runs to train, runs reused, the estimated time and the seeds."""
+    todo = plan.todo
+    reuse = {r.path for r in plan.rows if r.action == "reuse"}
+    secs = plan.seconds
+    when = (f"estimated {secs / 60:.1f} min on a {plan.machine} with {plan.jobs} job(s) "
+            f"({plan.train_seconds / 60:.1f} min of training, {plan.draw_seconds / 60:.1f} min of drawing beside it)"
+            if secs is not None else "no estimate: some presets were never measured on this machine class")
+    seeded = ", ".join(f"{n} {k}" for n, k in plan.seeds.items())
+    print(f"{prefix}{len(todo)} run(s) to train or resume, {len(reuse)} to reuse; {when}; seeds per figure: {seeded}",
+          file=sys.stderr)
 
 
 def main() -> None:

@@ -27,14 +27,19 @@ def _cell(v) -> str:
     return shown(str(v))   # as printed: \xNN is four columns wide
 
 
-def table(header: Sequence[str], rows: Iterable[Sequence], out=None) -> None:
+def table(header: Sequence[str], rows: Iterable[Sequence], out=None, left: Sequence[int] = ()) -> None:
+    """An aligned table: numbers right-aligned, the columns in ``left`` (text) left-aligned."""
     out = out or sys.stdout
     rows = [[_cell(v) for v in r] for r in rows]
     header = [shown(h) for h in header]
     widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(header)]
-    out.write("  ".join(h.rjust(w) for h, w in zip(header, widths)).rstrip() + "\n")
+
+    def line(cells):
+        return "  ".join(c.ljust(w) if i in left else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+
+    out.write(line(header).rstrip() + "\n")
     for r in rows:
-        out.write("  ".join(c.rjust(w) for c, w in zip(r, widths)).rstrip() + "\n")
+        out.write(line(r).rstrip() + "\n")
 
 
 def _shown(v):
