@@ -10,8 +10,9 @@ from probe.plotting import gamma_color, heatmap, points_with_ci, pyplot, seed_ba
 
 NAME = "p1-language"
 TITLE = "Paper 1 Fig. 7: reasoning bias ΔL on logic + stories, and token-embedding cosines"
-CAVEAT = ("at CPU size with the built-in stories ΔL is not yet settled: it peaks early and falls at small init "
-          "while still rising at large init; its trend needs lm-gpt2 on TinyStories (a GPU, not run here)")
+CAVEAT = ("at CPU size (lm-mini, built-in stories) ΔL is larger at small init at the last step but not settled: "
+          "it is already falling at small init, still rising at large init, and 1500-step lm-quick runs end "
+          "reversed; the trend needs lm-gpt2 on TinyStories (a GPU, not run here)")
 
 
 def runs(ctx):
@@ -24,19 +25,18 @@ def _cos(path, group) -> float:
 
 
 def effect(ctx, runs):
+    delta = {g: [probe.bias(p, ("story", "logic"))[0].delta for p in ps] for g, ps in runs.items()}
     out = [claim("γ 0.8: logic tokens are more alike than story tokens (mean cosine logic − story > 0)",
-                 [_cos(p, "logic") - _cos(p, "story") for p in runs[0.8]], lambda v: v > 0)]
-    if ctx.quick:   # CAVEAT: what the CPU size shows is how ΔL moves, not the paper's trend
+                 [_cos(p, "logic") - _cos(p, "story") for p in runs[0.8]], lambda v: v > 0),
+           claim("ΔL at the last step is larger at small init: γ 0.8 − γ 0.3 > 0 (seed-matched)",
+                 [b - a for a, b in zip(delta[0.3], delta[0.8])], lambda v: v > 0)]
+    if ctx.quick:   # CAVEAT: at the CPU size that order is a moment of training, not its end
         traj = {g: [[r.delta for r in probe.bias(p, ("story", "logic"), step="all")] for p in ps]
                 for g, ps in runs.items()}
-        out += [claim("at small init (γ 0.8) ΔL peaks early and falls: (peak − last) / peak ≥ 0.1",
-                      [(max(d) - d[-1]) / max(d) for d in traj[0.8]], lambda v: v >= 0.1),
-                claim("at large init (γ 0.3) ΔL still rises at the last step (last − previous snapshot > 0)",
+        out += [claim("not settled: at γ 0.8 ΔL is past its peak, (peak − last) / peak > 0.05",
+                      [(max(d) - d[-1]) / max(d) for d in traj[0.8]], lambda v: v > 0.05),
+                claim("while at γ 0.3 it still rises at the last step (last − previous snapshot > 0)",
                       [d[-1] - d[-2] for d in traj[0.3]], lambda v: v > 0)]
-    else:
-        delta = {g: [probe.bias(p, ("story", "logic"))[0].delta for p in ps] for g, ps in runs.items()}
-        out.append(claim("ΔL at the last step grows with γ (γ 0.8 − γ 0.3 > 0, seed-matched)",
-                         [b - a for a, b in zip(delta[0.3], delta[0.8])], lambda v: v > 0))
     return out
 
 

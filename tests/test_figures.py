@@ -197,7 +197,8 @@ from pathlib import Path
 
 import matplotlib.figure
 
-# what a figure reads is decided before its files are written: skip the rendering (71 s -> 9 s)
+# what a figure reads is decided before its files are written: skip the rendering (71 s -> 9 s;
+# the empty files it leaves go to a folder of their own)
 matplotlib.figure.Figure.savefig = lambda self, *args, **kwargs: None
 
 opened = set()
@@ -205,7 +206,7 @@ sys.addaudithook(lambda event, args: opened.add(str(Path(args[0]).resolve()))
                  if event == "open" and str(args[0]).endswith(".h5") else None)
 from probe.figures import FigureContext, declarations, examples_dir, load_scripts, resolved, specs
 
-ctx = FigureContext(Path(sys.argv[1]), "tiny", log=lambda m: None)
+ctx = FigureContext(Path(sys.argv[2]), "tiny", runs_dir=Path(sys.argv[1]) / "runs", log=lambda m: None)
 scripts = load_scripts(examples_dir())
 declared, failed = declarations(list(scripts), scripts, ctx)
 assert not failed, failed
@@ -229,7 +230,7 @@ def test_each_figure_reads_exactly_the_runs_it_declares(tiny_all, tmp_path):
     out, _ = tiny_all
     script = tmp_path / "reads.py"
     script.write_text(READS)
-    res = subprocess.run([sys.executable, script, out], capture_output=True, text=True, timeout=600)
+    res = subprocess.run([sys.executable, script, out, tmp_path / "figures"], capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr
     seen = json.loads(res.stdout)
     assert set(seen) == FIGURES

@@ -164,9 +164,9 @@ def reference(folder: Path) -> str:
     scripts = load_scripts(folder)
     names = list(scripts)
     rows = [BEGIN, "",
-            "| figure | runs at `--quick` (preset, overrides) | seeds | estimate alone, `--quick` | "
+            "| figure | what it draws | runs at `--quick` (preset, overrides) | seeds | estimate alone, `--quick` | "
             "runs at the papers' sizes | what `--quick` does not show |",
-            "|---|---|---|---|---|---|"]
+            "|---|---|---|---|---|---|---|"]
     nowhere = Path("/nonexistent/probe-figures-reference")   # nothing trained: every run counts
     quick = FigureContext(nowhere, "quick", create=False)
     full = FigureContext(nowhere, "full", create=False)
@@ -175,7 +175,7 @@ def reference(folder: Path) -> str:
         q, f = scripts[n].runs(quick), scripts[n].runs(full)
         alone = _plan([n], scripts, quick, None, 2)
         est = f"{alone.seconds / 60:.1f} min" if alone.seconds is not None else "not measured"
-        rows.append(f"| `{n}` | {'<br>'.join(_cells(q)) or '-'} | {seed_count(q)} | {est} | "
+        rows.append(f"| `{n}` | {scripts[n].title} | {'<br>'.join(_cells(q)) or '-'} | {seed_count(q)} | {est} | "
                     f"{'<br>'.join(_cells(f)) or '-'} | {scripts[n].caveat or '-'} |")
     total = every.seconds
     rows += ["", f"`probe figures --all --quick`: {len(every.todo)} runs (a run several figures draw is trained once), "
