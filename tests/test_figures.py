@@ -302,6 +302,13 @@ def test_budget_gives_each_figure_the_most_seeds_that_fit(tmp_path):
     assert set(tiny["seeds"].values()) == {1} and "over the budget of 0.5 min" in err
     res = run_cli("probe", "figures", "--all", "--quick", "--budget", "5", "--seeds", "3", "--dry-run")
     assert res.returncode == 2 and "give it or --seeds, not both" in res.stderr
+    # the papers' sizes (GPU presets) were never measured here: no estimate, said by name, nothing made
+    res = run_cli("probe", "figures", "p1-embedding", "p4-rank", "-o", tmp_path / "full", "--dry-run")
+    assert res.returncode == 0 and "no estimate: never measured on this machine class: llm-gpu, paper1" in res.stderr
+    res = run_cli("probe", "figures", "p1-embedding", "p4-rank", "-o", tmp_path / "full", "--budget", "5")
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert res.stderr.strip().splitlines()[-1].startswith("Error: --budget needs each preset's measured speed")
+    assert "llm-gpu, paper1" in res.stderr and not (tmp_path / "full").exists()
 
 
 def test_the_figures_reference_page_is_made_from_the_declarations():

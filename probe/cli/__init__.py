@@ -259,15 +259,16 @@ def figures(
     size = "tiny" if tiny else "quick" if quick else "full"
     if size == "full" and not F.cuda_available() and not dry_run:
         print("warning: no GPU found; the papers' sizes take days on a CPU (use --quick)", file=sys.stderr)
-    ctx = F.FigureContext(Path(out or "figures"), size, runs, jobs, seeds, create=not dry_run)
     per_figure = None
-    if budget is not None:
-        plan = F.seeds_for_budget(names, ctx, folder, budget)
+    if budget is not None:   # planned before any folder is made: a budget that cannot be planned leaves none
+        plan = F.seeds_for_budget(names, F.FigureContext(Path(out or "figures"), size, runs, jobs, seeds, create=False),
+                                  folder, budget)
         per_figure = plan.seeds
         _say_plan(plan, f"budget {budget:g} min: ")
         if plan.seconds > budget * 60:
             print(f"warning: even one seed per figure is estimated at {plan.seconds / 60:.1f} min, over the budget "
                   f"of {budget:g} min; going on with one seed each", file=sys.stderr)
+    ctx = F.FigureContext(Path(out or "figures"), size, runs, jobs, seeds, create=not dry_run)
     if dry_run:
         from . import render
 
@@ -321,7 +322,8 @@ def _say_plan(plan, prefix: str) -> None:
     secs = plan.seconds
     when = (f"estimated {secs / 60:.1f} min on a {plan.machine} with {plan.jobs} job(s) "
             f"({plan.train_seconds / 60:.1f} min of training, {plan.draw_seconds / 60:.1f} min of drawing beside it)"
-            if secs is not None else "no estimate: some presets were never measured on this machine class")
+            if secs is not None else f"no estimate: never measured on this machine class: {', '.join(plan.unmeasured)} "
+            "(the papers' sizes are for a GPU)")
     seeded = ", ".join(f"{n} {k}" for n, k in plan.seeds.items())
     print(f"{prefix}{len(todo)} run(s) to train or resume, {len(reuse)} to reuse; {when}; seeds per figure: {seeded}",
           file=sys.stderr)

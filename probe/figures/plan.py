@@ -48,6 +48,11 @@ class Plan:
         return {r.path: r.seconds for r in self.rows if r.action in ("train", "resume")}
 
     @property
+    def unmeasured(self) -> list[str]:
+        """The presets of runs to train whose speed was never measured on this machine class."""
+        return sorted({r.preset for r in self.rows if r.action in ("train", "resume") and r.seconds is None})
+
+    @property
     def train_seconds(self) -> float | None:
         """Wall time of the training on ``jobs`` slots, longest first; None if a preset was never measured."""
         from probe_train.runs import makespan
@@ -125,8 +130,9 @@ def seeds_for_budget(names: list[str], ctx: FigureContext, folder: Path, minutes
     current = {n: 1 for n in names}
     best = plan(current)
     if best.seconds is None:
-        raise ProbeError("--budget needs each preset's measured speed, and some of these runs' presets were "
-                         "never measured on this machine class (probe_train.speeds)")
+        raise ProbeError(f"--budget needs each preset's measured speed; never measured on this machine class: "
+                         f"{', '.join(best.unmeasured)} (the papers' sizes are for a GPU; bench/bench_presets.py "
+                         "measures a preset)")
     growing = [n for n in names if labels(plan({**current, n: 2}), n) != labels(best, n)]
     while growing and best.seconds <= minutes * 60:
         for n in list(growing):
