@@ -51,15 +51,18 @@ def entry_command(name: str) -> list[str]:
     code = (f"import sys; sys.argv[0] = {name!r}\n"
             "from probe.errors import STOP\n"
             f"with STOP.caught(): STOP.unblock(); from {module} import {attr} as main; main()")
-    if sys.version_info >= (3, 11):
-        return [sys.executable, "-P", "-c", code]
-    return [sys.executable, "-c", "import sys; del sys.path[0]; " + code]
+    return _python(code)
 
 
 def module_command(module: str, attr: str) -> list[str]:
     """The argv that calls ``module.attr()`` of this installation in this interpreter, with the working
     directory kept off the import path (as :func:`entry_command`; the function handles signals itself)."""
-    code = f"from {module} import {attr} as main; main()"
+    return _python(f"from {module} import {attr} as main; main()")
+
+
+def _python(code: str) -> list[str]:
+    """The argv that runs ``code`` in this interpreter with the working directory off the import path
+    (a user's own module of a toolkit module's name cannot replace it)."""
     if sys.version_info >= (3, 11):
         return [sys.executable, "-P", "-c", code]
     return [sys.executable, "-c", "import sys; del sys.path[0]; " + code]
