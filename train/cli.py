@@ -1,23 +1,76 @@
-"""``probe-train``: train a run and write its snapshot file.
+"""``probe-train``: train a run and write its snapshot file; ``probe-train sweep`` trains a grid of
+runs, ``probe-train presets`` lists the presets.
 
 Every :class:`~probe_train.config.RunConfig` field is a flag; a flag left out keeps
-the preset's value.
+the preset's value (``--print-config`` shows the result).
 """
 from __future__ import annotations
 
 import inspect
+import json
 import sys
 from dataclasses import fields
+from enum import Enum
 from typing import Optional
 
 import typer
 
 from probe.errors import STOP, fail, param, run_cli
 
-from .config import PRESETS, RunConfig
+from .config import PRESETS, PURPOSES, RunConfig
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False,
                   help="Train an anchor-function run and write periodic HDF5 snapshots.")
+
+# The commands besides training; main() dispatches on the first word, so that training keeps its
+# plain form (probe-train --preset quick --out run.h5) with no command word.
+COMMANDS = {"sweep": "train a grid of runs, one per point (probe-train sweep --help)",
+            "presets": "list the presets: what each is for, task, model size, steps, time"}
+
+_PRESET_HELP = (f"starting configuration: {', '.join(PRESETS)} (probe-train presets says what each is for; "
+                "--print-config shows its values)")
+
+
+def _version_line() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"probe-train {version('gamma-probe')}"
+    except PackageNotFoundError:   # a source tree that was never installed
+        return "probe-train (version unknown: the gamma-probe distribution is not installed)"
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        print(_version_line())
+        raise typer.Exit()
+
+
+class ConfigFormat(str, Enum):
+    json = "json"
+    yaml = "yaml"
+
+
+def _yaml_scalar(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        text = repr(v)   # finite: RunConfig.check() refuses inf and nan
+        mantissa, e, exponent = text.partition("e")
+        # YAML 1.1 readers (PyYAML) take 1e-05 for a string: a float needs a dot before its exponent
+        return f"{mantissa}.0e{exponent}" if e and "." not in mantissa else text
+    return json.dumps(v, ensure_ascii=False)   # a JSON string is a valid double-quoted YAML scalar
+
+
+def config_text(cfg: RunConfig, fmt: str = "json") -> str:
+    """The configuration as JSON, or as YAML written by hand: RunConfig is flat (scalars only), so
+    PyYAML need not be a dependency."""
+    d = cfg.to_dict()
+    if fmt == "yaml":
+        return "".join(f"{k}: {_yaml_scalar(v)}\n" for k, v in d.items())
+    return json.dumps(d, indent=2) + "\n"
 
 
 class _LiveReport:
@@ -86,12 +139,17 @@ class _LiveReport:
             print(f"wrote {self.page}", file=sys.stderr)
 
 
-def _train(preset: str, out: str, resume: bool, overwrite: bool, quiet: bool, report: Optional[str] = None,
+def _train(preset: str, out: Optional[str], resume: bool, overwrite: bool, quiet: bool, report: Optional[str] = None,
+           print_config: bool = False, fmt: ConfigFormat = ConfigFormat.json, version: bool = False,
            **overrides) -> None:
     from .config import preset as make_preset
-    from .trainer import Trainer
 
-    if report is not None:
+    if fmt is not ConfigFormat.json and not print_config:
+        fail(f"{param('format', fmt.value)} is the format of {param('print_config')}; give both")
+    if out is None and (resume or not print_config):
+        fail(f"missing option {param('out')}: " + ("the run to continue" if resume else
+             "the snapshot file to write (or --print-config to only show the configuration)"))
+    if report is not None and not print_config:
         import os
 
         if not report.endswith((".html", ".htm")):
@@ -113,6 +171,11 @@ def _train(preset: str, out: str, resume: bool, overwrite: bool, quiet: bool, re
         cfg = RunConfig(**{**stored, **given})
     else:
         cfg = make_preset(preset, **given)
+    if print_config:   # what would be trained, and nothing else: no file is opened for writing
+        sys.stdout.write(config_text(cfg, fmt.value))
+        return
+    from .trainer import Trainer   # torch: only once there is something to train
+
     live = _LiveReport(out, report) if report else None
     completed = False
     try:
@@ -130,9 +193,10 @@ def _train(preset: str, out: str, resume: bool, overwrite: bool, quiet: bool, re
 def _build_command():
     params = [
         inspect.Parameter("preset", inspect.Parameter.KEYWORD_ONLY, annotation=str,
-                          default=typer.Option("quick", help=f"starting configuration: {', '.join(PRESETS)}")),
-        inspect.Parameter("out", inspect.Parameter.KEYWORD_ONLY, annotation=str,
-                          default=typer.Option(..., "--out", "-o", help="snapshot file to write (.h5)")),
+                          default=typer.Option("quick", help=_PRESET_HELP)),
+        inspect.Parameter("out", inspect.Parameter.KEYWORD_ONLY, annotation=Optional[str],
+                          default=typer.Option(None, "--out", "-o", show_default=False,
+                                               help="snapshot file to write (.h5); required unless --print-config")),
         inspect.Parameter("resume", inspect.Parameter.KEYWORD_ONLY, annotation=bool,
                           default=typer.Option(False, help="continue OUT from its last snapshot")),
         inspect.Parameter("overwrite", inspect.Parameter.KEYWORD_ONLY, annotation=bool,
@@ -142,6 +206,15 @@ def _build_command():
         inspect.Parameter("report", inspect.Parameter.KEYWORD_ONLY, annotation=Optional[str],
                           default=typer.Option(None, help="keep this HTML run report up to date while "
                                                           "training (probe report --watch)")),
+        inspect.Parameter("print_config", inspect.Parameter.KEYWORD_ONLY, annotation=bool,
+                          default=typer.Option(False, "--print-config", help=(
+                              "print the configuration the preset and the flags give (every field, as JSON; "
+                              "--format yaml for YAML) and exit: nothing is trained or written"))),
+        inspect.Parameter("fmt", inspect.Parameter.KEYWORD_ONLY, annotation=ConfigFormat,
+                          default=typer.Option(ConfigFormat.json, "--format", help="format of --print-config")),
+        inspect.Parameter("version", inspect.Parameter.KEYWORD_ONLY, annotation=bool,
+                          default=typer.Option(False, "--version", callback=_show_version, is_eager=True,
+                                               help="print the version and exit")),
     ]
     for f in fields(RunConfig):
         flag = "--" + f.name.replace("_", "-")
@@ -150,15 +223,32 @@ def _build_command():
         params.append(inspect.Parameter(
             f.name, inspect.Parameter.KEYWORD_ONLY, annotation=Optional[typ],
             default=typer.Option(None, *decls, help=f.metadata.get("help", ""), show_default=False,
-                                 rich_help_panel="Configuration (default: the preset's value)")))
+                                 rich_help_panel=CONFIG_PANEL)))
 
     def command(**kwargs):
         _train(**kwargs)
 
     command.__signature__ = inspect.Signature(params)
-    command.__doc__ = ("Train a run; e.g. probe-train --preset quick --gamma 0.8 --out run.h5. "
-                       "Snapshots are appended under SWMR, so probes can read OUT while it is written.")
+    # rich markup keeps the line breaks inside a paragraph (typer.rich_utils), so the blocks stay
+    # lists; lines under 78 characters, so that an 80-column help (a pipe's) does not wrap a command
+    # in two; no square brackets (markup)
+    width = max(map(len, COMMANDS))
+    command.__doc__ = "\n\n".join([
+        "Train a run and write its snapshot file (.h5). Snapshots are appended under SWMR, so probes "
+        "can read OUT while it is written.",
+        "Commands (the first word; without one, probe-train trains):\n"
+        + "\n".join(f"  {name.ljust(width)}  {text}" for name, text in COMMANDS.items()),
+        "Examples:\n"
+        "  probe-train --preset quick --gamma 0.8 --out run.h5\n"
+        "  probe-train presets\n"
+        "  probe-train --preset quick --gamma 0.8 --print-config\n"
+        "  probe-train --resume --out run.h5 --steps 8000\n"
+        "  probe-train sweep --preset tiny --grid gamma=0.3,0.8 --grid seed=0:3 -o demo",
+    ])
     return command
+
+
+CONFIG_PANEL = "Configuration (default: the preset's value; --print-config shows them all)"
 
 
 app.command()(_build_command())
@@ -170,8 +260,9 @@ sweep_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, ri
 @sweep_app.command()
 def sweep(
     grid: list[str] = typer.Option(..., "--grid", "-g", help="config field and its values: gamma=0.3,0.5,0.8, "
-                                   "layers=2,3, seed=0:5 (a half-open range); repeat for a product", show_default=False),
-    preset: str = typer.Option("quick", help=f"starting configuration: {', '.join(PRESETS)}"),
+                                   "layers=2,3, seed=0:5 (a half-open range); repeat for a product. The fields: "
+                                   "probe-train --print-config", show_default=False),
+    preset: str = typer.Option("quick", help=_PRESET_HELP),
     out: str = typer.Option(..., "--out", "-o", help="folder for the runs and the manifest sweep.json",
                             show_default=False),
     jobs: int = typer.Option(0, "--jobs", "-j", min=0, help="runs trained at once, one torch thread each "
@@ -179,10 +270,17 @@ def sweep(
     scheduler: Optional[str] = typer.Option(None, help="address of a running Dask scheduler (tcp://host:8786): "
                                             "one task per run, written to OUT, which the workers must reach"),
 ) -> None:
-    """Train one run per point of a grid (any config field; e.g. probe-train sweep --preset composite-quick
-    --grid gamma=0.3,0.5,0.8 --grid seed=0:5 --out sweeps/g): finished runs are reused, killed ones
-    resumed, changed ones retrained; failed runs are recorded in OUT/sweep.json and the others go on.
-    Summarise with probe sweep-summary OUT."""
+    """Train one run per point of a grid of config values (any field of probe-train's configuration):
+    finished runs are reused, killed ones resumed, changed ones retrained; failed runs are recorded in
+    OUT/sweep.json and the others go on. Summarise with probe sweep-summary OUT.
+
+    \b
+    Examples:
+      probe-train sweep --preset tiny --grid gamma=0.3,0.8 --grid seed=0:3 --out sweeps/demo
+      probe-train sweep --preset composite-quick --grid gamma=0.3,0.5,0.8 --grid seed=0:5 --out sweeps/g -j 2
+      probe-train sweep --preset quick --grid layers=1,2 --grid seed=0:3 --out sweeps/depth
+      probe sweep-summary sweeps/demo --metric "acc[rsn_test]" --outcome "acc[rsn_test]>0.5"
+    """
     from .runs import parse_grid, sweep as run_sweep
 
     cells = parse_grid(grid, preset)
@@ -227,9 +325,89 @@ class _sweep_progress:
             self._p.__exit__(*exc)
 
 
+presets_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
+
+
+class ListFormat(str, Enum):
+    table = "table"
+    json = "json"
+    csv = "csv"
+
+
+PRESET_COLUMNS = ("preset", "task", "model", "layers", "d_model", "heads", "d_ff", "steps", "batch_size",
+                  "seconds", "purpose")
+_TABLE_COLUMNS = ("preset", "task", "model", "layers", "d_model", "steps", "time", "purpose")
+
+
+def preset_rows() -> list[dict]:
+    """One row per preset: its purpose (config.PURPOSES), task, model size, steps and the seconds a run
+    took on speeds.MACHINE (None where it was never measured). No torch: the parameter count is left
+    out, since a text run's vocabulary (and so its embedding) is known only once its data is built."""
+    from .config import preset
+    from .speeds import estimate
+
+    rows = []
+    for name in PRESETS:
+        c = preset(name)
+        seconds = estimate(name)
+        rows.append({"preset": name, "task": c.task, "model": c.model, "layers": c.layers, "d_model": c.d_model,
+                     "heads": c.heads, "d_ff": c.d_ff, "steps": c.steps, "batch_size": c.batch_size,
+                     "seconds": None if seconds is None else round(seconds, 1), "purpose": PURPOSES[name]})
+    return rows
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    return f"~{seconds:.0f} s" if seconds < 90 else f"~{seconds / 60:.0f} min"
+
+
+@presets_app.command()
+def presets(fmt: ListFormat = typer.Option(ListFormat.table, "--format", "-f",
+                                           help="table, json or csv; data on stdout, notes on stderr")) -> None:
+    """Every preset of probe-train --preset: what it is for, its task, model and size, its steps, and
+    the time one run took on a 2-core CPU (train/speeds.py). Every value of one preset:
+    probe-train --preset NAME --print-config.
+
+    \b
+    Examples:
+      probe-train presets
+      probe-train presets --format json
+      probe-train --preset lm-quick --print-config
+    """
+    rows = preset_rows()
+    if fmt is ListFormat.json:
+        print(json.dumps(rows, indent=2))
+        return
+    if fmt is ListFormat.csv:
+        import csv
+
+        w = csv.writer(sys.stdout, lineterminator="\n")
+        w.writerow(PRESET_COLUMNS)
+        w.writerows([["" if r[k] is None else r[k] for k in PRESET_COLUMNS] for r in rows])
+        return
+    cells = [[str(r[k]) if k != "time" else _duration(r["seconds"]) for k in _TABLE_COLUMNS] for r in rows]
+    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(_TABLE_COLUMNS)]
+    numeric = {"layers", "d_model", "steps", "time"}
+    for line in [list(_TABLE_COLUMNS), *cells]:
+        print("  ".join(c.rjust(w) if h in numeric else c.ljust(w)
+                        for h, c, w in zip(_TABLE_COLUMNS, line, widths)).rstrip())
+    from .speeds import MACHINE
+
+    print(f"time: one run on a {MACHINE} (train/speeds.py); -: not measured (the papers' sizes are for a GPU)",
+          file=sys.stderr)
+
+
 def main() -> None:
     with STOP.caught():   # from the first moment: a stop signal during torch's import is read at a safe point
-        if sys.argv[1:2] == ["sweep"]:
+        first = sys.argv[1] if len(sys.argv) > 1 else ""
+        if first == "sweep":
             run_cli(sweep_app, args=sys.argv[2:], prog_name="probe-train sweep")
+        elif first == "presets":
+            run_cli(presets_app, args=sys.argv[2:], prog_name="probe-train presets")
+        elif first and not first.startswith("-"):
+            # training takes options only: a word here is a mistyped command, not a stray argument
+            run_cli(lambda: fail(f"unknown command '{first}' (commands: {', '.join(COMMANDS)}; training takes "
+                                 "options only, e.g. probe-train --preset quick --out run.h5)"))
         else:
             run_cli(app)

@@ -385,6 +385,27 @@ PRESETS: dict[str, dict] = {
 }
 
 
+# What each preset is for, in one line (`probe-train presets` shows it beside the preset's size and
+# its measured time, train/speeds.py); tests/test_train_cli_help.py checks every preset has one.
+PURPOSES: dict[str, str] = {
+    "paper1": "paper 1's anchor task at the paper's sizes (paper 2's model and optimiser); for a GPU",
+    "quick": "paper 1's anchor task sized for a CPU, still showing the effect",
+    "composite-paper": "paper 2's composite task as the authors' code trains it; for a GPU",
+    "composite-quick": "paper 2's composite task sized for a CPU",
+    "composite-mini": "composite-quick shortened to the runs of probe figures --quick",
+    "emb-mlp-quick": "paper 1 Fig. 3B: the Emb-MLP on the anchor task, for a CPU",
+    "lm-quick": "paper 1's language experiment (logic + synthetic stories) sized for a CPU",
+    "lm-mini": "lm-quick shortened to the runs of probe figures --quick",
+    "lm-gpt2": "logic + TinyStories at GPT-2-small's shape; for a GPU",
+    "llm-quick": "paper 4: a LLaMA-style model on logic + stories, sized for a CPU",
+    "llm-mini": "llm-quick shortened to the runs of probe figures --quick",
+    "llm-gpu": "paper 4 at GPT-2-small's size on logic + TinyStories in bf16; for a GPU",
+    "llm-tiny": "tests: a LLaMA-style model on logic + stories in seconds",
+    "lm-tiny": "tests: a GPT-style model on logic + stories in seconds",
+    "tiny": "tests: the anchor task in seconds",
+}
+
+
 def snapshot_steps(cfg: RunConfig) -> list[int]:
     """Step 0, every ``snapshot_every`` steps, log-spaced early steps and the last step."""
     steps = {0, cfg.steps}
