@@ -21,43 +21,64 @@ _OUTCOME = re.compile(r"^\s*(.+?)\s*(>=|<=|>|<)\s*(.+?)\s*$")
 _DEFAULT_OUTCOMES = {"composite": ["acc[ood_inferential]>acc[ood_symmetric]"], "anchor": ["acc[rsn_test]>0.5"]}
 
 
-def _run_value(file: str, run, name: str, index: int, cache: dict, probe_function):
+def _run_value(file: str, run, name: str, index: int, cache: dict, probe_function, where: str):
     """A number of one run at snapshot ``index``: a logged metric (acc[split], loss[split],
-    train_loss) or a probe's summary number (probe:name, e.g. similarity:distance_corr)."""
+    train_loss) or a probe's summary number (probe:name, e.g. similarity:distance_corr). ``where`` is
+    the option that holds ``name`` (``param('metric', name)`` or ``param('outcome', text)``), so that
+    an error blames the option the user wrote the term in."""
     if ":" in name:
         call, _, key = name.rpartition(":")   # options may hold colons (tokens=21:41), keys do not
-        probe, options = _probe_call(name, call, probe_function)
+        probe, options = _probe_call(where, call, probe_function)
         if not registry.metric_known(probe, key):   # before any run is probed
-            raise ProbeError(f"{param('metric', name)}: probe {probe} has no metric '{key}' (its metrics: "
+            raise ProbeError(f"{where}: probe {probe} has no metric '{key}' (its metrics: "
                              f"{', '.join(registry.get(probe).metrics)})")
         if call not in cache:
+            _check_default_tokens(where, probe, key, options, file, run)
             cache[call] = probe_function(probe)(file, step=int(run.steps[index]), **options)[0].summary()
         if key not in cache[call]:
-            raise ProbeError(f"{param('metric', name)}: probe {probe} reports {', '.join(cache[call])}")
+            raise ProbeError(f"{where}: probe {probe} reports {', '.join(cache[call])}")
         return float(cache[call][key])
     if name == "train_loss":
         return float(run.dataset("train_loss")[index])
     m = re.fullmatch(r"(acc|loss)\[(\w+)\]", name)
     if not m:
-        raise ProbeError(f"{param('metric', name)}: use acc[SPLIT], loss[SPLIT], train_loss or PROBE:NAME "
+        raise ProbeError(f"{where}: use acc[SPLIT], loss[SPLIT], train_loss or PROBE:NAME "
                          "(e.g. similarity:distance_corr)")
     metrics = run.metrics()
     if m.group(2) not in metrics:
-        raise ProbeError(f"{param('metric', name)}: this run has splits {', '.join(metrics)}")
+        raise ProbeError(f"{where}: no split '{m.group(2)}' in these runs; {os.path.basename(file)} has splits "
+                         f"{', '.join(metrics)} (metrics: acc[SPLIT], loss[SPLIT], train_loss, PROBE:NAME)")
     return float(metrics[m.group(2)][m.group(1)][index])
+
+
+def _check_default_tokens(where: str, probe: str, key: str, options: dict, file: str, run) -> None:
+    """A probe called without tokens reads its default group (similarity: reasoning), which runs of
+    another task lack (composite runs have anchors and keys): say so in sweep-summary's own grammar,
+    the options in brackets, rather than the probe command's --tokens."""
+    default = registry.default_tokens(probe)
+    if default is None or "tokens" in options or "words" in options:
+        return
+    groups = sorted(run.groups)
+    missing = [g for g in default.split(",") if g not in groups]
+    if missing:
+        example = f"{probe}(tokens={groups[0] if groups else '11:15'}):{key}"
+        raise ProbeError(f"{where}: {probe} reads token group '{missing[0]}' unless told otherwise, and "
+                         f"{os.path.basename(file)} has {'groups ' + ', '.join(groups) if groups else 'no groups'}; "
+                         f"choose tokens in brackets, e.g. {example}")
 
 
 _CALL = re.compile(r"^(\w+)(?:\((.*)\))?$")
 
 
-def _probe_call(name: str, call: str, probe_function) -> tuple[str, dict]:
+def _probe_call(where: str, call: str, probe_function) -> tuple[str, dict]:
     """``similarity(tokens=logic,tensor=W_E)`` -> ("similarity", {"tokens": "logic", ...}): a probe
-    and its options as the CLI spells them (numbers stay numbers)."""
+    and its options as the CLI spells them (numbers stay numbers); errors name ``where``, the option
+    that holds the call."""
     m = _CALL.match(call.strip())
     probe = m.group(1) if m else call
     known = registry.names("sweeps")
     if not m or probe not in known:
-        raise ProbeError(f"{param('metric', name)}: unknown probe '{call}' (known: {', '.join(known)};"
+        raise ProbeError(f"{where}: unknown probe '{call}' (known: {', '.join(known)};"
                          " options in brackets: similarity(tokens=logic):mean_offdiag)")
     allowed = [p for p in inspect.signature(probe_function(probe)).parameters if p not in ("path", "step")]
     options = {}
@@ -66,7 +87,7 @@ def _probe_call(name: str, call: str, probe_function) -> tuple[str, dict]:
         k, sep, v = item.partition("=")
         k = k.strip().replace("-", "_")
         if not sep or k not in allowed:
-            raise ProbeError(f"{param('metric', name)}: '{item}' is not an option of {probe} "
+            raise ProbeError(f"{where}: '{item}' is not an option of {probe} "
                              f"(options: {', '.join(allowed)})")
         options[k] = _side(v.strip()) if k not in ("tokens", "words") else v.strip()
         if isinstance(options[k], float) and options[k].is_integer():
@@ -113,11 +134,16 @@ def sweep_summary(path: str | os.PathLike, metric=None, outcome=None, *, step: s
             if not metrics:
                 metrics = [f"acc[{s}]" for s in run.splits]
             if not parsed:
+                default_of = kind   # the task whose default outcomes these are (the first run's)
                 parsed = {o: (_side(a), op, _side(b)) for o in _DEFAULT_OUTCOMES.get(kind, [])
                           for a, op, b in [_OUTCOME.match(o).groups()]}
-            names = set(metrics) | {x for a, _, b in parsed.values() for x in (a, b) if isinstance(x, str)}
+            # each term with the option that holds it (a term in both: --metric, where it stands alone)
+            names = {x: param("outcome", o) if outcomes else
+                     f"the default {param('outcome', o)} of {default_of} runs"
+                     for o, (a, _, b) in parsed.items() for x in (a, b) if isinstance(x, str)}
+            names.update({m: param("metric", m) for m in metrics})
             cache: dict = {}
-            values = {n: _run_value(file, run, n, index, cache, probe_function) for n in sorted(names)}
+            values = {n: _run_value(file, run, n, index, cache, probe_function, names[n]) for n in sorted(names)}
             at = int(run.steps[index])
         key = tuple(r["point"].get(k) for k in cell_keys)
         cell = cells.setdefault(key, {"runs": [], "values": [], "steps": set()})
