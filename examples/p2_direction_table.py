@@ -31,7 +31,18 @@ def fraction(o: dict) -> str:
     return f"{o['k']}/{o['n']} [{o['ci_lo']:.2f}, {o['ci_hi']:.2f}]"
 
 
+def fail(message: str) -> None:
+    """The toolkit's rule for bad input: one line on stderr, exit 2, no traceback."""
+    print(f"Error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
 def main(root: str) -> None:
+    if not any((Path(root) / name / "sweep.json").is_file() for name in SETTINGS):
+        fail(f"{root}: none of the direction map's sweeps there ({', '.join(SETTINGS)}, each with a sweep.json); "
+             f"make them with: bash examples/p2_direction_map.sh {root} (per setting a probe-train sweep, e.g. "
+             f"probe-train sweep --preset composite-quick --grid gamma=0.3,0.5,0.8,1.0,1.2,1.5 --grid layers=2 "
+             f"--grid seed=0:5 --out {root}/base)")
     print("| setting | γ | init std | fit train | inferential > symmetric | inferential > 0.5 "
           "| symmetric > 0.5 | mean inf / sym |")
     print("|---|---|---|---|---|---|---|---|")
@@ -52,4 +63,7 @@ def main(root: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "sweeps/p2-map")
+    try:
+        main(sys.argv[1] if len(sys.argv) > 1 else "sweeps/p2-map")
+    except probe.ProbeError as exc:   # e.g. a sweep with no finished run yet: its one line, not a traceback
+        fail(str(exc))
