@@ -3,9 +3,12 @@
     >>> import probe
     >>> probe.similarity("run.h5", tokens="reasoning")[0].distance_corr
     >>> probe.theory("run.h5")[0].pearson_r
+    >>> probe.similarity("run.h5", step="all").to_frame()     # pandas: pip install 'gamma-probe[notebook]'
 
-Every probe takes a path and ``step`` and returns one result per selected snapshot.
-Submodules are imported on first use, so ``import probe`` is cheap.
+Every probe takes a path and ``step`` and returns one result per selected snapshot, as a
+:class:`Results` list whose ``to_frame()`` is the tidy ``step,metric,key,value`` table of
+``probe NAME --format csv``. Submodules are imported on first use, so ``import probe`` is cheap
+(no numpy, h5py or torch): ``probe.plotting``, ``probe.figures``, ``probe.report`` too.
 
 Layers (one folder each): ``format/`` the snapshot file, ``readers/`` everything else a
 path can be, ``analyses/`` the math, ``registry`` every probe declared once, ``api/`` path in ->
@@ -15,12 +18,28 @@ from . import registry
 from .errors import ProbeError, ProbeWarning
 
 _API = ("Run", "info", "token_text", "validate", "select_tokens", *registry.names(), "sweep_summary")
-__all__ = ["ProbeError", "ProbeWarning", *_API]
+__all__ = ["ProbeError", "ProbeWarning", "Results", *_API]
+
+#: submodules a user reaches as attributes (``probe.plotting.heatmap``), imported on first use
+_SUBMODULES = ("api", "batch", "errors", "figures", "plotting", "registry", "report")
 
 
-def __getattr__(name):
+def __getattr__(name):   # PEP 562: the API (numpy, h5py) and the submodules only when first used
     if name in _API:
         from . import api
 
         return getattr(api, name)
-    raise AttributeError(name)
+    if name == "Results":
+        from .analyses.base import Results
+
+        return Results
+    if name in _SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    """The public names, for tab completion: the API of ``__all__`` and the public submodules."""
+    return sorted({*__all__, *_SUBMODULES})

@@ -3,7 +3,10 @@
 ``summary()`` gives the scalar numbers of one step (a row of a trajectory table),
 ``to_dict()`` everything as strict JSON data (non-finite floats become ``None``), and
 ``rows()`` tidy ``(metric, key, value)`` rows — the CSV shape ``step,metric,key,value``
-of every probe. ``warnings`` says what the numbers hide (zero vectors, undefined values).
+of every probe (:func:`tidy_rows`, which the CLI's ``--format csv`` writes) and the columns of
+``to_frame()``, the same rows as a pandas DataFrame. ``warnings`` says what the numbers hide (zero
+vectors, undefined values). Every API function returns its results as :class:`Results`, a list
+with ``to_frame()`` for all of them.
 """
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ from dataclasses import dataclass, field, fields
 import numpy as np
 
 _KEYED = re.compile(r"^(.+)\[(.+)\]$")
+TIDY = ("step", "metric", "key", "value")   # the columns of every probe's CSV and DataFrame
 
 
 def finite_or_none(v):
@@ -92,3 +96,67 @@ class Result:
     def rows(self) -> list[tuple[str, str, float]]:
         """Tidy rows (metric, key, value): ``acc[mem]`` in the summary is metric ``acc``, key ``mem``."""
         return [(*split_key(k), v) for k, v in self.summary().items()]
+
+    def to_frame(self):
+        """This step's tidy rows as a pandas DataFrame, columns ``step,metric,key,value``: what
+        ``probe NAME --format csv`` prints for it (needs the ``notebook`` extra)."""
+        return frame(tidy_rows([self]))
+
+
+class Results(list):
+    """The results of one probe call, one per selected step: a list, plus :meth:`to_frame`.
+
+        >>> probe.similarity("run.h5", step="all").to_frame()
+
+    Slices and sums of results stay :class:`Results`; ``Results(a + b)`` wraps any list of results."""
+
+    def to_frame(self):
+        """Every result's tidy rows in one pandas DataFrame, columns ``step,metric,key,value``: row for
+        row what ``probe NAME --format csv`` prints (needs the ``notebook`` extra)."""
+        return frame(tidy_rows(self))
+
+    def __getitem__(self, i):
+        got = super().__getitem__(i)
+        return Results(got) if isinstance(i, slice) else got
+
+    def __add__(self, other):
+        return Results(list(self) + list(other))
+
+    def __radd__(self, other):
+        return Results(list(other) + list(self))
+
+
+def tidy_value(v):
+    """A value as the tidy table holds it: ``None`` where it is undefined (``None``, NaN, infinite)."""
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return None
+    return v
+
+
+def tidy_rows(results) -> list[tuple]:
+    """``(step, metric, key, value)`` rows of a list of results, undefined values ``None``: the one
+    source of the CLI's CSV and of :meth:`Results.to_frame`, so the two cannot differ."""
+    return [(r.step, m, k, tidy_value(v)) for r in results for m, k, v in r.rows()]
+
+
+def _pandas():
+    try:
+        import pandas
+    except ImportError:
+        from ..errors import ProbeError
+
+        raise ProbeError("to_frame() needs pandas: pip install 'gamma-probe[notebook]'") from None
+    return pandas
+
+
+def frame(rows: list[tuple]):
+    """Tidy rows as a DataFrame: ``step`` a nullable integer (missing: a checkpoint, a whole-run
+    result), ``metric`` and ``key`` strings (``key`` '' where the metric has none), ``value`` a float,
+    NaN where the CSV cell is empty."""
+    pd = _pandas()
+    return pd.DataFrame({
+        "step": pd.array([r[0] for r in rows], dtype="Int64"),
+        "metric": [r[1] for r in rows],
+        "key": [r[2] for r in rows],
+        "value": np.array([np.nan if r[3] is None else r[3] for r in rows], dtype=np.float64),
+    }, columns=list(TIDY))

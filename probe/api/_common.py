@@ -11,6 +11,7 @@ import numpy as np
 
 from .. import registry
 from ..analyses._stats import finite_rows, nonfinite
+from ..analyses.base import Results
 from ..errors import ProbeError, ProbeWarning, param
 from ..format import read_rows
 from ..readers.source import word_ids
@@ -77,11 +78,12 @@ def _group_of(groups: dict, ids: np.ndarray, labels: list[str]) -> list[str]:
     return [lab or next((g for g, v in groups.items() if i in v), "") for i, lab in zip(ids, labels)]
 
 
-def _warn(results: list) -> list:
-    """Pass each result's warnings on to the caller (once per distinct message)."""
+def _warn(results: list) -> Results:
+    """Pass each result's warnings on to the caller (once per distinct message); the results as
+    :class:`~probe.analyses.base.Results` (a list with ``to_frame()``), as every probe returns them."""
     for msg in dict.fromkeys(w for r in results for w in r.warnings):
         warnings.warn(msg, ProbeWarning, stacklevel=3)
-    return results
+    return Results(results)
 
 
 # --- non-finite input ----------------------------------------------------------------------------

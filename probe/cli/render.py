@@ -78,8 +78,11 @@ def write_csv(header: Sequence[str], rows: Iterable[Sequence], out=None) -> None
 
 
 def tidy_rows(results) -> list[tuple]:
-    """``step,metric,key,value`` rows of a list of results."""
-    return [(r.step, m, k, v) for r in results for m, k, v in r.rows()]
+    """``step,metric,key,value`` rows of a list of results: :func:`probe.analyses.base.tidy_rows`, the
+    rows of ``Results.to_frame()`` too, so the CSV and the DataFrame cannot differ."""
+    from ..analyses.base import tidy_rows as rows
+
+    return rows(results)
 
 
 def summary_table(results) -> None:

@@ -1,0 +1,169 @@
+"""Probing from a notebook: ``dir(probe)`` lists the API (tab completion) while ``import probe`` stays
+cheap, every probe's results become a DataFrame equal to its ``--format csv`` output, and
+examples/tutorial.ipynb runs from top to bottom in a kernel of this interpreter."""
+import io
+import json
+import os
+import pickle
+import subprocess
+import sys
+import warnings
+
+import nbformat
+import pandas as pd
+import pytest
+from jupyter_client.kernelspec import KernelSpecManager
+from jupyter_client.manager import KernelManager
+from nbclient import NotebookClient
+
+import probe
+from conftest import ROOT, run_cli
+from probe import registry
+from probe.api import probe_function
+from probe.errors import ProbeWarning
+
+TIDY = ["step", "metric", "key", "value"]
+HEAVY = ("numpy", "h5py", "torch", "scipy", "pandas", "matplotlib")
+
+
+def _python(code: str, *args, cwd) -> str:
+    """``code`` run by this interpreter in a fresh process (outside the repository: the installed package)."""
+    res = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True, cwd=cwd,
+                         timeout=120)
+    assert res.returncode == 0, res.stderr
+    return res.stdout
+
+
+# --- the package as a notebook sees it --------------------------------------------------------------
+
+def test_import_probe_is_cheap_and_dir_lists_the_public_api(tmp_path):
+    got = json.loads(_python("import json, sys, probe\n"
+                             "print(json.dumps({'dir': dir(probe), 'modules': sorted(sys.modules)}))", cwd=tmp_path))
+    assert [m for m in got["modules"] if m.split(".")[0] in HEAVY] == []
+    assert got["dir"] == sorted(got["dir"])
+    assert set(got["dir"]) == {*probe.__all__, "api", "batch", "errors", "figures", "plotting", "registry", "report"}
+    assert set(registry.names()) <= set(got["dir"]) and {"Results", "ProbeError", "info", "Run"} <= set(got["dir"])
+    assert not [n for n in got["dir"] if n.startswith("_")]
+
+
+def test_every_name_dir_lists_resolves():
+    import types
+
+    for name in dir(probe):
+        assert getattr(probe, name) is not None, name
+    for name in probe.__all__:
+        assert not isinstance(getattr(probe, name), types.ModuleType), name
+    assert probe.plotting.heatmap and probe.figures.SIZES and probe.report.PROBES
+    assert probe.similarity is probe.api.similarity and probe.Results.__name__ == "Results"
+    with pytest.raises(AttributeError, match="no attribute 'similarty'"):
+        probe.similarty
+
+
+def test_results_are_a_list_that_stays_one(tiny_run):
+    res = probe.similarity(tiny_run, step="all")
+    assert isinstance(res, list) and isinstance(res, probe.Results) and len(res) > 2
+    assert res[0].step == 0 and res[-1] is res[len(res) - 1]
+    assert isinstance(res[1:], probe.Results) and [r.step for r in res[1:]] == [r.step for r in res][1:]
+    both = res[:1] + probe.bias(tiny_run)
+    assert isinstance(both, probe.Results) and len(both) == 2
+    assert isinstance([res[0]] + res[-1:], probe.Results)
+    again = pickle.loads(pickle.dumps(res))
+    assert isinstance(again, probe.Results) and [r.step for r in again] == [r.step for r in res]
+    json.dumps([r.to_dict() for r in res])
+
+
+def test_to_frame_without_pandas_names_the_extra(tiny_run, tmp_path):
+    # sys.modules[name] = None is how Python spells "not installed": importing it raises ImportError
+    out = _python("import sys\nsys.modules['pandas'] = None\nimport probe\n"
+                  "res = probe.bias(sys.argv[1])\n"
+                  "for call in (res.to_frame, res[0].to_frame):\n"
+                  "    try:\n        call()\n    except probe.ProbeError as e:\n        print(e)\n", tiny_run,
+                  cwd=tmp_path)
+    assert out == "to_frame() needs pandas: pip install 'gamma-probe[notebook]'\n" * 2
+
+
+# --- every probe: to_frame() is its CSV ------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def text_run(tmp_path_factory):
+    """A tiny language run: it stores the per-token losses that `tokens` compares."""
+    path = tmp_path_factory.mktemp("text") / "llm.h5"
+    res = run_cli("probe-train", "--preset", "llm-tiny", "--out", path, "--quiet", "--threads", "1")
+    assert res.returncode == 0, res.stderr
+    return path
+
+
+def _csv_frame(text: str) -> pd.DataFrame:
+    """The CLI's tidy CSV read as a user would, undefined cells (empty) as missing."""
+    return pd.read_csv(io.StringIO(text), keep_default_na=False, na_values={"step": [""], "value": [""]},
+                       dtype={"step": "Int64", "metric": str, "key": str, "value": float})
+
+
+@pytest.mark.parametrize("name", registry.names())
+def test_to_frame_is_the_csv_of_the_command(name, tiny_run, request):
+    spec = registry.get(name)
+    assert spec.command is not None, f"{name} has no command to compare with"
+    options = {"step": "all"}
+    path = tiny_run
+    if name == "tokens":   # the stored per-token losses of a language run: its step 0 against its last
+        path, options = request.getfixturevalue("text_run"), {"step": "0", "step_b": "latest"}
+    flags = [x for k, v in options.items() for x in ("--" + k.replace("_", "-"), v)]
+    res = run_cli("probe", *(spec.command or name).split(), path, *flags, "--format", "csv")
+    assert res.returncode == 0, res.stderr
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ProbeWarning)
+        results = probe_function(name)(path, **options)
+    assert isinstance(results, probe.Results)
+    frame = results.to_frame()
+    assert list(frame.columns) == TIDY and len(frame) > 0
+    pd.testing.assert_frame_equal(frame, _csv_frame(res.stdout), check_exact=True)
+    # the list's frame is its results' frames, one after the other
+    pd.testing.assert_frame_equal(frame, pd.concat([r.to_frame() for r in results], ignore_index=True),
+                                  check_exact=True)
+
+
+def test_undefined_values_are_missing_in_the_frame_and_empty_in_the_csv(tiny_run):
+    frame = probe.rank_trajectory(tiny_run).to_frame()          # one result for the whole run: no step
+    assert frame.step.isna().all()
+    frame = probe.dynamics(tiny_run).to_frame()                  # 40 steps never escape the plateau
+    escape = frame[frame.metric == "escape_step"]
+    assert len(escape) == 1 and escape.value.isna().all()
+    res = run_cli("probe", "dynamics", tiny_run, "--format", "csv")
+    assert res.stdout.splitlines()[1].endswith(",escape_step,,")
+
+
+# --- the tutorial --------------------------------------------------------------------------------
+
+def _kernel(tmp_path) -> KernelManager:
+    """A kernel of this interpreter, from a kernel spec of our own: no user-level Jupyter state is read."""
+    spec = tmp_path / "kernels" / "probe-tutorial"
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "probe tutorial", "language": "python"}))
+    specs = KernelSpecManager(kernel_dirs=[str(tmp_path / "kernels")], ensure_native_kernel=False)
+    return KernelManager(kernel_name="probe-tutorial", kernel_spec_manager=specs,
+                         connection_file=str(tmp_path / "connection.json"))
+
+
+def test_tutorial_notebook_runs_and_shows_frames_and_figures(tmp_path):
+    nb = nbformat.read(ROOT / "examples" / "tutorial.ipynb", as_version=4)
+    assert all(not c.get("outputs") and c.get("execution_count") is None for c in nb.cells if c.cell_type == "code"), \
+        "commit the notebook with its outputs cleared"
+    work = tmp_path / "work"
+    work.mkdir()
+    home = tmp_path / "home"
+    env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}
+    env.update(PROBE_TUTORIAL_SIZE="tiny", IPYTHONDIR=str(home / "ipython"), JUPYTER_CONFIG_DIR=str(home / "config"),
+               JUPYTER_DATA_DIR=str(home / "data"), MPLCONFIGDIR=str(home / "mpl"), PYTHONUNBUFFERED="1")
+    client = NotebookClient(nb, km=_kernel(tmp_path), timeout=240, resources={"metadata": {"path": str(work)}})
+    client.execute(env=env)        # raises CellExecutionError, with the cell and its traceback, on any error
+
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+    images = [o for o in outputs if "image/png" in o.get("data", {})]
+    frames = [o.data["text/html"] for o in outputs if "dataframe" in o.get("data", {}).get("text/html", "")]
+    assert len(images) >= 4 and len(frames) >= 4
+    last = frames[-1]                          # the closing table: one column per γ
+    assert "0.3" in last and "0.8" in last and "distance_corr" in last and "rsn_test" in last
+    assert sorted(p.name.split("-")[1] for p in (work / "tutorial-runs").glob("*.h5")) == ["g0.3", "g0.8"]
