@@ -90,11 +90,11 @@ def two_runs(tiny_run, tmp_path_factory) -> tuple[Path, Path]:
 # xdist hands out whole files (--dist loadfile) in collection order: a long file collected last keeps
 # one worker busy while the other has nothing left. The longest files go first (measured with
 # --junitxml on main, 2026-11-24: test_signals.py 121 s of worker time, the others 18-41 s); the rest
-# keep their order.
-LONGEST_FIRST = ("test_signals.py", "test_interrupt.py", "test_report.py", "test_bad_input_text.py", "test_faults.py",
-                 "test_figures.py", "test_paper4.py", "test_sweep.py", "test_effect.py", "test_bad_input_nonfinite.py",
-                 "test_user_folder.py", "test_bad_input.py", "test_bad_input_readers.py", "test_batch.py",
-                 "test_resume.py", "test_report_browser.py")
+# keep their order. test_notebook.py (added later): ~60 s, most of it the tutorial notebook's kernel.
+LONGEST_FIRST = ("test_signals.py", "test_notebook.py", "test_interrupt.py", "test_report.py",
+                 "test_bad_input_text.py", "test_faults.py", "test_figures.py", "test_paper4.py", "test_sweep.py",
+                 "test_effect.py", "test_bad_input_nonfinite.py", "test_user_folder.py", "test_bad_input.py",
+                 "test_bad_input_readers.py", "test_batch.py", "test_resume.py", "test_report_browser.py")
 
 
 def pytest_collection_modifyitems(items):
