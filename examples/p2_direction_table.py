@@ -38,14 +38,13 @@ def fail(message: str) -> None:
 
 
 def main(root: str) -> None:
+    make = (f"make them with: bash examples/p2_direction_map.sh {root} (per setting a probe-train sweep, e.g. "
+            f"probe-train sweep --preset composite-quick --grid gamma=0.3,0.5,0.8,1.0,1.2,1.5 --grid layers=2 "
+            f"--grid seed=0:5 --out {root}/base)")
     if not any((Path(root) / name / "sweep.json").is_file() for name in SETTINGS):
         fail(f"{root}: none of the direction map's sweeps there ({', '.join(SETTINGS)}, each with a sweep.json); "
-             f"make them with: bash examples/p2_direction_map.sh {root} (per setting a probe-train sweep, e.g. "
-             f"probe-train sweep --preset composite-quick --grid gamma=0.3,0.5,0.8,1.0,1.2,1.5 --grid layers=2 "
-             f"--grid seed=0:5 --out {root}/base)")
-    print("| setting | γ | init std | fit train | inferential > symmetric | inferential > 0.5 "
-          "| symmetric > 0.5 | mean inf / sym |")
-    print("|---|---|---|---|---|---|---|---|")
+             + make)
+    rows = []   # every row before the first line: an error leaves no half table on stdout
     for name, text in SETTINGS.items():
         folder = Path(root) / name
         if not (folder / "sweep.json").exists():
@@ -54,15 +53,25 @@ def main(root: str) -> None:
                                         outcome=list(OUTCOMES.values())):
             with probe.Run(folder / cell.runs[0]) as run:
                 d = run.config["d_model"]
+            if "gamma" not in cell.cell:   # the rows are γ cells: another sweep has no row here
+                fail(f"{folder}: a sweep of {cell.label}, not over gamma; " + make)
             g = cell.cell["gamma"]
             o = {k: cell.outcomes[v] for k, v in OUTCOMES.items()}
             inf, sym = cell.stats["acc[ood_inferential]"]["mean"], cell.stats["acc[ood_symmetric]"]["mean"]
-            print(f"| {text} | {g} | {d ** -g:.4f} | {fraction(o['fit'])} | {fraction(o['inf>sym'])} "
-                  f"| {fraction(o['inf>0.5'])} | {fraction(o['sym>0.5'])} | {inf:.2f} / {sym:.2f} |")
+            rows.append(f"| {text} | {g} | {d ** -g:.4f} | {fraction(o['fit'])} | {fraction(o['inf>sym'])} "
+                        f"| {fraction(o['inf>0.5'])} | {fraction(o['sym>0.5'])} | {inf:.2f} / {sym:.2f} |")
             text = "″"
+    print("| setting | γ | init std | fit train | inferential > symmetric | inferential > 0.5 "
+          "| symmetric > 0.5 | mean inf / sym |")
+    print("|---|---|---|---|---|---|---|---|")
+    print("\n".join(rows))
 
 
 if __name__ == "__main__":
+    import warnings
+
+    # a note (runs left out of a cell) as the toolkit's commands print one: one line, no source line
+    warnings.showwarning = lambda message, *_: print(f"warning: {message}", file=sys.stderr)
     try:
         main(sys.argv[1] if len(sys.argv) > 1 else "sweeps/p2-map")
     except probe.ProbeError as exc:   # e.g. a sweep with no finished run yet: its one line, not a traceback

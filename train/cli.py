@@ -147,8 +147,10 @@ def _train(preset: str, out: Optional[str], resume: bool, overwrite: bool, quiet
     if fmt is not ConfigFormat.json and not print_config:
         fail(f"{param('format', fmt.value)} is the format of {param('print_config')}; give both")
     if out is None and (resume or not print_config):
-        fail(f"missing option {param('out')}: " + ("the run to continue" if resume else
-             "the snapshot file to write (or --print-config to only show the configuration)"))
+        # Click's wording for a missing option, as before --out became optional
+        fail("Missing option '--out' / '-o': " + ("the run to continue" if resume else
+             "the snapshot file to write (or --print-config to show the configuration only)")
+             + "; see 'probe-train --help'")
     if report is not None and not print_config:
         import os
 
