@@ -396,8 +396,8 @@ def presets(fmt: ListFormat = typer.Option(ListFormat.table, "--format", "-f",
                         for h, c, w in zip(_TABLE_COLUMNS, line, widths)).rstrip())
     from .speeds import MACHINE
 
-    print(f"time: one run on a {MACHINE} (train/speeds.py); -: not measured (the papers' sizes are for a GPU)",
-          file=sys.stderr)
+    print(f"time: one run on a {MACHINE} (train/speeds.py); -: never measured there (bench/bench_presets.py "
+          "measures a preset)", file=sys.stderr)
 
 
 def main() -> None:
