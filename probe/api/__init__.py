@@ -36,13 +36,31 @@ def probe_function(name: str):
     return globals()[registry.get(name).name]
 
 
-def sweep_summary(path: str | os.PathLike, metric=None, outcome=None, *, step: str | int = "latest") -> list:
+def sweep_summary(path: str | os.PathLike, metric=None, outcome=None, *, step: str | int = "latest",
+                  progress=None) -> list:
     """Per grid cell of a sweep (``probe-train sweep``'s folder or manifest), over its seeds: mean,
     std and 95 % bootstrap interval of each ``metric``, and the fraction of seeds with each binary
     ``outcome`` (``A>B``, ``A<B``, ``A>=B``, ``A<=B``; A, B metrics or numbers) with its Wilson
     interval. Defaults: every logged accuracy; composite task: acc[ood_inferential] >
     acc[ood_symmetric]; anchor task: acc[rsn_test] > 0.5. ``step``: latest (finished runs only) or a
-    step number every run has."""
+    step number every run has. ``progress(label)``, if given, hears of each probe call on a run as
+    it starts (a summary of probe metrics spends its time there)."""
     from ..sweeps import sweep_summary as summarise
 
-    return summarise(path, metric, outcome, step=step, probe_function=probe_function)
+    return summarise(path, metric, outcome, step=step,
+                     probe_function=probe_function if progress is None else _told(progress))
+
+
+def _told(progress):
+    """:func:`probe_function` whose functions call ``progress`` as they start (same signatures)."""
+    import functools
+
+    def function(name: str):
+        fn = probe_function(name)
+
+        @functools.wraps(fn)
+        def told(path, *args, **kwargs):
+            progress(f"{name} on {os.fspath(path)}")
+            return fn(path, *args, **kwargs)
+        return told
+    return function

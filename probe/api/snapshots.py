@@ -180,9 +180,16 @@ def ood(path: str | os.PathLike, *, step: str | int = "latest", full: bool = Fal
                 if check(name, stack[k], int(steps[i]), "the model is evaluated with them") is not None:
                     nonfinite_at.add(int(i))
 
+        done = []
+
+        def evaluated(i):   # the progress label: the snapshot's step and how far along, not its index
+            done.append(i)
+            progress(f"step {int(steps[i])} ({len(done)}/{len(indices)})")
+
         out = E.map_models(run, indices, lambda i, model: _ood_one(E, model, task, cfg, held_out, inputs,
                                                                    int(steps[i]), check, i not in nonfinite_at),
-                           threads=threads or os.cpu_count() or 1, progress=progress, check=check_weights)
+                           threads=threads or os.cpu_count() or 1, progress=progress and evaluated,
+                           check=check_weights)
     check.warn()
     return _warn(out)
 

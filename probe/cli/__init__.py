@@ -1,14 +1,17 @@
 """``probe``: analyse snapshot files and checkpoints. A thin layer over :mod:`probe.api`.
 
-Every command parses its options (declared once, in :mod:`.options`), calls one API function and
-hands the results to :mod:`.render`: data to stdout (``--format table|json|csv``), logs, warnings
-and errors to stderr. The probe commands are derived from :mod:`probe.registry` (:mod:`.probes`).
-Heavy modules (numpy, h5py, torch, matplotlib) are imported inside the commands, so
-``probe --help`` starts instantly.
+Every command parses its options (declared once, in :mod:`.options`, each command's help about that
+command), calls one API function and hands the results to :mod:`.render`: data to stdout
+(``--format table|json|csv``), logs, status, warnings and errors to stderr. The probe commands are
+derived from :mod:`probe.registry` (:mod:`.probes`). Every command's help ends with examples. Heavy
+modules (numpy, h5py, torch, matplotlib) are imported inside the commands, so ``probe --help`` and
+``probe --version`` start instantly.
 """
 from __future__ import annotations
 
+import inspect
 import sys
+import typing
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -19,15 +22,63 @@ from ..report import MAX_STEPS
 from ..errors import Interrupted, ProbeError, run_cli
 from .options import (
     ALLOW_NONFINITE, FORMAT, JOBS, STEP, AllowNonfinite, File, Fmt, Format, Groups, Jobs, Mapping, Metric, Out,
-    Outcome, Plot, Probes, Revisions, Source, Step,
+    Outcome, Plot, Probes, Revisions, Source, Step, about,
 )
-from .probes import LazyCallback, ProbeCommand, parameter, batch_options, converted, progress, show
+from .probes import LazyCallback, ProbeCommand, parameter, batch_options, converted, progress, show, with_examples
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Probe training snapshots and checkpoints for reasoning vs memorizing structure.")
 
 
-@app.command()
+def _version_line() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"probe {version('gamma-probe')}"
+    except PackageNotFoundError:   # run from a checkout that was never installed
+        return "probe (version unknown: the gamma-probe distribution is not installed)"
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        print(_version_line())
+        raise typer.Exit()
+
+
+@app.callback()
+def _probe(version: Annotated[bool, typer.Option("--version", callback=_show_version, is_eager=True,
+                                                 help="print the version and exit")] = False) -> None:
+    """The options before the command word (its callback runs at --version, before any command)."""
+
+
+class _Own(LazyCallback):
+    """A command written here, its shared options' help about it (:func:`.options.about`). Its
+    signature is made when the command is built (only the command that runs is: :mod:`._lean`), since
+    resolving the annotations costs ``probe --help`` a few ms per command."""
+
+    def __init__(self, fn, command: str, help: str):
+        super().__init__(fn.__name__, help)
+        self.fn, self.command = fn, command
+
+    def parameters(self) -> list[inspect.Parameter]:
+        hints = typing.get_type_hints(self.fn, include_extras=True)
+        return [p.replace(annotation=about(hints[p.name], self.command))
+                for p in inspect.signature(self.fn).parameters.values()]
+
+    def run(self, **options) -> None:
+        self.fn(**options)
+
+
+def _command(name: str | None = None, *, examples: tuple[str, ...]):
+    """``app.command``: the docstring and an Examples block as its help, its options about it."""
+    def register(fn):
+        command, help = name or fn.__name__, with_examples(inspect.getdoc(fn), examples)
+        app.command(command, help=help)(_Own(fn, command, help))
+        return fn
+    return register
+
+
+@_command(examples=("probe info run.h5", "probe info model/ --format json", "probe info model.safetensors"))
 def info(file: Source, fmt: Fmt = FORMAT) -> None:
     """A run: configuration, snapshot steps, token groups, tensors and shapes. A checkpoint: format,
     layout, layers, heads, step, and every tensor's shape and dtype."""
@@ -37,7 +88,7 @@ def info(file: Source, fmt: Fmt = FORMAT) -> None:
     render.info(api.info(file), fmt.value)
 
 
-@app.command()
+@_command(examples=("probe validate run.h5", "probe validate run.h5 --format json"))
 def validate(file: File, fmt: Fmt = FORMAT) -> None:
     """Check FILE against the snapshot schema: exit 0 if it matches, else list findings and exit 1."""
     from .. import api
@@ -82,16 +133,21 @@ def rank(file: Source, minima: Annotated[bool, typer.Option(
 _OWN = {"rank": rank}   # probe commands written here (rank --minima also reaches rank_trajectory)
 for _spec in registry.PROBES:
     if _spec.command == "":
-        app.command(_spec.name, help=_spec.help)(ProbeCommand(_spec))
+        app.command(_spec.name, help=with_examples(_spec.help, registry.examples(_spec.name)))(ProbeCommand(_spec))
     elif _spec.command == _spec.name:
-        app.command(_spec.name, help=_spec.help)(_OWN[_spec.name])
+        _help = with_examples(_spec.help, registry.examples(_spec.name))
+        app.command(_spec.name, help=_help)(_Own(_OWN[_spec.name], _spec.name, _help))
 
 
 # --- many checkpoints, a page, a sweep, the figures ----------------------------------------------
 
-BATCH_HELP = ("Run probes over many checkpoints into one tidy table (path, step, probe, key, metric, value), sorted "
-              "by step; each probe gets the options it takes; a failing checkpoint is an error row, the batch goes "
-              "on and exits 1.")
+BATCH_HELP = with_examples(
+    "Run probes over many checkpoints into one tidy table (path, step, probe, key, metric, value), sorted by "
+    "step; each probe gets the options it takes; a failing checkpoint is an error row, the batch goes on and "
+    "exits 1.",
+    ("probe batch checkpoints/ --probe spectrum --probe rank -o table.csv",
+     "probe batch run.h5 --probe similarity --probe ood --step all",
+     "probe batch 'ckpt/*.pt' --probe rank --jobs 4 --format json"))
 
 
 class _Batch(LazyCallback):
@@ -102,11 +158,13 @@ class _Batch(LazyCallback):
             parameter("paths", Annotated[list[str], typer.Argument(
                 help="checkpoints: files, folders (a model folder, or a folder of checkpoints such as "
                      "checkpoint-500/), globs, and hub models hf:ORG/NAME[@REV]", show_default=False)]),
-            parameter("probes", Probes), parameter("out", Out, None), parameter("jobs", Jobs, JOBS),
+            parameter("probes", about(Probes, "batch")), parameter("out", about(Out, "batch"), None),
+            parameter("jobs", about(Jobs, "batch"), JOBS),
             parameter("scheduler", Annotated[Optional[str], typer.Option(
                 help="address of a running Dask scheduler (tcp://host:8786)")], None),
-            *batch_options(), parameter("step", Step, STEP), parameter("revisions", Revisions, None),
-            parameter("allow_nonfinite", AllowNonfinite, ALLOW_NONFINITE), parameter("fmt", Fmt, FORMAT)]
+            *batch_options(), parameter("step", about(Step, "batch"), STEP), parameter("revisions", Revisions, None),
+            parameter("allow_nonfinite", about(AllowNonfinite, "batch"), ALLOW_NONFINITE),
+            parameter("fmt", about(Fmt, "batch"), FORMAT)]
 
     def run(self, paths, probes, out, jobs, scheduler, revisions, fmt, **options) -> None:
         from .. import batch as B
@@ -115,7 +173,8 @@ class _Batch(LazyCallback):
         try:
             with progress("batch") as tick:
                 rows = B.batch(paths, probes, options, out=out, jobs=jobs, scheduler=scheduler,
-                               progress=lambda n, total: tick(f"{n}/{total} tasks"), revisions=revisions)
+                               progress=lambda n, total: n < total and tick(f"{n}/{total} tasks done"),
+                               revisions=revisions)
         except Interrupted as exc:   # what finished is kept: in --out, else printed before the message
             if not out:
                 _batch_rows(exc.rows, fmt)
@@ -132,7 +191,8 @@ class _Batch(LazyCallback):
 app.command("batch", help=BATCH_HELP)(_Batch("batch", BATCH_HELP))
 
 
-@app.command()
+@_command(examples=("probe report run.h5", "probe report a.h5 b.h5 -o compare.html",
+                    "probe report run.h5 --watch --max-steps 10"))
 def report(
     paths: Annotated[list[str], typer.Argument(help="runs: snapshot files, checkpoint folders (a model folder, or a "
                                                     "folder of checkpoint-500/ ... folders) and hub models "
@@ -151,7 +211,7 @@ def report(
     revisions: Revisions = None, allow_nonfinite: AllowNonfinite = ALLOW_NONFINITE,
 ) -> None:
     """Write one HTML page for a run, or for runs side by side: configuration, curves, token groups and
-    every probe's numbers and figures over training; e.g. probe report a.h5 b.h5 -o report.html."""
+    every probe's numbers and figures over training; what it is doing goes to stderr."""
     from .. import report as R
 
     out = out or "report.html"
@@ -173,7 +233,7 @@ def report(
                 raise Interrupted(f"Interrupted: {out} holds the runs as they were (no longer reloading); the "
                                   "same command watches again")
         return
-    with progress("report") as tick:
+    with progress("report", each=True) as tick:   # a line per run and section: the sections take seconds each
         rep = R.report(paths, out, probes=probes or None, max_steps=max_steps, revisions=revisions, progress=tick,
                        allow_nonfinite=allow_nonfinite)
     for spec, err in rep.errors.items():
@@ -193,7 +253,10 @@ def _batch_rows(rows, fmt: Format) -> None:
         render.table(list(B.COLUMNS), rows)
 
 
-@app.command("sweep-summary")
+@_command("sweep-summary", examples=(
+    "probe sweep-summary sweep/",
+    "probe sweep-summary sweep/ --metric 'acc[rsn_test]' --metric similarity:mean_offdiag",
+    "probe sweep-summary sweep/sweep.json --outcome 'acc[rsn_test]>0.5' --format csv"))
 def sweep_summary(folder: Annotated[str, typer.Argument(help="a sweep's folder (probe-train sweep --out) or its "
                                                               "sweep.json", show_default=False)],
                   metric: Metric = None, outcome: Outcome = None, step: Step = STEP, fmt: Fmt = FORMAT) -> None:
@@ -203,10 +266,13 @@ def sweep_summary(folder: Annotated[str, typer.Argument(help="a sweep's folder (
     from .. import api
     from . import render
 
-    render.sweep_summary(api.sweep_summary(folder, metric, outcome, step=step), fmt.value, folder)
+    with progress("sweep-summary") as tick:
+        res = api.sweep_summary(folder, metric, outcome, step=step, progress=tick)
+    render.sweep_summary(res, fmt.value, folder)
 
 
-@app.command()
+@_command(examples=("probe figures --list", "probe figures p1-cosine --quick",
+                    "probe figures --all --quick --dry-run", "probe figures --all --quick -o figures/"))
 def figures(
     names: Annotated[Optional[list[str]],
                      typer.Argument(help="figures to make (see --list)", show_default=False)] = None,
@@ -235,7 +301,7 @@ def figures(
     fmt: Fmt = FORMAT,
 ) -> None:
     """Regenerate the papers' figures: train the runs each needs (or reuse finished ones), probe them
-    and draw PNG + PDF; e.g. probe figures --all --quick -o figures/."""
+    and draw PNG + PDF."""
     from .. import figures as F
 
     folder = F.examples_dir(examples)

@@ -185,5 +185,14 @@ class LeanGroup(TyperGroup):
 
 
 def lean_command(app):
-    """The click command of a Typer ``app``, built lean (see the module docstring)."""
-    return LeanGroup(app, name=app.info.name or None, help=app.info.help, no_args_is_help=app.info.no_args_is_help)
+    """The click command of a Typer ``app``, built lean (see the module docstring); the options before
+    the command word (``--version``) are those of the app's callback, built by Typer from an app that
+    has the callback and no command."""
+    from typer import Typer
+    from typer.main import get_group
+
+    head = Typer(rich_markup_mode=app.rich_markup_mode)
+    head.registered_callback = app.registered_callback
+    shell = get_group(head)
+    return LeanGroup(app, name=app.info.name or None, help=app.info.help, no_args_is_help=app.info.no_args_is_help,
+                     params=shell.params, callback=shell.callback)

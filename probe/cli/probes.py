@@ -2,8 +2,9 @@
 
 ``probe NAME FILE [options]`` calls ``probe.api.NAME(FILE, **options)`` and renders the results: the
 options are the API function's parameters, each offered as :data:`.options.OPTIONS` declares it (the
-same flag, default and help in every command), ``--step`` and ``--allow-nonfinite`` last, then
-``--format`` and ``--plot``. A parameter ``progress`` becomes a progress line on a terminal.
+same flag and default in every command, its help about this command: :func:`.options.about`),
+``--step`` and ``--allow-nonfinite`` last, then ``--format`` and ``--plot``. A parameter ``progress``
+becomes status on stderr (:class:`progress`). The help ends with the registry's examples.
 
 The signature of a command is built when the command is (only the command that runs is built:
 :mod:`._lean`), so ``probe --help`` imports neither the API nor numpy.
@@ -16,7 +17,7 @@ from typing import Optional
 
 from .. import registry
 from ..errors import ProbeError
-from .options import FORMAT, LAST, OPTIONS, File, Fmt, Format, Plot, Source
+from .options import FORMAT, LAST, OPTIONS, File, Fmt, Format, Plot, Source, about, own_help
 
 NOT_OFFERED = ("path", "progress")   # the FILE argument; the progress line
 
@@ -57,8 +58,16 @@ def parameter(name: str, annotation, default=inspect.Parameter.empty) -> inspect
     return inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=annotation, default=default)
 
 
-def option_params(names: list[str], api_params) -> list[inspect.Parameter]:
-    """The command parameters of API parameters ``names`` (checked: an option for each, the API's default)."""
+def with_examples(help: str, examples) -> str:
+    """``help`` with an Examples block, its lines kept as written (``\b``: Click does not rewrap the
+    paragraph it starts)."""
+    return f"{help}\n\n\b\nExamples:\n" + "\n".join(f"  {x}" for x in examples)
+
+
+def option_params(names: list[str], api_params, command: str, said=None) -> list[inspect.Parameter]:
+    """The command parameters of API parameters ``names`` (checked: an option for each, the API's default),
+    their help about ``command`` (``said(name, annotation)``: the annotation to offer instead)."""
+    said = said or (lambda name, annotation: about(annotation, command))
     out = []
     for name in names:
         if name not in OPTIONS:
@@ -68,7 +77,7 @@ def option_params(names: list[str], api_params) -> list[inspect.Parameter]:
         if opt.default != api_params[name].default:
             raise TypeError(f"API parameter {name}={api_params[name].default!r}, but its option's default is "
                             f"{opt.default!r}")
-        out.append(parameter(name, opt.annotation, opt.default))
+        out.append(parameter(name, said(name, opt.annotation), opt.default))
     return out
 
 
@@ -88,7 +97,7 @@ class ProbeCommand(LazyCallback):
     """The callback of ``probe NAME`` for a registered probe."""
 
     def __init__(self, spec: registry.Probe):
-        super().__init__(spec.name, spec.help)
+        super().__init__(spec.name, with_examples(spec.help, registry.examples(spec.name)))
         self.spec = spec
 
     def _api(self):
@@ -97,10 +106,10 @@ class ProbeCommand(LazyCallback):
         return api.probe_function(self.spec.name)
 
     def parameters(self) -> list[inspect.Parameter]:
-        sig = inspect.signature(self._api())
-        return [parameter("file", Source if self.spec.applies_to_checkpoints else File),
-                *option_params(offered(self.spec, sig), sig.parameters),
-                parameter("fmt", Fmt, FORMAT), parameter("plot", Plot, None)]
+        sig, name = inspect.signature(self._api()), self.spec.name
+        return [parameter("file", about(Source if self.spec.applies_to_checkpoints else File, name)),
+                *option_params(offered(self.spec, sig), sig.parameters, name),
+                parameter("fmt", about(Fmt, name), FORMAT), parameter("plot", about(Plot, name), None)]
 
     def run(self, file: str, fmt: Format = FORMAT, plot: Optional[str] = None, **options) -> None:
         if plot:
@@ -116,18 +125,28 @@ class ProbeCommand(LazyCallback):
         show(results, fmt, file, self.spec.name, plot)
 
 
-def batch_options() -> list[str]:
-    """The API parameters ``probe batch`` offers: every option of the batch probes, in the order
-    first met, ``--step`` and ``--allow-nonfinite`` left to the caller."""
+def batch_options() -> list[inspect.Parameter]:
+    """The parameters ``probe batch`` offers for its probes: every option of the batch probes, in the
+    order first met, ``--step`` and ``--allow-nonfinite`` left to the caller. An option that only some
+    probes take says which (``align: ...``) with the help of the first, unless it declares batch's own."""
     from .. import api
 
     seen: dict[str, inspect.Parameter] = {}
-    for name in registry.names("batch"):
+    takers: dict[str, list[str]] = {}
+    probes = registry.names("batch")
+    for name in probes:
         sig = inspect.signature(api.probe_function(name))
         for n in offered(registry.get(name), sig):
             if n not in LAST:
                 seen.setdefault(n, sig.parameters[n])
-    return option_params(list(seen), seen)
+                takers.setdefault(n, []).append(name)
+
+    def said(name, annotation):
+        if len(takers[name]) == len(probes) or own_help(annotation, "batch"):
+            return about(annotation, "batch")
+        return about(annotation, takers[name][0], prefix=f"{', '.join(takers[name])}: ")
+
+    return option_params(list(seen), seen, "batch", said)
 
 
 def show(results, fmt: Format, file: str, probe: str, plot: Optional[str]) -> None:
@@ -145,15 +164,36 @@ def show(results, fmt: Format, file: str, probe: str, plot: Optional[str]) -> No
     render.emit(results, fmt.value, file, probe)
 
 
-class progress:
-    """A rich progress line on stderr (only when stderr is a terminal); yields a tick(label) callable."""
+QUIET_S = 2.0   # work shorter than this says nothing off a terminal (a fast command keeps stderr clean)
+EVERY_S = 2.0   # then at most one status line per this many seconds
 
-    def __init__(self, what: str):
-        self.what = what
+
+class progress:
+    """What a command is doing, on stderr while it works; yields a ``tick(label)`` callable.
+
+    On a terminal: one rich line (a spinner and the latest label) that goes away when the work ends.
+    Elsewhere (a log file, a pipe, a notebook cell, CI) a terminal line would be noise, and silence
+    looks like a hang: plain lines ``WHAT: LABEL``. With ``each`` every label gets its line (a few
+    coarse stages, such as the report's sections); else only once the work has taken ``QUIET_S``
+    seconds, then at most one per ``EVERY_S`` (per-snapshot or per-layer ticks: a fast command
+    prints nothing, a long one says where it is)."""
+
+    def __init__(self, what: str, each: bool = False):
+        self.what, self.each = what, each
 
     def __enter__(self):
         if not sys.stderr.isatty():
-            return lambda label: None
+            import time
+
+            start = last = time.monotonic()
+
+            def line(label) -> None:
+                nonlocal last
+                now = time.monotonic()
+                if self.each or (now - start >= QUIET_S and now - last >= EVERY_S):
+                    print(f"{self.what}: {label}", file=sys.stderr, flush=True)
+                    last = now
+            return line
         from rich.console import Console
         from rich.progress import Progress, SpinnerColumn, TextColumn
 

@@ -141,14 +141,15 @@ class Report:
         except ProbeError:
             return None
 
-    def section(self, src: Source, probe: str, budget: Budget | None = None) -> Section:
+    def section(self, src: Source, probe: str, budget: Budget | None = None, at: str = "") -> Section:
+        """``probe``'s section for ``src`` (``at``: where it stands among the sections, for the status line)."""
         if src.kind == "checkpoints" and registry.get(probe).reads != registry.WEIGHTS:
             return Section(note="needs a snapshot file written by probe-train (a checkpoint holds weights only)")
         if not src.steps:
             return Section(note="no complete snapshot yet")
         steps = [src.steps[-1]] if (registry.get(probe).whole_run and src.kind == "snapshot") else \
             pick_steps(src.steps, self.max_steps, src.final_step)
-        self.progress(f"{src.label}: {probe}")
+        self.progress(f"{src.label}: {probe}{at}")
         got = self._call(src, probe, steps, budget)
         sec = Section()
         if len(got) < len(steps) or any(fig is PENDING for _, fig, _, _ in got.values()):
@@ -194,8 +195,8 @@ class Report:
                 cells.append([_note("no logged metrics")])
         sections.append(_section("curves", "Loss and accuracy per split", srcs, cells))
         sections.append(_section("groups", "Token groups", srcs, [_groups(s) for s in srcs]))
-        for probe in self.probes:
-            secs = [self.section(s, probe, budget) for s in srcs]
+        for k, probe in enumerate(self.probes, 1):
+            secs = [self.section(s, probe, budget, f" ({k}/{len(self.probes)})") for s in srcs]
             sections.append(self._probe_section(probe, srcs, secs))
         page = {
             "title": self._title(), "live": live, "refresh_s": REFRESH_S,
