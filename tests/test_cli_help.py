@@ -45,9 +45,13 @@ def helps() -> dict[str, str]:
     return out
 
 
-def test_the_commands_are_the_listed_ones():
+def test_the_overview_lists_the_commands_and_examples():
     text = run_cli("probe", "--help").stdout
     assert re.findall(r"^  (\S+) ", text.split("Commands:")[1], re.M) == COMMANDS
+    for line in examples(text):   # the overview's examples: commands there are
+        argv = shlex.split(line)
+        assert argv[0] == "probe" and argv[1] in COMMANDS, line
+        GROUP.commands[argv[1]].make_context(argv[1], argv[2:])
 
 
 @pytest.mark.parametrize("name", COMMANDS)
@@ -134,3 +138,12 @@ def test_report_says_what_it_is_doing_on_stderr_and_its_page_is_the_same(tiny_ru
     def page(name):   # the time it was written aside
         return re.sub(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", "T", (tmp_path / name).read_text())
     assert page("cli.html") == page("api.html")
+
+
+def test_report_watch_says_what_its_first_page_is_doing(tiny_run, tmp_path):
+    """--watch on a finished run: the first (here the last) page's sections as they start, then its line."""
+    res = run_cli("probe", "report", tiny_run, "--watch", "-p", "bias", "-o", tmp_path / "w.html")
+    assert res.returncode == 0, res.stderr
+    lines = res.stderr.splitlines()
+    assert lines[0] == f"report: {tiny_run.name}: bias (1/1)" and lines[-1].startswith(f"wrote {tmp_path / 'w.html'} ")
+    assert res.stdout == ""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import inspect
 import sys
 import typing
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -27,7 +28,10 @@ from .options import (
 from .probes import LazyCallback, ProbeCommand, parameter, batch_options, converted, progress, show, with_examples
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, no_args_is_help=True, rich_markup_mode=None,
-                  help="Probe training snapshots and checkpoints for reasoning vs memorizing structure.")
+                  help=with_examples("Probe training snapshots and checkpoints for reasoning vs memorizing structure. "
+                                     "probe COMMAND --help says what a command does, its options and examples.",
+                                     ("probe info run.h5", "probe similarity run.h5 --tokens reasoning --step all",
+                                      "probe report run.h5 -o report.html")))
 
 
 def _version_line() -> str:
@@ -222,10 +226,20 @@ def report(
     if watch:
         from ..errors import STOP
 
-        with STOP.caught():   # held open here, so the signal that ended the watch is still known below
+        # STOP held open here, so that the signal that ended the watch is still known below. The first page
+        # takes as long as a report: its sections say so as they start; each later page is one log line.
+        with STOP.caught(), ExitStack() as status:
+            tick = status.enter_context(progress("report", each=True))
+            written = []
+
+            def said(msg):
+                status.close()
+                written.append(msg)
+                log(msg)
+
             rep = R.watch(paths, out, probes=probes or None, max_steps=max_steps, revisions=revisions,
-                          interval=interval, max_share=max_share, log=log,
-                          allow_nonfinite=allow_nonfinite)
+                          interval=interval, max_share=max_share, log=said, allow_nonfinite=allow_nonfinite,
+                          progress=lambda label: None if written else tick(label))
             if not rep.sources:
                 raise Interrupted(f"Interrupted before any run could be read "
                                   f"({next(iter(rep.errors.values()), 'none yet')}); nothing was written")
