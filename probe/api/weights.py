@@ -34,9 +34,61 @@ if TYPE_CHECKING:   # the result classes, for annotations; the math is imported 
 def similarity(path: str | os.PathLike, tokens=None, *, words=None, words_file: str | None = None,
                tensor: str = "token_embedding", step: str | int = "latest", groups: str | None = None,
                mapping: str | None = None, allow_nonfinite: bool = False) -> list[SimilarityResult]:
-    """Cosine-similarity structure of the chosen rows of ``tensor`` at each selected step
-    (default selection: the ``reasoning`` group). Only the requested rows are read. A row holding
-    NaN or inf is an error; with ``allow_nonfinite`` it is left out (a warning names the tokens)."""
+    """Cosine-similarity structure of token vectors, per selected step.
+
+    The chosen rows of ``tensor`` are compared pairwise: the k x k cosine matrix, the mean and spread of
+    its off-diagonal entries, the mean cosine at each id distance |i - j|, and the Spearman correlation of
+    cosine and distance (strongly negative: a band, similarity falling as ids grow apart). Only the
+    requested rows are read. Above 4096 tokens the matrix is not formed: the summaries are accumulated
+    block by block and ``distance_corr`` comes from a seeded sample of 200,000 pairs.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A snapshot file written by ``probe-train``, a checkpoint file or folder, or ``hf:ORG/NAME@REV``.
+    tokens : str or sequence of int or str, optional
+        The tokens: group names, ids (``"3,5,7"``), a half-open range (``"11:21"``) or a list of ids and group
+        names. ``None`` (and no ``words``): the ``reasoning`` group.
+    words : str or list of str, optional
+        Words instead of ``tokens`` (comma-separated or a list), looked up in a text run's stored vocabulary or a
+        checkpoint's tokenizer files.
+    words_file : str, optional
+        A text file of words, selected after ``words``.
+    tensor : str, default "token_embedding"
+        The tensor whose rows are the token vectors, by canonical name (``token_embedding``) or parameter name.
+    step : str or int, default "latest"
+        The snapshots: ``"latest"``, ``"all"``, a step number, a half-open range ``"A:B"`` or a comma list of
+        these (``"100,500,latest"``). A checkpoint holds one step.
+    groups : str, optional
+        A JSON or YAML file of token groups (name -> token ids or words), added to the stored ones.
+    mapping : str, optional
+        A JSON name-mapping file (canonical -> raw tensor names) for a checkpoint of an unknown layout.
+    allow_nonfinite : bool, default False
+        Compute on the finite part instead of raising on NaN or inf: the token rows holding one are left out. A
+        ``ProbeWarning`` says what was left out.
+
+    Returns
+    -------
+    Results[SimilarityResult]
+        One result per selected step: ``ids`` (k,), ``matrix`` (k, k) (``None`` above 4096 tokens),
+        ``mean_offdiag``, ``std_offdiag``, ``by_distance`` and ``distance_corr``, where k is the number
+        of selected tokens.
+
+    Raises
+    ------
+    ProbeError
+        An unknown group, id, word, tensor or step; fewer than 2 tokens; a row holding NaN or inf
+        (without ``allow_nonfinite``).
+
+    Examples
+    --------
+    >>> import probe
+    >>> res = probe.similarity("run.h5", tokens="reasoning")
+    >>> res[0].distance_corr
+    >>> res[0].matrix.shape                      # (k, k)
+    >>> probe.similarity("model/", words="cat,dog,fish,bird")[0].mean_offdiag
+    >>> probe.similarity("run.h5", step="all").to_frame()
+    """
     from ..analyses.similarity import cosine_similarity, cosine_similarity_blocked
 
     with open_source(path, groups, mapping) as run:
@@ -55,10 +107,57 @@ def similarity(path: str | os.PathLike, tokens=None, *, words=None, words_file: 
 def cohesion(path: str | os.PathLike, tokens=None, *, words=None, words_file: str | None = None,
              tensor: str = "token_embedding", step: str | int = "latest", groups: str | None = None,
              mapping: str | None = None, allow_nonfinite: bool = False) -> list[CohesionResult]:
-    """Mean cosine within each token group and between every pair of groups, of the chosen rows of
-    ``tensor`` at each selected step (default: every stored group; ids and words go to the stored
-    group holding them, else to ``selected``), and the separation (within minus between). O(k d):
-    no k x k matrix. A row holding NaN or inf is an error; with ``allow_nonfinite`` it is left out."""
+    """Mean cosine within each token group and between every pair of groups, per selected step.
+
+    Computed from per-group sums of unit vectors: O(k d) time and memory, never the k x k matrix, so a
+    whole vocabulary split into groups costs no more than reading it. ``separation`` is the mean
+    within-group cosine minus the mean between-group cosine (large: tight groups, far apart).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A snapshot file written by ``probe-train``, a checkpoint file or folder, or ``hf:ORG/NAME@REV``.
+    tokens : str or sequence of int or str, optional
+        The tokens: group names, ids (``"3,5,7"``), a half-open range (``"11:21"``) or a list of ids and group
+        names. ``None`` (and no ``words``): every stored group. Ids and words go to the stored group holding them,
+        else to a group named ``selected``.
+    words : str or list of str, optional
+        Words instead of ``tokens`` (comma-separated or a list), looked up in a text run's stored vocabulary or a
+        checkpoint's tokenizer files.
+    words_file : str, optional
+        A text file of words, selected after ``words``.
+    tensor : str, default "token_embedding"
+        The tensor whose rows are the token vectors, by canonical name (``token_embedding``) or parameter name.
+    step : str or int, default "latest"
+        The snapshots: ``"latest"``, ``"all"``, a step number, a half-open range ``"A:B"`` or a comma list of
+        these (``"100,500,latest"``). A checkpoint holds one step.
+    groups : str, optional
+        A JSON or YAML file of token groups (name -> token ids or words), added to the stored ones.
+    mapping : str, optional
+        A JSON name-mapping file (canonical -> raw tensor names) for a checkpoint of an unknown layout.
+    allow_nonfinite : bool, default False
+        Compute on the finite part instead of raising on NaN or inf: the token rows holding one are left out. A
+        ``ProbeWarning`` says what was left out.
+
+    Returns
+    -------
+    Results[CohesionResult]
+        One result per selected step: ``groups`` (g,), ``sizes`` (g,), ``matrix`` (g, g) (the diagonal:
+        each group's cohesion) and ``separation``, where g is the number of groups.
+
+    Raises
+    ------
+    ProbeError
+        No token groups and no selection; an unknown group, id, word, tensor or step; a row holding NaN
+        or inf (without ``allow_nonfinite``).
+
+    Examples
+    --------
+    >>> import probe
+    >>> res = probe.cohesion("run.h5")
+    >>> res[0].separation
+    >>> dict(zip(res[0].groups, res[0].matrix.diagonal()))   # each group's cohesion
+    """
     from ..analyses.cohesion import cohesion as _cohesion
 
     with open_source(path, groups, mapping) as run:
@@ -80,8 +179,60 @@ def cohesion(path: str | os.PathLike, tokens=None, *, words=None, words_file: st
 def pca(path: str | os.PathLike, tokens=None, *, words=None, words_file: str | None = None,
         tensor: str = "token_embedding", step: str | int = "latest", n_components: int = 3,
         groups: str | None = None, mapping: str | None = None, allow_nonfinite: bool = False) -> list[PCAResult]:
-    """PCA of the chosen token vectors (default: ``keys,reasoning,memory``) with an order score
-    per group. A row holding NaN or inf is an error; with ``allow_nonfinite`` it is left out."""
+    """PCA of token vectors, and how well each numeric group lines up along it, per selected step.
+
+    The chosen rows of ``tensor`` are centred on their mean (no scaling) and projected on their first
+    ``n_components`` principal components. Each group of 3 or more tokens also gets an order score:
+    |Spearman(id, coordinate)| along the group's own first component (``order_pc1``: 1 is a number
+    line) and along the arc it traces in its own PC1-PC2 plane (``order_arc``).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A snapshot file written by ``probe-train``, a checkpoint file or folder, or ``hf:ORG/NAME@REV``.
+    tokens : str or sequence of int or str, optional
+        The tokens: group names, ids (``"3,5,7"``), a half-open range (``"11:21"``) or a list of ids and group
+        names. ``None`` (and no ``words``): the groups ``keys,reasoning,memory``.
+    words : str or list of str, optional
+        Words instead of ``tokens`` (comma-separated or a list), looked up in a text run's stored vocabulary or a
+        checkpoint's tokenizer files.
+    words_file : str, optional
+        A text file of words, selected after ``words``.
+    tensor : str, default "token_embedding"
+        The tensor whose rows are the token vectors, by canonical name (``token_embedding``) or parameter name.
+    step : str or int, default "latest"
+        The snapshots: ``"latest"``, ``"all"``, a step number, a half-open range ``"A:B"`` or a comma list of
+        these (``"100,500,latest"``). A checkpoint holds one step.
+    n_components : int, default 3
+        Principal components kept (at least 1; at most min(k, d) are returned).
+    groups : str, optional
+        A JSON or YAML file of token groups (name -> token ids or words), added to the stored ones.
+    mapping : str, optional
+        A JSON name-mapping file (canonical -> raw tensor names) for a checkpoint of an unknown layout.
+    allow_nonfinite : bool, default False
+        Compute on the finite part instead of raising on NaN or inf: the token rows holding one are left out. A
+        ``ProbeWarning`` says what was left out.
+
+    Returns
+    -------
+    Results[PCAResult]
+        One result per selected step: ``ids`` (k,), ``groups`` (k,), ``explained`` (c,), ``coords``
+        (k, c), ``order_pc1`` and ``order_arc`` ({group: score}), where k is the number of selected tokens
+        and c = min(``n_components``, k, d).
+
+    Raises
+    ------
+    ProbeError
+        An unknown group, id, word, tensor or step; fewer than 2 tokens; a bad ``n_components``; a row
+        holding NaN or inf (without ``allow_nonfinite``); an SVD that does not converge.
+
+    Examples
+    --------
+    >>> import probe
+    >>> res = probe.pca("run.h5", tokens="reasoning,memory", n_components=2)
+    >>> res[0].explained                          # (2,)
+    >>> res[0].order_pc1["reasoning"]
+    """
     from ..analyses.pca import pca as _pca
 
     _number("n_components", n_components, lo=1, integer=True)
@@ -103,10 +254,56 @@ def pca(path: str | os.PathLike, tokens=None, *, words=None, words_file: str | N
 def align(path: str | os.PathLike, layer: int | None = None, head: int | None = None, *,
           step: str | int = "latest", top_k: int = 3, groups: str | None = None, mapping: str | None = None,
           allow_nonfinite: bool = False) -> list[AlignResult]:
-    """Singular vectors of W_V (and W_V W_O) of one head (default: layer 0, head 0) against every
-    token embedding. NaN or inf in the head's W_V or W_O or in the embedding is an error; with
-    ``allow_nonfinite`` the non-finite entries of W_V and W_O are taken as 0 and the embedding rows
-    holding one are left out of the group means (their cosines are 0)."""
+    """Singular vectors of one head's value map W_V (and of W_V W_O) against every token embedding.
+
+    The left singular vectors of W_V (d_model x d_head; under grouped-query attention the value head that
+    query head ``head`` reads) live in embedding space; for the top ``top_k`` of them the result holds
+    the |cos| with every token embedding and its mean over each token group. The singular values of
+    W_V W_O come from a factored SVD, without forming the d_model x d_model product.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A snapshot file written by ``probe-train``, a checkpoint file or folder, or ``hf:ORG/NAME@REV``.
+    layer : int, optional
+        The layer (default: 0).
+    head : int, optional
+        The query head (default: 0).
+    step : str or int, default "latest"
+        The snapshots: ``"latest"``, ``"all"``, a step number, a half-open range ``"A:B"`` or a comma list of
+        these (``"100,500,latest"``). A checkpoint holds one step.
+    top_k : int, default 3
+        Singular vectors compared with the embeddings (at least 1).
+    groups : str, optional
+        A JSON or YAML file of token groups (name -> token ids or words) for the group means, added to the
+        stored ones.
+    mapping : str, optional
+        A JSON name-mapping file (canonical -> raw tensor names) for a checkpoint of an unknown layout.
+    allow_nonfinite : bool, default False
+        Compute on the finite part instead of raising on NaN or inf: the non-finite entries of W_V and W_O are
+        taken as 0, and the embedding rows holding one are left out of the group means (their cosines are 0). A
+        ``ProbeWarning`` says what was left out.
+
+    Returns
+    -------
+    Results[AlignResult]
+        One result per selected step: ``singular_values`` (r,), ``ov_singular_values`` (r,),
+        ``sv1_share``, ``cos`` (k, V) and ``group_mean`` ({group: k values}), where r = min(d_model,
+        d_head), k = min(``top_k``, r) and V is the vocabulary size.
+
+    Raises
+    ------
+    ProbeError
+        A model without attention; ``layer`` or ``head`` out of range; group ids outside the vocabulary;
+        output and value heads that do not group evenly; NaN or inf (without ``allow_nonfinite``).
+
+    Examples
+    --------
+    >>> import probe
+    >>> res = probe.align("run.h5", layer=0, head=0, step="all")
+    >>> [r.sv1_share for r in res]
+    >>> res[-1].group_mean["reasoning"]          # mean |cos| with singular vectors 1..top_k
+    """
     from ..analyses.align import align as _align
 
     layer = 0 if layer is None else _number("layer", layer, integer=True)
@@ -155,10 +352,66 @@ def condense(path: str | os.PathLike, tokens=None, *, words=None, words_file: st
              tensor: str = "token_embedding", neurons: str | None = "layer0/W_Q", threshold: float = 0.7,
              step: str | int = "latest", top_shares: tuple[int, ...] = (1, 2, 5), groups: str | None = None,
              mapping: str | None = None, allow_nonfinite: bool = False) -> list[CondenseResult]:
-    """Covariance spectrum of ``tensor``'s rows (default: every row), neuron groups of ``neurons``
-    ('' or None: none) and the singular values of every weight matrix. NaN or inf in any of them is
-    an error; with ``allow_nonfinite`` the rows and neurons holding one are left out, and a weight
-    matrix holding one is left out of the singular values."""
+    """Covariance spectrum of token vectors, neuron groups and the singular values of every weight matrix, per step.
+
+    The covariance eigenvalues of the chosen rows of ``tensor`` (centred, no scaling) give the share of
+    the variance in the top 1, 2, 5 directions, the effective rank (exp entropy of the normalised
+    eigenvalues) and the stable rank (sum / max). The neurons of ``neurons`` (each one's input weights)
+    are grouped by cosine > ``threshold`` (connected components).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A snapshot file written by ``probe-train``, a checkpoint file or folder, or ``hf:ORG/NAME@REV``.
+    tokens : str or sequence of int or str, optional
+        The tokens: group names, ids (``"3,5,7"``), a half-open range (``"11:21"``) or a list of ids and group
+        names. ``None`` (and no ``words``): every row of ``tensor``.
+    words : str or list of str, optional
+        Words instead of ``tokens`` (comma-separated or a list), looked up in a text run's stored vocabulary or a
+        checkpoint's tokenizer files.
+    words_file : str, optional
+        A text file of words, selected after ``words``.
+    tensor : str, default "token_embedding"
+        The tensor whose rows are the token vectors, by canonical name (``token_embedding``) or parameter name.
+    neurons : str or None, default "layer0/W_Q"
+        The weight whose neurons are grouped; ``""`` or ``None``: none (the default is skipped on a model
+        without attention).
+    threshold : float, default 0.7
+        Cosine above which two neurons are linked (between -1 and 1).
+    step : str or int, default "latest"
+        The snapshots: ``"latest"``, ``"all"``, a step number, a half-open range ``"A:B"`` or a comma list of
+        these (``"100,500,latest"``). A checkpoint holds one step.
+    top_shares : tuple of int, default (1, 2, 5)
+        The k of each top-k variance share (positive integers; not offered by the command line).
+    groups : str, optional
+        A JSON or YAML file of token groups (name -> token ids or words), added to the stored ones.
+    mapping : str, optional
+        A JSON name-mapping file (canonical -> raw tensor names) for a checkpoint of an unknown layout.
+    allow_nonfinite : bool, default False
+        Compute on the finite part instead of raising on NaN or inf: the rows and neurons holding one are left
+        out, and a weight matrix holding one is left out of the singular values. A ``ProbeWarning`` says what was
+        left out.
+
+    Returns
+    -------
+    Results[CondenseResult]
+        One result per selected step: ``eigenvalues`` (r,) with r = min(k, d) for k vectors of d
+        numbers, ``top_share``, ``effective_rank``, ``stable_rank``, ``neuron_group_sizes`` and
+        ``layer_singular_values`` ({matrix name: singular values}).
+
+    Raises
+    ------
+    ProbeError
+        An unknown group, id, word, tensor or step; fewer than 2 tokens; a bad ``threshold`` or
+        ``top_shares``; NaN or inf (without ``allow_nonfinite``); a decomposition that does not converge.
+
+    Examples
+    --------
+    >>> import probe
+    >>> res = probe.condense("run.h5", step="all")
+    >>> [(r.step, r.effective_rank) for r in res]
+    >>> res[-1].top_share[1]                      # variance share of the top direction
+    """
     from ..analyses.condense import condense as _condense
 
     _number("threshold", threshold, lo=-1.0, hi=1.0)
@@ -202,16 +455,52 @@ def condense(path: str | os.PathLike, tokens=None, *, words=None, words_file: st
 
 def spectrum(path: str | os.PathLike, *, step: str | int = "latest", precision: str = "float64", threads: int = 0,
              progress=None, allow_nonfinite: bool = False) -> list[SpectrumResult]:
-    """Spectral metrics (WeightWatcher's: spectral norm, Frobenius norm, stable rank, alpha, ...)
-    of every linear layer. ``precision`` of the Gram matrix: float64 (WeightWatcher's values to
-    machine precision) or float32 (about twice as fast). ``threads`` layers at once, each with one
-    BLAS thread (0: one per CPU core), so at most that many matrices are in memory.
+    """Spectral metrics of every linear layer, as WeightWatcher reports them, per selected step.
 
-    Snapshot files: every weight matrix parameter (per-head tensors as the full map); other
-    checkpoints, whatever their layout: every 2-D tensor, in natural order (layer 2 before 10), a
-    tensor tied to another (the same memory under two names) once.
+    For each weight matrix W: spectral norm, Frobenius norm, log norm, stable rank, entropy rank and the
+    power-law exponent ``alpha`` of the tail of its eigenvalue density (the eigenvalues of W^T W).
+    Snapshot files: every weight matrix (per-head tensors as the full map) by its canonical name
+    (``layer0/W_K``; a parameter name where it has none). Other checkpoints, whatever their layout: every
+    2-D tensor by its own name, in natural order (layer 2 before 10), a tensor tied to another (the same
+    memory under two names) once.
 
-    A matrix holding NaN or inf is an error; with ``allow_nonfinite`` it is left out (no row).
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A snapshot file written by ``probe-train``, a checkpoint file or folder, or ``hf:ORG/NAME@REV``.
+    step : str or int, default "latest"
+        The snapshots: ``"latest"``, ``"all"``, a step number, a half-open range ``"A:B"`` or a comma list of
+        these (``"100,500,latest"``). A checkpoint holds one step.
+    precision : {"float64", "float32"}, default "float64"
+        Precision of the Gram matrix: float64 gives WeightWatcher's values to machine precision, float32
+        is about twice as fast (eigenvalues to ~1e-6 relative).
+    threads : int, default 0
+        Layers analysed at once, each with one BLAS thread (0: one per CPU core); at most that many
+        matrices are in memory.
+    progress : callable, optional
+        Called with each matrix's name when it is done.
+    allow_nonfinite : bool, default False
+        Compute on the finite part instead of raising on NaN or inf: a matrix holding one is left out (no row). A
+        ``ProbeWarning`` says what was left out.
+
+    Returns
+    -------
+    Results[SpectrumResult]
+        One result per selected step; its ``layers`` is a list of
+        :class:`~probe.analyses.spectrum.LayerSpectrum`, one per matrix.
+
+    Raises
+    ------
+    ProbeError
+        A bad ``precision`` or ``threads``; a step a checkpoint does not hold; NaN or inf (without
+        ``allow_nonfinite``); an eigen-decomposition that does not converge.
+
+    Examples
+    --------
+    >>> import probe
+    >>> res = probe.spectrum("model.safetensors")
+    >>> [(layer.name, layer.alpha) for layer in res[0].layers]
+    >>> res[0].summary()["mean_alpha"]
     """
     from ..analyses.spectrum import SpectrumResult
 
@@ -311,10 +600,46 @@ def _rank_names(run) -> list[str]:
 
 def rank(path: str | os.PathLike, *, step: str | int = "latest", groups: str | None = None,
          mapping: str | None = None, allow_nonfinite: bool = False) -> list[RankResult]:
-    """Effective rank (exp entropy of σ / Σσ), stable rank (Σσ² / σ₁²) and top-1 / top-5 energy of the
-    centred token embedding and of every weight matrix (per-head tensors as the full map), per step.
-    NaN or inf is an error; with ``allow_nonfinite`` the embedding rows holding one are left out (the
-    rest centred), and a weight matrix holding one is left out."""
+    """Effective rank, stable rank and top-k energy of the embedding and of every weight matrix, per selected step.
+
+    For a matrix with singular values σ: the effective rank exp(entropy of σ / Σσ) (1 = one direction),
+    the stable rank Σσ² / σ₁², and the top-1 and top-5 energy (Σ of the k largest σ², over Σσ²). The token embedding
+    enters with its rows centred on their mean, as ``embedding``; per-head tensors as the full map.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A snapshot file written by ``probe-train``, a checkpoint file or folder, or ``hf:ORG/NAME@REV``.
+    step : str or int, default "latest"
+        The snapshots: ``"latest"``, ``"all"``, a step number, a half-open range ``"A:B"`` or a comma list of
+        these (``"100,500,latest"``). A checkpoint holds one step.
+    groups : str, optional
+        A JSON or YAML file of token groups (name -> token ids or words), added to the stored ones.
+    mapping : str, optional
+        A JSON name-mapping file (canonical -> raw tensor names) for a checkpoint of an unknown layout.
+    allow_nonfinite : bool, default False
+        Compute on the finite part instead of raising on NaN or inf: the embedding rows holding one are left out
+        (the rest centred), and a weight matrix holding one is left out. A ``ProbeWarning`` says what was left
+        out.
+
+    Returns
+    -------
+    Results[RankResult]
+        One result per selected step: ``names``, ``numbers`` ({matrix: {metric: value}) and
+        ``singular_values`` ({matrix: σ, shape (r,)}, r the matrix's smaller side).
+
+    Raises
+    ------
+    ProbeError
+        An unknown step; NaN or inf (without ``allow_nonfinite``); an eigen-decomposition that does not
+        converge.
+
+    Examples
+    --------
+    >>> import probe
+    >>> res = probe.rank("run.h5", step="all")
+    >>> [r.numbers["embedding"]["effective_rank"] for r in res]
+    """
     from ..analyses.rank import matrix_ranks
 
     with open_source(path, groups, mapping) as run:
@@ -342,10 +667,45 @@ def rank(path: str | os.PathLike, *, step: str | int = "latest", groups: str | N
 def rank_trajectory(path: str | os.PathLike, *, step: str | int = "all", metric: str = "effective_rank",
                     groups: str | None = None, mapping: str | None = None, allow_nonfinite: bool = False
                     ) -> list[RankTrajectoryResult]:
-    """Where each matrix's ``metric`` (effective_rank, stable_rank, top1_energy, top5_energy) bottoms out
-    over the selected steps: its minimum, the step of it, the dip below the first step and the rebound
-    to the last ("condense, then expand" as numbers). Non-finite values: as :func:`rank` (a matrix
-    left out at some step is left out of the trajectory)."""
+    """Where each matrix's rank bottoms out over the selected steps ("condense, then expand" as numbers).
+
+    Runs :func:`rank` at every selected step and, per matrix, finds the minimum of ``metric``: its value
+    and step, the dip below the first step (minimum / initial) and the rebound to the last (final /
+    minimum). A matrix left out at some step (non-finite values) is left out of the trajectory.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A snapshot file written by ``probe-train``, a checkpoint file or folder, or ``hf:ORG/NAME@REV``.
+    step : str or int, default "all"
+        The snapshots: ``"latest"``, ``"all"``, a step number, a half-open range ``"A:B"`` or a comma list of
+        these (``"100,500,latest"``). A checkpoint holds one step.
+    metric : {"effective_rank", "stable_rank", "top1_energy", "top5_energy"}, default "effective_rank"
+        The number of :func:`rank` followed over the steps.
+    groups : str, optional
+        A JSON or YAML file of token groups (name -> token ids or words), added to the stored ones.
+    mapping : str, optional
+        A JSON name-mapping file (canonical -> raw tensor names) for a checkpoint of an unknown layout.
+    allow_nonfinite : bool, default False
+        Compute on the finite part instead of raising on NaN or inf: as for :func:`rank`. A ``ProbeWarning`` says
+        what was left out.
+
+    Returns
+    -------
+    Results[RankTrajectoryResult]
+        One result for the whole trajectory (its ``step`` is ``None``).
+
+    Raises
+    ------
+    ProbeError
+        An unknown ``metric`` or step, or anything :func:`rank` raises.
+
+    Examples
+    --------
+    >>> import probe
+    >>> traj = probe.rank_trajectory("run.h5")[0]
+    >>> traj.min_step["embedding"], traj.dip("embedding"), traj.condense_then_expand("embedding")
+    """
     from ..analyses.rank import rank_trajectory as _rank_trajectory
 
     results = rank(path, step=step, groups=groups, mapping=mapping, allow_nonfinite=allow_nonfinite)
