@@ -32,10 +32,56 @@ if TYPE_CHECKING:   # the result classes, for annotations; the math is imported 
 def norms(path: str | os.PathLike, *, step: str | int = "latest", saturation: float = SATURATION,
           text: str | None = None, window: int = WINDOW, max_tokens: int = MAX_TOKENS, allow_nonfinite: bool = False
           ) -> list[NormsResult]:
-    """ε share s = ε / (m + ε) and effective gain of every norm site (m: the mean over the probe
-    tokens of mean(x²), var(x) for a LayerNorm); sites with s >= ``saturation`` are saturated.
-    Snapshot files: from the stored norm statistics; checkpoints: by running the model on ``text``.
-    NaN or inf in a site's statistics or gain is an error; with ``allow_nonfinite`` the site is left out."""
+    """ε share and effective gain of every normalisation site, per step (paper 4's ε-saturation).
+
+    A norm divides its input by sqrt(m + ε), with m = mean(x²) per token for RMSNorm (var(x) for
+    LayerNorm). With tiny activations ε is no longer negligible and the layer scales its input down
+    instead of normalising it. The ε share s = ε / (m + ε), with m the mean over the probe tokens, is 0
+    for a clean norm and 1 for a layer that only divides by sqrt(ε). Snapshot files: from the stored
+    norm statistics; checkpoints: by running the model on ``text``.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A snapshot file written by ``probe-train``, or a checkpoint file or folder (with ``text``), or
+        ``hf:ORG/NAME@REV``.
+    step : str or int, default "latest"
+        The snapshots: ``"latest"``, ``"all"``, a step number, a half-open range ``"A:B"`` or a comma list of
+        these (``"100,500,latest"``). A checkpoint holds one step.
+    saturation : float, default 0.1
+        ε share at or above which a site counts as saturated (between 0 and 1).
+    text : str, optional
+        Checkpoints only: a text file to run the model on (with its tokenizer files); a snapshot file
+        stores what it needs, and ``text`` is ignored there (with a warning).
+    window : int, default 128
+        Checkpoints: tokens per window the text is cut into (at least 2).
+    max_tokens : int, default 4096
+        Checkpoints: tokens of the text used at most (at least 2).
+    allow_nonfinite : bool, default False
+        Compute on the finite part instead of raising on NaN or inf: a site whose statistics or gain hold one is
+        left out. A ``ProbeWarning`` says what was left out.
+
+    Returns
+    -------
+    Results[NormsResult]
+        One result per selected step: ``sites`` (k,), ``mean_square`` (k,), ``eps_share`` (k,),
+        ``effective_gain`` (k,), ``gain`` (k,) or ``None``, and ``saturated`` (the saturated sites), where
+        k is the number of norm sites.
+
+    Raises
+    ------
+    ProbeError
+        A snapshot file without norm statistics (a run without norms, or written before schema 1.3); a
+        checkpoint without ``text`` or without normalisation layers; a bad parameter or step; NaN or inf
+        (without ``allow_nonfinite``).
+
+    Examples
+    --------
+    >>> import probe
+    >>> res = probe.norms("run.h5", step="all")
+    >>> [(r.step, r.summary()["max_eps_share"]) for r in res]
+    >>> probe.norms("model/", text="corpus.txt")[0].saturated
+    """
     from ..analyses.norms import gain_rms, norm_saturation
 
     _number("saturation", saturation, lo=0.0, hi=1.0)
@@ -83,11 +129,57 @@ def norms(path: str | os.PathLike, *, step: str | int = "latest", saturation: fl
 def sinks(path: str | os.PathLike, *, step: str | int = "latest", min_query: int = MIN_QUERY,
           sink_threshold: float = SINK_THRESHOLD, text: str | None = None, window: int = WINDOW,
           max_tokens: int = MAX_TOKENS, allow_nonfinite: bool = False) -> list[SinksResult]:
-    """Attention sinks per layer and head: mean attention on the first position of queries at
-    positions >= ``min_query``, the fraction of heads at or above ``sink_threshold``, and the first
-    position's residual norm against the median position. Snapshot files: the stored probe batch;
-    checkpoints: the model run on ``text``. NaN or inf in the maps or the residual norms is an
-    error; with ``allow_nonfinite`` the sequences (windows) holding one are left out."""
+    """Attention sinks per layer and head: attention parked on the first position, per step.
+
+    For queries at positions i >= ``min_query`` the sink mass is the attention on position 0 (causal
+    averaging would give 1 / (i + 1)); a head is a sink head when its mean sink mass reaches
+    ``sink_threshold``. Sinks come with a first position whose residual-stream norm stands far above the
+    others' (the "massive activation"), reported against the median of the other positions. Snapshot
+    files: the stored probe batch; checkpoints: the model run on ``text``.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A snapshot file written by ``probe-train``, or a checkpoint file or folder (with ``text``), or
+        ``hf:ORG/NAME@REV``.
+    step : str or int, default "latest"
+        The snapshots: ``"latest"``, ``"all"``, a step number, a half-open range ``"A:B"`` or a comma list of
+        these (``"100,500,latest"``). A checkpoint holds one step.
+    min_query : int, default 4
+        The first query position counted (at least 1).
+    sink_threshold : float, default 0.3
+        Mean sink mass at or above which a head is a sink head (between 0 and 1).
+    text : str, optional
+        Checkpoints only: a text file to run the model on (with its tokenizer files); a snapshot file
+        stores what it needs, and ``text`` is ignored there (with a warning).
+    window : int, default 128
+        Checkpoints: tokens per window the text is cut into (at least 2).
+    max_tokens : int, default 4096
+        Checkpoints: tokens of the text used at most (at least 2).
+    allow_nonfinite : bool, default False
+        Compute on the finite part instead of raising on NaN or inf: the sequences (windows) holding one in the
+        maps or the residual norms are left out. A ``ProbeWarning`` says what was left out.
+
+    Returns
+    -------
+    Results[SinksResult]
+        One result per selected step: ``sink_mass`` and ``sink_heads`` of shape (layers, heads),
+        ``uniform_mass``, and ``first_norm_ratio`` of shape (blocks,) (``None`` where the residual norms
+        are not stored).
+
+    Raises
+    ------
+    ProbeError
+        A run without attention maps (an Emb-MLP); a checkpoint without ``text``; a bad parameter or
+        step; NaN or inf (without ``allow_nonfinite``).
+
+    Examples
+    --------
+    >>> import probe
+    >>> r = probe.sinks("run.h5")[0]
+    >>> r.sink_mass.shape                         # (layers, heads)
+    >>> r.summary()["sink_head_fraction"]
+    """
     from ..analyses.sinks import attention_sinks
 
     _number("min_query", min_query, lo=1, integer=True)
@@ -125,14 +217,59 @@ def sinks(path: str | os.PathLike, *, step: str | int = "latest", min_query: int
 def tokens(path: str | os.PathLike, other: str | os.PathLike | None = None, *, step: str | int = "latest",
            step_b: str | int | None = None, buckets: int = BUCKETS, text: str | None = None, window: int = WINDOW,
            max_tokens: int = MAX_TOKENS, allow_nonfinite: bool = False) -> list[TokensResult]:
-    """Per-token loss difference ΔL = L_A − L_B between run A (``path`` at ``step``) and run B
-    (``other``, or ``path`` again, at ``step_b``; by default B's latest step, or with several or a
-    numbered ``step`` the same steps as A: a trajectory) on identical held-out tokens, bucketed by token
-    frequency, unigram and bigram surprisal, how much the context lowers the loss, and the models'
-    predictive entropy; per bucket the mean ΔL and the share of the total gain. Snapshot files: the
-    stored token-probe windows; checkpoints (two Hugging Face folders): the models run on ``text``.
-    A NaN or inf per-token loss, entropy or n-gram surprisal is an error; with ``allow_nonfinite`` the
-    tokens holding one (in either model) are left out."""
+    """Where a gain comes from, token by token: the per-token loss difference of two models, bucketed.
+
+    ΔL = L_A - L_B per token between run A (``path`` at ``step``) and run B (``other``, or ``path`` again at
+    ``step_b``) on identical held-out tokens (negative: A predicts the token better). The tokens are cut
+    into ``buckets`` quantile bins of each feature (token frequency, unigram and bigram surprisal, how much
+    the context lowers the loss, the models' predictive entropy); each bin reports its mean ΔL and its
+    share of the total gain Σ(-ΔL). Snapshot files: the stored token-probe windows (a text run trained
+    with ``--token-probe N``); checkpoints (two Hugging Face folders): the models run on ``text``.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        Run A: a snapshot file, or a checkpoint (with ``other`` and ``text``).
+    other : str or os.PathLike, optional
+        Run B, of the same kind as A; ``None``: ``path`` again, at ``step_b``.
+    step : str or int, default "latest"
+        A's snapshots (see :func:`similarity`); several, or a numbered one, make a trajectory.
+    step_b : str or int, optional
+        B's step; by default B's latest step, or with several or a numbered ``step`` the same steps as A.
+    buckets : int, default 4
+        Quantile bins per feature (at least 1).
+    text : str, optional
+        Checkpoints only: a text file to run the model on (with its tokenizer files); a snapshot file
+        stores what it needs, and ``text`` is ignored there (with a warning).
+    window : int, default 128
+        Checkpoints: tokens per window the text is cut into (at least 2).
+    max_tokens : int, default 4096
+        Checkpoints: tokens of the text used at most (at least 2).
+    allow_nonfinite : bool, default False
+        Compute on the finite part instead of raising on NaN or inf: the tokens holding one (a loss, an entropy or
+        an n-gram surprisal, in either model) are left out. A ``ProbeWarning`` says what was left out.
+
+    Returns
+    -------
+    Results[TokensResult]
+        One result per step of A: ``n``, ``mean_delta``, ``total_gain``, ``buckets`` ({feature: one dict
+        per bin}) and ``groups`` ({source: numbers}).
+
+    Raises
+    ------
+    ProbeError
+        One model only (no ``other`` and no ``step_b``); a snapshot file and a checkpoint; windows or
+        tokenizations that differ; a run without per-token losses; NaN or inf (without
+        ``allow_nonfinite``).
+
+    Examples
+    --------
+    >>> import probe
+    >>> r = probe.tokens("run.h5", step=2000, step_b=500)[0]
+    >>> r.mean_delta, r.total_gain
+    >>> [(b["bucket"], b["gain_share"]) for b in r.buckets["context_benefit"]]
+    >>> probe.tokens("model-a/", "model-b/", text="corpus.txt")[0].summary()
+    """
     from ..analyses.tokens import ngram_surprisal, token_features, token_gains
 
     _number("buckets", buckets, lo=1, integer=True)

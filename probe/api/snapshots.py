@@ -29,10 +29,62 @@ if TYPE_CHECKING:   # the result classes, for annotations; the math is imported 
 def theory(path: str | os.PathLike, tokens=None, *, words=None, words_file: str | None = None,
            anchor: int | None = None, step: str | int = "latest", dim: int | None = None, seed: int = 0,
            groups: str | None = None, allow_nonfinite: bool = False) -> list[TheoryResult]:
-    """Measured embedding cosines (default tokens: ``reasoning``) against the P^s prediction and
-    paper 1's eq. 14 reconstruction. NaN or inf in an embedding row or a row of P^s is an error;
-    with ``allow_nonfinite`` those tokens are left out (the default anchor moves to the middle of the
-    tokens left; a chosen anchor left out is an error)."""
+    """Measured embedding cosines against paper 1's P^s prediction and eq. 14 reconstruction, per step.
+
+    Proposition 1 predicts the cosine matrix of the token embeddings as cos(P^si - 1/d, P^sj - 1/d),
+    from the task's label distribution P^s; theorem 1 (eq. 14) reconstructs the embeddings in closed form
+    (with noise of std d_m^-γ). The result compares the measured matrix with the prediction, and the
+    cosine profile of one anchor token with the reconstruction's.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A snapshot file written by ``probe-train``.
+    tokens : str or sequence of int or str, optional
+        The tokens: group names, ids (``"3,5,7"``), a half-open range (``"11:21"``) or a list of ids and group
+        names. ``None`` (and no ``words``): the ``reasoning`` group.
+    words : str or list of str, optional
+        Words instead of ``tokens`` (comma-separated or a list), looked up in a text run's stored vocabulary or a
+        checkpoint's tokenizer files.
+    words_file : str, optional
+        A text file of words, selected after ``words``.
+    anchor : int, optional
+        The token s0 of the profile, one of the chosen tokens (default: the middle one).
+    step : str or int, default "latest"
+        The snapshots: ``"latest"``, ``"all"``, a step number, a half-open range ``"A:B"`` or a comma list of
+        these (``"100,500,latest"``). A checkpoint holds one step.
+    dim : int, optional
+        Length of the reconstructed vectors (default: the vocabulary size, where the Gaussian bump of
+        P^s lives).
+    seed : int, default 0
+        Seed of the reconstruction's noise.
+    groups : str, optional
+        A JSON or YAML file of token groups (name -> token ids or words), added to the stored ones.
+    allow_nonfinite : bool, default False
+        Compute on the finite part instead of raising on NaN or inf: the tokens whose embedding row or row of P^s
+        holds one are left out (the default anchor moves to the middle of the tokens left; a chosen anchor left
+        out is an error). A ``ProbeWarning`` says what was left out.
+
+    Returns
+    -------
+    Results[TheoryResult]
+        One result per selected step: ``ids`` (k,), ``measured`` (k, k), ``predicted`` (k, k),
+        ``pearson_r``, ``max_abs_diff``, ``profile_measured`` (k,), ``profile_reconstructed`` (k,) and
+        ``profile_r``, where k is the number of chosen tokens.
+
+    Raises
+    ------
+    ProbeError
+        A checkpoint or a file without P^s; an unknown group, id, word or step; fewer than 2 tokens; an
+        ``anchor`` that is not among the tokens; NaN or inf (without ``allow_nonfinite``).
+
+    Examples
+    --------
+    >>> import probe
+    >>> res = probe.theory("run.h5", step="all")
+    >>> [(r.step, r.pearson_r) for r in res]
+    >>> res[-1].measured.shape                    # (k, k)
+    """
     from ..analyses.theory import theory as _theory
 
     if dim is not None:
@@ -84,9 +136,45 @@ def theory(path: str | os.PathLike, tokens=None, *, words=None, words_file: str 
 
 def attention(path: str | os.PathLike, *, layer: int | None = None, step: str | int = "latest",
               allow_nonfinite: bool = False) -> list[AttentionResult]:
-    """How close attention on the stored probe batch is to causal averaging, per layer (default:
-    every layer) and head. NaN or inf in the maps is an error; with ``allow_nonfinite`` the probe
-    sequences holding one (in any layer or head) are left out."""
+    """How close attention on the stored probe batch is to causal averaging, per layer and head, per step.
+
+    Causal averaging gives row i of an attention map 1/i on each of its i keys. The result holds the mean
+    distance from it, the rows' entropy against the uniform one, and where the last position looks: at
+    the key token, at the anchors after it, and at each position.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A snapshot file written by ``probe-train``.
+    layer : int, optional
+        One layer (default: every layer).
+    step : str or int, default "latest"
+        The snapshots: ``"latest"``, ``"all"``, a step number, a half-open range ``"A:B"`` or a comma list of
+        these (``"100,500,latest"``). A checkpoint holds one step.
+    allow_nonfinite : bool, default False
+        Compute on the finite part instead of raising on NaN or inf: the probe sequences holding one (in any layer
+        or head) are left out. A ``ProbeWarning`` says what was left out.
+
+    Returns
+    -------
+    Results[AttentionResult]
+        One result per selected step: ``avg_dev``, ``entropy_ratio``, ``last_to_key`` and
+        ``last_to_anchors`` of shape (L, H), ``last_profile`` (L, H, T) and ``mean_map`` (L, H, T, T),
+        where L is the number of layers (1 with ``layer``), H of heads and T the sequence length.
+
+    Raises
+    ------
+    ProbeError
+        A run without attention maps (an Emb-MLP); ``layer`` out of range; an unknown step; NaN or inf
+        (without ``allow_nonfinite``).
+
+    Examples
+    --------
+    >>> import probe
+    >>> res = probe.attention("run.h5", layer=1)
+    >>> res[0].avg_dev                            # (1, H)
+    >>> res[0].mean_map.shape                     # (1, H, T, T)
+    """
     from ..analyses.attention import attention_stats
 
     if layer is not None:
@@ -116,9 +204,43 @@ def attention(path: str | os.PathLike, *, layer: int | None = None, step: str | 
 
 def bias(path: str | os.PathLike, splits: tuple[str, str] | None = None, *, step: str | int = "latest",
          allow_nonfinite: bool = False) -> list[BiasResult]:
-    """Reasoning bias Delta L = (L_A - L_B) / L_B from the stored per-split losses; ``splits`` is
-    (A, B), by default the task's pair (anchor: mem, rsn_train; text: story, logic). A NaN or inf
-    loss is an error; with ``allow_nonfinite`` the steps holding one are left out."""
+    """Reasoning bias ΔL = (L_A - L_B) / L_B from the stored per-split losses, per step.
+
+    ΔL > 0 when split B (reasoning) is learned faster than split A (memory). Below a loss of 1e-3 of
+    split B the ratio divides by next to nothing, and a warning says so.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A snapshot file written by ``probe-train``.
+    splits : tuple of (str, str), optional
+        The splits (A, B); by default the task's pair (anchor task: ``mem``, ``rsn_train``; text runs:
+        ``story``, ``logic``).
+    step : str or int, default "latest"
+        The snapshots: ``"latest"``, ``"all"``, a step number, a half-open range ``"A:B"`` or a comma list of
+        these (``"100,500,latest"``). A checkpoint holds one step.
+    allow_nonfinite : bool, default False
+        Compute on the finite part instead of raising on NaN or inf: the steps holding one are left out. A
+        ``ProbeWarning`` says what was left out.
+
+    Returns
+    -------
+    Results[BiasResult]
+        One result per selected step (without the steps left out): ``split_a``, ``split_b``,
+        ``loss_a``, ``loss_b`` and ``delta_L``.
+
+    Raises
+    ------
+    ProbeError
+        Not exactly two ``splits``; an unknown split or step; a loss that is NaN or inf (without
+        ``allow_nonfinite``), or no step left with it.
+
+    Examples
+    --------
+    >>> import probe
+    >>> [(r.step, r.delta_L) for r in probe.bias("run.h5", step="all")]
+    >>> probe.bias("run.h5", splits=("mem", "rsn_test"))[0].delta_L
+    """
     from ..analyses.bias import reasoning_bias
 
     if splits is not None and len(splits) != 2:
@@ -150,18 +272,51 @@ def bias(path: str | os.PathLike, splits: tuple[str, str] | None = None, *, step
 
 def ood(path: str | os.PathLike, *, step: str | int = "latest", full: bool = False, threads: int = 0,
         progress=None, allow_nonfinite: bool = False) -> list[OODResult]:
-    """Rebuild the model from the stored weights and evaluate every split, per anchor combination on
-    the held-out data; for the composite task also the inferential and symmetric accuracy.
+    """Evaluate the stored model on every split, and per anchor combination on the held-out data, per step.
 
-    By default each split is evaluated on the sequences the trainer used for its metrics, so the
-    numbers equal the logged ones; ``full`` evaluates every sequence of each split. With several
-    steps, ``threads`` snapshots are evaluated at once, one torch thread each (0: one per CPU core);
-    the numbers do not depend on it.
+    The model is rebuilt from the snapshot's weights (this needs ``torch``: ``probe_train`` evaluates it).
+    By default each split is evaluated on the sequences the trainer used for its metrics, so the numbers
+    equal the logged ones. For the composite task the result also holds the accuracy against the
+    inferential and the symmetric target on the unseen anchor pair.
 
-    A weight holding NaN or inf is an error, and so are non-finite logits (finite weights can
-    overflow in the forward pass): the message names the split and how many sequences. With
-    ``allow_nonfinite`` the model runs with the weights as stored and the sequences whose logits are
-    not finite are left out of each split's loss and accuracy (a split left with none: null).
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A snapshot file written by ``probe-train``.
+    step : str or int, default "latest"
+        The snapshots: ``"latest"``, ``"all"``, a step number, a half-open range ``"A:B"`` or a comma list of
+        these (``"100,500,latest"``). A checkpoint holds one step.
+    full : bool, default False
+        Evaluate every sequence of each split, not only the trainer's metric sequences.
+    threads : int, default 0
+        With several steps, snapshots evaluated at once, one torch thread each (0: one per CPU core);
+        the numbers do not depend on it.
+    progress : callable, optional
+        Called with a label (``"step 400 (3/9)"``) as each snapshot is evaluated.
+    allow_nonfinite : bool, default False
+        Compute on the finite part instead of raising on NaN or inf: the model runs with the weights as stored,
+        and the sequences whose logits are not finite are left out of each split's loss and accuracy (a split left
+        with none: NaN). A ``ProbeWarning`` says what was left out.
+
+    Returns
+    -------
+    Results[OODResult]
+        One result per selected step: ``splits`` ({split: {"loss", "acc", "n"}}), ``combos`` (the
+        held-out split per anchor combination) and ``targets`` (composite task).
+
+    Raises
+    ------
+    ProbeError
+        An unknown step; a weight holding NaN or inf, or non-finite logits (finite weights can overflow
+        in the forward pass; the message names the split and how many sequences), without
+        ``allow_nonfinite``.
+
+    Examples
+    --------
+    >>> import probe
+    >>> res = probe.ood("run.h5", step="all")
+    >>> [(r.step, r.splits["rsn_test"]["acc"]) for r in res]
+    >>> res[-1].combos                            # {"11,13": {"loss": ..., "acc": ..., "n": ...}, ...}
     """
     _number("threads", threads, lo=0, integer=True)
     from probe_train import evaluate as E  # probe's one door into the trainer (torch is imported here)
@@ -229,11 +384,50 @@ def _ood_one(E, model, task, cfg, held_out: str, inputs: dict, step: int, check:
 def dynamics(path: str | os.PathLike, *, step: str | int = "latest", delta: float = DELTA, smooth: int = SMOOTH,
              spike_factor: float = SPIKE_FACTOR, spike_window: int = SPIKE_WINDOW, allow_nonfinite: bool = False
              ) -> list[DynamicsResult]:
-    """From the per-step loss log up to each selected snapshot: the escape step (first step where the
-    loss, averaged over ``smooth`` steps, is below ln V − ``delta``) and the loss spikes (a loss above
-    ``spike_factor`` x the median of the ``spike_window`` steps before it; a run of them is one).
-    A NaN or inf loss in the log is an error; with ``allow_nonfinite`` the log is cut before the first
-    one (so every step keeps its place)."""
+    """When the loss escapes its initial plateau, and how often it spikes, from the per-step loss log.
+
+    For each selected snapshot the log up to its step is read. The escape step is the first step at which
+    the loss, averaged over ``smooth`` steps, is below ln V - ``delta`` (ln V: the loss of a uniform guess
+    over the vocabulary). A spike is a loss above ``spike_factor`` times the median of the
+    ``spike_window`` steps before it; a run of such steps is one spike.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A snapshot file written by ``probe-train``.
+    step : str or int, default "latest"
+        The snapshots: ``"latest"``, ``"all"``, a step number, a half-open range ``"A:B"`` or a comma list of
+        these (``"100,500,latest"``). A checkpoint holds one step.
+    delta : float, default 0.5
+        How far below ln V the smoothed loss must fall to have escaped (nats, at least 0).
+    smooth : int, default 10
+        Steps the loss is averaged over for the escape (at least 1).
+    spike_factor : float, default 1.3
+        A spike's loss over the running median (at least 1).
+    spike_window : int, default 50
+        Steps of the running median (at least 1).
+    allow_nonfinite : bool, default False
+        Compute on the finite part instead of raising on NaN or inf: the log is cut before the first one (so every
+        step keeps its place). A ``ProbeWarning`` says what was left out.
+
+    Returns
+    -------
+    Results[DynamicsResult]
+        One result per selected step: ``escape_step`` (``None``: not escaped), ``spikes``,
+        ``spike_steps``, ``plateau``, ``initial_loss`` and ``final_loss``.
+
+    Raises
+    ------
+    ProbeError
+        A file without the per-step loss log (written before schema 1.3); a bad parameter or step; a
+        loss that is NaN or inf (without ``allow_nonfinite``).
+
+    Examples
+    --------
+    >>> import probe
+    >>> d = probe.dynamics("run.h5")[0]
+    >>> d.escape_step, d.spikes, d.spike_steps
+    """
     from ..analyses.dynamics import loss_dynamics
 
     _number("delta", delta, lo=0.0)
