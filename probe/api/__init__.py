@@ -38,13 +38,45 @@ def probe_function(name: str):
 
 def sweep_summary(path: str | os.PathLike, metric=None, outcome=None, *, step: str | int = "latest",
                   progress=None) -> list:
-    """Per grid cell of a sweep (``probe-train sweep``'s folder or manifest), over its seeds: mean,
-    std and 95 % bootstrap interval of each ``metric``, and the fraction of seeds with each binary
-    ``outcome`` (``A>B``, ``A<B``, ``A>=B``, ``A<=B``; A, B metrics or numbers) with its Wilson
-    interval. Defaults: every logged accuracy; composite task: acc[ood_inferential] >
-    acc[ood_symmetric]; anchor task: acc[rsn_test] > 0.5. ``step``: latest (finished runs only) or a
-    step number every run has. ``progress(label)``, if given, hears of each probe call on a run as
-    it starts (a summary of probe metrics spends its time there)."""
+    """Summarise a sweep per grid cell over its seeds: metric intervals and outcome fractions.
+
+    For each grid cell of a ``probe-train sweep`` (its folder or manifest): mean, std and 95 % bootstrap
+    interval of each ``metric``, and the fraction of seeds with each binary ``outcome`` with its Wilson
+    interval. Failed, missing and unfinished runs are left out, with a ``ProbeWarning``.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The sweep's folder or its manifest (``sweep.json``).
+    metric : str or list of str, optional
+        Metrics: ``acc[SPLIT]``, ``loss[SPLIT]``, ``train_loss``, or a probe's summary number
+        ``PROBE(OPTIONS):NAME`` (``similarity(tokens=logic):mean_offdiag``). Default: every logged
+        accuracy.
+    outcome : str or list of str, optional
+        Binary outcomes ``A>B``, ``A<B``, ``A>=B`` or ``A<=B``, A and B metrics or numbers. Default:
+        composite task ``acc[ood_inferential]>acc[ood_symmetric]``, anchor task ``acc[rsn_test]>0.5``.
+    step : str or int, default "latest"
+        ``"latest"`` (finished runs only) or a step number every run has.
+    progress : callable, optional
+        Called with a label (``"similarity on runs/a.h5"``) as each probe call on a run starts.
+
+    Returns
+    -------
+    list of CellSummary
+        One :class:`~probe.analyses.uncertainty.CellSummary` per grid cell.
+
+    Raises
+    ------
+    ProbeError
+        A folder without a manifest; a metric or outcome that does not parse or names an unknown split,
+        probe or number; no finished run.
+
+    Examples
+    --------
+    >>> import probe
+    >>> cells = probe.sweep_summary("demo", metric="acc[rsn_test]", outcome="acc[rsn_test]>0.5")
+    >>> [(c.label, c.stats["acc[rsn_test]"]["mean"]) for c in cells]
+    """
     from ..sweeps import sweep_summary as summarise
 
     return summarise(path, metric, outcome, step=step,

@@ -21,8 +21,50 @@ from ..readers.words import word_list
 
 def select_tokens(run, tokens=None, *, words=None, words_file: str | None = None,
                   tensor: str = "token_embedding", probe: str = "similarity") -> tuple[np.ndarray | None, list[str]]:
-    """(ids, the group each id was chosen by) for a selection, checked against the rows of ``tensor``;
-    ids is None when the probe's default is every row."""
+    """The token ids a selection names, checked against the rows of ``tensor``.
+
+    The one parser of the probes' ``tokens`` / ``words`` / ``words_file`` arguments.
+
+    Parameters
+    ----------
+    run : Run or CheckpointRun
+        An open source: :class:`~probe.format.run.Run` for a snapshot file, or what
+        ``probe.readers.source.open_source`` gives for a checkpoint.
+    tokens : str or sequence of int or str, optional
+        The tokens: group names, ids (``"3,5,7"``), a half-open range (``"11:21"``) or a list of ids and group
+        names. ``None`` (and no ``words``): the default selection of probe ``probe`` (``None`` where that is every
+        row).
+    words : str or list of str, optional
+        Words instead of ``tokens`` (comma-separated or a list), looked up in a text run's stored vocabulary or a
+        checkpoint's tokenizer files.
+    words_file : str, optional
+        A text file of words, selected after ``words``.
+    tensor : str, default "token_embedding"
+        The tensor whose rows are the token vectors, by canonical name (``token_embedding``) or parameter name.
+    probe : str, default "similarity"
+        The probe whose default selection applies when nothing is chosen.
+
+    Returns
+    -------
+    ids : ndarray of int, shape (k,), or None
+        The selected ids, in order of appearance, duplicates dropped; ``None`` when the probe's default
+        is every row.
+    labels : list of str, length k
+        The group each id was chosen by (``""`` for plain ids and words).
+
+    Raises
+    ------
+    ProbeError
+        Both ``tokens`` and ``words``; an unknown group; no word found (a word not found is left out with
+        a ``ProbeWarning``); an id outside the rows of ``tensor``; an empty selection.
+
+    Examples
+    --------
+    >>> from probe.format import Run
+    >>> from probe.api import select_tokens
+    >>> with Run("run.h5") as run:
+    ...     ids, labels = select_tokens(run, "reasoning,3,5")
+    """
     rows = run.tensor(tensor).shape[1]
     wl = word_list(words, words_file)
     if wl:

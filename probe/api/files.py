@@ -13,8 +13,36 @@ from ..format import validate as _validate
 
 
 def info(path: str | os.PathLike) -> dict:
-    """Summary of a snapshot file (configuration, steps, token groups, tensors and shapes) or of a
-    checkpoint (format, layout, layers, heads, step, every tensor's shape and dtype)."""
+    """Summary of a snapshot file or of a checkpoint, as plain data (``probe info``).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A snapshot file, a checkpoint file or folder, or ``hf:ORG/NAME@REV``.
+
+    Returns
+    -------
+    dict
+        For a snapshot file: ``file``, ``schema_version``, ``package_version``, ``created``,
+        ``snapshots``, ``steps``, ``config``, ``environment``, ``task``, ``dims``, ``groups`` (name -> token
+        ids), ``group_strings`` (name -> token texts, text runs), ``tensors`` (name -> per-snapshot shape)
+        and ``metrics`` (split -> the latest value of each metric). For a checkpoint: ``file``, ``format``,
+        ``step``, ``layout``, ``layers``, ``heads``, ``canonical`` (canonical name -> its raw names),
+        ``config``, ``tensors`` (name -> ``shape``, ``dtype`` and ``tied_to`` for a tied tensor) and
+        ``parameters``; a checkpoint of an unknown layout is described too, with ``layout`` ``None`` and
+        the reason in ``layout_error``.
+
+    Raises
+    ------
+    ProbeError
+        A path that does not exist or is no readable snapshot file or checkpoint.
+
+    Examples
+    --------
+    >>> import probe
+    >>> probe.info("run.h5")["steps"]
+    >>> probe.info("model/")["tensors"]["model.embed_tokens.weight"]["shape"]
+    """
     if not is_snapshot_file(path):
         return _checkpoint_info(os.fspath(path))
     with Run(path) as run:
@@ -58,9 +86,33 @@ def _checkpoint_info(path: str) -> dict:
 
 
 def validate(path: str | os.PathLike) -> list[str]:
-    """Findings of checking a snapshot file against the schema (empty: it matches). A FIFO or device
-    is refused unopened; a safetensors checkpoint is refused with what is wrong in its header (the
-    line every reader gives), or as a checkpoint rather than a snapshot file."""
+    """Check a snapshot file against the schema (``probe validate``).
+
+    A FIFO or device is refused unopened; a safetensors checkpoint is refused with what is wrong in its
+    header, or as a checkpoint rather than a snapshot file.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A snapshot file written by ``probe-train``.
+
+    Returns
+    -------
+    list of str
+        The findings, one sentence each; empty when the file matches the schema.
+
+    Raises
+    ------
+    ProbeError
+        A file that is no readable snapshot file at all (missing, not HDF5, truncated, a newer schema
+        major version, a FIFO or device), or a checkpoint rather than a snapshot file.
+
+    Examples
+    --------
+    >>> import probe
+    >>> probe.validate("run.h5")
+    []
+    """
     path = os.fspath(path)
     if os.path.exists(path) and not os.path.isdir(path):
         regular_file(path, "snapshot file")
@@ -75,8 +127,26 @@ def validate(path: str | os.PathLike) -> list[str]:
 
 
 def token_text(path: str | os.PathLike, ids) -> list[str] | None:
-    """Text of each token id: the strings a text run stores, else the checkpoint's tokenizer
-    files; ``None`` when neither exists (synthetic tasks)."""
+    """Text of each token id, from a text run's stored vocabulary or a checkpoint's tokenizer files.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A snapshot file, or a checkpoint file or folder with tokenizer files.
+    ids : sequence of int
+        The token ids.
+
+    Returns
+    -------
+    list of str or None
+        One text per id, in the order of ``ids``; ``None`` when the source has no vocabulary (the
+        synthetic tasks).
+
+    Examples
+    --------
+    >>> import probe
+    >>> probe.token_text("model/", [464, 3797])
+    """
     if is_snapshot_file(path):
         with Run(path) as run:
             return token_texts(run, ids)
