@@ -84,35 +84,118 @@ def split_key(name: str) -> tuple[str, str]:
 
 @dataclass
 class Result:
+    """The contract every probe's result follows: one step's numbers as a summary, JSON data and tidy rows.
+
+    Each probe's result class is a dataclass subclassing this one; its attributes are the probe's numbers
+    and arrays (each class lists them with their shapes). A result carries its own labels (token texts,
+    tensor names), so nothing has to reopen the file to show it.
+
+    Attributes
+    ----------
+    step : int or None
+        The step of the snapshot; ``None`` where there is none (a result over the whole run, some
+        checkpoint results).
+    warnings : list of str
+        What the numbers hide (zero vectors, undefined values, a near-zero denominator); the API passes
+        each on as a :class:`~probe.errors.ProbeWarning`.
+
+    Examples
+    --------
+    >>> import probe
+    >>> r = probe.similarity("run.h5")[0]
+    >>> r.summary()["distance_corr"]
+    >>> r.to_dict()["matrix"]
+    >>> r.rows()[:3]                              # [("mean_offdiag", "", 0.41), ...]
+    >>> r.to_frame()
+    """
+
     step: int | None
     warnings: list[str] = field(default_factory=list, kw_only=True)
 
     def summary(self) -> dict[str, float]:
+        """The scalar numbers of this step: a row of a trajectory table.
+
+        Returns
+        -------
+        dict of str to float or int
+            ``{"metric[key]": value}`` (``"acc[mem]"``, ``"distance_corr"``); NaN where a number is
+            undefined. Counts and steps are integers.
+        """
         raise NotImplementedError
 
     def to_dict(self) -> dict:
+        """Every attribute as strict JSON data: what ``probe NAME --format json`` writes.
+
+        Returns
+        -------
+        dict
+            Arrays as (nested) lists, floats rounded to 8 decimals, NaN and infinities as ``None``, keys as
+            strings. Labels (token texts) are left out, and so are the vocabulary-sized and map-sized arrays
+            of some results (``AlignResult.cos``, ``AttentionResult.mean_map``): the Python object keeps
+            them.
+        """
         return {f.name: jsonable(getattr(self, f.name)) for f in fields(self) if f.metadata.get("json", True)}
 
     def rows(self) -> list[tuple[str, str, float]]:
-        """Tidy rows (metric, key, value): ``acc[mem]`` in the summary is metric ``acc``, key ``mem``."""
+        """Tidy ``(metric, key, value)`` rows: the CSV of ``probe NAME --format csv`` without its step column.
+
+        ``acc[mem]`` in the summary is metric ``acc``, key ``mem``; a plain name has key ``""``. Some
+        results add rows beyond the summary (a similarity result: every matrix cell as metric ``cosine``,
+        key ``i,j``).
+
+        Returns
+        -------
+        list of tuple of (str, str, float)
+            One row per number.
+        """
         return [(*split_key(k), v) for k, v in self.summary().items()]
 
     def to_frame(self):
-        """This step's tidy rows as a pandas DataFrame, columns ``step,metric,key,value``: what
-        ``probe NAME --format csv`` prints for it (needs the ``notebook`` extra)."""
+        """This step's tidy rows as a pandas DataFrame: what ``probe NAME --format csv`` prints for it.
+
+        Returns
+        -------
+        pandas.DataFrame
+            Columns ``step`` (nullable integer), ``metric``, ``key`` (``""`` where the metric has none) and
+            ``value`` (float, NaN where the CSV cell is empty).
+
+        Raises
+        ------
+        ProbeError
+            pandas is not installed (``pip install 'gamma-probe[notebook]'``).
+        """
         return frame(tidy_rows([self]))
 
 
 class Results(list):
     """The results of one probe call, one per selected step: a list, plus :meth:`to_frame`.
 
-        >>> probe.similarity("run.h5", step="all").to_frame()
+    Every probe function returns one. Slices and sums of results stay ``Results``; ``Results(a + b)``
+    wraps any list of results.
 
-    Slices and sums of results stay :class:`Results`; ``Results(a + b)`` wraps any list of results."""
+    Examples
+    --------
+    >>> import probe
+    >>> res = probe.similarity("run.h5", step="all")
+    >>> res[-1].distance_corr
+    >>> res.to_frame()                            # step, metric, key, value
+    >>> (res[-1:] + probe.similarity("other.h5")).to_frame()
+    """
 
     def to_frame(self):
-        """Every result's tidy rows in one pandas DataFrame, columns ``step,metric,key,value``: row for
-        row what ``probe NAME --format csv`` prints (needs the ``notebook`` extra)."""
+        """Every result's tidy rows in one pandas DataFrame: row for row what ``probe NAME --format csv`` prints.
+
+        Returns
+        -------
+        pandas.DataFrame
+            Columns ``step`` (nullable integer), ``metric``, ``key`` and ``value`` (float, NaN where
+            undefined).
+
+        Raises
+        ------
+        ProbeError
+            pandas is not installed (``pip install 'gamma-probe[notebook]'``).
+        """
         return frame(tidy_rows(self))
 
     def __getitem__(self, i):
