@@ -23,10 +23,47 @@ from .steps import step_indices
 # ----------------------------------------------------------------------------
 
 class Run:
-    """Read access to one snapshot file (works while the trainer still writes it).
+    """Read access to one snapshot file, also while the trainer still writes it.
 
+    Lazy: opening reads the header (configuration, task, dimensions) and checks the links, attributes and
+    steps; each dataset is checked before its first read, and only the bytes asked for are read (rows
+    as hyperslabs of the chunks that hold them). Use it as a context manager, or call :meth:`close`.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A snapshot file written by ``probe-train``.
+
+    Attributes
+    ----------
+    path : str
+        The file.
+    schema_version : tuple of (int, int)
+        The file's schema version, (major, minor).
+    config : dict
+        The run's configuration: the fields of ``probe_train.config.RunConfig``.
+    task : dict
+        What the task stored about itself: its ``kind``, ``splits``, ...
+    dims : dict
+        The model's dimensions: ``vocab``, ``d_model``, ``layers``, ``heads``, ...
+    package_version : str
+        The version of the package that wrote the file.
+    environment : dict
+        Where it was written: library versions, device, threads.
+
+    Raises
+    ------
+    ProbeError
+        A missing, damaged or truncated file; a file that is not a snapshot file; a newer schema major
+        version.
+
+    Examples
+    --------
+    >>> from probe.format import Run
     >>> with Run("run.h5") as run:
-    ...     emb = run.read("token_embedding", run.step_index("latest"), rows=[11, 12, 13])
+    ...     last = run.step_indices("latest")[0]
+    ...     emb = run.read("token_embedding", last, rows=[11, 12, 13])    # (3, d_model)
+    ...     acc = run.metrics()["rsn_test"]["acc"]                        # (n_snapshots,)
     """
 
     def __init__(self, path: str | os.PathLike):
@@ -63,6 +100,7 @@ class Run:
 
     # context manager -------------------------------------------------------
     def close(self) -> None:
+        """Close the file (a ``with`` block does it on leaving)."""
         self._f.close()
 
     def __enter__(self) -> "Run":
@@ -98,15 +136,20 @@ class Run:
 
     @property
     def steps(self) -> np.ndarray:
-        """Steps of the complete snapshots, in order (strictly increasing, or a ProbeError)."""
+        """The steps of the complete snapshots, in order: int64 array, shape (n_snapshots,).
+
+        Strictly increasing, or a :class:`~probe.errors.ProbeError`.
+        """
         return self._check.steps(np.asarray(self.dataset("step")[...], dtype=np.int64))
 
     @property
     def n_snapshots(self) -> int:
+        """The number of complete snapshots."""
         return int(self.dataset("step").shape[0])
 
     @property
     def groups(self) -> dict[str, np.ndarray]:
+        """The token groups: name -> token ids (int64 array), the stored ones and any added to ``extra_groups``."""
         grp_path = P["token_group"].rsplit("/", 1)[0]
         grp = self._f.get(grp_path)
         stored = {} if grp is None else {name: np.asarray(self._get(f"{grp_path}/{name}")[...], dtype=np.int64)
@@ -114,17 +157,24 @@ class Run:
         return {**self._check.groups(stored), **self.extra_groups}
 
     def token_strings(self) -> list[str] | None:
-        """Text of every token (index = token id) for text runs; ``None`` when not stored."""
+        """The text of every token (index = token id) of a text run; ``None`` when not stored (synthetic tasks)."""
         if P["vocab_strings"] not in self._f:
             return None
         return [str(s) for s in self._get(P["vocab_strings"]).asstr()[...]]
 
     @property
     def splits(self) -> list[str]:
+        """The task's data splits (``mem``, ``rsn_train``, ``rsn_test``, ...), in their stored order."""
         return list(self.task.get("splits", []))
 
     def tensors(self) -> dict[str, tuple[int, ...]]:
-        """Every time-first tensor (canonical names, then parameter names) and its per-snapshot shape."""
+        """Every time-first tensor (canonical names, then parameter names) and its per-snapshot shape.
+
+        Returns
+        -------
+        dict of str to tuple of int
+            Name -> shape of one snapshot's tensor.
+        """
         out: dict[str, tuple[int, ...]] = {}
 
         def visit(prefix: str, group: h5py.Group, base: str) -> None:
@@ -142,13 +192,35 @@ class Run:
         return out
 
     def weights(self) -> dict[str, tuple[int, ...]]:
-        """The canonical tensors (``token_embedding``, ``layer0/W_V``, ...) and their per-snapshot shapes."""
+        """The canonical tensors (``token_embedding``, ``layer0/W_V``, ...) and their per-snapshot shapes.
+
+        Returns
+        -------
+        dict of str to tuple of int
+            Canonical name -> shape of one snapshot's tensor.
+        """
         grp = self._f.get(WEIGHTS_GROUP)
         return {} if grp is None else {n: tuple(self._get(f"{WEIGHTS_GROUP}/{n}").shape[1:])
                                        for n, _ in datasets(grp)}
 
     def tensor(self, name: str) -> h5py.Dataset:
-        """A weight tensor by canonical name (``token_embedding``, ``layer0/W_V``) or parameter name."""
+        """A weight tensor by canonical name (``token_embedding``, ``layer0/W_V``) or parameter name.
+
+        Parameters
+        ----------
+        name : str
+            The tensor's name.
+
+        Returns
+        -------
+        h5py.Dataset
+            The dataset, shape (n_snapshots, ...): axis 0 is the snapshot.
+
+        Raises
+        ------
+        ProbeError
+            No such tensor (the message lists the known ones).
+        """
         for grp in (WEIGHTS_GROUP, PARAMS_GROUP):
             full = f"{grp}/{name}"
             if full in self._f:
@@ -172,13 +244,31 @@ class Run:
         return [str(x) for x in self.dataset(entry).asstr()[...]]
 
     def step_losses(self) -> np.ndarray:
-        """Training-batch loss of every step up to the newest complete snapshot (row t: step t)."""
+        """Training-batch loss of every step up to the newest complete snapshot (row t: step t).
+
+        Returns
+        -------
+        ndarray
+            Shape (S,), S the step of the newest complete snapshot.
+
+        Raises
+        ------
+        ProbeError
+            A file without the per-step loss log (written before schema 1.3).
+        """
         if not self.has("step_loss"):
             raise ProbeError(f"{self.path}: holds no per-step loss log (written from schema 1.3)")
         n = int(self.steps[-1]) if self.n_snapshots else 0
         return np.asarray(self.dataset("step_loss")[:n])
 
     def metrics(self) -> dict[str, dict[str, np.ndarray]]:
+        """The logged metrics at every snapshot.
+
+        Returns
+        -------
+        dict of str to dict of str to ndarray
+            Split -> ``loss`` / ``acc`` -> values, shape (n_snapshots,).
+        """
         n = self.n_snapshots
         out: dict[str, dict[str, np.ndarray]] = {}
         for split in self.splits:
@@ -191,8 +281,24 @@ class Run:
 
     # steps -----------------------------------------------------------------
     def step_indices(self, spec: str | int) -> list[int]:
-        """Snapshot indices for ``latest``, ``all``, a step number, a ``A:B`` step range (half-open) or
-        a comma list of these (``100,500,latest``; each snapshot once, in step order)."""
+        """The snapshot indices a step selection names.
+
+        Parameters
+        ----------
+        spec : str or int
+            ``"latest"``, ``"all"``, a step number, a half-open step range ``"A:B"``, or a comma list of these
+            (``"100,500,latest"``).
+
+        Returns
+        -------
+        list of int
+            Indices into the snapshots (each once, in step order).
+
+        Raises
+        ------
+        ProbeError
+            A step the file does not hold, or a selection that does not parse.
+        """
         return step_indices(spec, self.steps, self.path)
 
     # reading ---------------------------------------------------------------
@@ -200,6 +306,25 @@ class Run:
         """Tensor ``name`` at snapshot ``index``; with ``rows``, only those rows of its first axis.
 
         Rows are read as contiguous hyperslabs, so only the chunks holding them are touched.
+
+        Parameters
+        ----------
+        name : str
+            The tensor, as for :meth:`tensor`.
+        index : int
+            The snapshot index (see :meth:`step_indices`).
+        rows : sequence of int or ndarray, optional
+            Rows of the tensor's first axis (token ids of an embedding), in the order wanted.
+
+        Returns
+        -------
+        ndarray
+            The tensor at that snapshot, its per-snapshot shape; with ``rows``, shape (len(rows), ...).
+
+        Raises
+        ------
+        ProbeError
+            An unknown tensor or an index out of range.
         """
         ds = self.tensor(name)
         if not 0 <= index < self.n_snapshots:
@@ -209,8 +334,27 @@ class Run:
         return read_rows(ds, index, rows)
 
     def read_many(self, name: str, indices: Sequence[int]) -> np.ndarray:
-        """Tensor ``name`` at several snapshots, stacked on a new first axis in the order given:
-        one read of the rows they span (a trajectory costs one HDF5 call per tensor, not one per step)."""
+        """Tensor ``name`` at several snapshots, stacked on a new first axis in the order given.
+
+        One read of the snapshots they span: a trajectory costs one HDF5 call per tensor, not one per step.
+
+        Parameters
+        ----------
+        name : str
+            The tensor, as for :meth:`tensor`.
+        indices : sequence of int
+            Snapshot indices.
+
+        Returns
+        -------
+        ndarray
+            Shape (len(indices), ...) after the per-snapshot shape.
+
+        Raises
+        ------
+        ProbeError
+            An unknown tensor or an index out of range.
+        """
         ds = self.tensor(name)
         idx = np.asarray(indices, dtype=np.int64)
         if idx.size == 0:
