@@ -36,7 +36,19 @@ def _text(label) -> str:
 
 
 def pyplot():
-    """matplotlib.pyplot with the shared style (imported only when a figure is drawn)."""
+    """``matplotlib.pyplot`` with the shared style (Agg backend; imported only when a figure is drawn).
+
+    Returns
+    -------
+    module
+        ``matplotlib.pyplot``, its ``rcParams`` updated with ``STYLE``.
+
+    Examples
+    --------
+    >>> from probe.plotting import pyplot
+    >>> plt = pyplot()
+    >>> fig, ax = plt.subplots()
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -47,14 +59,56 @@ def pyplot():
 
 
 def gamma_color(gamma: float, lo: float = 0.2, hi: float = 1.0):
-    """One colour per γ, the same in every figure."""
+    """The colour of initialization rate ``gamma``, the same in every figure.
+
+    Parameters
+    ----------
+    gamma : float
+        The γ of a run.
+    lo : float, default 0.2
+        The γ at the start of the colour map.
+    hi : float, default 1.0
+        The γ at (90 % of) its end.
+
+    Returns
+    -------
+    tuple of float
+        An RGBA colour.
+    """
     import matplotlib
 
     return matplotlib.colormaps[GAMMA_CMAP](float(np.clip((gamma - lo) / (hi - lo), 0, 1)) * 0.9)
 
 
 def heatmap(ax, matrix, xticks=None, yticks=None, *, vmin=-1.0, vmax=1.0, cmap=SIM_CMAP, xrotation=90, **kw):
-    """A matrix panel in the shared look: fixed colour range, labelled ticks, no grid; returns the image."""
+    """A matrix panel in the shared look: fixed colour range, labelled ticks, no grid.
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+        The panel.
+    matrix : array_like, shape (m, n)
+        The values.
+    xticks : sequence of str, optional
+        Labels of the n columns.
+    yticks : sequence of str, optional
+        Labels of the m rows.
+    vmin : float, default -1.0
+        Lower end of the colour range.
+    vmax : float, default 1.0
+        Upper end of the colour range.
+    cmap : str, default "RdBu_r"
+        The colour map.
+    xrotation : float, default 90
+        Rotation of the column labels.
+    **kw
+        Passed on to ``ax.imshow``.
+
+    Returns
+    -------
+    matplotlib.image.AxesImage
+        The image (for a colour bar).
+    """
     im = ax.imshow(matrix, vmin=vmin, vmax=vmax, cmap=cmap, **kw)
     if xticks is not None:
         ax.set_xticks(range(len(xticks)), xticks, rotation=xrotation)
@@ -65,8 +119,28 @@ def heatmap(ax, matrix, xticks=None, yticks=None, *, vmin=-1.0, vmax=1.0, cmap=S
 
 
 def seed_band(ax, steps, curves, color, label=None, **kw):
-    """Mean of per-seed curves (rows of ``curves``, one per seed) with a band from the lowest to the
-    highest seed; one seed: the plain line."""
+    """The mean of per-seed curves, with a band from the lowest to the highest seed.
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+        The panel.
+    steps : array_like, shape (n,)
+        The x values.
+    curves : array_like, shape (seeds, n)
+        One curve per seed; one seed draws the plain line.
+    color : color
+        The line's colour.
+    label : str, optional
+        Legend label; the number of seeds is added.
+    **kw
+        Passed on to ``ax.plot``.
+
+    Returns
+    -------
+    list of matplotlib.lines.Line2D
+        The mean line.
+    """
     y = np.asarray(curves, dtype=float)
     n = len(y)
     line = ax.plot(steps, y.mean(axis=0), color=color, label=label and (f"{label} ({n} seeds)" if n > 1 else label),
@@ -77,7 +151,23 @@ def seed_band(ax, steps, curves, color, label=None, **kw):
 
 
 def points_with_ci(ax, xs, per_x, color, label=None, **kw):
-    """Mean per x with its 95 % bootstrap interval as an error bar, and every seed as a faint dot."""
+    """The mean per x with its 95 % bootstrap interval as an error bar, and every seed as a faint dot.
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+        The panel.
+    xs : array_like, shape (n,)
+        The x values.
+    per_x : sequence of sequence of float
+        The per-seed values at each x (n lists).
+    color : color
+        The colour.
+    label : str, optional
+        Legend label; the number of seeds is added.
+    **kw
+        Passed on to ``ax.errorbar`` (default: markers joined by a line).
+    """
     from .analyses.uncertainty import describe
 
     stats = [describe(v) for v in per_x]
@@ -104,8 +194,27 @@ def check_writable(path: str, what: str = "plot", exts=(".png", ".pdf", ".svg", 
 
 
 def save(fig, path, dpi: int = 150, what: str = "plot") -> None:
-    """Write and close ``fig``: to a file name (format from its extension), atomically (a full disk
-    leaves no partial file; :func:`probe._files.write_atomic`), or to a binary file object (PNG)."""
+    """Write and close ``fig``.
+
+    To a file name atomically (format from its extension; a full disk leaves no partial file:
+    :func:`probe._files.write_atomic`), or to a binary file object (PNG).
+
+    Parameters
+    ----------
+    fig : matplotlib.figure.Figure
+        The figure; closed afterwards, written or not.
+    path : str or os.PathLike or binary file
+        Where to write it.
+    dpi : int, default 150
+        Resolution of raster formats.
+    what : str, default "plot"
+        What the file is, for the error message.
+
+    Raises
+    ------
+    ProbeError
+        The file cannot be written (the cause in a few words: no space left on device, ...).
+    """
     try:
         if hasattr(path, "write"):
             fig.savefig(path, dpi=dpi, format="png")
@@ -119,7 +228,24 @@ def save(fig, path, dpi: int = 150, what: str = "plot") -> None:
 
 
 def similarity_heatmaps(results: Sequence, path, title: str, dpi: int = 150) -> None:
-    """One cosine heat map per result (at most MAX_PANELS, spread over the steps)."""
+    """One cosine heat map per similarity result, side by side (at most ``MAX_PANELS``, spread over the steps).
+
+    Parameters
+    ----------
+    results : sequence of SimilarityResult
+        The results to draw, each with its ``matrix`` (k, k).
+    path : str or os.PathLike or binary file
+        Where to write the figure (see :func:`save`).
+    title : str
+        The figure's title.
+    dpi : int, default 150
+        Resolution of raster formats.
+
+    Raises
+    ------
+    ProbeError
+        A result without a matrix (more than 4096 tokens).
+    """
     if any(r.matrix is None for r in results):
         raise ProbeError(f"too many tokens for a heat map (more than {MAX_HEATMAP}); choose fewer with "
                          f"{param('tokens')}")
@@ -146,7 +272,19 @@ def similarity_heatmaps(results: Sequence, path, title: str, dpi: int = 150) -> 
 
 
 def trajectory(results: Sequence, path, title: str, dpi: int = 150) -> None:
-    """Every summary number against the step, a panel per kind of number."""
+    """Every summary number of the results against the step, one panel per kind of number.
+
+    Parameters
+    ----------
+    results : sequence of Result
+        One result per step.
+    path : str or os.PathLike or binary file
+        Where to write the figure (see :func:`save`).
+    title : str
+        The figure's title.
+    dpi : int, default 150
+        Resolution of raster formats.
+    """
     plt = pyplot()
     keys = list(dict.fromkeys(k for r in results for k in r.summary()))
     families: dict[str, list[str]] = {}
@@ -175,7 +313,26 @@ def trajectory(results: Sequence, path, title: str, dpi: int = 150) -> None:
 
 
 def saturation_map(results: Sequence, path, title: str, ax=None, dpi: int = 150):
-    """ε share per norm site (rows) and step (columns) as a heat map; returns the image."""
+    """The ε share of each norm site (rows) at each step (columns), as a heat map on a log colour scale.
+
+    Parameters
+    ----------
+    results : sequence of NormsResult
+        One result per step, all with the same sites.
+    path : str or os.PathLike or binary file
+        Where to write the figure when it draws its own (``ax`` None).
+    title : str
+        The figure's title.
+    ax : matplotlib.axes.Axes, optional
+        Draw into this panel instead (nothing is written).
+    dpi : int, default 150
+        Resolution of raster formats.
+
+    Returns
+    -------
+    matplotlib.image.AxesImage
+        The image (for a colour bar).
+    """
     plt = pyplot()
     own = ax is None
     if own:
@@ -379,10 +536,37 @@ def _single(name: str, r, path, title: str, dpi: int = 150) -> bool:
 
 
 def plot_results(name: str, results: Sequence, path, title: str, dpi: int = 150) -> None:
-    """The figure of probe ``name``: its own picture for one step, the trajectory for several
-    (similarity: a heat map per step, at most ``MAX_PANELS``). ``path``: a file name, or a binary
-    file object (PNG). Text from files (the title's file name, group and tensor names) is drawn as
-    written: no ``$...$`` mathtext, undecodable bytes as ``\\xNN``."""
+    """Draw the figure of probe ``name`` for its results, to a file (``probe NAME --plot``).
+
+    One step: the probe's own picture (the registry's ``plot``); several: the trajectory of every summary
+    number against the step (similarity: a heat map per step, at most ``MAX_PANELS``; norms: the ε share
+    of each site and step). Text from files (the title's file name, group and tensor names) is drawn as
+    written: no ``$...$`` mathtext, undecodable bytes as ``\\xNN``.
+
+    Parameters
+    ----------
+    name : str
+        The probe (``"similarity"``, ``"rank"``, ..., or ``"rank-minima"`` for rank_trajectory).
+    results : sequence of Result
+        What the probe returned, one result per step.
+    path : str or os.PathLike or binary file
+        A file name (format from its extension: .png, .pdf, .svg, .jpg), or a binary file object (PNG).
+    title : str
+        The figure's title.
+    dpi : int, default 150
+        Resolution of raster formats.
+
+    Raises
+    ------
+    ProbeError
+        The file cannot be written; too many tokens for a similarity heat map.
+
+    Examples
+    --------
+    >>> import probe
+    >>> from probe.plotting import plot_results
+    >>> plot_results("pca", probe.pca("run.h5"), "pca.png", "run.h5: PCA")
+    """
     plt = pyplot()
     with plt.rc_context({"text.parse_math": False}):
         _plot_results(name, results, path, _text(title), dpi)
