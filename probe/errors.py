@@ -46,7 +46,20 @@ def render(message: str, style: Callable[[str, str | None], str] = _python) -> s
 
 
 class ProbeError(Exception):
-    """Bad input or an unusable file; the message is shown to the user as is."""
+    """Bad input or an unusable file; the message is shown to the user as is.
+
+    Every documented failure of the toolkit is one. ``str(error)`` names the parameter a bad value came
+    from as Python spells it (``step='latest'``); a command line shows the same message with the flag
+    instead (``--step latest``, :meth:`cli_message`), as one ``Error:`` line and exit code 2.
+
+    Examples
+    --------
+    >>> import probe
+    >>> try:
+    ...     probe.similarity("run.h5", step=123456)
+    ... except probe.ProbeError as exc:
+    ...     print(exc)
+    """
 
     def __str__(self) -> str:
         return render(super().__str__())
@@ -57,8 +70,19 @@ class ProbeError(Exception):
 
 
 class ProbeWarning(UserWarning):
-    """Something the user should know about a result that is still given (a zero vector, a
-    word left out); a command line prints it as one ``warning: ...`` line on stderr."""
+    """Something the user should know about a result that is still given (a zero vector, a word left out).
+
+    A :class:`UserWarning`, filtered like any other; a command line prints it as one ``warning: ...``
+    line on stderr.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> import probe
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("error", probe.ProbeWarning)     # stop at the first one
+    ...     probe.similarity("run.h5", allow_nonfinite=True)
+    """
 
 
 def warn(message: str) -> None:

@@ -25,6 +25,54 @@ NON_NEGATIVE = ("key_min", "key_max", "mem_anchor_min", "mem_anchor_max", "rsn_a
 
 @dataclass
 class RunConfig:
+    """One run's whole configuration: a flat dataclass, one field per ``probe-train`` flag.
+
+    Every field is a flag of ``probe-train`` with the same default (``n_samples`` -> ``--n-samples``), and
+    a preset is a set of field values (:func:`preset`). The fields fall into four groups: the task
+    (``task``, the token ranges, ``n_samples``, ``seq_len``, and the composite and ``lm`` tasks' own), the
+    model (``model``, ``gamma`` and the per-module gammas, ``d_model``, ``layers``, ``heads``, ``d_ff``,
+    ``norm``, ...), the optimisation (``steps``, ``batch_size``, ``lr``, ``warmup_steps``,
+    ``weight_decay``, ``seed``, ``device``, ...) and the snapshots (``snapshot_every``, ``snapshot_log``,
+    ``token_probe``). Each field's meaning is its line in ``probe-train --help`` (the ``help`` of the
+    field's metadata); the most used ones are below. The values are checked on creation.
+
+    Attributes
+    ----------
+    task : str, default "anchor"
+        ``"anchor"`` (paper 1), ``"composite"`` (paper 2) or ``"lm"`` (logic + stories).
+    model : str, default "transformer"
+        ``"transformer"`` (GPT-style decoder), ``"llama"`` (RMSNorm, SwiGLU, RoPE) or ``"emb-mlp"``.
+    gamma : float, default 0.5
+        The initialization rate: std = fan_in^-γ (embeddings: d_model^-γ).
+    d_model : int, default 400
+        Embedding width.
+    layers : int, default 2
+        Transformer layers.
+    heads : int, default 1
+        Attention heads.
+    steps : int, default 100000
+        Optimizer steps.
+    lr : float, default 1e-4
+        Peak learning rate (AdamW).
+    seed : int, default 0
+        Seed of the initialization and the batch order.
+    snapshot_every : int, default 1000
+        A snapshot every this many steps (besides the log-spaced early ones and the last).
+
+    Raises
+    ------
+    ProbeError
+        A value of the wrong type or out of range, or fields that do not fit together (the message
+        names them).
+
+    Examples
+    --------
+    >>> from probe_train.config import RunConfig
+    >>> cfg = RunConfig(gamma=0.8, steps=2000)
+    >>> cfg.replace(seed=1).to_dict()["seed"]
+    1
+    """
+
     # --- task (paper 1 anchor functions; defaults are the paper's values) ---
     task: str = _f("anchor", "task: 'anchor' (paper 1), 'composite' (paper 2) or 'lm' (logic + stories)")
     key_min: int = _f(21, "smallest key token (keys and noise are key_min..key_max)")
@@ -211,13 +259,31 @@ class RunConfig:
         return self.kv_heads or self.heads
 
     def module_gamma(self, module: str) -> float:
-        """The gamma of ``module`` (embed, attn, mlp, head): its override, else ``gamma``."""
+        """The gamma of ``module`` (``embed``, ``attn``, ``mlp``, ``head``): its own override, else ``gamma``."""
         return getattr(self, f"gamma_{module}") or self.gamma
 
     def to_dict(self) -> dict:
+        """Every field as plain data: ``{name: value}`` (what a snapshot file stores as its ``config``)."""
         return dataclasses.asdict(self)
 
     def replace(self, **overrides) -> "RunConfig":
+        """A copy with some fields changed.
+
+        Parameters
+        ----------
+        **overrides
+            Fields to change, by name.
+
+        Returns
+        -------
+        RunConfig
+            The new configuration, checked.
+
+        Raises
+        ------
+        ProbeError
+            An unknown field, or a value the configuration refuses.
+        """
         unknown = set(overrides) - {f.name for f in fields(self)}
         if unknown:
             raise ProbeError(f"unknown config field(s): {', '.join(sorted(unknown))}")
@@ -421,6 +487,33 @@ def snapshot_steps(cfg: RunConfig) -> list[int]:
 
 
 def preset(name: str, **overrides) -> RunConfig:
+    """A preset's configuration, with ``overrides`` on top.
+
+    Parameters
+    ----------
+    name : str
+        The preset: ``paper1``, ``quick``, ``composite-quick``, ``lm-quick``, ``llm-quick``, ``tiny``, ...
+        (``probe-train presets`` lists them all with what each is for).
+    **overrides
+        Fields to change, by name (``gamma=0.8``).
+
+    Returns
+    -------
+    RunConfig
+        The configuration, checked.
+
+    Raises
+    ------
+    ProbeError
+        An unknown preset, or a value the configuration refuses.
+    TypeError
+        An override that is no field of :class:`RunConfig`.
+
+    Examples
+    --------
+    >>> from probe_train.config import preset
+    >>> preset("quick", gamma=0.8).steps
+    """
     if name not in PRESETS:
         raise ProbeError(f"unknown preset '{name}' (known: {', '.join(PRESETS)})")
     return RunConfig(**{**PRESETS[name], **overrides})

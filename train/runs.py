@@ -265,7 +265,46 @@ def _loop(queue: list[Job], running: list, jobs: int, log: Log, state: dict, kee
 
 def ensure(wanted: Mapping[str, tuple[str, dict]], runs_dir: str | os.PathLike, *, jobs: int = 0,
            threads: int | None = 1, retrain: bool = False, log: Log = _stderr) -> dict[str, Path]:
-    """Paths of finished runs for ``wanted`` = {label: (preset, overrides)}, training what is missing."""
+    """Paths of finished runs for ``wanted``, training the ones that are missing.
+
+    A run's file is ``RUNS_DIR/<label>-<hash of its whole configuration>.h5``: a finished file is reused
+    (under any label), an unfinished one (a killed trainer) resumed, a changed configuration gets a new
+    file. Each run trains in its own ``probe-train`` process, ``jobs`` at a time; a stop signal (Ctrl-C)
+    stops them all at a step boundary, their files resumable by the same call.
+
+    Parameters
+    ----------
+    wanted : mapping of str to tuple of (str, dict)
+        ``{label: (preset, overrides)}``, e.g. ``{"g08": ("quick", {"gamma": 0.8})}``.
+    runs_dir : str or os.PathLike
+        The folder of the run files (created if missing).
+    jobs : int, default 0
+        Runs trained at once (0: one per CPU core).
+    threads : int or None, default 1
+        Torch threads of each trainer (``None``: torch's default).
+    retrain : bool, default False
+        Train every run again, finished or not.
+    log : callable, default: print to stderr
+        Called with each progress line.
+
+    Returns
+    -------
+    dict of str to pathlib.Path
+        The file of each label, finished.
+
+    Raises
+    ------
+    ProbeError
+        The folder cannot be created, or a run failed (with the trainer's last error line).
+    Interrupted
+        A stop signal ended the training (the runs resume when the same call runs again).
+
+    Examples
+    --------
+    >>> from probe_train.runs import ensure
+    >>> paths = ensure({f"g{g}": ("quick", {"gamma": g}) for g in (0.3, 0.8)}, "runs", jobs=2)
+    >>> paths["g0.8"]
+    """
     runs_dir = Path(runs_dir)
     try:
         runs_dir.mkdir(parents=True, exist_ok=True)
