@@ -25,13 +25,29 @@ def factored_svd(A: np.ndarray, B: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
 class AlignResult(Result):
     """Alignment of one head's value map with the token embeddings.
 
-    value_head          the value head query head ``head`` reads (grouped-query attention)
-    singular_values     (r,)      singular values of W_V[h] (d_model x d_head)
-    ov_singular_values  (r,)      singular values of W_V[h] @ W_O[h] (d_model x d_model), factored
-    top_share           float     s_1^2 / sum s_i^2 of W_V: near 1 when the top direction dominates
-    cos                 (k, V)    |cos| between the top-k left singular vectors (embedding space)
-                                  and every token embedding
-    group_mean          {group: [mean |cos| with vector 1, ..., vector k]}
+    Returned by [`probe.align`][probe.api.weights.align]. r = min(d_model, d_head); k = min(``top_k``, r); V is the
+    vocabulary size. Besides the attributes below, every result has ``step`` and ``warnings``
+    ([`Result`][probe.analyses.base.Result]).
+
+    Attributes
+    ----------
+    layer : int
+        The layer.
+    head : int
+        The query head.
+    value_head : int
+        The value head that query head ``head`` reads (grouped-query attention; else ``head``).
+    singular_values : ndarray of float, shape (r,)
+        Singular values of W_V[h] (d_model x d_head), descending.
+    ov_singular_values : ndarray of float, shape (r,)
+        Singular values of W_V[h] @ W_O[h] (d_model x d_model), from a factored SVD.
+    sv1_share : float
+        s_1² / Σ s_i² of W_V: near 1 when the top direction dominates.
+    cos : ndarray of float, shape (k, V)
+        |cos| between each of the top-k left singular vectors (embedding space) and every token
+        embedding (not in ``to_dict()``).
+    group_mean : dict of str to list of float
+        Per token group, the mean |cos| with singular vectors 1 .. k.
     """
 
     layer: int = 0

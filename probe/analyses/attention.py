@@ -10,15 +10,29 @@ from .base import Result
 
 @dataclass
 class AttentionResult(Result):
-    """Per layer (and head): distance from causal averaging and where the last position looks.
+    """Per layer and head: distance from causal averaging, and where the last position looks.
 
-    avg_dev        (L, H)  mean over rows i and keys j <= i of |A_ij - 1/i| (0 = exact averaging)
-    entropy_ratio  (L, H)  mean row entropy / log(i) (1 = uniform rows)
-    last_to_key    (L, H)  mean attention of the last position to the key token
-    last_to_anchors(L, H)  ... to the anchors right after the key
-    last_profile   (L, H, T) mean attention of the last position to each position
-    mean_map       (L, H, T, T) mean attention map of the probe sequences whose key sits at the
-                   most common key position ``map_key_pos`` (so the key and anchors line up)
+    Returned by [`probe.attention`][probe.api.snapshots.attention]. L layers (1 for one ``layer``), H heads, T
+    positions. Besides the attributes below, every result has ``step`` and ``warnings``
+    ([`Result`][probe.analyses.base.Result]).
+
+    Attributes
+    ----------
+    avg_dev : ndarray of float, shape (L, H)
+        Mean over rows i and keys j <= i of |A_ij - 1/i| (0: exact averaging).
+    entropy_ratio : ndarray of float, shape (L, H)
+        Mean row entropy / log(i) (1: uniform rows).
+    last_to_key : ndarray of float, shape (L, H)
+        Mean attention of the last position to the key token.
+    last_to_anchors : ndarray of float, shape (L, H)
+        The same to the anchors right after the key.
+    last_profile : ndarray of float, shape (L, H, T)
+        Mean attention of the last position to each position.
+    mean_map : ndarray of float, shape (L, H, T, T)
+        Mean attention map of the probe sequences whose key sits at the most common key position
+        ``map_key_pos``, so the key and anchors line up (not in ``to_dict()``).
+    map_key_pos : int
+        That key position.
     """
 
     avg_dev: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))

@@ -10,7 +10,24 @@ from .base import Result
 
 @dataclass
 class BiasResult(Result):
-    """Delta L = (L_A - L_B) / L_B at one step: > 0 when split B (reasoning) is learned faster."""
+    """Reasoning bias ΔL = (L_A - L_B) / L_B at one step.
+
+    Returned by [`probe.bias`][probe.api.snapshots.bias]. ΔL > 0 when split B (reasoning) is learned faster. Besides
+    the attributes below, every result has ``step`` and ``warnings`` ([`Result`][probe.analyses.base.Result]).
+
+    Attributes
+    ----------
+    split_a : str
+        Split A (memory).
+    split_b : str
+        Split B (reasoning).
+    loss_a : float
+        L_A, the loss of split A.
+    loss_b : float
+        L_B, the loss of split B.
+    delta_L : float
+        ΔL = (L_A - L_B) / L_B: the papers' ΔL and the CLI's column.
+    """
 
     split_a: str = ""
     split_b: str = ""

@@ -20,13 +20,22 @@ from .base import Result, jsonable
 class CohesionResult(Result):
     """Mean cosine similarity within each token group and between each pair of groups.
 
-    groups      (g,)    group names, in the order of ``matrix``
-    sizes       (g,)    tokens per group
-    matrix      (g, g)  mean cos(v_a, v_b) over a in group i, b in group j, a != b; on the diagonal
-                        the group's cohesion (NaN for a group of one token). A zero vector has
-                        cosine 0 with every vector (a warning names it).
-    separation  mean within-group cosine minus mean between-group cosine, each over the pairs of
-                tokens (NaN with fewer than two groups); large: the groups are apart and each is tight
+    Returned by [`probe.cohesion`][probe.api.weights.cohesion]. Besides the attributes below, every result has
+    ``step`` and ``warnings`` ([`Result`][probe.analyses.base.Result]).
+
+    Attributes
+    ----------
+    groups : list of str, length g
+        The group names, in the order of ``matrix``.
+    sizes : list of int, length g
+        Tokens per group.
+    matrix : ndarray of float, shape (g, g)
+        Mean cos(v_a, v_b) over a in group i, b in group j, a != b; on the diagonal the group's cohesion
+        (NaN for a group of one token). A zero vector has cosine 0 with every vector (a warning names
+        it).
+    separation : float
+        Mean within-group cosine minus mean between-group cosine, each over the pairs of tokens (NaN with
+        fewer than two groups); large: the groups are apart and each is tight.
     """
 
     groups: list[str] = field(default_factory=list)

@@ -70,13 +70,30 @@ def neuron_groups(W: np.ndarray, threshold: float = 0.7) -> tuple[np.ndarray, li
 class CondenseResult(Result):
     """Condensation numbers at one step.
 
-    eigenvalues       (r,)   covariance eigenvalues of the chosen vectors (descending)
-    top_share         {k: fraction of the total variance in the top k eigenvalues}
-    effective_rank    exp(entropy) of the normalised eigenvalues (of lambda, not of singular values)
-    stable_rank       sum / max of the spectrum
-    neuron_tensor     the weight whose neurons were grouped (None if not asked)
-    neuron_groups     sizes of the neuron groups with cos > threshold, largest first
-    layer_singular_values  {tensor name: singular values (per head for per-head tensors)}
+    Returned by [`probe.condense`][probe.api.weights.condense]. Besides the attributes below, every result has
+    ``step`` and ``warnings`` ([`Result`][probe.analyses.base.Result]).
+
+    Attributes
+    ----------
+    eigenvalues : ndarray of float, shape (r,)
+        Covariance eigenvalues of the chosen vectors, descending; r = min(k, d) for k vectors of d
+        numbers.
+    top_share : dict of int to float
+        For each k of ``top_shares``, the fraction of the total variance in the top k eigenvalues.
+    effective_rank : float
+        exp(entropy) of the normalised eigenvalues (of λ, not of singular values).
+    stable_rank : float
+        Sum / max of the eigenvalues.
+    neuron_tensor : str or None
+        The weight whose neurons were grouped (``None``: not asked).
+    threshold : float
+        The cosine above which two neurons are linked.
+    neuron_group_sizes : list of int
+        Sizes of the groups of neurons linked by cosine > ``threshold``, largest first (the summary's
+        ``neuron_groups`` counts them).
+    layer_singular_values : dict of str to ndarray
+        Per weight matrix, its singular values: shape (min(m, n),) for an m x n matrix, (H, min(d, e))
+        for a per-head tensor of H heads.
     """
 
     eigenvalues: np.ndarray = field(default_factory=lambda: np.zeros(0))

@@ -22,8 +22,30 @@ SPIKE_WINDOW = 50
 
 @dataclass
 class DynamicsResult(Result):
-    """escape_step (None: never escaped), spikes and the steps they start at, the plateau level ln V,
-    the first and final losses (means of the first / last ``window`` steps)."""
+    """Escape from the loss plateau and loss spikes, from the per-step loss log up to one step.
+
+    Returned by [`probe.dynamics`][probe.api.snapshots.dynamics]. Besides the attributes below, every result has
+    ``step`` and ``warnings`` ([`Result`][probe.analyses.base.Result]).
+
+    Attributes
+    ----------
+    steps_logged : int
+        Steps of the log used.
+    plateau : float
+        ln V, the loss of a uniform guess over the vocabulary.
+    delta : float
+        How far below ``plateau`` the smoothed loss must fall to have escaped.
+    escape_step : int or None
+        The first step below ``plateau - delta`` (``None``: never escaped).
+    spikes : int
+        Loss spikes (a run of spiking steps counts once).
+    spike_steps : list of int
+        The step each spike starts at.
+    initial_loss : float
+        Mean loss of the first ``smooth`` steps.
+    final_loss : float
+        Mean loss of the last ``smooth`` steps.
+    """
 
     steps_logged: int = 0
     plateau: float = float("nan")

@@ -20,14 +20,29 @@ SATURATION = 0.1   # s at which a site counts as saturated: its output rms is sq
 class NormsResult(Result):
     """ε share and effective gain of every norm site at one step.
 
-    sites          (k,)  site names (layer0/attn_norm, ..., final_norm)
-    eps                  the norms' ε
-    mean_square    (k,)  mean over the tokens of m (mean(x²), or var(x) for LayerNorm)
-    median_square  (k,)  the median over the tokens (None where not measured)
-    eps_share      (k,)  s = ε / (mean_square + ε)
-    gain           (k,)  rms of the norm's weight (None where not stored)
-    effective_gain (k,)  gain / sqrt(mean_square + ε): the factor the norm multiplies its input by
-    saturated            sites with s >= ``saturation``
+    Returned by [`probe.norms`][probe.api.activations.norms]. k norm sites. Besides the attributes below, every
+    result has ``step`` and ``warnings`` ([`Result`][probe.analyses.base.Result]).
+
+    Attributes
+    ----------
+    sites : list of str, length k
+        The site names (``layer0/attn_norm``, ..., ``final_norm``).
+    eps : float
+        The norms' ε.
+    mean_square : ndarray of float, shape (k,)
+        Mean over the tokens of m (mean(x²), or var(x) for LayerNorm).
+    median_square : ndarray of float, shape (k,), or None
+        The median over the tokens (``None`` where not measured).
+    eps_share : ndarray of float, shape (k,)
+        s = ε / (mean_square + ε).
+    gain : ndarray of float, shape (k,), or None
+        The rms of each norm's weight (``None`` where not stored).
+    effective_gain : ndarray of float, shape (k,)
+        gain / sqrt(mean_square + ε): the factor the norm multiplies its input by.
+    saturation : float
+        The ε share at or above which a site counts as saturated.
+    saturated : list of str
+        The saturated sites.
     """
 
     sites: list[str] = field(default_factory=list)

@@ -25,12 +25,20 @@ def loss_acc(logits: np.ndarray, targets: np.ndarray) -> tuple[float, float]:
 
 @dataclass
 class OODResult(Result):
-    """Evaluation of a stored model.
+    """Loss and accuracy of a stored model on every split.
 
-    splits   {split: {"loss", "acc", "n"}}
-    combos   {"a1,a2": {"loss", "acc", "n"}} for the held-out split, per anchor combination
-    targets  {name: {"acc", "n"}}: accuracy against alternative targets (composite task:
-             'inferential' x-10 and 'symmetric' x-6 on the unseen pair)
+    Returned by [`probe.ood`][probe.api.snapshots.ood]. Besides the attributes below, every result has ``step`` and
+    ``warnings`` ([`Result`][probe.analyses.base.Result]).
+
+    Attributes
+    ----------
+    splits : dict of str to dict
+        ``{split: {"loss": float, "acc": float, "n": int}}``, n the sequences evaluated.
+    combos : dict of str to dict
+        The held-out split per anchor combination: ``{"a1,a2": {"loss", "acc", "n"}}``.
+    targets : dict of str to dict
+        Accuracy against alternative targets, ``{name: {"acc", "n"}}`` (composite task: ``inferential``,
+        x - 10, and ``symmetric``, x - 6, on the unseen pair; empty otherwise).
     """
 
     splits: dict[str, dict[str, float]] = field(default_factory=dict)

@@ -11,18 +11,29 @@ from ._stats import spearman
 
 @dataclass
 class PCAResult(Result):
-    """PCA of k token vectors.
+    """PCA of k token vectors, and how well each group lies in id order along it.
 
-    ids        (k,)            token ids
-    groups     (k,)            group of each token ('' for plain ids)
-    texts      (k,)            text of each token, where the source has a vocabulary (not in JSON)
-    explained  (c,)            explained-variance ratio of each component
-    coords     (k, c)          coordinates of each token on the components
-    order      {group: score}  |Spearman(id, PC1 coordinate)| per numeric group of >= 3 tokens,
-                               PC1 of the group's own PCA: 1 = the group lies in id order along
-                               its main axis (a number line)
-    order_arc  {group: score}  the same along the arc the group traces in its own PC1-PC2
-                               plane (angle around the group's centre), for curved lines
+    Returned by [`probe.pca`][probe.api.weights.pca]. Besides the attributes below, every result has ``step`` and
+    ``warnings`` ([`Result`][probe.analyses.base.Result]).
+
+    Attributes
+    ----------
+    ids : ndarray of int, shape (k,)
+        The token ids.
+    groups : list of str, length k
+        The group of each token (``""`` for plain ids).
+    texts : list of str, length k, or None
+        The text of each token, where the source has a vocabulary (not in ``to_dict()``).
+    explained : ndarray of float, shape (c,)
+        Explained-variance ratio of each of the c components.
+    coords : ndarray of float, shape (k, c)
+        Coordinates of each token on the components.
+    order_pc1 : dict of str to float
+        Per group of 3 or more tokens, |Spearman(id, PC1 coordinate)| along the PC1 of the group's own
+        PCA: 1 = the group lies in id order along its main axis (a number line).
+    order_arc : dict of str to float
+        The same along the arc the group traces in its own PC1-PC2 plane (angle around the group's
+        centre), for curved lines.
     """
 
     ids: np.ndarray = field(default_factory=lambda: np.zeros(0, int))

@@ -39,7 +39,20 @@ def rank_numbers(sv: np.ndarray, top_k: tuple[int, ...] = TOP_K) -> dict[str, fl
 
 @dataclass
 class RankResult(Result):
-    """Per matrix (``names``): the numbers of :func:`rank_numbers`, and its singular values."""
+    """Effective rank, stable rank and top-k energy of each matrix at one step.
+
+    Returned by [`probe.rank`][probe.api.weights.rank]. Besides the attributes below, every result has ``step`` and
+    ``warnings`` ([`Result`][probe.analyses.base.Result]).
+
+    Attributes
+    ----------
+    names : list of str
+        The matrices: ``embedding`` (the centred token embedding) first, then every weight matrix.
+    numbers : dict of str to dict of str to float
+        Per matrix: ``effective_rank``, ``stable_rank``, ``top1_energy`` and ``top5_energy``.
+    singular_values : dict of str to ndarray
+        Per matrix, its singular values σ, descending: shape (min(m, n),) for an m x n matrix.
+    """
 
     names: list[str] = field(default_factory=list)
     numbers: dict[str, dict[str, float]] = field(default_factory=dict)
@@ -65,14 +78,31 @@ def matrix_ranks(matrices: dict[str, np.ndarray], embedding: np.ndarray | None =
 
 @dataclass
 class RankTrajectoryResult(Result):
-    """Per matrix, where its effective rank bottoms out over the selected steps.
+    """Per matrix, where its rank bottoms out over the selected steps.
 
-    initial / minimum / final    effective rank at the first step, its smallest value, the last step
-    min_step                     the step of the minimum
-    dip                          minimum / initial (< 1: it condensed)
-    rebound                      final / minimum (> 1: it expanded again)
-    condense_then_expand         1 when the minimum lies strictly inside the trajectory with dip <= 1 - margin
-                                 and rebound >= 1 + margin, else 0
+    Returned by [`probe.rank_trajectory`][probe.api.weights.rank_trajectory]. One result for the whole trajectory:
+    its ``step`` is ``None``. Besides the attributes below, every result has ``step`` and ``warnings``
+    ([`Result`][probe.analyses.base.Result]).
+
+    Attributes
+    ----------
+    metric : str
+        The number followed (``effective_rank`` by default).
+    margin : float
+        How far the dip and the rebound must go for
+        [`condense_then_expand`][probe.analyses.rank.RankTrajectoryResult.condense_then_expand].
+    names : list of str
+        The matrices present at every step.
+    initial : dict of str to float
+        Per matrix, the metric at the first step.
+    minimum : dict of str to float
+        Its smallest value.
+    final : dict of str to float
+        The metric at the last step.
+    min_step : dict of str to int
+        The step of the minimum.
+    steps : list of int
+        The steps of the trajectory.
     """
 
     metric: str = "effective_rank"

@@ -11,18 +11,32 @@ from .base import Result, labels_field, jsonable
 
 @dataclass
 class SimilarityResult(Result):
-    """Cosine similarity of k vectors and the numbers that show its structure.
+    """Cosine similarity of k token vectors, and the numbers that show its structure.
 
-    ids             (k,)   token ids, in the order of the rows
-    matrix          (k, k) cos(v_i, v_j); None for selections above ``BLOCKED_ABOVE`` tokens.
-                    A zero vector has cosine 0 with every vector (a warning names it).
-    mean_offdiag    mean of the off-diagonal entries (near 1: the vectors are alike)
-    std_offdiag     their spread (near 0 with a high mean: uniformly similar)
-    by_distance     mean cosine over pairs with |id_i - id_j| = d, for each d
-    texts           (k,)   text of each token, where the source has a vocabulary (not in JSON)
-    distance_corr   Spearman correlation of |id_i - id_j| and cosine over pairs; strongly
-                    negative means a band: similarity falls as ids grow apart (NaN, JSON null,
-                    when the cosines or the distances are all equal)
+    Returned by [`probe.similarity`][probe.api.weights.similarity]. Besides the attributes below, every result has
+    ``step`` and ``warnings`` ([`Result`][probe.analyses.base.Result]).
+
+    Attributes
+    ----------
+    ids : ndarray of int, shape (k,)
+        The token ids, in the order of the rows.
+    matrix : ndarray of float, shape (k, k), or None
+        cos(v_i, v_j); ``None`` for selections above ``BLOCKED_ABOVE`` (4096) tokens. A zero vector has
+        cosine 0 with every vector (a warning names it).
+    mean_offdiag : float
+        Mean of the off-diagonal entries (near 1: the vectors are alike).
+    std_offdiag : float
+        Their spread (near 0 with a high mean: uniformly similar).
+    by_distance : dict of int to float
+        Mean cosine over the pairs with |id_i - id_j| = d, for each d.
+    distance_corr : float
+        Spearman correlation of |id_i - id_j| and cosine over the pairs; strongly negative means a
+        band: similarity falls as ids grow apart (NaN, JSON null, when the cosines or the distances are
+        all equal).
+    groups : list of str, length k
+        The group each token was chosen by (``""`` for plain ids).
+    texts : list of str, length k, or None
+        The text of each token, where the source has a vocabulary (not in ``to_dict()``).
     """
 
     ids: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))

@@ -19,13 +19,27 @@ SINK_THRESHOLD = 0.3
 
 @dataclass
 class SinksResult(Result):
-    """Sink statistics at one step.
+    """Attention-sink statistics at one step.
 
-    mass         (layers, heads)  mean attention on position 0 of queries at positions >= min_query
-    uniform_mass                  the same under causal averaging (a reference: 1 / (i + 1))
-    sink_heads   (layers, heads)  mass >= threshold
-    norm_ratio   (blocks,) | None norm of position 0's residual stream over the median of the other
-                                  positions, entering each block and leaving the last
+    Returned by [`probe.sinks`][probe.api.activations.sinks]. The attributes carry the names of the summary's
+    metrics (``sink_mass[layer0.head1]``). Besides the attributes below, every result has ``step`` and ``warnings``
+    ([`Result`][probe.analyses.base.Result]).
+
+    Attributes
+    ----------
+    sink_mass : ndarray of float, shape (layers, heads)
+        Mean attention on position 0 of the queries at positions >= ``min_query``.
+    uniform_mass : float
+        The same under causal averaging (a reference: the mean of 1 / (i + 1)).
+    threshold : float
+        The sink mass at or above which a head is a sink head.
+    min_query : int
+        The first query position counted.
+    sink_heads : ndarray of bool, shape (layers, heads)
+        ``sink_mass >= threshold``.
+    first_norm_ratio : ndarray of float, shape (blocks,), or None
+        Norm of position 0's residual stream over the median of the other positions, entering each block
+        and leaving the last (``None`` where the residual norms are not stored).
     """
 
     mass: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))

@@ -78,6 +78,37 @@ def powerlaw_alpha(evals: np.ndarray, min_tail: int = 2, rows: int = 64) -> tupl
 
 @dataclass
 class LayerSpectrum:
+    """The spectral metrics of one weight matrix W (N x M), from the eigenvalues λ = σ² of W^T W.
+
+    Attributes
+    ----------
+    name : str
+        The matrix.
+    shape : tuple of (int, int)
+        (N, M).
+    spectral_norm : float
+        λ_max = ||W||_2².
+    norm : float
+        ||W||_F² = Σλ.
+    log_norm : float
+        log10 of ``norm``.
+    stable_rank : float
+        ||W||_F² / ||W||_2².
+    entropy_rank : float
+        exp(entropy of σ / Σσ): the effective rank of W (Roy and Vetterli).
+    alpha : float
+        Exponent of the power law fitted to the tail of the eigenvalue density (the xmin with the smallest
+        Kolmogorov-Smirnov distance; NaN with too few eigenvalues).
+    xmin : float
+        Where that tail starts.
+    xmax : float
+        The largest eigenvalue.
+    ks_distance : float
+        The fit's Kolmogorov-Smirnov distance.
+    num_evals : int
+        Eigenvalues: min(N, M).
+    """
+
     name: str
     shape: tuple[int, int]
     spectral_norm: float
@@ -107,7 +138,16 @@ def layer_spectrum(name: str, W: np.ndarray, precision: str = "float64") -> Laye
 
 @dataclass
 class SpectrumResult(Result):
-    """One row per linear layer (see the module docstring for each metric)."""
+    """Spectral metrics of every linear layer at one step, one row each.
+
+    Returned by [`probe.spectrum`][probe.api.weights.spectrum]. Besides the attributes below, every result has
+    ``step`` and ``warnings`` ([`Result`][probe.analyses.base.Result]).
+
+    Attributes
+    ----------
+    layers : list of LayerSpectrum
+        One per weight matrix, in the order reported.
+    """
 
     layers: list[LayerSpectrum] = field(default_factory=list)
 

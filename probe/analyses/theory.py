@@ -45,17 +45,31 @@ def _offdiag(m: np.ndarray) -> np.ndarray:
 
 @dataclass
 class TheoryResult(Result):
-    """Measured embedding cosines set against the P^s prediction and the eq. 14 reconstruction.
+    """Measured embedding cosines against the P^s prediction and the eq. 14 reconstruction.
 
-    ids          (k,)     tokens compared
-    measured     (k, k)   cosine matrix of the embeddings
-    predicted    (k, k)   cosine matrix of P^s - 1/d_vob
-    pearson_r    Pearson r between the off-diagonal entries of measured and predicted
-    max_abs_diff largest |measured - predicted| off the diagonal
-    anchor       s0 of the profile
-    profile_measured       (k,)  cos(w(s0), w(s_j)) measured
-    profile_reconstructed  (k,)  the same for the eq. 14 reconstruction
-    profile_r    Pearson r between the two profiles (s0 itself left out)
+    Returned by [`probe.theory`][probe.api.snapshots.theory]. Besides the attributes below, every result has
+    ``step`` and ``warnings`` ([`Result`][probe.analyses.base.Result]).
+
+    Attributes
+    ----------
+    ids : ndarray of int, shape (k,)
+        The tokens compared.
+    measured : ndarray of float, shape (k, k)
+        Cosine matrix of their embeddings.
+    predicted : ndarray of float, shape (k, k)
+        Cosine matrix of P^s - 1/d_vob, the prediction.
+    pearson_r : float
+        Pearson r between the off-diagonal entries of ``measured`` and ``predicted``.
+    max_abs_diff : float
+        Largest |measured - predicted| off the diagonal.
+    anchor : int
+        The token s0 of the profiles.
+    profile_measured : ndarray of float, shape (k,)
+        cos(w(s0), w(s_j)), measured.
+    profile_reconstructed : ndarray of float, shape (k,)
+        The same for the eq. 14 reconstruction.
+    profile_r : float
+        Pearson r between the two profiles (s0 itself left out).
     """
 
     ids: np.ndarray = field(default_factory=lambda: np.zeros(0, int))

@@ -30,12 +30,32 @@ BUCKETS = 4
 class TokensResult(Result):
     """Per-token comparison of model A with model B.
 
-    n                  tokens compared
-    mean_delta         mean ΔL = L_A − L_B (nats)
-    total_gain         Σ(−ΔL)
-    buckets            {feature: [{"bucket", "lo", "hi", "n", "token_share", "mean_delta",
-                                   "gain_share"}, ...]}
-    groups             {group (e.g. the source): {"n", "mean_delta", "gain_share"}}
+    Returned by [`probe.tokens`][probe.api.activations.tokens]. ΔL = L_A - L_B per token (nats; negative: A predicts
+    it better); A's gain is -ΔL. Besides the attributes below, every result has ``step`` and ``warnings``
+    ([`Result`][probe.analyses.base.Result]).
+
+    Attributes
+    ----------
+    label_a : str
+        Model A (``path@step`` for a snapshot file).
+    label_b : str
+        Model B.
+    n : int
+        Tokens compared.
+    mean_delta : float
+        Mean ΔL.
+    mean_loss_a : float
+        Mean loss of A.
+    mean_loss_b : float
+        Mean loss of B.
+    total_gain : float
+        Σ(-ΔL).
+    buckets : dict of str to list of dict
+        Per feature (``frequency``, ``unigram``, ``bigram``, ``context_benefit``, ``entropy``), one dict per
+        quantile bin: ``bucket`` (1 = the lowest values), ``lo``, ``hi``, ``n``, ``token_share``,
+        ``mean_delta`` and ``gain_share`` (its share of ``total_gain``).
+    groups : dict of str to dict
+        Per source of the tokens (a text run's splits): ``n``, ``mean_delta`` and ``gain_share``.
     """
 
     label_a: str = "A"

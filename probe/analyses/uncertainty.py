@@ -62,10 +62,22 @@ def verdict(ci_lo: float, ci_hi: float, threshold: float) -> str:
 class CellSummary(Result):
     """One grid cell of a sweep, over its seeds.
 
-    cell      {field: value} of the cell (the grid without its seed fields)
-    runs      run files that entered (finished at the step asked for)
-    stats     {metric: {n, mean, std, ci_lo, ci_hi}}: 95 % percentile-bootstrap interval of the mean
-    outcomes  {outcome: {k, n, fraction, ci_lo, ci_hi}}: Wilson 95 % interval of the fraction
+    Returned by [`probe.sweep_summary`][probe.api.sweep_summary]. ``step`` is the step of the runs' numbers
+    (``None`` when they differ). Besides the attributes below, every result has ``step`` and ``warnings``
+    ([`Result`][probe.analyses.base.Result]).
+
+    Attributes
+    ----------
+    cell : dict
+        ``{field: value}`` of the cell: the grid point without its seed fields.
+    runs : list of str
+        The run files that entered (finished at the step asked for).
+    stats : dict of str to dict
+        ``{metric: {"n", "mean", "std", "ci_lo", "ci_hi"}}``: the 95 % percentile-bootstrap interval of
+        the mean.
+    outcomes : dict of str to dict
+        ``{outcome: {"k", "n", "fraction", "ci_lo", "ci_hi"}}``: the Wilson 95 % interval of the
+        fraction.
     """
 
     cell: dict = field(default_factory=dict)
