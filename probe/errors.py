@@ -50,7 +50,7 @@ class ProbeError(Exception):
 
     Every documented failure of the toolkit is one. ``str(error)`` names the parameter a bad value came
     from as Python spells it (``step='latest'``); a command line shows the same message with the flag
-    instead (``--step latest``, :meth:`cli_message`), as one ``Error:`` line and exit code 2.
+    instead (``--step latest``, ``cli_message()``), as one ``Error:`` line and exit code 2.
 
     Examples
     --------
@@ -72,7 +72,7 @@ class ProbeError(Exception):
 class ProbeWarning(UserWarning):
     """Something the user should know about a result that is still given (a zero vector, a word left out).
 
-    A :class:`UserWarning`, filtered like any other; a command line prints it as one ``warning: ...``
+    A ``UserWarning``, filtered like any other; a command line prints it as one ``warning: ...``
     line on stderr.
 
     Examples

@@ -36,7 +36,8 @@ def _text(label) -> str:
 
 
 def pyplot():
-    """``matplotlib.pyplot`` with the shared style (Agg backend; imported only when a figure is drawn).
+    """``matplotlib.pyplot`` with the shared style (imported only when a figure is drawn; the Agg backend,
+    except in a notebook's kernel, whose inline backend is kept).
 
     Returns
     -------
@@ -197,7 +198,7 @@ def save(fig, path, dpi: int = 150, what: str = "plot") -> None:
     """Write and close ``fig``.
 
     To a file name atomically (format from its extension; a full disk leaves no partial file:
-    :func:`probe._files.write_atomic`), or to a binary file object (PNG).
+    ``probe._files.write_atomic``), or to a binary file object (PNG).
 
     Parameters
     ----------
@@ -235,7 +236,7 @@ def similarity_heatmaps(results: Sequence, path, title: str, dpi: int = 150) -> 
     results : sequence of SimilarityResult
         The results to draw, each with its ``matrix`` (k, k).
     path : str or os.PathLike or binary file
-        Where to write the figure (see :func:`save`).
+        Where to write the figure (see [`save`][probe.plotting.save]).
     title : str
         The figure's title.
     dpi : int, default 150
@@ -279,7 +280,7 @@ def trajectory(results: Sequence, path, title: str, dpi: int = 150) -> None:
     results : sequence of Result
         One result per step.
     path : str or os.PathLike or binary file
-        Where to write the figure (see :func:`save`).
+        Where to write the figure (see [`save`][probe.plotting.save]).
     title : str
         The figure's title.
     dpi : int, default 150

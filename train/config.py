@@ -27,14 +27,14 @@ NON_NEGATIVE = ("key_min", "key_max", "mem_anchor_min", "mem_anchor_max", "rsn_a
 class RunConfig:
     """One run's whole configuration: a flat dataclass, one field per ``probe-train`` flag.
 
-    Every field is a flag of ``probe-train`` with the same default (``n_samples`` -> ``--n-samples``), and
-    a preset is a set of field values (:func:`preset`). The fields fall into four groups: the task
-    (``task``, the token ranges, ``n_samples``, ``seq_len``, and the composite and ``lm`` tasks' own), the
-    model (``model``, ``gamma`` and the per-module gammas, ``d_model``, ``layers``, ``heads``, ``d_ff``,
-    ``norm``, ...), the optimisation (``steps``, ``batch_size``, ``lr``, ``warmup_steps``,
-    ``weight_decay``, ``seed``, ``device``, ...) and the snapshots (``snapshot_every``, ``snapshot_log``,
-    ``token_probe``). Each field's meaning is its line in ``probe-train --help`` (the ``help`` of the
-    field's metadata); the most used ones are below. The values are checked on creation.
+    Every field is a flag of ``probe-train`` with the same default (``n_samples`` -> ``--n-samples``), and a
+    preset is a set of field values ([`preset`][probe_train.config.preset]). The fields fall into four groups:
+    the task (``task``, the token ranges, ``n_samples``, ``seq_len``, and the composite and ``lm`` tasks' own),
+    the model (``model``, ``gamma`` and the per-module gammas, ``d_model``, ``layers``, ``heads``, ``d_ff``,
+    ``norm``, ...), the optimisation (``steps``, ``batch_size``, ``lr``, ``warmup_steps``, ``weight_decay``,
+    ``seed``, ``device``, ...) and the snapshots (``snapshot_every``, ``snapshot_log``, ``token_probe``). Each
+    field's meaning is its line in ``probe-train --help`` (the ``help`` of the field's metadata); the most used
+    ones are below. The values are checked on creation.
 
     Attributes
     ----------
@@ -507,7 +507,7 @@ def preset(name: str, **overrides) -> RunConfig:
     ProbeError
         An unknown preset, or a value the configuration refuses.
     TypeError
-        An override that is no field of :class:`RunConfig`.
+        An override that is no field of [`RunConfig`][probe_train.config.RunConfig].
 
     Examples
     --------

@@ -97,7 +97,7 @@ class Result:
         checkpoint results).
     warnings : list of str
         What the numbers hide (zero vectors, undefined values, a near-zero denominator); the API passes
-        each on as a :class:`~probe.errors.ProbeWarning`.
+        each on as a [`ProbeWarning`][probe.errors.ProbeWarning].
 
     Examples
     --------
@@ -168,7 +168,7 @@ class Result:
 
 
 class Results(list):
-    """The results of one probe call, one per selected step: a list, plus :meth:`to_frame`.
+    """The results of one probe call, one per selected step: a list, plus ``to_frame()``.
 
     Every probe function returns one. Slices and sums of results stay ``Results``; ``Results(a + b)``
     wraps any list of results.

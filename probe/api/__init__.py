@@ -63,7 +63,7 @@ def sweep_summary(path: str | os.PathLike, metric=None, outcome=None, *, step: s
     Returns
     -------
     list of CellSummary
-        One :class:`~probe.analyses.uncertainty.CellSummary` per grid cell.
+        One [`CellSummary`][probe.analyses.uncertainty.CellSummary] per grid cell.
 
     Raises
     ------

@@ -28,7 +28,7 @@ def select_tokens(run, tokens=None, *, words=None, words_file: str | None = None
     Parameters
     ----------
     run : Run or CheckpointRun
-        An open source: :class:`~probe.format.run.Run` for a snapshot file, or what
+        An open source: [`Run`][probe.format.run.Run] for a snapshot file, or what
         ``probe.readers.source.open_source`` gives for a checkpoint.
     tokens : str or sequence of int or str, optional
         The tokens: group names, ids (``"3,5,7"``), a half-open range (``"11:21"``) or a list of ids and group

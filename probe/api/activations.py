@@ -233,7 +233,7 @@ def tokens(path: str | os.PathLike, other: str | os.PathLike | None = None, *, s
     other : str or os.PathLike, optional
         Run B, of the same kind as A; ``None``: ``path`` again, at ``step_b``.
     step : str or int, default "latest"
-        A's snapshots (see :func:`similarity`); several, or a numbered one, make a trajectory.
+        A's snapshots (see [`similarity`][probe.api.weights.similarity]); several, or a numbered one, make a trajectory.
     step_b : str or int, optional
         B's step; by default B's latest step, or with several or a numbered ``step`` the same steps as A.
     buckets : int, default 4

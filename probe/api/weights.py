@@ -487,7 +487,7 @@ def spectrum(path: str | os.PathLike, *, step: str | int = "latest", precision: 
     -------
     Results[SpectrumResult]
         One result per selected step; its ``layers`` is a list of
-        :class:`~probe.analyses.spectrum.LayerSpectrum`, one per matrix.
+        [`LayerSpectrum`][probe.analyses.spectrum.LayerSpectrum], one per matrix.
 
     Raises
     ------
@@ -669,9 +669,9 @@ def rank_trajectory(path: str | os.PathLike, *, step: str | int = "all", metric:
                     ) -> list[RankTrajectoryResult]:
     """Where each matrix's rank bottoms out over the selected steps ("condense, then expand" as numbers).
 
-    Runs :func:`rank` at every selected step and, per matrix, finds the minimum of ``metric``: its value
-    and step, the dip below the first step (minimum / initial) and the rebound to the last (final /
-    minimum). A matrix left out at some step (non-finite values) is left out of the trajectory.
+    Runs [`rank`][probe.api.weights.rank] at every selected step and, per matrix, finds the minimum of
+    ``metric``: its value and step, the dip below the first step (minimum / initial) and the rebound to the last
+    (final / minimum). A matrix left out at some step (non-finite values) is left out of the trajectory.
 
     Parameters
     ----------
@@ -681,14 +681,14 @@ def rank_trajectory(path: str | os.PathLike, *, step: str | int = "all", metric:
         The snapshots: ``"latest"``, ``"all"``, a step number, a half-open range ``"A:B"`` or a comma list of
         these (``"100,500,latest"``). A checkpoint holds one step.
     metric : {"effective_rank", "stable_rank", "top1_energy", "top5_energy"}, default "effective_rank"
-        The number of :func:`rank` followed over the steps.
+        The number of [`rank`][probe.api.weights.rank] followed over the steps.
     groups : str, optional
         A JSON or YAML file of token groups (name -> token ids or words), added to the stored ones.
     mapping : str, optional
         A JSON name-mapping file (canonical -> raw tensor names) for a checkpoint of an unknown layout.
     allow_nonfinite : bool, default False
-        Compute on the finite part instead of raising on NaN or inf: as for :func:`rank`. A ``ProbeWarning`` says
-        what was left out.
+        Compute on the finite part instead of raising on NaN or inf: as for [`rank`][probe.api.weights.rank]. A
+        ``ProbeWarning`` says what was left out.
 
     Returns
     -------
@@ -698,7 +698,7 @@ def rank_trajectory(path: str | os.PathLike, *, step: str | int = "all", metric:
     Raises
     ------
     ProbeError
-        An unknown ``metric`` or step, or anything :func:`rank` raises.
+        An unknown ``metric`` or step, or anything [`rank`][probe.api.weights.rank] raises.
 
     Examples
     --------

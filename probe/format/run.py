@@ -27,7 +27,8 @@ class Run:
 
     Lazy: opening reads the header (configuration, task, dimensions) and checks the links, attributes and
     steps; each dataset is checked before its first read, and only the bytes asked for are read (rows
-    as hyperslabs of the chunks that hold them). Use it as a context manager, or call :meth:`close`.
+    as hyperslabs of the chunks that hold them). Use it as a context manager, or call
+    [`close`][probe.format.run.Run.close].
 
     Parameters
     ----------
@@ -138,7 +139,7 @@ class Run:
     def steps(self) -> np.ndarray:
         """The steps of the complete snapshots, in order: int64 array, shape (n_snapshots,).
 
-        Strictly increasing, or a :class:`~probe.errors.ProbeError`.
+        Strictly increasing, or a [`ProbeError`][probe.errors.ProbeError].
         """
         return self._check.steps(np.asarray(self.dataset("step")[...], dtype=np.int64))
 
@@ -310,9 +311,9 @@ class Run:
         Parameters
         ----------
         name : str
-            The tensor, as for :meth:`tensor`.
+            The tensor, as for [`tensor`][probe.format.run.Run.tensor].
         index : int
-            The snapshot index (see :meth:`step_indices`).
+            The snapshot index (see [`step_indices`][probe.format.run.Run.step_indices]).
         rows : sequence of int or ndarray, optional
             Rows of the tensor's first axis (token ids of an embedding), in the order wanted.
 
@@ -341,7 +342,7 @@ class Run:
         Parameters
         ----------
         name : str
-            The tensor, as for :meth:`tensor`.
+            The tensor, as for [`tensor`][probe.format.run.Run.tensor].
         indices : sequence of int
             Snapshot indices.
 
