@@ -47,7 +47,7 @@ def test_reachable_from_the_cli(spec):
     if spec.command == "":   # derived: every API parameter offered, with its option and the API's default
         assert cmd.help.startswith(spec.help)   # then its examples (tests/test_cli_help.py)
         sig = inspect.signature(api.probe_function(spec.name))
-        got = {p.name: p.default for p in cmd.params if p.name not in ("file", "fmt", "plot", "help")}
+        got = {p.name: p.default for p in cmd.params if p.name not in ("file", "fmt", "plot", "wide", "help")}
         want = {n: sig.parameters[n].default for n in offered(spec, sig)}
         assert got == want and set(got) <= set(OPTIONS)
 
@@ -132,7 +132,7 @@ def test_the_probes_reference_page_is_made_from_the_registry():
 
 def test_sweep_summary_refuses_an_unknown_metric_before_probing():
     with pytest.raises(ProbeError, match="probe similarity has no metric 'nonsense'"):
-        sweeps._run_value("unused.h5", None, "similarity:nonsense", 0, {}, api.probe_function)
+        sweeps._run_value("unused.h5", None, "similarity:nonsense", 0, {}, api.probe_function, "--metric")
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=IDS)
