@@ -1,5 +1,6 @@
 """Every probe is declared once (probe/registry.py), and every registered probe is reachable from the
 API, the CLI, batch, the report, sweep-summary and the docs."""
+import functools
 import inspect
 import re
 
@@ -75,17 +76,31 @@ def test_reachable_from_sweep_summary(spec):
             sweeps._probe_call(f"{call}:x", call, api.probe_function)
 
 
-README_ROWS = {m.group(1): m.group(0) for m in re.finditer(r"^\| `(\w+)` \|.*$", (ROOT / "README.md").read_text(),
-                                                            re.M)}
+PROBES_PAGE = ROOT / "docs" / "how-to" / "probes.md"
+TABLE_HEAD = "| command | what it reports (paper) | example |"
+
+
+@functools.lru_cache(maxsize=None)
+def _probe_table_rows() -> dict[str, str]:
+    """The rows of the probe table ending docs/how-to/probes.md ("Use each probe"), by command."""
+    text = PROBES_PAGE.read_text()
+    assert TABLE_HEAD in text, f"{PROBES_PAGE.relative_to(ROOT)} has no probe table ({TABLE_HEAD})"
+    table = text[text.rindex(TABLE_HEAD):].split("\n\n", 1)[0]
+    return {m.group(1): m.group(0) for m in re.finditer(r"^\| `(\w+)` \|.*$", table, re.M)}
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=IDS)
 def test_reachable_from_the_docs(spec):
-    """The README's probe table has a row for the command that reaches the probe, with its flag."""
+    """The probe table of docs/how-to/probes.md has a row for the command that reaches the probe, with its
+    flag and an example, and the page has a section for it."""
     name, *flags = (spec.command or spec.name).split()
-    assert name in README_ROWS, f"README.md's probe table has no row for {name}"
-    assert all(f"`{f}" in README_ROWS[name] for f in flags)
-    assert f"`probe {name} " in README_ROWS[name]   # with an example
+    rows = _probe_table_rows()
+    assert name in rows, f"docs/how-to/probes.md's probe table has no row for {name}"
+    assert all(f"`{f}" in rows[name] for f in flags)
+    assert f"`probe {name} " in rows[name]   # with an example
+    heading = f"## {spec.command or spec.name}"
+    assert re.search(rf"^{re.escape(heading)}$", PROBES_PAGE.read_text(), re.M), \
+        f"docs/how-to/probes.md has no section '{heading}'"
 
 
 def test_the_command_list_is_the_registry():
