@@ -20,7 +20,7 @@ def runs(ctx):
 
 
 def effect(ctx, runs):
-    order = {g: [probe.pca(p, "keys,reasoning,memory")[0].order["reasoning"] for p in ps] for g, ps in runs.items()}
+    order = {g: [probe.pca(p, "keys,reasoning,memory")[0].order_pc1["reasoning"] for p in ps] for g, ps in runs.items()}
     r = {g: [probe.theory(p, "reasoning")[0].pearson_r for p in ps] for g, ps in runs.items()}
     return [claim("γ 0.8: PC1 orders the reasoning anchors (|Spearman ρ| of PC1 with value > 0.9)", order[0.8],
                   lambda v: v > 0.9),
@@ -51,7 +51,7 @@ def make(ctx, runs):
                     b.annotate(str(t), xy[:2], fontsize=6)
         b.set_xlabel(f"PC1 ({100 * pca.explained[0]:.0f}%)")
         b.set_ylabel(f"PC2 ({100 * pca.explained[1]:.0f}%)")
-        b.set_title(f"B  PCA, reasoning order {pca.order.get('reasoning', float('nan')):.2f}")
+        b.set_title(f"B  PCA, reasoning order {pca.order_pc1.get('reasoning', float('nan')):.2f}")
         b.legend(frameon=False)
         c.plot(th.ids, th.profile_measured, "o-", color=gamma_color(gamma), label="measured")
         c.plot(th.ids, th.profile_reconstructed, "s--", color="k", label="eq. 14 reconstruction")

@@ -25,13 +25,13 @@ def _cos(path, group) -> float:
 
 
 def effect(ctx, runs):
-    delta = {g: [probe.bias(p, ("story", "logic"))[0].delta for p in ps] for g, ps in runs.items()}
+    delta = {g: [probe.bias(p, ("story", "logic"))[0].delta_L for p in ps] for g, ps in runs.items()}
     out = [claim("γ 0.8: logic tokens are more alike than story tokens (mean cosine logic − story > 0)",
                  [_cos(p, "logic") - _cos(p, "story") for p in runs[0.8]], lambda v: v > 0),
            claim("ΔL at the last step is larger at small init: γ 0.8 − γ 0.3 > 0 (seed-matched)",
                  [b - a for a, b in zip(delta[0.3], delta[0.8])], lambda v: v > 0)]
     if ctx.quick:   # CAVEAT: at the CPU size that order is a moment of training, not its end
-        traj = {g: [[r.delta for r in probe.bias(p, ("story", "logic"), step="all")] for p in ps]
+        traj = {g: [[r.delta_L for r in probe.bias(p, ("story", "logic"), step="all")] for p in ps]
                 for g, ps in runs.items()}
         out += [claim("not settled: at γ 0.8 ΔL is past its peak, (peak − last) / peak > 0.05",
                       [(max(d) - d[-1]) / max(d) for d in traj[0.8]], lambda v: v > 0.05),
@@ -49,13 +49,13 @@ def make(ctx, seeded):
     traj, final = top[0].subplots(1, 2)
     for g in GAMMAS:
         per_seed = [probe.bias(p, ("story", "logic"), step="all") for p in seeded[g]]
-        seed_band(traj, [r.step for r in per_seed[0]], [[r.delta for r in b] for b in per_seed], gamma_color(g),
+        seed_band(traj, [r.step for r in per_seed[0]], [[r.delta_L for r in b] for b in per_seed], gamma_color(g),
                   label=f"γ = {g}")
     traj.set_xlabel("step")
     traj.set_ylabel("ΔL = (L_story − L_logic) / L_logic")
     traj.set_title("reasoning bias during training")
     traj.legend(frameon=False)
-    last = [[probe.bias(p, ("story", "logic"))[0].delta for p in seeded[g]] for g in GAMMAS]
+    last = [[probe.bias(p, ("story", "logic"))[0].delta_L for p in seeded[g]] for g in GAMMAS]
     points_with_ci(final, GAMMAS, last, "k", label="ΔL at the last step")
     final.set_xlabel("initialization rate γ")
     final.set_ylabel("ΔL at the last step")

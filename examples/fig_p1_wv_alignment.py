@@ -24,7 +24,7 @@ def effect(ctx, runs):
                   "(mean |cos| reasoning − memory > 0)",
                   [r.group_mean["reasoning"][0] - r.group_mean["memory"][0] for r in last[0.8]], lambda v: v > 0),
             claim("W^V's top singular value holds a larger share at γ 0.8 than at γ 0.3 (seed-matched difference > 0)",
-                  [a.top_share - b.top_share for a, b in zip(last[0.8], last[0.3])], lambda v: v > 0)]
+                  [a.sv1_share - b.sv1_share for a, b in zip(last[0.8], last[0.3])], lambda v: v > 0)]
 
 
 def make(ctx, runs):
@@ -36,7 +36,7 @@ def make(ctx, runs):
         for group, style in (("reasoning", "-"), ("memory", "--")):
             seed_band(ax, steps, [[r.group_mean[group][0] for r in rs] for rs in res], gamma_color(gamma),
                       label=f"γ = {gamma}, {group}", linestyle=style)
-        seed_band(sv, steps, [[r.top_share for r in rs] for rs in res], gamma_color(gamma), label=f"γ = {gamma}")
+        seed_band(sv, steps, [[r.sv1_share for r in rs] for rs in res], gamma_color(gamma), label=f"γ = {gamma}")
     ax.set_xlabel("step")
     ax.set_ylabel("mean |cos(u1, w(s))|")
     ax.set_title("top singular vector vs anchor embeddings")

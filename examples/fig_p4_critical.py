@@ -47,7 +47,7 @@ def numbers(path) -> dict:
     m = probe.info(path)["metrics"]
     d = probe.dynamics(path)[0]
     return {"val": (m["logic"]["loss"] + m["story"]["loss"]) / 2, "logic": m["logic"]["loss"],
-            "delta": probe.bias(path)[0].delta, "escape": d.escape_step if d.escape_step is not None else np.nan}
+            "delta": probe.bias(path)[0].delta_L, "escape": d.escape_step if d.escape_step is not None else np.nan}
 
 
 def make(ctx, runs):

@@ -26,7 +26,7 @@ def runs(ctx):
 def effect(ctx, runs):
     if not ctx.quick:
         return []
-    mass = [float(probe.sinks(p)[0].mass.max()) for p in runs.values()]
+    mass = [float(probe.sinks(p)[0].sink_mass.max()) for p in runs.values()]
     return [claim("no attention sink at CPU size: no head's mass on position 0 reaches 0.3 (any γ, gate)", mass,
                   lambda v: v < 0.3)]
 
@@ -42,9 +42,9 @@ def make(ctx, runs):
             steps = np.array([r.step for r in res], dtype=float)
             ls = "--" if gate else "-"
             label = f"γ {g}" + (", gated" if gate else "")
-            axes[0].plot(steps, [r.mass.mean() for r in res], ls, color=gamma_color(g), label=label)
-            if res[0].norm_ratio is not None:
-                axes[1].plot(steps, [r.norm_ratio[-1] for r in res], ls, color=gamma_color(g), label=label)
+            axes[0].plot(steps, [r.sink_mass.mean() for r in res], ls, color=gamma_color(g), label=label)
+            if res[0].first_norm_ratio is not None:
+                axes[1].plot(steps, [r.first_norm_ratio[-1] for r in res], ls, color=gamma_color(g), label=label)
     axes[0].plot(steps, [r.uniform_mass for r in res], ":", color="grey", label="causal averaging")
     axes[0].set_ylabel("attention on position 0 (mean over layers, heads)")
     axes[1].set_ylabel("‖h_0‖ / median ‖h_i‖ (last block's output)")

@@ -46,10 +46,10 @@ def numbers(path: Path) -> dict:
     norms = probe.norms(path, step="all")
     sinks = probe.sinks(path)[0]
     return {"val": (m["logic"]["loss"] + m["story"]["loss"]) / 2, "logic": m["logic"]["loss"],
-            "story": m["story"]["loss"], "delta": probe.bias(path)[0].delta,
+            "story": m["story"]["loss"], "delta": probe.bias(path)[0].delta_L,
             "escape": np.nan if dyn.escape_step is None else dyn.escape_step, "spikes": dyn.spikes,
             "max_share": max(float(r.eps_share.max()) for r in norms),
-            "saturated": sum(1 for r in norms if r.saturated), "sink": float(sinks.mass.mean())}
+            "saturated": sum(1 for r in norms if r.saturated), "sink": float(sinks.sink_mass.mean())}
 
 
 SWEEP = ("probe-train sweep --preset llm-quick --grid gamma=0.5,0.75,1.0,1.25 --grid norm_eps=1e-5,1e-12 "

@@ -81,6 +81,13 @@ def gamma_color(gamma: float, lo: float = 0.2, hi: float = 1.0):
     return matplotlib.colormaps[GAMMA_CMAP](float(np.clip((gamma - lo) / (hi - lo), 0, 1)) * 0.9)
 
 
+def legend(ax, **kw) -> None:
+    """``ax.legend(**kw)`` where the panel has labelled artists; else nothing (matplotlib would warn "No
+    artists with labels found" onto the user's terminal: an align figure of a run without token groups)."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(**kw)
+
+
 def heatmap(ax, matrix, xticks=None, yticks=None, *, vmin=-1.0, vmax=1.0, cmap=SIM_CMAP, xrotation=90, **kw):
     """A matrix panel in the shared look: fixed colour range, labelled ticks, no grid.
 
@@ -306,7 +313,7 @@ def trajectory(results: Sequence, path, title: str, dpi: int = 150) -> None:
         if steps.max() > 0 and (steps > 0).sum() > 2 and steps[steps > 0].min() * 50 < steps.max():
             ax.set_xscale("symlog", linthresh=max(1.0, steps[steps > 0].min()))
         if len(ks) > 1:
-            ax.legend(fontsize=7)
+            legend(ax, fontsize=7)
     for ax in list(axes.flat)[n:]:
         ax.axis("off")
     fig.suptitle(title, fontsize=10)
@@ -366,7 +373,7 @@ def _pca_panel(ax, r) -> None:
     ax.set_xlabel(f"PC1 ({100 * ex[0]:.0f}%)")
     ax.set_ylabel(f"PC2 ({100 * ex[1]:.0f}%)" if len(ex) > 1 else "")
     ax.set_title(f"step {r.step}", fontsize=9)
-    ax.legend(fontsize=7)
+    legend(ax, fontsize=7)
 
 
 # --- the figure of one step, per probe (its registry entry names it: probe.registry.Probe.plot) ---------
@@ -390,7 +397,7 @@ def _figure_theory(plt, r):
     axes[2].plot(r.ids, r.profile_reconstructed, "s--", label="eq. 14 reconstruction")
     axes[2].set_xlabel("token s_j")
     axes[2].set_ylabel(f"cos(w({r.anchor}), w(s_j))")
-    axes[2].legend(fontsize=8)
+    legend(axes[2], fontsize=8)
     axes[2].set_title(f"Pearson r {r.pearson_r:.2f} (matrix), {r.profile_r:.2f} (profile)", fontsize=9)
     return fig
 
@@ -403,13 +410,13 @@ def _figure_align(plt, r):
                          label="W_V W_O")
     axes[0].set_xlabel("index")
     axes[0].set_ylabel("singular value")
-    axes[0].legend(fontsize=8)
+    legend(axes[0], fontsize=8)
     width = 0.8 / max(1, len(r.group_mean))
     for gi, (g, v) in enumerate(r.group_mean.items()):
         axes[1].bar(np.arange(len(v)) + gi * width, v, width, label=_text(g))
     axes[1].set_xlabel("singular vector of W_V")
     axes[1].set_ylabel("mean |cos| with the group's embeddings")
-    axes[1].legend(fontsize=8)
+    legend(axes[1], fontsize=8)
     return fig
 
 
@@ -434,7 +441,7 @@ def _figure_attention(plt, r):
         ax.set_xlabel("key position")
         ax.set_ylabel("attention of the last position")
         ax.set_title(f"layer {l}: mean |A_ij - 1/i| {r.avg_dev[l].mean():.3f}", fontsize=9)
-        ax.legend(fontsize=7)
+        legend(ax, fontsize=7)
     return fig
 
 
@@ -457,14 +464,15 @@ def _figure_norms(plt, r):
     ax.set_xlim(0, 1)
     ax.set_xlabel(f"ε share s = ε / (m + ε), ε = {r.eps:g}")
     ax.invert_yaxis()
-    ax.legend(fontsize=7)
+    legend(ax, fontsize=7)
     return fig
 
 
 def _figure_sinks(plt, r):
-    fig, ax = plt.subplots(figsize=(1.2 + 0.7 * r.mass.shape[1], 1.2 + 0.6 * r.mass.shape[0]),
+    fig, ax = plt.subplots(figsize=(1.2 + 0.7 * r.sink_mass.shape[1], 1.2 + 0.6 * r.sink_mass.shape[0]),
                            constrained_layout=True)
-    im = heatmap(ax, r.mass, [f"h{h}" for h in range(r.mass.shape[1])], [f"L{l}" for l in range(r.mass.shape[0])],
+    im = heatmap(ax, r.sink_mass, [f"h{h}" for h in range(r.sink_mass.shape[1])],
+                 [f"L{l}" for l in range(r.sink_mass.shape[0])],
                  vmin=0.0, vmax=1.0, cmap="magma", xrotation=0)
     fig.colorbar(im, ax=ax, label="attention on position 0")
     return fig
@@ -487,7 +495,7 @@ def _figure_rank_minima(plt, r):
     ax.axvline(1.0, color="grey", ls=":")
     ax.set_xlabel(f"{r.metric} relative to the first step")
     ax.invert_yaxis()
-    ax.legend(fontsize=7)
+    legend(ax, fontsize=7)
     return fig
 
 
@@ -502,7 +510,7 @@ def _figure_tokens(plt, r):
         ax.bar(x + 0.2, [b["token_share"] for b in bs], 0.4, label="share of the tokens")
         ax.set_xticks(x, [f"q{b['bucket']}" for b in bs])
         ax.set_title(_text(f), fontsize=9)
-    axes[0][0].legend(fontsize=7)
+    legend(axes[0][0], fontsize=7)
     axes[0][0].set_ylabel("share (A over B)")
     return fig
 

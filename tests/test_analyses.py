@@ -38,7 +38,7 @@ def test_effective_rank_and_condensed_neurons():
     _, groups = neuron_groups(W, 0.7)
     assert [len(g) for g in groups][:2] == [5, 3]
     r = condense(W, neurons=W, neuron_tensor="W", layers={"W": W, "per_head": np.stack([W, W])})
-    assert r.neuron_groups[:2] == [5, 3]
+    assert r.neuron_group_sizes[:2] == [5, 3]
     assert r.layer_singular_values["per_head"].shape == (2, 10)
     assert r.top_share[1] > 0.4 and set(r.summary()) >= {"eig1", "top1_share", "effective_rank"}
 
@@ -67,7 +67,7 @@ def test_pca_orders_a_line_and_an_arc():
     shuffled = rng.permutation(10)
     X = np.vstack([line, arc[shuffled]])
     r = pca(X, np.concatenate([ids, ids]), ["line"] * 10 + ["arc"] * 10)
-    assert r.order["line"] == pytest.approx(1.0)
+    assert r.order_pc1["line"] == pytest.approx(1.0)
     assert r.order_arc["arc"] < 0.9  # shuffled ids: no order
     r2 = pca(arc, ids, ["arc"] * 10)
     assert r2.order_arc["arc"] == pytest.approx(1.0)
@@ -84,7 +84,7 @@ def test_align_finds_the_embedding_direction_of_a_rank_one_value_map():
     r = align(W_V, rng.standard_normal((e, d)), E, {"reasoning": np.arange(5), "memory": np.arange(5, 20)})
     assert r.group_mean["reasoning"][0] > 0.99
     assert r.group_mean["memory"][0] < 0.5
-    assert r.top_share > 0.99
+    assert r.sv1_share > 0.99
     assert "cos" not in r.to_dict()
 
 
@@ -108,7 +108,7 @@ def test_theory_on_shifted_label_distributions():
 
 def test_bias_and_loss_acc():
     b = reasoning_bias(np.array([2.0, 3.0]), np.array([1.0, 1.0]), np.array([0, 10]), "mem", "rsn")
-    assert [x.delta for x in b] == [1.0, 2.0] and b[1].step == 10
+    assert [x.delta_L for x in b] == [1.0, 2.0] and b[1].step == 10
     logits = np.random.default_rng(5).standard_normal((7, 5)).astype(np.float32)
     y = np.array([0, 1, 2, 3, 4, 0, 1])
     loss, acc = loss_acc(logits, y)

@@ -15,7 +15,8 @@ COMMANDS = get_command(app).commands
 # flags that do not feed an API parameter of the same name
 NOT_API = {"fmt": "--format", "all_": "--all", "list_": "--list", "probes": "--probe", "plot": "--plot",
            "out": "--out", "jobs": "--jobs", "scheduler": "--scheduler", "quick": "--quick", "tiny": "--tiny",
-           "runs": "--runs", "examples": "--examples", "minima": "--minima"}
+           "runs": "--runs", "examples": "--examples", "minima": "--minima",
+           "wide": "--wide"}
 PROBES = tuple(s.name for s in registry.PROBES if s.command in ("", s.name))   # the probes with a command
 
 

@@ -55,9 +55,9 @@ def _register(runs):
 
 def test_pca_reasoning_anchors_form_a_number_line_at_small_init():
     small, large = _both(probe.pca, tokens="keys,reasoning,memory")
-    assert small.order["reasoning"] > 0.9
-    assert small.order["reasoning"] > large.order["reasoning"] + 0.1
-    assert small.order["memory"] < 0.6
+    assert small.order_pc1["reasoning"] > 0.9
+    assert small.order_pc1["reasoning"] > large.order_pc1["reasoning"] + 0.1
+    assert small.order_pc1["memory"] < 0.6
 
 
 def test_wv_top_singular_vector_aligns_with_reasoning_not_memory_at_small_init():
@@ -88,7 +88,7 @@ def test_first_layer_attention_closer_to_averaging_at_small_init():
 
 def test_reasoning_bias_is_larger_at_small_init():
     small, large = _both(probe.bias, step="latest")
-    assert small.delta > large.delta + 1.0
+    assert small.delta_L > large.delta_L + 1.0
 
 
 def test_ood_from_stored_weights_equals_the_logged_metrics(runs):

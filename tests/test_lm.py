@@ -88,7 +88,7 @@ def test_losses_fall_and_delta_l_has_sign_and_trend(lm_run):
     assert m["logic"]["loss"] < first["logic"] - 0.3 and m["story"]["loss"] < first["story"] - 0.1
     bias = probe.bias(lm_run, step="all")          # default pair for text runs: story vs logic
     assert (bias[0].split_a, bias[0].split_b) == ("story", "logic")
-    delta = np.array([b.delta for b in bias])
+    delta = np.array([b.delta_L for b in bias])
     # at init both sources cost ~log V; the regular logic text is learned first, so ΔL turns positive and grows
     assert abs(delta[0]) < 0.02
     assert delta[-1] > 0.03 and delta[-1] > delta[0] + 0.03

@@ -38,10 +38,10 @@ def test_sinks_on_known_attention():
     hn = np.ones((2, 3, T))
     hn[:, :, 0] = 8.0
     r = attention_sinks(A, hn, min_query=4, threshold=0.3)
-    assert r.mass[0, 1] == pytest.approx(1.0)
-    assert r.mass[0, 0] == pytest.approx(np.mean(1 / np.arange(5, T + 1))) == pytest.approx(r.uniform_mass)
+    assert r.sink_mass[0, 1] == pytest.approx(1.0)
+    assert r.sink_mass[0, 0] == pytest.approx(np.mean(1 / np.arange(5, T + 1))) == pytest.approx(r.uniform_mass)
     assert r.sink_heads.tolist() == [[False, True]] and r.summary()["sink_head_fraction"] == 0.5
-    np.testing.assert_allclose(r.norm_ratio, [8.0, 8.0])
+    np.testing.assert_allclose(r.first_norm_ratio, [8.0, 8.0])
 
 
 def test_rank_numbers_on_known_spectra():
@@ -214,7 +214,7 @@ def test_ood_and_bias_work_on_llama_runs(tmp_path):
     lm = tmp_path / "lm.h5"
     assert run_cli("probe-train", "--preset", "llm-tiny", "--steps", "10", "--tie-embeddings", "--out", lm,
                    "--quiet").returncode == 0
-    assert np.isfinite(probe.bias(lm)[0].delta)
+    assert np.isfinite(probe.bias(lm)[0].delta_L)
     assert "unembedding" not in probe.info(lm)["tensors"]
 
 
@@ -284,7 +284,7 @@ def test_external_checkpoint_norms_sinks_rank_tokens(hf_llamas):
     emb = model.get_input_embeddings().weight.detach()[torch.as_tensor(x)]
     assert n.mean_square[0] == pytest.approx(float(emb.pow(2).mean()), rel=1e-5)
     s = probe.sinks(a, text=str(text), window=32, max_tokens=256)[0]
-    assert s.mass.shape == (2, 4) and s.norm_ratio.shape == (3,)
+    assert s.sink_mass.shape == (2, 4) and s.first_norm_ratio.shape == (3,)
     r = probe.rank(a)[0]
     assert "layer1/W_gate" in r.names and "embedding" in r.names
     t = probe.tokens(a, b, text=str(text), window=32, max_tokens=256)[0]

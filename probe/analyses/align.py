@@ -55,12 +55,12 @@ class AlignResult(Result):
     value_head: int = 0
     singular_values: np.ndarray = field(default_factory=lambda: np.zeros(0))
     ov_singular_values: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    top_share: float = float("nan")
+    sv1_share: float = float("nan")
     cos: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
     group_mean: dict[str, list[float]] = field(default_factory=dict)
 
     def summary(self) -> dict[str, float]:
-        out = {"sv1": float(self.singular_values[0]), "sv1_share": self.top_share,
+        out = {"sv1": float(self.singular_values[0]), "sv1_share": self.sv1_share,
                "ov_sv1": float(self.ov_singular_values[0])}
         for g, v in self.group_mean.items():
             out[f"cos_top1[{g}]"] = v[0]
@@ -86,4 +86,4 @@ def align(W_V: np.ndarray, W_O: np.ndarray | None, embeddings: np.ndarray, group
     share = float(S[0] ** 2 / (S ** 2).sum()) if S.size and (S ** 2).sum() > 0 else float("nan")
     return AlignResult(step=step, layer=layer, head=head, value_head=head if value_head is None else value_head,
                        singular_values=S, ov_singular_values=ov,
-                       top_share=share, cos=cos, group_mean=group_mean)
+                       sv1_share=share, cos=cos, group_mean=group_mean)

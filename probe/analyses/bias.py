@@ -7,6 +7,10 @@ import numpy as np
 
 from .base import Result
 
+#: below this loss of split B (nats), ΔL = (L_A - L_B) / L_B divides by next to nothing: a split learned
+#: by heart (an anchor run's rsn_train late in training) sends it to hundreds on a loss difference of 0.01
+TINY_LOSS = 1e-3
+
 
 @dataclass
 class BiasResult(Result):
@@ -33,10 +37,10 @@ class BiasResult(Result):
     split_b: str = ""
     loss_a: float = float("nan")
     loss_b: float = float("nan")
-    delta: float = float("nan")
+    delta_L: float = float("nan")
 
     def summary(self) -> dict[str, float]:
-        return {f"loss[{self.split_a}]": self.loss_a, f"loss[{self.split_b}]": self.loss_b, "delta_L": self.delta}
+        return {f"loss[{self.split_a}]": self.loss_a, f"loss[{self.split_b}]": self.loss_b, "delta_L": self.delta_L}
 
 
 def reasoning_bias(loss_a: np.ndarray, loss_b: np.ndarray, steps: np.ndarray, split_a: str, split_b: str
@@ -45,5 +49,13 @@ def reasoning_bias(loss_a: np.ndarray, loss_b: np.ndarray, steps: np.ndarray, sp
     loss_a, loss_b = np.asarray(loss_a, float), np.asarray(loss_b, float)
     with np.errstate(divide="ignore", invalid="ignore"):
         delta = (loss_a - loss_b) / loss_b
-    return [BiasResult(step=int(s), split_a=split_a, split_b=split_b, loss_a=float(a), loss_b=float(b),
-                       delta=float(d)) for s, a, b, d in zip(steps, loss_a, loss_b, delta)]
+    out = []
+    for s, a, b, d in zip(steps, loss_a, loss_b, delta):
+        r = BiasResult(step=int(s), split_a=split_a, split_b=split_b, loss_a=float(a), loss_b=float(b),
+                       delta_L=float(d))
+        if np.isfinite(b) and abs(b) < TINY_LOSS:
+            # the same words at every step, so a trajectory says it once (the API passes each message on once)
+            r.warnings.append(f"loss[{split_b}] is below {TINY_LOSS:g} at some step: delta_L = (L_A - L_B) / L_B "
+                              "divides by a near-zero loss there, and is not meaningful")
+        out.append(r)
+    return out

@@ -102,10 +102,10 @@ class CondenseResult(Result):
     stable_rank: float = float("nan")
     neuron_tensor: str | None = None
     threshold: float = 0.7
-    neuron_groups: list[int] = field(default_factory=list)
+    neuron_group_sizes: list[int] = field(default_factory=list)
     layer_singular_values: dict[str, np.ndarray] = field(default_factory=dict)
 
-    def summary(self) -> dict[str, float]:
+    def summary(self) -> dict[str, float | int]:
         out = {"eig1": float(self.eigenvalues[0]) if self.eigenvalues.size else float("nan")}
         if self.eigenvalues.size > 1:
             out["eig2"] = float(self.eigenvalues[1])
@@ -113,9 +113,9 @@ class CondenseResult(Result):
         out["effective_rank"] = self.effective_rank
         out["stable_rank"] = self.stable_rank
         if self.neuron_tensor:
-            n = sum(self.neuron_groups)
-            out["largest_neuron_group"] = float(self.neuron_groups[0]) / n if n else float("nan")
-            out["neuron_groups"] = float(len(self.neuron_groups))
+            n = sum(self.neuron_group_sizes)
+            out["largest_neuron_group"] = float(self.neuron_group_sizes[0]) / n if n else float("nan")
+            out["neuron_groups"] = len(self.neuron_group_sizes)   # a count: an integer in tables and JSON
         for name, sv in self.layer_singular_values.items():
             out[f"sv1[{name}]"] = float(np.max(sv)) if sv.size else float("nan")
         return out
@@ -137,4 +137,4 @@ def condense(vectors: np.ndarray, top_k: tuple[int, ...] = (1, 2, 5), neurons: n
         svs[name] = named(name, np.linalg.svd, W, compute_uv=False) if W.ndim >= 2 else np.zeros(0)
     return CondenseResult(step=step, eigenvalues=ev, top_share=shares, effective_rank=effective_rank(ev),
                           stable_rank=stable_rank(ev), neuron_tensor=neuron_tensor, threshold=threshold,
-                          neuron_groups=sizes, layer_singular_values=svs)
+                          neuron_group_sizes=sizes, layer_singular_values=svs)

@@ -56,9 +56,11 @@ class DynamicsResult(Result):
     initial_loss: float = float("nan")
     final_loss: float = float("nan")
 
-    def summary(self) -> dict[str, float]:
-        return {"escape_step": float("nan") if self.escape_step is None else float(self.escape_step),
-                "spikes": float(self.spikes), "initial_loss": self.initial_loss, "final_loss": self.final_loss,
+    def summary(self) -> dict[str, float | int]:
+        # steps and counts stay integers (a table prints 30, not 30.0000); a run that never escaped has no
+        # escape step: NaN, which tables print as '-' and JSON and CSV as null / an empty cell
+        return {"escape_step": float("nan") if self.escape_step is None else int(self.escape_step),
+                "spikes": int(self.spikes), "initial_loss": self.initial_loss, "final_loss": self.final_loss,
                 "plateau": self.plateau}
 
 

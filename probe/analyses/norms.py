@@ -55,9 +55,9 @@ class NormsResult(Result):
     saturation: float = SATURATION
     saturated: list[str] = field(default_factory=list)
 
-    def summary(self) -> dict[str, float]:
+    def summary(self) -> dict[str, float | int]:
         out = {"max_eps_share": float(self.eps_share.max()) if self.eps_share.size else float("nan"),
-               "saturated_sites": float(len(self.saturated))}
+               "saturated_sites": len(self.saturated)}
         out.update({f"eps_share[{s}]": float(v) for s, v in zip(self.sites, self.eps_share)})
         out.update({f"effective_gain[{s}]": float(v) for s, v in zip(self.sites, self.effective_gain)})
         out.update({f"mean_square[{s}]": float(v) for s, v in zip(self.sites, self.mean_square)})

@@ -41,12 +41,12 @@ class PCAResult(Result):
     texts: list[str] | None = labels_field()
     explained: np.ndarray = field(default_factory=lambda: np.zeros(0))
     coords: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
-    order: dict[str, float] = field(default_factory=dict)
+    order_pc1: dict[str, float] = field(default_factory=dict)
     order_arc: dict[str, float] = field(default_factory=dict)
 
     def summary(self) -> dict[str, float]:
         out = {f"explained_pc{i + 1}": float(v) for i, v in enumerate(self.explained[:3])}
-        out.update({f"order_pc1[{g}]": v for g, v in self.order.items()})
+        out.update({f"order_pc1[{g}]": v for g, v in self.order_pc1.items()})
         out.update({f"order_arc[{g}]": v for g, v in self.order_arc.items()})
         return out
 
@@ -88,4 +88,4 @@ def pca(vectors: np.ndarray, ids: np.ndarray, groups: list[str] | None = None, n
             if own.shape[1] >= 2 and sg[1] > 0:
                 order_arc[g] = _arc_order(ids[mask], own)
     return PCAResult(step=step, ids=ids, groups=groups, explained=explained, coords=coords,
-                     order=order, order_arc=order_arc)
+                     order_pc1=order, order_arc=order_arc)

@@ -124,14 +124,14 @@ class RankTrajectoryResult(Result):
         inside = self.steps[0] < self.min_step[name] < self.steps[-1]
         return bool(inside and self.dip(name) <= 1 - self.margin and self.rebound(name) >= 1 + self.margin)
 
-    def summary(self) -> dict[str, float]:
+    def summary(self) -> dict[str, float | int]:
         out = {}
-        for n in self.names:
-            out[f"min_step[{n}]"] = float(self.min_step[n])
+        for n in self.names:   # a step and a yes/no stay integers (0/1): tables print 30, not 30.0000
+            out[f"min_step[{n}]"] = int(self.min_step[n])
             out[f"minimum[{n}]"] = self.minimum[n]
             out[f"dip[{n}]"] = self.dip(n)
             out[f"rebound[{n}]"] = self.rebound(n)
-            out[f"condense_then_expand[{n}]"] = float(self.condense_then_expand(n))
+            out[f"condense_then_expand[{n}]"] = int(self.condense_then_expand(n))
         return out
 
     def to_dict(self) -> dict:

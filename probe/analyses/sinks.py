@@ -42,25 +42,26 @@ class SinksResult(Result):
         and leaving the last (``None`` where the residual norms are not stored).
     """
 
-    mass: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    sink_mass: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
     uniform_mass: float = float("nan")
     threshold: float = SINK_THRESHOLD
     min_query: int = MIN_QUERY
     sink_heads: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), bool))
-    norm_ratio: np.ndarray | None = None
+    first_norm_ratio: np.ndarray | None = None
 
     def summary(self) -> dict[str, float]:
         out = {"sink_head_fraction": float(self.sink_heads.mean()) if self.sink_heads.size else float("nan"),
-               "mean_sink_mass": float(self.mass.mean()) if self.mass.size else float("nan"),
+               "mean_sink_mass": float(self.sink_mass.mean()) if self.sink_mass.size else float("nan"),
                "uniform_mass": self.uniform_mass}
-        for l, row in enumerate(self.mass):
+        for l, row in enumerate(self.sink_mass):
             out[f"sink_mass[layer{l}]"] = float(row.mean())
-        for l, row in enumerate(self.mass):
+        for l, row in enumerate(self.sink_mass):
             for h, v in enumerate(row):
                 out[f"sink_mass[layer{l}.head{h}]"] = float(v)
-        if self.norm_ratio is not None:
-            for b, v in enumerate(self.norm_ratio):
-                out[f"first_norm_ratio[{'block' + str(b) if b < len(self.norm_ratio) - 1 else 'out'}]"] = float(v)
+        if self.first_norm_ratio is not None:
+            last = len(self.first_norm_ratio) - 1
+            for b, v in enumerate(self.first_norm_ratio):
+                out[f"first_norm_ratio[{'block' + str(b) if b < last else 'out'}]"] = float(v)
         return out
 
 
@@ -82,5 +83,5 @@ def attention_sinks(attention: np.ndarray, hidden_norm: np.ndarray | None = None
             ratio = np.where(med > 0, hn[..., 0] / np.where(med > 0, med, 1), np.nan).mean(axis=1)
     if T - q0 < 1:
         warnings.append("sequences too short for the sink mass")
-    return SinksResult(step=step, mass=mass, uniform_mass=uniform, threshold=threshold, min_query=q0,
-                       sink_heads=mass >= threshold, norm_ratio=ratio, warnings=warnings)
+    return SinksResult(step=step, sink_mass=mass, uniform_mass=uniform, threshold=threshold, min_query=q0,
+                       sink_heads=mass >= threshold, first_norm_ratio=ratio, warnings=warnings)

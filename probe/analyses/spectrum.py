@@ -151,9 +151,9 @@ class SpectrumResult(Result):
 
     layers: list[LayerSpectrum] = field(default_factory=list)
 
-    def summary(self) -> dict[str, float]:
+    def summary(self) -> dict[str, float | int]:
         a = np.array([l.alpha for l in self.layers], dtype=float)
-        return {"layers": float(len(self.layers)), "mean_alpha": float(np.nanmean(a)) if np.isfinite(a).any() else float("nan"),
+        return {"layers": len(self.layers), "mean_alpha": float(np.nanmean(a)) if np.isfinite(a).any() else float("nan"),
                 "mean_log_norm": float(np.mean([l.log_norm for l in self.layers])) if self.layers else float("nan")}
 
     def rows(self):

@@ -24,6 +24,9 @@ import numpy as np
 from .base import Result
 
 BUCKETS = 4
+#: a total gain under this fraction of Σ|ΔL| is a near-cancellation: a bucket's share of it can be any size
+#: (a share of 20 from a total of 0.05 nats), so the shares are flagged as not meaningful
+CANCEL = 0.05
 
 
 @dataclass
@@ -68,8 +71,8 @@ class TokensResult(Result):
     buckets: dict[str, list[dict]] = field(default_factory=dict)
     groups: dict[str, dict] = field(default_factory=dict)
 
-    def summary(self) -> dict[str, float]:
-        out = {"n": float(self.n), "mean_loss_a": self.mean_loss_a, "mean_loss_b": self.mean_loss_b,
+    def summary(self) -> dict[str, float | int]:
+        out = {"n": int(self.n), "mean_loss_a": self.mean_loss_a, "mean_loss_b": self.mean_loss_b,
                "mean_delta": self.mean_delta, "total_gain": self.total_gain}
         for g, v in self.groups.items():
             out[f"mean_delta[{g}]"] = v["mean_delta"]
@@ -104,8 +107,16 @@ def token_gains(loss_a: np.ndarray, loss_b: np.ndarray, features: dict[str, np.n
     delta = a - b
     gain = -delta
     total = float(gain.sum())
+    gross = float(np.abs(gain).sum())
     if abs(total) < 1e-12:
         warnings.append("the two models' total loss is equal: gain shares are undefined")
+    # the words carry no numbers (total_gain is in the result), so a trajectory says each once
+    elif total < 0:
+        warnings.append("A's total gain Σ(−ΔL) is negative (A predicts these tokens worse than B): the gain shares "
+                        "are shares of a loss and are not meaningful (swap A and B for B's gain)")
+    elif total < CANCEL * gross:
+        warnings.append(f"A's total gain Σ(−ΔL) is under {CANCEL:.0%} of Σ|ΔL| (gains and losses nearly cancel): "
+                        "the gain shares divide by a near-zero total and are not meaningful")
 
     def share(mask):
         return float(gain[mask].sum() / total) if abs(total) >= 1e-12 else float("nan")

@@ -285,6 +285,18 @@ def _natural(name: str):
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
 
 
+def _matrix_names(run) -> list[str]:
+    """A snapshot file's weight matrices (2-D, or per-head 3-D) by the names every probe uses: the
+    canonical ones of its ``weights/`` group (``layer0/W_K``, ``token_embedding``; links to the
+    parameters), and the parameter name only for a matrix with no canonical name (the Emb-MLP's
+    ``W_1``); in natural order (layer 2 before layer 10)."""
+    canonical = [n for n, shape in run.weights().items() if len(shape) >= 2]
+    linked = {run.tensor(n).id for n in canonical}    # a canonical name is a hard link: the same object
+    own = [n for n in run.weight_matrices() + [n for n in ("W_E", "W_pos", "W_U") if n in run.tensors()]
+           if run.tensor(n).id not in linked]
+    return sorted(dict.fromkeys(canonical + own), key=_natural)
+
+
 # --- paper 4: norms, sinks, rank, tokens ---------------------------------------------------------
 
 WINDOW, MAX_TOKENS = 128, 4096

@@ -14,8 +14,8 @@ from ..format import Run, is_snapshot_file
 from ..readers.source import open_source
 
 from ._common import (
-    _as_matrix, _enough, _Finite, _finite_tokens, _layer_check, _natural, _neurons, _number, _read, select_tokens,
-    _step_at, _tensor_name, _TokenRows, _unconverged, _warn
+    _as_matrix, _enough, _Finite, _finite_tokens, _layer_check, _matrix_names, _natural, _neurons, _number, _read,
+    select_tokens, _step_at, _tensor_name, _TokenRows, _unconverged, _warn
 )
 
 
@@ -426,7 +426,9 @@ def condense(path: str | os.PathLike, tokens=None, *, words=None, words_file: st
         if neurons == "layer0/W_Q" and int(run.dims.get("layers", 0)) == 0:
             neurons = None  # the default, on a model without attention (the Emb-MLP)
         neuron_w = _read(run.tensor(neurons), indices) if neurons else [None] * len(indices)
-        layer_w = {n: _read(run.tensor(n), indices) for n in run.weight_matrices()}
+        # a snapshot's matrices by their canonical names (layer0/W_K), as every other probe names them
+        layer_w = {n: _read(run.tensor(n), indices)
+                   for n in (_matrix_names(run) if isinstance(run, Run) else run.weight_matrices())}
         steps = run.steps
         check, at = _Finite(run.path, allow_nonfinite), [_step_at(run, i) for i in indices]
         label = {n: _tensor_name(run, n) for n in [tensor, neurons, *layer_w] if n}
@@ -513,8 +515,7 @@ def spectrum(path: str | os.PathLike, *, step: str | int = "latest", precision: 
     if is_snapshot_file(path):
         with Run(path) as run:
             indices = run.step_indices(step)
-            names = run.weight_matrices() + [n for n in run.tensors() if n in ("W_E", "W_pos", "W_U")]
-            names = list(dict.fromkeys(sorted(names, key=_natural)))
+            names = _matrix_names(run)   # canonical names (layer0/W_K), as every other probe says
             check = _Finite(run.path, allow_nonfinite)
             for i in indices:
                 layers = _layer_spectra(names, lambda n: _as_matrix(n, run.read(n, i)), precision, threads, progress,

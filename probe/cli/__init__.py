@@ -25,6 +25,7 @@ from .options import (
     ALLOW_NONFINITE, FORMAT, JOBS, STEP, AllowNonfinite, File, Fmt, Format, Groups, Jobs, Mapping, Metric, Out,
     Outcome, Plot, Probes, Revisions, Source, Step, about,
 )
+from .options import WIDE, Wide
 from .probes import LazyCallback, ProbeCommand, parameter, batch_options, converted, progress, show, with_examples
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, no_args_is_help=True, rich_markup_mode=None,
@@ -114,7 +115,8 @@ def rank(file: Source, minima: Annotated[bool, typer.Option(
              help="report where each effective-rank trajectory bottoms out (its minimum, the step of it, the dip "
                   "and the rebound) over the selected steps (default: every step)")] = False,
          groups: Groups = None, mapping: Mapping = None, step: Step = STEP,
-         allow_nonfinite: AllowNonfinite = ALLOW_NONFINITE, fmt: Fmt = FORMAT, plot: Plot = None) -> None:
+         allow_nonfinite: AllowNonfinite = ALLOW_NONFINITE, fmt: Fmt = FORMAT, plot: Plot = None,
+         wide: Wide = WIDE) -> None:
     """Effective rank, stable rank and top-1/top-5 energy of the centred token embedding and of every weight
     matrix; with --step all a trajectory, with --minima the step where each one bottoms out."""
     from .. import api
@@ -126,10 +128,10 @@ def rank(file: Source, minima: Annotated[bool, typer.Option(
     if minima:
         res = api.rank_trajectory(file, step="all" if step == STEP else step, groups=groups, mapping=mapping,
                                   allow_nonfinite=allow_nonfinite)
-        show(res, fmt, file, "rank-minima", plot)
+        show(res, fmt, file, "rank-minima", plot, wide)
         return
     show(api.rank(file, step=step, groups=groups, mapping=mapping, allow_nonfinite=allow_nonfinite), fmt, file,
-          "rank", plot)
+          "rank", plot, wide)
 
 
 # --- the probes: one command each, in the registry's order ----------------------------------------

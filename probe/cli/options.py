@@ -106,6 +106,9 @@ Fmt = _option(Format, "--format", "-f", help="table, json (strict: no NaN) or cs
     "figures": "of the --dry-run plan and the --check claims: table, json or csv (figures made: their files, a "
                "line each)"})
 Plot = _option(Optional[str], help="write a figure to this .png/.pdf/.svg")
+WIDE = False
+Wide = _option(bool, help="table: print everything at full width (every column of a matrix, every key of a "
+                          "metric) instead of fitting 100 columns")
 Out = _option(Optional[str], "--out", "-o", help="where results go", per={
     "batch": "write the table to this .csv or .json instead of stdout; re-running skips what it already holds",
     "figures": "folder of the figures [default: figures]",

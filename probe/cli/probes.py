@@ -17,7 +17,7 @@ from typing import Optional
 
 from .. import registry
 from ..errors import ProbeError
-from .options import FORMAT, LAST, OPTIONS, File, Fmt, Format, Plot, Source, about, own_help
+from .options import FORMAT, LAST, OPTIONS, WIDE, File, Fmt, Format, Plot, Source, Wide, about, own_help
 
 NOT_OFFERED = ("path", "progress")   # the FILE argument; the progress line
 
@@ -109,9 +109,11 @@ class ProbeCommand(LazyCallback):
         sig, name = inspect.signature(self._api()), self.spec.name
         return [parameter("file", about(Source if self.spec.applies_to_checkpoints else File, name)),
                 *option_params(offered(self.spec, sig), sig.parameters, name),
-                parameter("fmt", about(Fmt, name), FORMAT), parameter("plot", about(Plot, name), None)]
+                parameter("fmt", about(Fmt, name), FORMAT), parameter("plot", about(Plot, name), None),
+                parameter("wide", about(Wide, name), WIDE)]
 
-    def run(self, file: str, fmt: Format = FORMAT, plot: Optional[str] = None, **options) -> None:
+    def run(self, file: str, fmt: Format = FORMAT, plot: Optional[str] = None, wide: bool = WIDE,
+            **options) -> None:
         if plot:
             from ..plotting import check_writable
 
@@ -122,7 +124,7 @@ class ProbeCommand(LazyCallback):
                 results = fn(file, progress=tick, **converted(options))
         else:
             results = fn(file, **converted(options))
-        show(results, fmt, file, self.spec.name, plot)
+        show(results, fmt, file, self.spec.name, plot, wide)
 
 
 def batch_options() -> list[inspect.Parameter]:
@@ -149,8 +151,8 @@ def batch_options() -> list[inspect.Parameter]:
     return option_params(list(seen), seen, "batch", said)
 
 
-def show(results, fmt: Format, file: str, probe: str, plot: Optional[str]) -> None:
-    """The figure (``plot``), then the results on stdout."""
+def show(results, fmt: Format, file: str, probe: str, plot: Optional[str], wide: bool = WIDE) -> None:
+    """The figure (``plot``), then the results on stdout (``wide``: tables at full width)."""
     from . import render
 
     if plot:  # the figure first: if it cannot be written, the error comes alone
@@ -161,7 +163,7 @@ def show(results, fmt: Format, file: str, probe: str, plot: Optional[str]) -> No
         except OSError as exc:
             raise ProbeError(f"cannot write plot {plot}: {exc.strerror or exc}") from None
         print(f"wrote {plot}", file=sys.stderr)
-    render.emit(results, fmt.value, file, probe)
+    render.emit(results, fmt.value, file, probe, wide)
 
 
 QUIET_S = 2.0   # work shorter than this says nothing off a terminal (a fast command keeps stderr clean)

@@ -4,7 +4,13 @@ JSON is strict (``allow_nan=False``): NaN and infinities are written as ``null``
 surrogate escapes (a file name that is not UTF-8) is written with ``\\xNN`` for each undecodable
 byte (:func:`probe._text.shown`), so the output is valid Unicode that any JSON parser takes. CSV is the
 same ``step,metric,key,value`` for every probe (``Result.rows()``), with an empty cell where
-a value is undefined. Tables show an undefined value as ``-``. Logs go to stderr.
+a value is undefined. Tables show an undefined value as ``-``, integers without decimals. Logs go to stderr.
+
+A probe's table fits :data:`WIDTH` columns (``tests/test_output_readable.py`` runs every probe): a
+wide table wraps its columns into blocks that repeat the row labels, a summary too wide for one
+table splits into one table per keyed metric (``sv1[layer0/W_K]``: a table ``sv1:`` with a column
+per key), steps are always rows, and a matrix shows its corner with a note. ``--wide`` prints
+everything at full width; ``-f csv`` and ``-f json`` always hold every value.
 """
 from __future__ import annotations
 
@@ -17,29 +23,80 @@ from typing import Iterable, Sequence
 from .._text import shown
 
 TIDY = ("step", "metric", "key", "value")
+WIDTH = 100      # a terminal's columns: every probe table fits them unless --wide
+MAX_CELL = 32    # a longer label (a token's text, a checkpoint's tensor name) is cut with … to fit
+MAX_KEYS = 24    # keys of one metric a summary shows (sink_mass of every head of a 12 x 12 model: 144)
+_MORE = "--wide: all; -f csv or json: every value"
 
 
 def _cell(v) -> str:
     if v is None:
         return "-"
+    if isinstance(v, bool):
+        return "yes" if v else ""
     if isinstance(v, float):
-        return f"{v:.4f}" if math.isfinite(v) else "-"
-    return shown(str(v))   # as printed: \xNN is four columns wide
+        if not math.isfinite(v):
+            return "-"
+        # a small number keeps its digits (an ε share of 4e-05 is not 0.0000)
+        return f"{v:.3g}" if 0 < abs(v) < 1e-3 else f"{v:.4f}"
+    return shown(str(v))   # as printed: \xNN is four columns wide; an int prints as an int
 
 
-def table(header: Sequence[str], rows: Iterable[Sequence], out=None, left: Sequence[int] = ()) -> None:
-    """An aligned table: numbers right-aligned, the columns in ``left`` (text) left-aligned."""
+def _cut(text: str, n: int | None) -> str:
+    return text if n is None or len(text) <= n else text[:n - 1] + "…"
+
+
+def _blocks(widths: list[int], keep: int, width: int | None) -> list[list[int]]:
+    """Column indices per block: every block repeats the first ``keep`` columns (the row labels) and
+    takes the other columns in order while its lines stay within ``width`` (None: one block)."""
+    lead = list(range(min(keep, len(widths))))
+    rest = list(range(len(lead), len(widths)))
+    if width is None or not rest:
+        return [lead + rest]
+    used = sum(widths[i] for i in lead) + 2 * max(len(lead) - 1, 0)
+    blocks, cur, w = [], [], used
+    for i in rest:
+        add = widths[i] + (2 if lead or cur else 0)
+        if cur and w + add > width:
+            blocks.append(lead + cur)
+            cur, w = [], used
+            add = widths[i] + (2 if lead else 0)
+        cur.append(i)
+        w += add
+    return blocks + [lead + cur]
+
+
+def table(header: Sequence[str], rows: Iterable[Sequence], out=None, left: Sequence[int] = (),
+          width: int | None = None, keep: int = 1) -> None:
+    """An aligned table: numbers right-aligned, the columns in ``left`` (text) left-aligned. With a
+    ``width``, cells are cut to :data:`MAX_CELL` and columns past ``width`` wrap into further blocks
+    (a blank line apart), each repeating the first ``keep`` columns. No rows: nothing is printed, never
+    a header alone."""
     out = out or sys.stdout
-    rows = [[_cell(v) for v in r] for r in rows]
-    header = [shown(h) for h in header]
+    limit = None if width is None else MAX_CELL
+    rows = [[_cut(_cell(v), limit) for v in r] for r in rows]
+    if not rows:
+        return
+    header = [_cut(shown(h), limit) for h in header]
     widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(header)]
+    for b, cols in enumerate(_blocks(widths, keep, width)):
+        if b:
+            out.write("\n")
+        for cells in [header] + rows:
+            out.write("  ".join(cells[i].ljust(widths[i]) if i in left else cells[i].rjust(widths[i])
+                                for i in cols).rstrip() + "\n")
 
-    def line(cells):
-        return "  ".join(c.ljust(w) if i in left else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
 
-    out.write(line(header).rstrip() + "\n")
-    for r in rows:
-        out.write(line(r).rstrip() + "\n")
+def _words(prefix: str, items: Sequence[str], width: int | None) -> None:
+    """``prefix`` and the items on one line, continued on indented lines past ``width``."""
+    line, pad = prefix, " " * min(4, len(prefix))
+    for it in items:
+        if width is not None and line.strip() and len(line) + 1 + len(it) > width and line != prefix:
+            print(line)
+            line = pad + it
+        else:
+            line = f"{line} {it}" if line else it
+    print(line)
 
 
 def _shown(v):
@@ -78,22 +135,46 @@ def write_csv(header: Sequence[str], rows: Iterable[Sequence], out=None) -> None
 
 
 def tidy_rows(results) -> list[tuple]:
-    """``step,metric,key,value`` rows of a list of results: :func:`probe.analyses.base.tidy_rows`, the
-    rows of ``Results.to_frame()`` too, so the CSV and the DataFrame cannot differ."""
-    from ..analyses.base import tidy_rows as rows
-
-    return rows(results)
+    """``step,metric,key,value`` rows of a list of results."""
+    return [(r.step, m, k, v) for r in results for m, k, v in r.rows()]
 
 
-def summary_table(results) -> None:
-    """One row per step with every summary number (transposed when there are many numbers)."""
-    keys = list(dict.fromkeys(k for r in results for k in r.summary()))
-    rows = [[r.step] + [r.summary().get(k) for k in keys] for r in results]
-    if len(keys) > 8:  # long summaries read better transposed
-        table(["metric"] + [f"step {r.step}" for r in results],
-              [[k] + [row[1 + j] for row in rows] for j, k in enumerate(keys)])
-    else:
-        table(["step"] + keys, rows)
+def _fits(header: Sequence[str], rows: list[list]) -> bool:
+    widths = [max([len(shown(h))] + [len(_cell(r[i])) for r in rows]) for i, h in enumerate(header)]
+    return sum(widths) + 2 * (len(widths) - 1) <= WIDTH
+
+
+def summary_table(results, wide: bool = False) -> None:
+    """The summary numbers, one row per step (a trajectory reads down a column). Too wide for one
+    table: the plain numbers first, then a table per keyed metric (``sv1[layer0/W_K]``: under ``sv1:``,
+    a column per key, at most :data:`MAX_KEYS` of them), each wrapped to :data:`WIDTH`."""
+    from ..analyses.base import split_key
+
+    summaries = [r.summary() for r in results]
+    keys = list(dict.fromkeys(k for s in summaries for k in s))
+    if not keys:
+        return
+    rows = [[r.step] + [s.get(k) for k in keys] for r, s in zip(results, summaries)]
+    if wide or _fits(["step"] + keys, rows):
+        table(["step"] + keys, rows, width=None if wide else WIDTH)
+        return
+    plain = [k for k in keys if not split_key(k)[1]]
+    families: dict[str, list[tuple[str, str]]] = {}
+    for k in keys:
+        metric, key = split_key(k)
+        if key:
+            families.setdefault(metric, []).append((k, key))
+    if plain:
+        table(["step"] + plain, [[r.step] + [s.get(k) for k in plain] for r, s in zip(results, summaries)],
+              width=WIDTH)
+    for n, (metric, ks) in enumerate(families.items()):
+        if plain or n:
+            print()
+        more = f" the first {MAX_KEYS} of {len(ks)} keys ({_MORE})" if len(ks) > MAX_KEYS else ""
+        print(f"{metric}:{more}")
+        ks = ks[:MAX_KEYS]
+        table(["step"] + [key for _, key in ks], [[r.step] + [s.get(k) for k, _ in ks]
+                                                 for r, s in zip(results, summaries)], width=WIDTH)
 
 
 # --- the per-probe detail shown above the summary when one step is selected ------------------------
@@ -105,110 +186,144 @@ def _labels(r) -> list:
     return [f"{int(i)} {t!r}" for i, t in zip(r.ids, texts)]
 
 
-def _similarity(r) -> None:
+def _similarity(r, width) -> None:
     if r.matrix is None:
         return
+    k = len(r.ids)
+    labels = [_cut(_cell(x), MAX_CELL) for x in _labels(r)]
+    cw = max([5] + [len(str(int(i))) for i in r.ids])       # a cell: -0.47
+    lw = max([5] + [len(x) for x in labels])
+    show = list(range(k))
+    if width is not None and lw + k * (cw + 2) > width:
+        # the corner of the symmetric matrix: the first and last h tokens as rows and columns, a … between
+        h = max(1, (width - lw - (cw + 2)) // (cw + 2) // 2)
+        show = list(range(h)) + [None] + list(range(k - h, k))
     print(f"cosine similarity, step {r.step}")
-    table(["token"] + [str(i) for i in r.ids],
-          [[lab] + [f"{v:.2f}" for v in row] for lab, row in zip(_labels(r), r.matrix)])
+    head = ["token"] + [str(int(r.ids[i])) if i is not None else "…" for i in show]
+    rows = [[labels[i]] + [f"{r.matrix[i, j]:.2f}" if j is not None else "…" for j in show] if i is not None
+            else ["…"] + [""] * len(show) for i in show]
+    table(head, rows, width=width)
+    if len(show) < k:
+        print(f"matrix {k}×{k}: its first and last {(len(show) - 1) // 2} tokens shown ({_MORE})")
     print()
 
 
-def _pca(r) -> None:
+def _pca(r, width) -> None:
     table(["token", "group"] + [f"PC{i + 1}" for i in range(r.coords.shape[1])],
-          [[lab, g] + list(map(float, c)) for lab, g, c in zip(_labels(r), r.groups, r.coords)])
+          [[lab, g] + list(map(float, c)) for lab, g, c in zip(_labels(r), r.groups, r.coords)],
+          width=width, keep=2)
     print()
 
 
-def _align(r) -> None:
-    print(f"layer {r.layer} head {r.head}: singular values of W_V "
-          + " ".join(f"{v:.3f}" for v in r.singular_values[:8]))
-    print("  of W_V W_O " + " ".join(f"{v:.3f}" for v in r.ov_singular_values[:8]))
-    table(["group"] + [f"|cos| v{i + 1}" for i in range(len(next(iter(r.group_mean.values()), [])))],
-          [[g] + v for g, v in r.group_mean.items()])
+def _align(r, width) -> None:
+    _words(f"layer {r.layer} head {r.head}: singular values of W_V",
+           [f"{v:.3g}" for v in r.singular_values[:8]], width)
+    if len(r.ov_singular_values):
+        _words("  of W_V W_O", [f"{v:.3g}" for v in r.ov_singular_values[:8]], width)
+    if r.group_mean:
+        k = len(next(iter(r.group_mean.values())))
+        table(["group"] + [f"|cos| v{i + 1}" for i in range(k)], [[g] + v for g, v in r.group_mean.items()],
+              width=width)
+    else:   # a checkpoint, or a run without token groups: no table, and no header without rows
+        print("no token groups to compare W_V's singular vectors with (--groups FILE names some)")
     print()
 
 
-def _condense(r) -> None:
-    print("covariance eigenvalues: " + " ".join(f"{v:.3g}" for v in r.eigenvalues[:10]))
+def _condense(r, width) -> None:
+    _words("covariance eigenvalues:", [f"{v:.3g}" for v in r.eigenvalues[:10]], width)
     if r.neuron_tensor:
-        print(f"neuron groups of {r.neuron_tensor} (cos > {r.threshold}): sizes {r.neuron_groups[:10]}")
+        sizes = r.neuron_group_sizes
+        _words(f"neuron groups of {r.neuron_tensor} (cos > {r.threshold:g}): {len(sizes)}; sizes",
+               [str(n) for n in sizes[:10]] + (["…"] if len(sizes) > 10 else []), width)
     print()
 
 
-def _theory(r) -> None:
+def _theory(r, width) -> None:
     print(f"profile cos(w({r.anchor}), w(s_j))")
     row0 = list(r.ids).index(r.anchor)
     table(["token", "measured", "eq14", "P^s theory"],
           [[int(t), float(a), float(b), float(c)] for t, a, b, c in
-           zip(r.ids, r.profile_measured, r.profile_reconstructed, r.predicted[row0])])
+           zip(r.ids, r.profile_measured, r.profile_reconstructed, r.predicted[row0])], width=width)
     print()
 
 
-def _ood(r) -> None:
+def _ood(r, width) -> None:
     table(["split / combination", "n", "loss", "acc"],
           [[s, m["n"], m["loss"], m["acc"]] for s, m in r.splits.items()]
           + [[f"  held-out {c}", m["n"], m["loss"], m["acc"]] for c, m in r.combos.items()]
-          + [[f"  target {t}", m["n"], None, m["acc"]] for t, m in r.targets.items()])
+          + [[f"  target {t}", m["n"], None, m["acc"]] for t, m in r.targets.items()], width=width)
     print()
 
 
-def _spectrum(r) -> None:
+def _spectrum(r, width) -> None:
+    # the columns are LayerSpectrum's attributes and the CSV's metric names
     table(["layer", "shape", "spectral_norm", "log_norm", "stable_rank", "entropy_rank", "alpha", "xmin", "xmax",
-           "ks"],
+           "ks_distance"],
           [[l.name, "x".join(map(str, l.shape)), l.spectral_norm, l.log_norm, l.stable_rank, l.entropy_rank,
-            l.alpha, l.xmin, l.xmax, l.ks_distance] for l in r.layers])
+            l.alpha, l.xmin, l.xmax, l.ks_distance] for l in r.layers], width=width)
     print()
 
 
-def _norms(r) -> None:
-    print(f"norm sites, step {r.step}: eps {r.eps:g}; saturated when the eps share s >= {r.saturation:g}")
+def _norms_head(r, step: bool = True) -> None:
+    print(f"norm sites{f', step {r.step}' if step else ''}: eps {r.eps:g}; eps_share s = eps / (m + eps); "
+          f"saturated from s >= {r.saturation:g}")
+
+
+def _norms(r, width) -> None:
+    _norms_head(r)
     med = r.median_square if r.median_square is not None else [None] * len(r.sites)
     gain = r.gain if r.gain is not None else [None] * len(r.sites)
-    table(["site", "mean m", "median m", "eps share s", "gain", "effective gain", "saturated"],
+    # the columns are NormsResult's attributes (m: mean_square)
+    table(["site", "mean_square", "median_square", "eps_share", "gain", "effective_gain", "saturated"],
           [[s, f"{m:.3g}", "-" if md is None else f"{md:.3g}", float(e), None if g is None else float(g),
-            f"{eg:.4g}", "yes" if s in r.saturated else ""]
-           for s, m, md, e, g, eg in zip(r.sites, r.mean_square, med, r.eps_share, gain, r.effective_gain)])
+            f"{eg:.4g}", s in r.saturated]
+           for s, m, md, e, g, eg in zip(r.sites, r.mean_square, med, r.eps_share, gain, r.effective_gain)],
+          width=width)
     print(f"{len(r.saturated)} of {len(r.sites)} sites saturated")
 
 
-def _sinks(r) -> None:
-    H = r.mass.shape[1] if r.mass.ndim == 2 else 0
-    print(f"attention on position 0, queries at positions >= {r.min_query}, step {r.step} "
-          f"(causal averaging: {r.uniform_mass:.3f}; sink head: >= {r.threshold:g})")
-    table(["layer"] + [f"head {h}" for h in range(H)] + ["sink heads"],
-          [[l] + [float(v) for v in row] + [int(r.sink_heads[l].sum())] for l, row in enumerate(r.mass)])
-    if r.norm_ratio is not None:
-        print("first position's residual norm / median position's: "
-              + "  ".join(f"{'block ' + str(b) if b < len(r.norm_ratio) - 1 else 'out'} {v:.2f}"
-                          for b, v in enumerate(r.norm_ratio)))
+def _sinks(r, width) -> None:
+    m = r.sink_mass
+    H = m.shape[1] if m.ndim == 2 else 0
+    print(f"sink_mass: attention on position 0 of queries at positions >= {r.min_query}, step {r.step}")
+    print(f"(causal averaging: {r.uniform_mass:.3f}; a sink head from {r.threshold:g})")
+    table(["layer"] + [f"head {h}" for h in range(H)] + ["sink_heads"],
+          [[l] + [float(v) for v in row] + [int(r.sink_heads[l].sum())] for l, row in enumerate(m)], width=width)
+    if r.first_norm_ratio is not None:
+        last = len(r.first_norm_ratio) - 1
+        _words("first_norm_ratio (residual norm at position 0 / the median position's):",
+               [f"{'block' + str(b) if b < last else 'out'} {v:.2f}" for b, v in enumerate(r.first_norm_ratio)],
+               width)
     print(f"sink heads: {int(r.sink_heads.sum())} of {r.sink_heads.size}")
+    print()
 
 
-def _rank(r) -> None:
+def _rank(r, width) -> None:
     metrics = list(next(iter(r.numbers.values()), {}))
     print(f"step {r.step}")
-    table(["matrix"] + metrics, [[n] + [r.numbers[n][m] for m in metrics] for n in r.names])
+    table(["matrix"] + metrics, [[n] + [r.numbers[n][m] for m in metrics] for n in r.names], width=width)
 
 
-def _rank_minima(r) -> None:
-    print(f"{r.metric} over steps {r.steps[0]}..{r.steps[-1]} ({len(r.steps)} snapshots); condense then expand: "
-          f"the minimum strictly inside, dip <= {1 - r.margin:g}, rebound >= {1 + r.margin:g}")
+def _rank_minima(r, width) -> None:
+    print(f"{r.metric} over steps {r.steps[0]}..{r.steps[-1]} ({len(r.steps)} snapshots)")
+    print(f"condense then expand: the minimum strictly inside, dip <= {1 - r.margin:g}, rebound >= {1 + r.margin:g}")
     table(["matrix", "initial", "minimum", "min_step", "final", "dip", "rebound", "condense_then_expand"],
           [[n, r.initial[n], r.minimum[n], r.min_step[n], r.final[n], r.dip(n), r.rebound(n),
-            "yes" if r.condense_then_expand(n) else ""] for n in r.names])
+            r.condense_then_expand(n)] for n in r.names], width=width)
 
 
-def _tokens(r) -> None:
+def _tokens(r, width) -> None:
     print(f"A = {r.label_a}\nB = {r.label_b}")
-    print(f"{r.n} tokens: mean loss A {r.mean_loss_a:.4f}, B {r.mean_loss_b:.4f}; mean ΔL = L_A − L_B "
-          f"{r.mean_delta:+.4f}; total gain of A Σ(−ΔL) {r.total_gain:+.2f}")
+    print(f"{r.n} tokens: mean_loss_a {r.mean_loss_a:.4f}, mean_loss_b {r.mean_loss_b:.4f}")
+    print(f"mean_delta (ΔL = L_A − L_B) {r.mean_delta:+.4f}; total_gain of A Σ(−ΔL) {r.total_gain:+.2f}")
+    # the columns are the result's keys (groups[g]["gain_share"], buckets[f][i]["token_share"], ...)
     if r.groups:
-        table(["group", "n", "mean ΔL", "gain share"],
-              [[g, v["n"], v["mean_delta"], v["gain_share"]] for g, v in r.groups.items()])
-    table(["feature", "bucket", "range", "n", "token share", "mean ΔL", "gain share"],
+        table(["group", "n", "mean_delta", "gain_share"],
+              [[g, v["n"], v["mean_delta"], v["gain_share"]] for g, v in r.groups.items()], width=width)
+        print()
+    table(["feature", "bucket", "range", "n", "token_share", "mean_delta", "gain_share"],
           [[f, f"q{b['bucket']}", f"{b['lo']:.3g}..{b['hi']:.3g}", b["n"], b["token_share"], b["mean_delta"],
-            b["gain_share"]] for f, bs in r.buckets.items() for b in bs])
+            b["gain_share"]] for f, bs in r.buckets.items() for b in bs], width=width)
 
 
 # the detail table of one step, by probe (the CLI calls rank_trajectory "rank-minima"); a probe
@@ -226,41 +341,39 @@ def _detail_only(probe: str) -> bool:
     return spec is not None and spec.layout == "detail" and probe in DETAILS
 
 
-def _similarity_summary(results) -> None:
-    dists = sorted({d for r in results for d in r.by_distance})[:10]
-    table(["step", "mean_offdiag", "std_offdiag", "distance_corr"] + [f"d={d}" for d in dists],
-          [[r.step, r.mean_offdiag, r.std_offdiag, r.distance_corr] + [r.by_distance.get(d) for d in dists]
-           for r in results])
-
-
-def emit(results, fmt: str, file: str, probe: str) -> None:
-    """Results of ``probe`` on ``file`` to stdout in ``fmt`` (table / json / csv)."""
+def emit(results, fmt: str, file: str, probe: str, wide: bool = False) -> None:
+    """Results of ``probe`` on ``file`` to stdout in ``fmt`` (table / json / csv); ``wide``: tables at
+    full width, every column of a matrix (else they fit :data:`WIDTH`)."""
     if fmt == "json":
         write_json({"file": file, "probe": probe, "results": [r.to_dict() for r in results]})
     elif fmt == "csv":
         write_csv(TIDY, tidy_rows(results))
-    else:
-        if probe == "norms" and len(results) > 1:   # site x step
-            print(f"eps share s = eps / (m + eps) per norm site and step (eps {results[0].eps:g}; saturated: s >= "
-                  f"{results[0].saturation:g})")
-            table(["site"] + [f"step {r.step}" for r in results],
-                  [[site] + [float(r.eps_share[k]) for r in results] for k, site in enumerate(results[0].sites)]
-                  + [["saturated sites"] + [len(r.saturated) for r in results]])
-            return
-        if _detail_only(probe) and (len(results) == 1 or probe != "rank"):
-            for i, r in enumerate(results):
-                if i:
-                    print()
-                DETAILS[probe](r)
-            return
-        if probe == "spectrum":  # a table per step: one row per layer
-            for r in results:
-                print(f"step {r.step}")
-                _spectrum(r)
-            return
-        if len(results) == 1 and probe in DETAILS:
-            DETAILS[probe](results[0])
-        (_similarity_summary if probe == "similarity" else summary_table)(results)
+    elif results:
+        _tables(results, probe, wide)
+
+
+def _tables(results, probe: str, wide: bool) -> None:
+    width = None if wide else WIDTH
+    if probe == "spectrum":  # a table per step: one row per layer
+        for r in results:
+            print(f"step {r.step}")
+            _spectrum(r, width)
+        return
+    if probe in ("norms", "rank") and len(results) > 1:   # the trajectory: one row per step
+        if probe == "norms":
+            _norms_head(results[-1], step=False)
+            print()
+        summary_table(results, wide)
+        return
+    if _detail_only(probe):
+        for i, r in enumerate(results):
+            if i:
+                print()
+            DETAILS[probe](r, width)
+        return
+    if len(results) == 1 and probe in DETAILS:
+        DETAILS[probe](results[0], width)
+    summary_table(results, wide)
 
 
 # --- probe info ----------------------------------------------------------------------------------
