@@ -82,6 +82,20 @@ def test_every_probe_table_fits_100_columns_and_its_figure_warns_nothing(spec, t
         assert plot.stat().st_size > 0
 
 
+@pytest.mark.parametrize("spec", COMMANDS, ids=[s.name for s in COMMANDS])
+def test_every_probe_on_a_text_run_fits_or_says_in_one_line_why_not(spec, text_run):
+    """A text run has other groups and splits (logic, story): a probe answers, or says in one line what
+    is missing (similarity's default group 'reasoning'), never with a crash (ood once did)."""
+    args = NEEDS[spec.name][1] if spec.name in NEEDS else []
+    res = run_cli("probe", *(spec.command or spec.name).split(), text_run, *args)
+    what = f"probe {spec.command or spec.name} on a text run"
+    if res.returncode == 2:
+        errors = [line for line in res.stderr.splitlines() if line.startswith("Error:")]
+        assert len(errors) == 1 and "unexpected" not in errors[0], f"{what}: {res.stderr}"
+    else:
+        _check_readable(res, what)
+
+
 def test_a_wide_similarity_matrix_shows_its_corner_and_wide_prints_it_whole(text_run):
     res = run_cli("probe", "similarity", text_run, "--tokens", "logic")
     _check_readable(res, "probe similarity --tokens logic")

@@ -368,11 +368,12 @@ def _ood_one(E, model, task, cfg, held_out: str, inputs: dict, step: int, check:
             loss, acc = loss_acc(logits, task.labels[idx])
         logits_of[split] = (idx, logits)
         res.splits[split] = {"loss": loss, "acc": acc, "n": int(len(idx))}
-    idx, logits = logits_of[held_out]
-    for c in np.unique(task.combo[idx]):
-        sel = task.combo[idx] == c
-        loss, acc = loss_acc(logits[sel], task.labels[idx][sel])
-        res.combos[",".join(map(str, task.combos[c]))] = {"loss": loss, "acc": acc, "n": int(sel.sum())}
+    if held_out in logits_of:   # a text run's splits (story, logic) hold no anchor combinations
+        idx, logits = logits_of[held_out]
+        for c in np.unique(task.combo[idx]):
+            sel = task.combo[idx] == c
+            loss, acc = loss_acc(logits[sel], task.labels[idx][sel])
+            res.combos[",".join(map(str, task.combos[c]))] = {"loss": loss, "acc": acc, "n": int(sel.sum())}
     if cfg.task == "composite":
         for name in ("ood_inferential", "ood_symmetric"):
             idx, logits = logits_of[name]
