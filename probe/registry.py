@@ -161,8 +161,8 @@ PROBES: tuple[Probe, ...] = (
           examples=("probe norms model/ --text corpus.txt --saturation 0.05",),
           nonfinite="a norm site whose statistics or gain hold one is left out",
           plot="norms", help="ε-saturation of every norm site: ε share s = ε / (m + ε), m the mean over tokens of mean(x²) "
-               "(var(x) for LayerNorm), and the effective gain; flags the saturated sites (--step all: site "
-               "x step)."),
+               "(var(x) for LayerNorm), and the effective gain; flags the saturated sites (--step all: a row per step, "
+               "a column per site)."),
     Probe("sinks", ACTIVATIONS, "Attention sinks",
           result="sinks.SinksResult", metrics=("sink_head_fraction", "mean_sink_mass", "uniform_mass", "sink_mass", "first_norm_ratio"),
           example="probe sinks run.h5 --step all",
