@@ -24,12 +24,14 @@ from .._text import shown
 
 TIDY = ("step", "metric", "key", "value")
 WIDTH = 100      # a terminal's columns: every probe table fits them unless --wide
-MAX_CELL = 32    # a longer label (a token's text, a checkpoint's tensor name) is cut with … to fit
+MAX_CELL = 40    # a longer label (a token's text, a checkpoint's tensor name) is cut with … to fit
 MAX_KEYS = 24    # keys of one metric a summary shows (sink_mass of every head of a 12 x 12 model: 144)
 _MORE = "--wide: all; -f csv or json: every value"
 
 
-def _cell(v) -> str:
+def _cell(v, small: bool = False) -> str:
+    """A value as a table shows it; ``small``: a float column whose numbers are all below 1e-3, which
+    keep three significant digits (an ε share of 4e-05 is not 0.0000)."""
     if v is None:
         return "-"
     if isinstance(v, bool):
@@ -37,13 +39,29 @@ def _cell(v) -> str:
     if isinstance(v, float):
         if not math.isfinite(v):
             return "-"
-        # a small number keeps its digits (an ε share of 4e-05 is not 0.0000)
-        return f"{v:.3g}" if 0 < abs(v) < 1e-3 else f"{v:.4f}"
+        return f"{v:.3g}" if small else f"{v:.4f}"
     return shown(str(v))   # as printed: \xNN is four columns wide; an int prints as an int
 
 
+def _small_columns(rows: list) -> set[int]:
+    """Columns of floats (and blanks) whose finite values are all below 1e-3 in size, not all zero."""
+    out = set()
+    for i in range(max((len(r) for r in rows), default=0)):
+        vals = [r[i] for r in rows if i < len(r) and isinstance(r[i], float) and not isinstance(r[i], bool)
+                and math.isfinite(r[i])]
+        if vals and all(isinstance(r[i], float) or r[i] is None for r in rows if i < len(r)) \
+                and max(abs(v) for v in vals) < 1e-3 and any(vals):
+            out.add(i)
+    return out
+
+
 def _cut(text: str, n: int | None) -> str:
-    return text if n is None or len(text) <= n else text[:n - 1] + "…"
+    """``text`` in at most ``n`` columns, its middle given up for …: both ends tell names apart
+    (``transformer.h.11.mlp.c_proj.weight``: its layer and its matrix)."""
+    if n is None or len(text) <= n:
+        return text
+    head = (n - 1) // 2
+    return text[:head] + "…" + text[len(text) - (n - 1 - head):]
 
 
 def _blocks(widths: list[int], keep: int, width: int | None) -> list[list[int]]:
@@ -74,7 +92,9 @@ def table(header: Sequence[str], rows: Iterable[Sequence], out=None, left: Seque
     a header alone."""
     out = out or sys.stdout
     limit = None if width is None else MAX_CELL
-    rows = [[_cut(_cell(v), limit) for v in r] for r in rows]
+    rows = list(rows)
+    small = _small_columns(rows)
+    rows = [[_cut(_cell(v, i in small), limit) for i, v in enumerate(r)] for r in rows]
     if not rows:
         return
     header = [_cut(shown(h), limit) for h in header]
@@ -140,7 +160,8 @@ def tidy_rows(results) -> list[tuple]:
 
 
 def _fits(header: Sequence[str], rows: list[list]) -> bool:
-    widths = [max([len(shown(h))] + [len(_cell(r[i])) for r in rows]) for i, h in enumerate(header)]
+    small = _small_columns(rows)
+    widths = [max([len(shown(h))] + [len(_cell(r[i], i in small)) for r in rows]) for i, h in enumerate(header)]
     return sum(widths) + 2 * (len(widths) - 1) <= WIDTH
 
 
