@@ -1,4 +1,4 @@
-"""Paper 4 at CPU size, over seeds: the tables of the README's paper-4 section from one sweep of
+"""Paper 4 at CPU size, over seeds: the tables of docs/explanation/paper4.md from one sweep of
 ``llm-quick`` runs (γ x RMSNorm ε x gated attention x seeds):
 
     probe-train sweep --preset llm-quick --grid gamma=0.5,0.75,1.0,1.25 --grid norm_eps=1e-5,1e-12 \\

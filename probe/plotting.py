@@ -50,9 +50,14 @@ def pyplot():
     >>> plt = pyplot()
     >>> fig, ax = plt.subplots()
     """
+    import sys
+
     import matplotlib
 
-    matplotlib.use("Agg")
+    # Agg: figures are files here, and a command line may have no display. But in a notebook (an
+    # IPython kernel) switching to Agg would stop the user's own later plots from showing inline.
+    if "ipykernel" not in sys.modules:
+        matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     plt.rcParams.update(STYLE)

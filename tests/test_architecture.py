@@ -174,10 +174,26 @@ def test_tests_wait_for_events_not_for_time():
     assert sleepers == []
 
 
+def _code_lines(path: Path) -> int:
+    """Lines of code: not blank, not a comment, not in a docstring. Numpydoc sections (Parameters,
+    Returns with shapes, Attributes) make a documented module long without giving it a second concept."""
+    src = path.read_text()
+    doc = set()
+    for node in ast.walk(ast.parse(src)):
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+                doc.update(range(first.lineno, first.end_lineno + 1))
+    return sum(1 for i, ln in enumerate(src.splitlines(), 1)
+               if i not in doc and ln.strip() and not ln.lstrip().startswith("#"))
+
+
 def test_no_file_holds_more_than_one_room():
-    """A module over 500 lines has grown a second concept: split it (ARCHITECTURE.md)."""
+    """A module over 380 lines of code has grown a second concept: split it (ARCHITECTURE.md). (Until
+    the docstrings became numpydoc, the rule was 500 lines in all; the largest modules then held
+    ~350-370 lines of code.)"""
     long = {str(p.relative_to(ROOT)): n for folder in ("probe", "train") for p in sorted((ROOT / folder).rglob("*.py"))
-            if (n := len(p.read_text().splitlines())) > 500}
+            if (n := _code_lines(p)) > 380}
     assert long == {}
 
 

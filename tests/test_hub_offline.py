@@ -146,7 +146,7 @@ def test_the_named_cli_is_the_installed_one():
 
 
 def test_readme_names_the_command_the_messages_name():
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[1] / "docs" / "how-to" / "external-checkpoints.md").read_text()
     assert "`hf download ORG/NAME --revision REV`" in readme and "HF_HUB_OFFLINE=1" in readme
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import popen_cli, run_cli
+from conftest import popen_cli, run_cli, without_status
 from waiting import DEADLINE, committed, wait_for
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc; PR_SET_PDEATHSIG")
@@ -106,6 +106,7 @@ def trainers(procs) -> dict[int, tuple[int, str]]:
 
 
 def one_line(err: str) -> str:
+    err = without_status(err)
     lines = err.strip().splitlines()
     assert "Traceback" not in err and len(lines) == 1, err
     return lines[0]

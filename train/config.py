@@ -335,7 +335,7 @@ PRESETS: dict[str, dict] = {
     # optimizer; these borrow paper 2's (post-LN, 1 head, d 400, d_ff 1200, d_head 200,
     # no biases, ReLU, AdamW wd 0.01, warm-up + cosine, batch 2048, clip 1). For a GPU.
     "paper1": dict(d_head=200),
-    # CPU-sized: minutes on 2 cores, still showing the effect (see README for what differs).
+    # CPU-sized: minutes on 2 cores, still showing the effect (docs/explanation/paper1.md: what differs).
     "quick": dict(
         key_min=21, key_max=40, n_samples=40_000, eval_size=512,
         d_model=64, d_ff=256, layers=2, heads=1, norm="pre", bias=True, activation="gelu",
@@ -347,7 +347,7 @@ PRESETS: dict[str, dict] = {
     # (PyTorch's default init) and LayerNorm biases, AdamW with weight decay 0.01 on every
     # parameter, batch 2048, clip 1; 759,375 training sequences (15 trained pairs x 50,625): 370
     # batches an epoch; the learning rate rises linearly from 1e-5 to 2e-4 over 10 epochs (3,700
-    # steps), then a cosine down to 1e-5 over 200 epochs: 77,700 steps. README: paper vs code.
+    # steps), then a cosine down to 1e-5 over 200 epochs: 77,700 steps. docs/explanation/paper2.md: paper vs code.
     "composite-paper": dict(
         task="composite", key_min=20, key_max=99, n_samples=759_375, d_head=200,
         head_bias=True, norm_bias=True, decay="all",
@@ -355,7 +355,7 @@ PRESETS: dict[str, dict] = {
         snapshot_every=2000,
     ),
     # The composite task sized for a CPU, paper 2's post-LN / ReLU / no-bias model at d 64
-    # (see README for what differs and what it shows).
+    # (docs/explanation/paper2.md: what differs and what it shows).
     "composite-quick": dict(
         task="composite", key_min=20, key_max=99, n_samples=30_000, eval_size=512,
         d_model=64, d_ff=256, layers=2, heads=1, norm="post", bias=False, activation="relu",

@@ -1,0 +1,168 @@
+"""The documentation runs as written: every bash and python block of the README and of every page of the
+site, in the order of mkdocs.yml's nav, each page in a scratch folder of its own (tests/docpages.py says
+what a page can state and how it is checked). The suite runs each page up to its first block titled ⏱
+(minutes) or GPU; the slow set runs the whole page: ``pytest -m slow tests/test_docs.py``."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import docpages
+from docpages import ROOT, blocks, check_output, commands, gpu_blocks, is_slow, nav_pages, run_page
+
+PAGES = nav_pages()
+
+
+def _cuda() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except Exception:  # noqa: BLE001 - no torch build with CUDA: no GPU
+        return False
+
+
+def _id(p: Path) -> str:
+    return str(p.relative_to(ROOT))
+
+
+@pytest.mark.parametrize("page", PAGES, ids=_id)
+def test_page_runs_as_written(page: Path, tmp_path):
+    """Each page up to its first block that takes minutes or a GPU."""
+    failures = run_page(page, tmp_path)
+    assert not failures, failures[0]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", [p for p in PAGES if is_slow(p)], ids=_id)
+def test_whole_page_runs_as_written(page: Path, tmp_path):
+    """Each page with blocks that take minutes, whole; GPU blocks where CUDA is present."""
+    gpu = _cuda()
+    failures = run_page(page, tmp_path, whole=True, gpu=gpu)
+    assert not failures, failures[0]
+    if gpu_blocks(page) and not gpu:
+        pytest.skip(f"ran all but the GPU blocks ({', '.join(b.where for b in gpu_blocks(page))}): no CUDA here")
+
+
+def _not_run():
+    for p in PAGES:
+        for b in blocks(p):
+            if b.lang in ("bash", "python") and not b.runs:
+                yield pytest.param(b, id=b.where)
+
+
+@pytest.mark.parametrize("block", list(_not_run()))
+def test_blocks_shown_but_not_run_say_why(block):
+    """Nothing is left out silently: each block not run is listed here, as a skip with its reason, and
+    the reason is on the page (a title or a not-run comment)."""
+    why = block.not_run or block.title
+    assert why.strip(), f"{block.where}: a block that is not run must say why"
+    pytest.skip(f"shown, not run: {why}")
+
+
+def test_every_page_is_in_the_nav_and_every_nav_page_exists():
+    listed = {p.resolve() for p in PAGES[1:]}
+    for p in listed:
+        assert p.exists(), f"mkdocs.yml lists {p.relative_to(ROOT)}, which does not exist"
+    on_disk = {p.resolve() for p in (ROOT / "docs").rglob("*.md")}
+    assert on_disk <= listed, f"pages not in mkdocs.yml's nav: {sorted(str(p) for p in on_disk - listed)}"
+
+
+def test_readme_is_short():
+    n = len((ROOT / "README.md").read_text().splitlines())
+    assert n <= 150, f"README.md has {n} lines; the details belong in docs/"
+
+
+def test_generated_reference_pages_are_current():
+    p = subprocess.run([sys.executable, str(ROOT / "docs" / "generate.py"), "--check"], capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 0, p.stderr + "\n(regenerate: python docs/generate.py)"
+
+
+def test_site_builds_strictly(tmp_path):
+    mkdocs = Path(sys.executable).parent / "mkdocs"
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    p = subprocess.run([str(mkdocs), "build", "--strict", "--quiet", "-d", str(tmp_path / "site")], cwd=ROOT,
+                       capture_output=True, text=True, timeout=600, env=env)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-5000:]
+    assert (tmp_path / "site" / "index.html").exists()
+
+
+# --- the runner itself can fail ------------------------------------------------------------------
+
+@pytest.fixture
+def scratch_page(tmp_path):
+    made = iter(range(100))
+
+    def make(text):
+        page = tmp_path / f"page{next(made)}.md"
+        page.write_text(text)
+        return page
+
+    return make
+
+
+def test_runner_reports_a_failing_command(scratch_page, tmp_path):
+    page = scratch_page("```bash\necho one\nfalse\necho never\n```\n")
+    (tmp_path / "w").mkdir()
+    failures = run_page(page, tmp_path / "w")
+    assert failures and "`false` exited 1" in failures[0]
+
+
+def test_runner_checks_output_names_and_lets_numbers_vary(scratch_page, tmp_path):
+    ok = scratch_page("```bash\nprintf 'step  rho\\n1000  -0.93\\n'\n```\n\n```text\nstep  rho\n1000  -0.89\n```\n")
+    (tmp_path / "a").mkdir()
+    assert run_page(ok, tmp_path / "a") == []
+    bad = scratch_page("```bash\nprintf 'step  tau\\n1000  -0.93\\n'\n```\n\n```text\nstep  rho\n1000  -0.89\n```\n")
+    (tmp_path / "b").mkdir()
+    assert "output differs" in run_page(bad, tmp_path / "b")[0]
+
+
+def test_runner_refuses_an_example_that_overwrites_an_earlier_output(scratch_page, tmp_path):
+    page = scratch_page("```bash\necho a > out.txt\n```\n\n```bash\necho b > out.txt\n```\n")
+    (tmp_path / "w").mkdir()
+    assert "rewrote ['out.txt']" in run_page(page, tmp_path / "w")[0]
+
+
+def test_runner_keeps_python_state_across_blocks_and_checks_files(scratch_page, tmp_path):
+    page = scratch_page("```python\nx = 41\n```\n\n```python\nprint(x + 1)\nopen('made.txt', 'w').write('x')\n```\n"
+                        "\n```text\n42\n```\n<!-- files: made.txt missing.txt -->\n")
+    (tmp_path / "w").mkdir()
+    assert "['missing.txt']" in run_page(page, tmp_path / "w")[0]
+
+
+def test_output_pattern_and_commands():
+    assert check_output("a 1\n...\nz 2\n", "head\na 5\nb\nc\nz 7.5e-3\n")
+    assert not check_output("a 1\nz 2\n", "a 1\nb\nz 2\n")
+    assert commands("# c\nprobe a \\\n  --b 1\n\nprobe c\n") == ["probe a \\\n  --b 1", "probe c"]
+    assert docpages.is_slow(ROOT / "docs" / "tutorials" / "paper1.md")
+
+
+@pytest.mark.slow
+def test_readme_first_command_in_a_clean_clone(tmp_path):
+    """The README's first set-up command, as written, in a clean clone of HEAD: install, then the demo
+    (CI runs the second). Needs the package registry; minutes."""
+    first = (ROOT / "README.md").read_text().split("```bash", 1)[1].split("```", 1)[0].strip().splitlines()[0]
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True, timeout=300)
+    p = subprocess.run(["bash", "-c", "set -eo pipefail\n" + first], cwd=clone, capture_output=True, text=True,
+                       timeout=3600)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert "[ok] rsn_test accuracy" in p.stdout and (clone / "demo-out" / "report.html").exists()
+    assert check_output("file       ...\nformat     safetensors, step -\n", "file       /a/b/model\nformat     safetensors, step -\n")
+    assert not check_output("file       ...\nformat     pt\n", "file       /a\nformat     safetensors\n")
+
+
+def test_the_api_page_documents_every_probe_and_its_result():
+    import re
+
+    from probe import registry
+
+    page = (ROOT / "docs" / "reference" / "api.md").read_text()
+    shown = set(re.findall(r"^::: ([\w.]+)$", page, re.M))
+    for spec in registry.PROBES:
+        assert any(s.endswith(f".{spec.name}") and s.startswith("probe.api.") for s in shown), \
+            f"docs/reference/api.md has no ::: probe.api.*.{spec.name}"
+        assert f"probe.analyses.{spec.result}" in shown, f"docs/reference/api.md has no ::: probe.analyses.{spec.result}"
