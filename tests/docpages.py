@@ -28,7 +28,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -166,15 +165,15 @@ def check_output(expected: str, actual: str) -> bool:
     return any(match(0, a) for a in range(len(act) + 1))
 
 
-def environment(folder: Path) -> dict:
+def environment() -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
     env.update(PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}", MPLBACKEND="Agg", PYTHONUNBUFFERED="1",
-               COLUMNS="100", HF_HUB_OFFLINE=env.get("HF_HUB_OFFLINE", "1"), PROBE_DOCS_ROOT=str(ROOT))
+               COLUMNS="100", HF_HUB_OFFLINE=env.get("HF_HUB_OFFLINE", "1"))
     return env
 
 
 _DRIVER = r"""
-import contextlib, io, json, os, sys, traceback
+import json, os, sys, traceback
 ns = {"__name__": "__main__"}
 ctl_in, ctl_out = os.fdopen(int(sys.argv[1]), "r"), os.fdopen(int(sys.argv[2]), "w")
 for line in ctl_in:
@@ -255,7 +254,7 @@ def run_page(path: Path, folder: Path, whole: bool = False, gpu: bool = False, t
     """Run the blocks of ``path`` in ``folder``, in order; returns the failures (empty: the page works as
     written). Without ``whole``, up to the first block that takes minutes or a GPU (the fast set); with
     it, every block, those needing a GPU only when ``gpu`` (the slow set)."""
-    env = environment(folder)
+    env = environment()
     # the pages speak from a clone's root: its example scripts are where they say
     if not (folder / "examples").exists():
         (folder / "examples").symlink_to(ROOT / "examples")
@@ -282,20 +281,17 @@ def run_page(path: Path, folder: Path, whole: bool = False, gpu: bool = False, t
                     what = failed[-1][len("docs: failed: "):] if failed else "the block"
                     return [f"{b.where}: `{what}` exited {p.returncode}\nstdout: {p.stdout[-2000:]}\n"
                             f"stderr: {p.stderr[-3000:]}"]
-                if not any(_may_rewrite(c) for c in commands(b.body)):
-                    after = _files(folder)
-                    changed = [f for f, st in before.items() if f in after and after[f] != st]
-                    if changed:
-                        return [f"{b.where}: the block rewrote {changed}, written by an earlier example"]
             else:
                 py = py or Python(folder, env)
                 err, stdout = py.run(b.body, f"<{b.where}>")
                 if err:
                     return [f"{b.where}: the python block failed:\n{err}\nstdout: {stdout[-2000:]}"]
+            if not (b.lang == "bash" and any(_may_rewrite(c) for c in commands(b.body))):
                 after = _files(folder)
                 changed = [f for f, st in before.items() if f in after and after[f] != st]
                 if changed:
-                    return [f"{b.where}: the python block rewrote {changed}, written by an earlier example"]
+                    kind = "the block" if b.lang == "bash" else "the python block"
+                    return [f"{b.where}: {kind} rewrote {changed}, written by an earlier example"]
             if b.output is not None and not check_output(b.output, stdout):
                 return [f"{b.where}: the output differs from the page's\n--- page:\n{b.output}--- printed:\n{stdout}"]
             missing = [f for f in b.files if not (folder / f).exists()]
@@ -322,7 +318,3 @@ def nav_pages() -> list[Path]:
     nav = text[text.index("\nnav:"):]
     pages = re.findall(r"([\w./-]+\.md)\s*$", nav, re.M)
     return [ROOT / "README.md"] + [ROOT / "docs" / p for p in pages]
-
-
-def quote(cmd: str) -> str:
-    return shlex.quote(cmd)
