@@ -123,6 +123,8 @@ def schema() -> str:
            f"> {s['$comment']}", "", "## Root attributes", "", "| attribute | meaning |", "|---|---|"]
     out += [f"| `{k}` | {_md(v)} |" for k, v in s["root_attrs"].items()]
     out += [f"| `{k}` (optional) | {_md(v)} |" for k, v in s.get("optional_root_attrs", {}).items()]
+    if "checksums" in s:
+        out += ["", "## Checksums", "", f"From schema {s['checksums']['since']}, {_md(s['checksums']['doc'])}."]
     out += ["", "## Dimensions", "", "| symbol | meaning |", "|---|---|"]
     out += [f"| `{k}` | {_md(v)} |" for k, v in s["dims_doc"].items()]
     out += ["", "## Datasets", "", "| entry | path | dtype | shape | required | since | meaning |",

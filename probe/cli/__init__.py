@@ -95,17 +95,19 @@ def info(file: Source, fmt: Fmt = FORMAT) -> None:
 
 @_command(examples=("probe validate run.h5", "probe validate run.h5 --format json"))
 def validate(file: File, fmt: Fmt = FORMAT) -> None:
-    """Check FILE against the snapshot schema: exit 0 if it matches, else list findings and exit 1."""
+    """Check FILE against the snapshot schema and read all its data once, verifying every checksum: exit 0
+    if it matches, else list findings and exit 1. Notes (a file older than checksums) follow either way."""
     from .. import api
     from . import render
 
     findings = api.validate(file)
     if fmt is Format.json:
-        render.write_json({"file": file, "valid": not findings, "findings": findings})
+        render.write_json({"file": file, "valid": not findings, "findings": findings, "notes": findings.notes})
     elif fmt is Format.csv:
-        render.write_csv(render.TIDY, [(None, "finding", file, x) for x in findings])
+        render.write_csv(render.TIDY, [(None, "finding", file, x) for x in findings] +
+                         [(None, "note", file, x) for x in findings.notes])
     else:
-        for x in findings or ["valid"]:
+        for x in [*(findings or ["valid"]), *(f"note: {x}" for x in findings.notes)]:
             print(f"{file}: {x}")
     if findings:
         raise typer.Exit(1)

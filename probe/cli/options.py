@@ -97,8 +97,8 @@ Source = _argument(
 FORMAT = Format.table
 Fmt = _option(Format, "--format", "-f", help="table, json (strict: no NaN) or csv (tidy: step,metric,key,value); "
                                              "data on stdout, logs on stderr", per={
-    "validate": "table (a line per finding, or 'valid'), json ({file, valid, findings}) or csv (tidy: "
-                "step,metric,key,value, a finding per row)",
+    "validate": "table (a line per finding, or 'valid', then a 'note:' line per note), json ({file, valid, "
+                "findings, notes}) or csv (tidy: step,metric,key,value, a finding or note per row)",
     "batch": "of the table on stdout: table, json (a list of rows) or csv (path,step,probe,key,metric,value); "
              "--out takes the format of its extension",
     "sweep-summary": "table (per cell: each metric's mean, std and interval, then each outcome's fraction), json "

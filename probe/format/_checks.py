@@ -3,9 +3,11 @@
 One set of checks serves two callers. :func:`~.validate.validate` lists every finding.
 :class:`ReadCheck` is what :class:`~.run.Run` runs: at open, the links of the whole file, the
 ``config`` / ``task`` / ``dims`` attributes and ``snapshots/step``; then each dataset before its first
-read (its storage, dtype, rank, axes against ``dims``, one row per committed step). A reader refuses
-the file with the first finding, in validate's words, before any number is read from it. Both read
-link info, dataset metadata, ``snapshots/step`` and the token groups, never a weight.
+read (its storage, its checksum from schema 1.4, dtype, rank, axes against ``dims``, one row per
+committed step). A reader refuses the file with the first finding, in validate's words, before any
+number is read from it. A reader reads link info, dataset metadata, ``snapshots/step`` and the token
+groups, never a weight, and HDF5 verifies the checksum of each chunk it reads; validate also reads
+every chunk once (in bounded blocks) to verify them all.
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ import numpy as np
 from probe_schemas import snapshot_schema, version_tuple
 
 from ..errors import ProbeError
-from ._h5 import P
+from ._h5 import P, damaged_file_error
 
 
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
@@ -168,6 +170,74 @@ def storage_problem(ds: h5py.Dataset | h5py.h5d.DatasetID) -> str | None:
     return None
 
 # ----------------------------------------------------------------------------
+# Data: what is stored, what carries a checksum, reads in bounded blocks
+# ----------------------------------------------------------------------------
+
+# At most this many bytes are read at once wherever a whole dataset is read: a file may declare any
+# extent (a 10^9-token vocabulary costs it a few bytes of header), so no read is sized by one.
+BLOCK_BYTES = 16 << 20
+CHECKSUMS_SINCE = version_tuple(snapshot_schema()["checksums"]["since"])
+
+
+def blocks(ds: h5py.Dataset, stop: int | None = None):
+    """``(start, ds[start:end])`` over axis 0 up to ``stop`` (default: all rows), each block at most
+    :data:`BLOCK_BYTES` (but at least one row: a caller whose rows may be larger reads columns too)."""
+    stop = ds.shape[0] if stop is None else min(stop, ds.shape[0])
+    row = ds.dtype.itemsize * int(np.prod(ds.shape[1:], dtype=np.int64))
+    step = max(1, BLOCK_BYTES // max(row, 1))
+    for start in range(0, stop, step):
+        yield start, np.asarray(ds[start:min(start + step, stop)])
+
+
+def stored_chunks(ds: h5py.Dataset) -> list[tuple[int, ...]]:
+    """The offsets of the chunks of ``ds`` that hold data, in order, found in its chunk index without
+    reading them (a chunk never written reads as the fill value and is stored nowhere)."""
+    out: list[tuple[int, ...]] = []
+    try:
+        ds.id.chunk_iter(lambda info: out.append(tuple(info.chunk_offset)))
+    except (AttributeError, NotImplementedError):   # h5py or HDF5 before H5Dchunk_iter (1.14)
+        out = [tuple(ds.id.get_chunk_info(i).chunk_offset) for i in range(ds.id.get_num_chunks())]
+    return sorted(out)
+
+
+def unwritten_finding(path: str, ds: h5py.Dataset, rows: int | None = None) -> str | None:
+    """Whether part of ``ds`` (its first ``rows`` rows; default: all) was never written: the writer
+    writes every row it commits and every other dataset whole, so such a part is an extent the file
+    declares but holds no data for (it would read as zeros). Metadata only: the chunk index."""
+    if not ds.size:
+        return None
+    if ds.ndim:
+        rows = ds.shape[0] if rows is None else min(rows, ds.shape[0])
+        if not rows:
+            return None
+    layout = ds.id.get_create_plist().get_layout()
+    if layout == h5py.h5d.CHUNKED:
+        chunks = ds.chunks
+        want = -(-rows // chunks[0]) * int(np.prod([-(-s // c) for s, c in zip(ds.shape[1:], chunks[1:])]))
+        have = sum(1 for c in stored_chunks(ds) if c[0] < rows)
+        if have < want:
+            return f"'{path}' holds data in {have} of the {want} chunks of its {_rows(rows, ds)}; the rest was never written"
+    elif layout == h5py.h5d.CONTIGUOUS and ds.id.get_storage_size() < ds.nbytes:
+        return f"'{path}' holds no data for its shape {ds.shape}; it was never written"
+    return None
+
+
+def _rows(rows: int, ds: h5py.Dataset) -> str:
+    return f"first {rows} rows" if rows < ds.shape[0] else f"shape {ds.shape}"
+
+
+def checksum_finding(path: str, ds: h5py.Dataset, version: tuple[int, int]) -> str | None:
+    """From schema 1.4 (the schema's ``checksums``) every dataset that holds data carries a checksum:
+    the Fletcher-32 filter, or a compact layout (data inside the checksummed object header). Not
+    variable-length strings, which HDF5 cannot filter."""
+    if (version < CHECKSUMS_SINCE or not ds.size or ds.dtype.kind == "O" or ds.fletcher32
+            or ds.id.get_create_plist().get_layout() == h5py.h5d.COMPACT):
+        return None
+    return (f"'{path}' carries no checksum (from schema {CHECKSUMS_SINCE[0]}.{CHECKSUMS_SINCE[1]} every "
+            "dataset that holds data carries one)")
+
+
+# ----------------------------------------------------------------------------
 # The checks both callers share
 # ----------------------------------------------------------------------------
 
@@ -193,13 +263,15 @@ def meta_findings(meta: dict) -> tuple[list[str], dict, dict]:
     return findings, dims, task
 
 
-def step_findings(steps: np.ndarray) -> list[str]:
-    """``snapshots/step`` must increase strictly: a repeat or a step back labels snapshots wrongly."""
+def step_findings(steps: np.ndarray, first: int = 0) -> list[str]:
+    """``snapshots/step`` must increase strictly: a repeat or a step back labels snapshots wrongly.
+    ``steps``: the steps of snapshots ``first``, ``first + 1``, ... (a block of them)."""
     drops = np.flatnonzero(np.diff(steps) <= 0)
     if not drops.size:
         return []
     i = int(drops[0]) + 1
-    return [f"'{P['step']}' is not strictly increasing (snapshot {i} has step {steps[i]:g} after {steps[i - 1]:g})"]
+    return [f"'{P['step']}' is not strictly increasing (snapshot {first + i} has step {steps[i]:g} after "
+            f"{steps[i - 1]:g})"]
 
 
 def dataset_findings(path: str, dtype: np.dtype, got: tuple[int, ...] | None, spec: dict, dims: dict,
@@ -302,26 +374,22 @@ def refusal(path: str, findings: list[str]) -> ProbeError:
     more = len(findings) - 1
     return ProbeError(f"{path}: {findings[0]}" + (f" (and {more} more: probe validate lists them)" if more else ""))
 
-def unfinished_slots(get) -> tuple[str, ...]:
+def unfinished_slots(get, n: int) -> tuple[str, ...]:
     """The resume slots no resume reads: marked as being rewritten (a negative step in
     ``resume/slot_step``) or holding a step that is no committed snapshot. A writer killed while
     filling one leaves datasets whose data lie past the end of file its superblock records, which
     HDF5 refuses to open ("invalid dataset size"): a killed run is valid, and only its finished slot
-    counts. ``get(path)``: the dataset there, its links and storage checked, or None. Marks that
-    cannot be read leave both slots unread (the dataset checks report them)."""
+    counts. ``get(path)``: the dataset there, its links and storage checked, or None; ``n``: the
+    committed steps the caller trusts (the first ``n`` of ``snapshots/step``, read in blocks). Marks
+    that cannot be read leave both slots unread (the dataset checks report them)."""
     try:
         marks, steps = get(P["resume_step"]), get(P["step"])
         if not (isinstance(marks, h5py.Dataset) and isinstance(steps, h5py.Dataset)
                 and marks.shape == (2,) and steps.ndim == 1 and marks.dtype.kind in "iu"):
             return _RESUME_SLOTS
-        committed = set(np.asarray(steps[...]).tolist())
-        return tuple(slot for slot, mark in zip(_RESUME_SLOTS, np.asarray(marks[...]).tolist())
-                     if mark < 0 or mark not in committed)
-    except (OSError, RuntimeError, KeyError, ValueError):
-        return _RESUME_SLOTS
-        committed = set(np.asarray(steps[...]).tolist())
-        return tuple(slot for slot, mark in zip(_RESUME_SLOTS, np.asarray(marks[...]).tolist())
-                     if mark < 0 or mark not in committed)
+        held = np.asarray(marks[...]).tolist()
+        committed = {s for _, block in blocks(steps, n) for s in np.intersect1d(block, held).tolist()}
+        return tuple(slot for slot, mark in zip(_RESUME_SLOTS, held) if mark < 0 or mark not in committed)
     except (OSError, RuntimeError, KeyError, ValueError):
         return _RESUME_SLOTS
 
@@ -356,23 +424,32 @@ class ReadCheck:
             raise refusal(path, findings)
         self._done: set[str] = set()
         self._names: dict[int, list[str]] | None = None
+        self._ids: dict[int, h5py.h5d.DatasetID] = {}   # by object address: see one()
         step = f.get(P["step"])
         if step is None:
             raise ProbeError(f"{path}: missing dataset '{P['step']}'")
         if not isinstance(step, h5py.Dataset):
             raise ProbeError(f"{path}: '{P['step']}' is a group, not a dataset")
+        step = self.one(step)
         self.dataset(P["step"], step, None)
-        self.steps(np.asarray(step[...], dtype=np.int64))
+        unwritten = unwritten_finding(P["step"], step)   # (its rows would be read whole, however many it declares)
+        if unwritten:
+            raise refusal(path, [unwritten])
+        try:
+            self.steps(np.asarray(step[...], dtype=np.int64))
+        except (OSError, RuntimeError) as exc:
+            raise damaged_file_error(exc, path, P["step"]) from None
         self.n = int(step.shape[0])
 
     def _datasets(self, scan: LinkScan) -> None:
         """Every dataset the scan found, by object: storage first (the extent of a virtual dataset may
         open its source files), then each of its names against its schema entry."""
         root, findings = self.f["/"].id, []
-        for names in scan.objects().values():
-            ds = h5py.h5o.open(root, _b(names[0]))
+        for addr, names in scan.objects().items():
+            ds = self._ids.get(addr) or h5py.h5o.open(root, _b(names[0]))
             if not isinstance(ds, h5py.h5d.DatasetID):
                 continue
+            self._ids[addr] = ds
             problem = storage_problem(ds)
             if problem is not None:
                 findings.append(f"'{names[0]}' {problem}")
@@ -384,6 +461,8 @@ class ReadCheck:
                 entry = schema_entry(name, self.version)
                 if entry is not None:
                     findings += dataset_findings(name, dtype, shape, entry[1], self.dims, self.n)
+            missing = checksum_finding(names[0], h5py.Dataset(ds), self.version)
+            findings += [missing] if missing else []
             self._done.update(names)
         if findings:
             raise refusal(self.path, findings)
@@ -419,6 +498,7 @@ class ReadCheck:
             entry = schema_entry(name, self.version)
             if entry is not None:
                 findings += dataset_findings(name, dtype, shape, entry[1], self.dims, self.n if n == -1 else n)
+        findings += [x for x in [checksum_finding(path, ds, self.version)] if x]
         if findings:
             raise refusal(self.path, findings)
         self._done.update(names)
@@ -442,13 +522,23 @@ class ReadCheck:
         ds = self.f.get(path)
         if not isinstance(ds, h5py.Dataset):
             return None
+        ds = self.one(ds)
         self.dataset(path, ds, None)
         return ds
+
+    def one(self, ds: h5py.Dataset) -> h5py.Dataset:
+        """``ds`` on the one HDF5 id this reader holds for its object (the caller drops ``ds`` itself).
+        Under SWMR a dataset is refreshed before it is read, and HDF5 (2.0) refreshing an object that
+        two ids hold leaves both reading wrong chunks: measured on a killed run, snapshot 8 of a weight
+        read as snapshot 3, checksums and all. So every name of an object, and every later request for
+        it, shares one id."""
+        kept = self._ids.setdefault(h5py.h5o.get_info(ds.id).addr, ds.id)
+        return ds if kept is ds.id else h5py.Dataset(kept, readonly=True)
 
     def everything(self, resume_slots: bool) -> None:
         """Every dataset of the file now, not each before its first read (``resume_slots``: their links
         and datasets too, what a resume reads and copies)."""
-        scan = link_findings(self.f, prune=unfinished_slots(self._checked) if resume_slots else _RESUME_SLOTS)
+        scan = link_findings(self.f, prune=unfinished_slots(self._checked, self.n) if resume_slots else _RESUME_SLOTS)
         if scan.findings:
             raise refusal(self.path, scan.findings)
         self._datasets(scan)

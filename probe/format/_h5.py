@@ -139,15 +139,23 @@ def _check_not_truncated(path: str, head: bytes) -> None:
             raise ProbeError(f"{path}: truncated HDF5 file ({size} bytes, the superblock says {eof})")
 
 
-def damaged_file_error(exc: BaseException | None, path: str) -> ProbeError | None:
+def damaged_file_error(exc: BaseException | None, path: str, dataset: str | None = None,
+                       where: str = "") -> ProbeError | None:
     """The ProbeError to raise for an HDF5 library error met while reading ``path``, else None.
 
     HDF5 reports damaged metadata deep inside reads, as OSError, RuntimeError or a
-    KeyError whose text starts with "Unable to"; all mean the file is corrupted.
+    KeyError whose text starts with "Unable to"; all mean the file is corrupted. With ``dataset``
+    (the path of the dataset being read; ``where``: which part of it, `` (snapshot at step 500)``)
+    the line names it, and a failed checksum says so: a chunk's Fletcher-32 filter ("filter returned
+    failure during read") or an object header's ("incorrect metadata checksum").
     """
     if isinstance(exc, (OSError, RuntimeError)) or (isinstance(exc, KeyError) and "Unable to" in str(exc)):
         msg = " ".join(str(exc.args[0] if exc.args else exc).split())
-        return ProbeError(f"{path}: damaged HDF5 file ({msg})")
+        if dataset is None:
+            return ProbeError(f"{path}: damaged HDF5 file ({msg})")
+        if "filter returned failure" in msg or "checksum" in msg:
+            return ProbeError(f"{path}: damaged HDF5 file: checksum mismatch in '{dataset}'{where}")
+        return ProbeError(f"{path}: damaged HDF5 file: '{dataset}'{where} is unreadable ({msg})")
     return None
 
 

@@ -8,10 +8,48 @@ import os
 import secrets
 
 import h5py
+import numpy as np
 
 from .._files import sync_file, sync_folder
 from ..errors import ProbeError, is_write_fault, write_cause
-from ._h5 import _open_swmr_writer, _writer_fapl
+from ._h5 import _chunks, _open_swmr_writer, _writer_fapl
+
+
+# ----------------------------------------------------------------------------
+# Datasets with checksums
+# ----------------------------------------------------------------------------
+
+def _dataset(g: h5py.Group, path: str, data: np.ndarray | None = None, *, shape=None, dtype=None, maxshape=None,
+             chunks=None, checksums: bool = True) -> h5py.Dataset:
+    """A new dataset at ``path`` in ``g`` (filled with ``data``, or of ``shape`` and ``dtype``) whose
+    data HDF5 checksums and verifies at every read (schema 1.4): chunked (``chunks``; by default the
+    whole array when small, else ~64 KiB row blocks, as the snapshots' rows) with the Fletcher-32
+    filter; a scalar compact, inside its object header, which HDF5 checksums as it does all metadata
+    of these files. An empty array holds nothing to checksum (nor can HDF5 chunk an empty fixed extent)."""
+    if data is not None:
+        shape, dtype = data.shape, data.dtype
+    shape, dtype = tuple(shape), np.dtype(dtype)
+    if checksums and shape == ():
+        return _compact(g, path, dtype, data)
+    if checksums and (maxshape is not None or all(shape)):
+        chunks = chunks or _chunks(shape, dtype.itemsize)[1:]
+        ds = g.create_dataset(path, shape=shape, dtype=dtype, data=data, maxshape=maxshape, chunks=chunks,
+                              fletcher32=True)
+        ds.flush()   # its chunks leave HDF5's chunk cache now: a full disk fails here, not when `ds` is dropped
+        return ds
+    return g.create_dataset(path, shape=shape, dtype=dtype, data=data, maxshape=maxshape, chunks=chunks)
+
+
+def _compact(g: h5py.Group, path: str, dtype: np.dtype, data: np.ndarray | None) -> h5py.Dataset:
+    """A scalar dataset stored compact (h5py's create_dataset gives a scalar the default layout)."""
+    parent, _, name = path.rpartition("/")
+    dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+    dcpl.set_layout(h5py.h5d.COMPACT)
+    dsid = h5py.h5d.create((g.require_group(parent) if parent else g).id, name.encode("utf-8", "surrogateescape"),
+                           h5py.h5t.py_create(dtype, logical=True), h5py.h5s.create(h5py.h5s.SCALAR), dcpl=dcpl)
+    if data is not None:
+        dsid.write(h5py.h5s.ALL, h5py.h5s.ALL, np.ascontiguousarray(data, dtype=dtype))
+    return h5py.Dataset(dsid)
 
 
 # ----------------------------------------------------------------------------

@@ -13,9 +13,72 @@ from probe_schemas import path_of
 
 from ..errors import ProbeError
 from ._h5 import (
-    METRICS, P, PARAMS_GROUP, WEIGHTS_GROUP, _json_attr, check_header, damaged_file_error, datasets, open_h5
+    METRICS, P, PARAMS_GROUP, SNAPSHOTS_GROUP, WEIGHTS_GROUP, _json_attr, check_header, damaged_file_error, datasets,
+    open_h5
 )
 from .steps import step_indices
+
+
+class Dataset(h5py.Dataset):
+    """A dataset of a :class:`Run`: an h5py dataset whose failed reads name it. HDF5 verifies a chunk's
+    Fletcher-32 checksum as it reads it (files of schema 1.4 on); a mismatch, or any other error
+    HDF5 meets reading it, becomes one :class:`~probe.errors.ProbeError` naming the file, the dataset
+    and, for a time-first one, the snapshot that is damaged (``run.h5: damaged HDF5 file: checksum
+    mismatch in 'snapshots/weights/token_embedding' (snapshot at step 500)``). Every view of it
+    (``asstr()``, ``astype()``, ``np.asarray``) reads through it."""
+
+    def __init__(self, ds: h5py.Dataset, run: "Run", path: str):
+        super().__init__(ds.id, readonly=True)   # (a Run opens its file read-only)
+        self._in_run = (run, path)
+
+    def __getitem__(self, args, new_dtype=None):
+        try:
+            return super().__getitem__(args, new_dtype=new_dtype)
+        except (OSError, RuntimeError) as exc:
+            raise self._damaged(exc, args) from None
+
+    def read_direct(self, dest, source_sel=None, dest_sel=None):
+        try:
+            return super().read_direct(dest, source_sel, dest_sel)
+        except (OSError, RuntimeError) as exc:
+            raise self._damaged(exc, source_sel) from None
+
+    def _damaged(self, exc: BaseException, args) -> BaseException:
+        run, path = self._in_run
+        where = ""
+        if path.startswith(SNAPSHOTS_GROUP + "/") and self.ndim:
+            i = self._first_failing(args)
+            if i is not None:
+                where = _snapshot(run.h5, i)
+        return damaged_file_error(exc, run.path, path, where) or exc
+
+    def _first_failing(self, args) -> int | None:
+        """The first snapshot (row of axis 0) of the selection ``args`` that fails to read on its own
+        (a failed read is read again row by row: only on the way to an error)."""
+        first, rest = (args[0], args[1:]) if isinstance(args, tuple) and args else (args, ())
+        if first is None or first is Ellipsis or isinstance(first, tuple):
+            first, rest = slice(None), ()
+        if isinstance(first, slice):
+            rows = range(*first.indices(self.shape[0]))
+        else:
+            try:
+                rows = [int(i) for i in np.ravel(first)]
+            except (TypeError, ValueError):
+                return None
+        for i in rows:
+            try:
+                super().__getitem__((i, *rest))
+            except (OSError, RuntimeError):
+                return i
+        return None
+
+
+def _snapshot(f: h5py.File, index: int) -> str:
+    """`` (snapshot at step S)`` for snapshot ``index``; `` (snapshot I)`` where its step cannot be read."""
+    try:
+        return f" (snapshot at step {int(f[P['step']][index])})"
+    except (OSError, RuntimeError, KeyError, IndexError, ValueError):
+        return f" (snapshot {index})"
 
 
 # ----------------------------------------------------------------------------
@@ -76,7 +139,7 @@ class Run:
             self.task = _json_attr(self._f, "task", self.path)
             self.dims = _json_attr(self._f, "dims", self.path)
             # What the probes rely on, in the words of `probe validate`: links, attributes and steps now,
-            # each dataset before its first read (self._get).
+            # each dataset before its first read (self.at).
             from ._checks import ReadCheck
 
             self._check = ReadCheck(self._f, self.path, self.schema_version,
@@ -120,18 +183,19 @@ class Run:
     # datasets --------------------------------------------------------------
     def dataset(self, entry: str, **fields) -> h5py.Dataset:
         """The dataset of schema entry ``entry``; a clear error if it is missing."""
-        path = path_of(entry, **fields)
-        return self._get(path)
+        return self.at(path_of(entry, **fields))
 
-    def _get(self, path: str) -> h5py.Dataset:
+    def at(self, path: str) -> Dataset:
+        """The dataset at HDF5 ``path``, checked against the schema (once), its reads naming it."""
         try:
             obj = self._f[path]
-        except KeyError:
-            raise ProbeError(f"{self.path}: missing dataset '{path}'") from None
-        except (OSError, RuntimeError) as exc:
-            raise ProbeError(f"{self.path}: dataset '{path}' is unreadable ({exc})") from None
+        except (KeyError, OSError, RuntimeError) as exc:
+            if isinstance(exc, KeyError) and "doesn't exist" in str(exc):
+                raise ProbeError(f"{self.path}: missing dataset '{path}'") from None
+            raise damaged_file_error(exc, self.path, path) from None   # its object header: damaged
         if not isinstance(obj, h5py.Dataset):
             raise ProbeError(f"{self.path}: '{path}' is a group, not a dataset")
+        obj = Dataset(self._check.one(obj), self, path)   # (rebinding obj closes the id it opened: see one())
         self._check.dataset(path, obj)   # (and, under SWMR, its refresh)
         return obj
 
@@ -153,7 +217,7 @@ class Run:
         """The token groups: name -> token ids (int64 array), the stored ones and any added to ``extra_groups``."""
         grp_path = P["token_group"].rsplit("/", 1)[0]
         grp = self._f.get(grp_path)
-        stored = {} if grp is None else {name: np.asarray(self._get(f"{grp_path}/{name}")[...], dtype=np.int64)
+        stored = {} if grp is None else {name: np.asarray(self.at(f"{grp_path}/{name}")[...], dtype=np.int64)
                                          for name in grp}
         return {**self._check.groups(stored), **self.extra_groups}
 
@@ -161,7 +225,7 @@ class Run:
         """The text of every token (index = token id) of a text run; ``None`` when not stored (synthetic tasks)."""
         if P["vocab_strings"] not in self._f:
             return None
-        return [str(s) for s in self._get(P["vocab_strings"]).asstr()[...]]
+        return [str(s) for s in self.at(P["vocab_strings"]).asstr()[...]]
 
     @property
     def splits(self) -> list[str]:
@@ -201,7 +265,7 @@ class Run:
             Canonical name -> shape of one snapshot's tensor.
         """
         grp = self._f.get(WEIGHTS_GROUP)
-        return {} if grp is None else {n: tuple(self._get(f"{WEIGHTS_GROUP}/{n}").shape[1:])
+        return {} if grp is None else {n: tuple(self.at(f"{WEIGHTS_GROUP}/{n}").shape[1:])
                                        for n, _ in datasets(grp)}
 
     def tensor(self, name: str) -> h5py.Dataset:
@@ -225,7 +289,7 @@ class Run:
         for grp in (WEIGHTS_GROUP, PARAMS_GROUP):
             full = f"{grp}/{name}"
             if full in self._f:
-                return self._get(full)
+                return self.at(full)
         known = ", ".join(sorted(self.tensors())) or "none"
         raise ProbeError(f"{self.path}: no tensor '{name}'; known tensors: {known}")
 
@@ -233,7 +297,7 @@ class Run:
         """Parameter names of the weight matrices (2-D or per-head 3-D, named W...)."""
         params = self._f.get(PARAMS_GROUP, {})
         return [n for n, _ in datasets(params)
-                if self._get(f"{PARAMS_GROUP}/{n}").ndim >= 3 and n.rsplit(".", 1)[-1].startswith("W")] \
+                if self.at(f"{PARAMS_GROUP}/{n}").ndim >= 3 and n.rsplit(".", 1)[-1].startswith("W")] \
             if params else []
 
     def has(self, entry: str, **fields) -> bool:
@@ -277,7 +341,7 @@ class Run:
             for metric in METRICS:
                 path = path_of("metric", split=split, metric=metric)
                 if path in self._f:
-                    out[split][metric] = np.asarray(self._get(path)[:n])
+                    out[split][metric] = np.asarray(self.at(path)[:n])
         return out
 
     # steps -----------------------------------------------------------------

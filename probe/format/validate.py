@@ -1,5 +1,5 @@
 """``probe validate``: every finding of a snapshot file against the schema (the checks themselves:
-:mod:`._checks`, shared with the reader)."""
+:mod:`._checks`, shared with the reader), and every stored chunk read once to verify its checksum."""
 from __future__ import annotations
 
 import itertools
@@ -12,15 +12,33 @@ import numpy as np
 
 from probe_schemas import snapshot_schema, version_tuple
 
-from ._h5 import METRICS, P, RESUME_GROUP, check_header, damaged_file_error, open_h5
+from ._h5 import METRICS, P, RESUME_GROUP, WEIGHTS_GROUP, check_header, damaged_file_error, open_h5
 from ._checks import (
-    unfinished_slots, LinkScan, _PLACEHOLDER, _b, dataset_findings, group_findings, link_findings, meta_findings,
-    step_findings, storage_problem
+    BLOCK_BYTES, CHECKSUMS_SINCE, unfinished_slots, LinkScan, _PLACEHOLDER, blocks, checksum_finding,
+    dataset_findings, group_findings, link_findings, meta_findings, schema_entry, step_findings, storage_problem,
+    stored_chunks, unwritten_finding
 )
 
+# A chunk is read whole wherever a byte of it is (HDF5 verifies its checksum on the whole chunk): one
+# larger than this is reported rather than read. The writer's chunks are at most ~1 MiB.
+MAX_CHUNK_BYTES = 64 << 20
 
-def validate(path: str | os.PathLike) -> list[str]:
-    """Findings (empty: the file matches the schema).
+
+class Findings(list):
+    """What :func:`validate` found: a list of sentences, empty when the file matches the schema, and
+    ``notes``, what holds for the file either way (written before checksums: damage to its data
+    cannot be detected)."""
+
+    def __init__(self, findings=(), notes=()):
+        super().__init__(findings)
+        self.notes = list(notes)
+
+
+def validate(path: str | os.PathLike) -> Findings:
+    """Findings (empty: the file matches the schema), with the file's ``notes``.
+
+    Reads every stored chunk once, in blocks of bounded size, so that HDF5 verifies each checksum
+    (schema 1.4 on); the extents a file declares size no read.
 
     Raises :class:`~probe.errors.ProbeError` for a file that is not a readable
     snapshot file at all (missing, not HDF5, truncated, newer schema major).
@@ -30,7 +48,8 @@ def validate(path: str | os.PathLike) -> list[str]:
         try:
             version = check_header(f, path)
             scan = link_findings(f)
-            return scan.findings + _Checker(f, version, scan).run()
+            checker = _Checker(f, version, scan)
+            return Findings(scan.findings + checker.run(), checker.notes)
         except Exception as exc:
             damaged = damaged_file_error(exc, path)
             if damaged is None:
@@ -54,7 +73,12 @@ class _Checker:
         self.schema = snapshot_schema()
         self.objects = scan.objects()
         self.leaves = [name for names in self.objects.values() for name in names]
+        self._addr = {name: addr for addr, names in self.objects.items() for name in names}
+        self._first: dict[int, str] = {}         # the name each dataset was opened by (one id each: see _get)
         self.flagged = set(scan.paths)          # names never to open (links, then datasets stored elsewhere)
+        self.data: list[str] = []               # data never written, damaged or unchecked
+        self.unsound: set[str] = set()          # datasets whose data is not read for the checks (see data)
+        self.notes: list[str] = []
         self._objs: dict[str, object] = {}
         self._stored_elsewhere: dict[int, bool] = {}
 
@@ -69,7 +93,18 @@ class _Checker:
         lives in another file (then a finding, once per dataset). Nothing but its metadata is read."""
         if path in self._objs:
             return self._objs[path]
-        obj = self.f.get(path) if self._safe(path) else None
+        addr = self._addr.get(path)
+        if addr in self._first and self._safe(path):   # another name of an open dataset: its id, not a second
+            obj = self._objs[path] = self._objs[self._first[addr]]   # one (see ReadCheck.one: SWMR refresh)
+            return obj
+        try:
+            obj = self.f.get(path) if self._safe(path) else None
+        except (KeyError, OSError, RuntimeError) as exc:   # its object header is damaged: a finding, not the end
+            self.data.append(_damage(exc, path))
+            self.flagged.add(path)
+            obj = None
+        if addr is not None and obj is not None:
+            self._first[addr] = path
         if isinstance(obj, h5py.Dataset):
             ident = hash(obj.id)   # the object, whichever of its hard links names it
             if ident not in self._stored_elsewhere:
@@ -88,21 +123,81 @@ class _Checker:
     def _has(self, path: str) -> bool:
         return self._get(path) is not None
 
-    def _elsewhere(self) -> None:
-        """Every dataset the checks above did not open (the resume state, anything outside the schema):
-        its data must be in this file too. Opened once per object, through the low-level API (~25 µs
-        each, a third of h5py's Dataset: a file holds hundreds)."""
-        root = self.f["/"].id
-        unread = tuple(slot + "/" for slot in unfinished_slots(self._get))   # their datasets may not open
+    def _data(self, n: int, last: int | None) -> None:
+        """Every dataset once (by object), those the checks above did not open too (the resume state,
+        anything outside the schema): its data must be in this file, hold what its extent declares and,
+        from schema 1.4, carry checksums that match (:meth:`_sound`). Not the resume slots no resume
+        reads, nor rows past the committed ones: a killed writer may have left them half-written."""
+        unread = tuple(slot + "/" for slot in unfinished_slots(self._get, n))   # their datasets may not open
         for names in self.objects.values():
-            if any(name in self._objs for name in names) or all(n.startswith(unread) for n in names):
+            if all(x.startswith(unread) for x in names) or P["step"] in names:   # (step: by _committed)
                 continue
-            ds = h5py.h5o.open(root, _b(names[0]))
-            if isinstance(ds, h5py.h5d.DatasetID):
-                problem = storage_problem(ds)
-                if problem is not None:
-                    self.storage.append(f"'{names[0]}' {problem}")
-                    self.flagged.update(names)
+            ds = self._get(names[0])
+            if isinstance(ds, h5py.Dataset):
+                self._sound(names, ds, self._rows(names, n, last))
+
+    def _rows(self, names: list[str], n: int, last: int | None) -> int | None:
+        """The rows of a dataset that hold data: the ``n`` committed of a time-first one, the loss log's
+        up to the last snapshot's step, all of any other (None)."""
+        for entry in filter(None, (schema_entry(x, self.version) for x in names)):
+            if entry[0] == "step_loss":
+                return 0 if last is None else max(int(last), 0)
+            if entry[1].get("shape", [None])[:1] == ["n"]:
+                return n
+        return None
+
+    def _sound(self, names: list[str], ds: h5py.Dataset, rows: int | None) -> bool:
+        """Whether the data of ``ds`` (its first ``rows`` rows) was all written and, where it carries
+        checksums, matches them; else a finding, and the checks that read data pass it by."""
+        name = next((x for x in names if x.startswith(WEIGHTS_GROUP + "/")), names[0])   # a weight by its role
+        missing = checksum_finding(name, ds, self.version)
+        if missing:
+            self.data.append(missing)
+        try:
+            problem = unwritten_finding(name, ds, rows) or (self._verify(name, ds, rows) if ds.fletcher32 else None)
+        except (OSError, RuntimeError) as exc:   # its chunk index is damaged
+            problem = _damage(exc, name)
+        if problem:
+            self.data.append(problem)
+            self.unsound.update(names)
+        return problem is None
+
+    def _verify(self, name: str, ds: h5py.Dataset, rows: int | None) -> str | None:
+        """Read every stored chunk of ``ds`` (of its first ``rows`` rows) once, in slabs of at most
+        :data:`BLOCK_BYTES`: HDF5 verifies each chunk's checksum as it reads it. A slab that fails is read
+        again chunk by chunk, to name the snapshots that are damaged."""
+        nbytes = ds.dtype.itemsize * int(np.prod(ds.chunks, dtype=np.int64))
+        if nbytes > MAX_CHUNK_BYTES:
+            return (f"'{name}' has chunks of {nbytes} bytes, more than validate reads at once ({MAX_CHUNK_BYTES}): "
+                    "its checksums are not verified")
+        stored = [c for c in stored_chunks(ds) if rows is None or c[0] < rows]
+        failed: dict[tuple, BaseException] = {}
+        for slab, members in _slabs(ds.shape, ds.chunks, stored, max(1, BLOCK_BYTES // nbytes)):
+            try:
+                ds[slab]
+            except (OSError, RuntimeError):
+                for c in members:
+                    try:
+                        ds[_slab([c], ds.shape, ds.chunks, 0)]
+                    except (OSError, RuntimeError) as exc:
+                        failed[c] = exc
+        if not failed:
+            return None
+        return _damage(next(iter(failed.values())), name, self._where(name, sorted({c[0] for c in failed})))
+
+    def _where(self, name: str, rows: list[int]) -> str:
+        """`` (snapshot at step S)`` / `` (snapshots at steps S, T)`` for damaged rows of a time-first dataset."""
+        if not name.startswith(P["step"].split("/")[0] + "/"):
+            return ""
+        step = self._objs.get(P["step"])
+        try:
+            if name == P["step"] or P["step"] in self.unsound or not isinstance(step, h5py.Dataset):
+                raise ValueError
+            shown = [str(int(step[i])) for i in rows[:5]]
+            what = "snapshot at step" if len(rows) == 1 else "snapshots at steps"
+        except (OSError, RuntimeError, ValueError, IndexError):
+            shown, what = [str(i) for i in rows[:5]], "snapshot" if len(rows) == 1 else "snapshots"
+        return f" ({what} {', '.join(shown)}{f' and {len(rows) - 5} more' if len(rows) > 5 else ''})"
 
     def _attrs(self) -> dict:
         meta = {}
@@ -128,7 +223,7 @@ class _Checker:
         self.findings += findings
         config = meta.get("config")
         self.model = config.get("model") if isinstance(config, dict) else None
-        n = self._committed()   # first: under SWMR every other dataset is grown before 'step'
+        n, last = self._committed()   # first: under SWMR every other dataset is grown before 'step'
         for entry, spec in self.schema["datasets"].items():
             if version_tuple(spec.get("since", "1.0")) > self.version:
                 continue  # added after this file was written
@@ -136,17 +231,32 @@ class _Checker:
                 continue  # (the resume state) nothing to check but where its data live: below
             for path in self._expand(entry, spec, dims, task):
                 self._check(entry, spec, path, dims, n)
-        self._elsewhere()
+        self._data(n, last)
         self._semantic(dims, n)
-        return self.storage + self.findings
+        if self.version < CHECKSUMS_SINCE:
+            since = ".".join(map(str, CHECKSUMS_SINCE))
+            self.notes.append(f"carries no checksums (written with schema {'.'.join(map(str, self.version))}, "
+                              f"before {since}): damage to its data cannot be detected")
+        return self.storage + self.findings + self.data
 
-    def _committed(self) -> int:
+    def _committed(self) -> tuple[int, int | None]:
+        """(committed snapshots, the last one's step) from ``snapshots/step``, read in blocks; (0, None)
+        where it is missing, malformed, never written or damaged (each a finding of its own)."""
         step = self._get(P["step"])
         if not isinstance(step, h5py.Dataset) or step.ndim != 1 or step.dtype.kind not in "iuf":
-            return 0  # reported as missing, or as of the wrong shape or dtype, by the dataset checks
-        steps = np.asarray(step[...])
-        self.findings += step_findings(steps)
-        return int(steps.shape[0])
+            return 0, None  # reported as missing, or as of the wrong shape or dtype, by the dataset checks
+        if not self._sound([P["step"]], step, None):
+            return 0, None
+        prev = None
+        for start, block in blocks(step):
+            found = step_findings(block if prev is None else np.concatenate(([prev], block)),
+                                  start if prev is None else start - 1)
+            if found:
+                self.findings += found
+                break
+            prev = block[-1]
+        n = int(step.shape[0])
+        return n, (step[n - 1] if n else None)
 
     def _expand(self, entry: str, spec: dict, dims: dict, task: dict) -> list[str]:
         path = spec["path"]
@@ -206,25 +316,69 @@ class _Checker:
         self.findings += dataset_findings(path, obj.dtype, obj.shape, spec, dims, n)
 
     def _semantic(self, dims: dict, n: int) -> None:
+        """What the values must say (token ids in the vocabulary, P^s rows summing to 1 or 0, a resume
+        slot at a committed step); read in blocks, and only from datasets whose data is sound."""
+        def readable(path: str, ok) -> h5py.Dataset | None:
+            ds = self._get(path)
+            return ds if isinstance(ds, h5py.Dataset) and path not in self.unsound and ok(ds) else None
+
         grp = self._get(P["token_group"].rsplit("/", 1)[0])
         if isinstance(grp, h5py.Group):
             groups = {}
-            for name in grp:
-                ds = self._get(f"{grp.name.lstrip('/')}/{name}")
-                if isinstance(ds, h5py.Dataset) and ds.dtype.kind in "iu" and ds.ndim == 1:
-                    groups[name] = np.asarray(ds[...])   # (any other shape is reported by the dataset checks)
+            for name in grp:   # (any other shape or dtype is reported by the dataset checks)
+                ds = readable(f"{grp.name.lstrip('/')}/{name}", lambda d: d.dtype.kind in "iu" and d.ndim == 1)
+                if ds is not None:   # the range of its ids is all the check needs
+                    groups[name] = np.array([x for _, b in blocks(ds) for x in (b.min(), b.max())])
             self.findings += group_findings(groups, dims)
-        ld = self._get(P["label_dist"])
-        if isinstance(ld, h5py.Dataset) and ld.ndim == 2 and ld.dtype.kind == "f":
-            sums = np.asarray(ld[...]).sum(axis=1)
-            if not np.all((np.abs(sums - 1) < 1e-6) | (np.abs(sums) < 1e-12)):
-                self.bad(f"'{P['label_dist']}' has rows that sum to neither 1 nor 0")
-        marks = self._get(P["resume_step"])
-        step = self._get(P["step"])
-        if isinstance(marks, h5py.Dataset) and isinstance(step, h5py.Dataset) and n and marks.dtype.kind in "iu":
-            steps = np.asarray(step[:n])
-            held = [int(s) for s in np.ravel(marks[...]) if s >= 0]
-            if held and not any(s in steps for s in held):
+        ld = readable(P["label_dist"], lambda d: d.ndim == 2 and d.dtype.kind == "f")
+        if ld is not None and not all(np.all((np.abs(s - 1) < 1e-6) | (np.abs(s) < 1e-12)) for s in _row_sums(ld)):
+            self.bad(f"'{P['label_dist']}' has rows that sum to neither 1 nor 0")
+        marks = readable(P["resume_step"], lambda d: d.shape == (2,) and d.dtype.kind in "iu")
+        step = readable(P["step"], lambda d: d.ndim == 1)
+        if marks is not None and step is not None and n:
+            held = [int(s) for s in marks[...] if s >= 0]
+            if held and not any(np.isin(held, b).any() for _, b in blocks(step, n)):
                 self.bad(f"resume slots hold steps {held}, none of them a complete snapshot")
         if self._has(RESUME_GROUP) and not self._has(P["resume_step"]):
             self.bad(f"'{RESUME_GROUP}' group without '{P['resume_step']}'")
+
+
+def _damage(exc: BaseException, name: str, where: str = "") -> str:
+    """A finding for an HDF5 error met reading ``name``, in the words of a reader's error line."""
+    return str(damaged_file_error(exc, "", name, where) or exc).split("damaged HDF5 file: ", 1)[-1]
+
+
+def _slabs(shape: tuple, chunks: tuple, stored: list[tuple[int, ...]], per: int):
+    """(hyperslab, its chunks) covering the chunk offsets ``stored`` (in order): runs of up to ``per``
+    neighbours along the last axis that the chunks divide (so a time-first dataset of whole-row chunks
+    is read many snapshots at a time, a large tensor many row blocks at a time); never a chunk that is
+    not stored, whose read costs what the file declares, not what it holds."""
+    axis = max((a for a, (s, c) in enumerate(zip(shape, chunks)) if s > c), default=0)
+    run: list[tuple[int, ...]] = []
+    for c in stored:
+        if run and (len(run) == per or c[axis] != run[-1][axis] + chunks[axis]
+                    or c[:axis] + c[axis + 1:] != run[-1][:axis] + run[-1][axis + 1:]):
+            yield _slab(run, shape, chunks, axis), run
+            run = []
+        run.append(c)
+    if run:
+        yield _slab(run, shape, chunks, axis), run
+
+
+def _slab(run: list[tuple[int, ...]], shape: tuple, chunks: tuple, axis: int) -> tuple[slice, ...]:
+    """The hyperslab of the chunks ``run`` (neighbours along ``axis``), clipped to the extent."""
+    return tuple(slice(run[0][a], min((run[-1][a] if a == axis else run[0][a]) + chunks[a], shape[a]))
+                 for a in range(len(shape)))
+
+
+def _row_sums(ds: h5py.Dataset):
+    """The row sums of a 2-D ``ds``, a block of rows at a time, each read at most :data:`BLOCK_BYTES`
+    (in column blocks where a row is larger)."""
+    rows, cols = ds.shape
+    width = max(1, min(cols, BLOCK_BYTES // ds.dtype.itemsize))
+    height = max(1, BLOCK_BYTES // (width * ds.dtype.itemsize))
+    for a in range(0, rows, height):
+        sums = np.zeros(min(height, rows - a))
+        for b in range(0, cols, width):
+            sums += np.asarray(ds[a:a + height, b:b + width], dtype=np.float64).sum(axis=1)
+        yield sums

@@ -18,10 +18,16 @@ from ._h5 import (
     FORMAT, METRICS, P, PARAMS_GROUP, RESUME_GROUP, RUN_GROUP, SCHEMA_VERSION, SNAPSHOTS_GROUP, WEIGHTS_GROUP, _chunks,
     _package_version, datasets
 )
-from .run import Run
+from ._checks import CHECKSUMS_SINCE
+from .run import Dataset, Run
 from ._write import (
-    WriteFailed, _abandon, _file_size_limit, _new_file, _open_then_replace, _snapshots_kept, _vfd, _with_metadata
+    WriteFailed, _abandon, _dataset, _file_size_limit, _new_file, _open_then_replace, _snapshots_kept, _vfd,
+    _with_metadata
 )
+
+# Whether new files carry checksums (schema 1.4). Only bench/bench_checksum.py turns it off, to time
+# training without them: the files it then makes claim a schema they do not follow.
+CHECKSUMS = True
 
 
 class Writer:
@@ -85,18 +91,19 @@ class Writer:
             f.attrs["dims"] = json.dumps(dict(dims), sort_keys=True)
             if environment is not None:
                 f.attrs["environment"] = json.dumps(dict(environment), sort_keys=True)
+            sums = CHECKSUMS
             for name, ids in groups.items():
-                f.create_dataset(path_of("token_group", group=name), data=np.asarray(list(ids), dtype=np.int64))
+                _dataset(f, path_of("token_group", group=name), np.asarray(list(ids), dtype=np.int64), checksums=sums)
             for entry, arr in run_arrays.items():
-                if np.asarray(arr).dtype.kind in "OU":  # text: variable-length UTF-8
+                if np.asarray(arr).dtype.kind in "OU":  # text: variable-length UTF-8 (HDF5 filters none)
                     f.create_dataset(path_of(entry), data=[str(x) for x in arr], dtype=h5py.string_dtype())
                 else:
-                    f.create_dataset(path_of(entry), data=arr)
+                    _dataset(f, path_of(entry), np.asarray(arr), checksums=sums)
 
             def series(p: str, row_shape=(), dtype="f8"):
                 itemsize = np.dtype(dtype).itemsize
-                return f.create_dataset(p, shape=(0, *row_shape), maxshape=(None, *row_shape), dtype=dtype,
-                                        chunks=_chunks(row_shape, itemsize))
+                return _dataset(f, p, shape=(0, *row_shape), maxshape=(None, *row_shape), dtype=dtype,
+                                chunks=_chunks(row_shape, itemsize), checksums=sums)
 
             series(P["step"], dtype="i8")
             for entry in ("epoch", "time", "train_loss"):
@@ -114,10 +121,11 @@ class Writer:
                 series(P[entry], shape, dtype)
             series(P["step_loss"])
             if resume_tensors:
-                f.create_dataset(P["resume_step"], data=np.full(2, -1, dtype=np.int64))
+                _dataset(f, P["resume_step"], np.full(2, -1, dtype=np.int64), checksums=sums)
                 for slot in (0, 1):
                     for name, (shape, dtype) in resume_tensors.items():
-                        f.create_dataset(path_of("resume_tensor", slot=slot, name=name), shape=shape, dtype=dtype)
+                        _dataset(f, path_of("resume_tensor", slot=slot, name=name), shape=tuple(shape), dtype=dtype,
+                                 checksums=sums)
         return cls(_open_then_replace(tmp, path, "creating it", kept, 0), path)
 
     def append(
@@ -253,6 +261,7 @@ class Writer:
         with Run(path) as run:
             run.check_all(resume_slots=True)
             f = run.h5
+            sums = run.schema_version >= CHECKSUMS_SINCE   # a resumed file keeps its schema, with or without
             if P["resume_step"] not in f:
                 raise ProbeError(f"{path}: holds no resume state")
             held = np.asarray(f[P["resume_step"]][...])
@@ -279,14 +288,14 @@ class Writer:
                     if old:
                         env["before_resume"] = {k: v for k, v in old.items() if k != "before_resume"}
                     g.attrs["environment"] = json.dumps(env, sort_keys=True)
-                f.copy(f[RUN_GROUP], g, name=RUN_GROUP)   # written once, at creation
-                _copy_rows(f[SNAPSHOTS_GROUP], g, SNAPSHOTS_GROUP, keep)
+                f.copy(f[RUN_GROUP], g, name=RUN_GROUP)   # written once, at creation (chunks copied as stored)
+                _copy_rows(run, g, SNAPSHOTS_GROUP, keep, sums)
                 if P["step_loss"] in f:   # the losses of the steps before the resumed one
-                    log = f[P["step_loss"]]
+                    log = run.dataset("step_loss")
                     k = min(step, int(log.shape[0]))
-                    g.create_dataset(P["step_loss"], data=np.asarray(log[:k]), maxshape=(None,),
-                                     chunks=log.chunks)
-                _copy_slot(f, g, slot)
+                    _dataset(g, P["step_loss"], np.asarray(log[:k]), maxshape=(None,), chunks=log.chunks,
+                             checksums=sums)
+                _copy_slot(run, g, slot, sums)
                 g.flush()
         writer = cls(_open_then_replace(tmp, path, doing, kept, keep), path)
         g = writer._f
@@ -294,33 +303,36 @@ class Writer:
         params = {name: np.asarray(ds[keep - 1]) for name, ds in writer._params.items()}
         return writer, step, state, params
 
-def _copy_rows(src: h5py.Group, g: h5py.File, base: str, keep: int) -> None:
-    """The first ``keep`` rows of every time-first dataset under ``src`` into ``g[base]``, one snapshot
-    at a time (bounded memory), keeping layout and hard links."""
+def _copy_rows(run: Run, g: h5py.File, base: str, keep: int, checksums: bool) -> None:
+    """The first ``keep`` rows of every time-first dataset under ``run``'s ``base`` into ``g[base]``, one
+    snapshot at a time (bounded memory), keeping layout, checksums and hard links. Each row is read,
+    its checksum verified, and written anew: a damaged one stops the copy with one line naming it."""
     made: dict[int, str] = {}
-    for name, ds in datasets(src, each_link=True):
+    for name, ds in datasets(run.h5[base], each_link=True):
         full = f"{base}/{name}"
         key = hash(ds.id)
         if key in made:
             g[full] = g[made[key]]
             continue
-        new = g.create_dataset(full, shape=(keep, *ds.shape[1:]), maxshape=ds.maxshape, dtype=ds.dtype,
-                               chunks=ds.chunks)
+        src = Dataset(ds, run, full)   # (not run.at: under SWMR its refresh, with `ds` open, makes 1-D reads zeros)
+        new = _dataset(g, full, shape=(keep, *ds.shape[1:]), maxshape=ds.maxshape, dtype=ds.dtype, chunks=ds.chunks,
+                       checksums=checksums)
         for i in range(keep):
-            new[i] = ds[i]
+            new[i] = src[i]
         new.flush()   # a full disk fails here, not silently when `new` is dropped (see _DeallocFaults)
         made[key] = full
 
 
-def _copy_slot(f: h5py.File, g: h5py.File, slot: int) -> None:
+def _copy_slot(run: Run, g: h5py.File, slot: int, checksums: bool) -> None:
     """The resume state of ``slot``; the other slot is recreated empty and marked invalid."""
     held = np.full(2, -1, dtype=np.int64)
-    held[slot] = f[P["resume_step"]][slot]
-    g.create_dataset(P["resume_step"], data=held)
+    held[slot] = run.dataset("resume_step")[slot]
+    _dataset(g, P["resume_step"], held, checksums=checksums)
     for other in (0, 1):
-        for name, ds in datasets(f[f"{RESUME_GROUP}/slot{slot}"], each_link=True):
+        for name, ds in datasets(run.h5[f"{RESUME_GROUP}/slot{slot}"], each_link=True):
             path = path_of("resume_tensor", slot=other, name=name)
             if other == slot:
-                g.create_dataset(path, data=ds[...])
+                src = Dataset(ds, run, path_of("resume_tensor", slot=slot, name=name))
+                _dataset(g, path, np.asarray(src[()]), checksums=checksums)
             else:
-                g.create_dataset(path, shape=ds.shape, dtype=ds.dtype)
+                _dataset(g, path, shape=ds.shape, dtype=ds.dtype, checksums=checksums)
