@@ -314,6 +314,40 @@ class OutputLock:
             pass
 
 
+def writer_alive(path: str | os.PathLike) -> bool:
+    """Whether another process holds the :class:`OutputLock` of ``path`` now, i.e. a writer is at work
+    on it; the lock is not taken (a reader taking it, even for a moment, could refuse a starting writer).
+
+    A released lock's file is removed, and a killed writer's lock went with its process: what is left
+    is its file, naming a process that is gone. So: no lock file, no writer; a lock file without a
+    process id yet, a writer starting; else whether the process it names lives (a reused id counts as
+    a writer: the reader then treats the file as live, which is safe, only less strict)."""
+    try:
+        fd = os.open(lock_path(path), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        text = os.pread(fd, 64, 0).decode("ascii", "replace")
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    pid = text.partition("\n")[0].strip()
+    if not pid.isdigit():
+        return True   # created, not yet written in: a writer in its first moment
+    if int(pid) == os.getpid():
+        return False  # this process holds it (a resume reads the file it is about to write)
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except OSError:   # EPERM: it lives, under another user
+        pass
+    return True
+
+
 def _command_line() -> str:
     argv = list(sys.argv) or ["python"]
     argv[0] = os.path.basename(argv[0]) or "python"

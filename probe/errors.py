@@ -14,6 +14,7 @@ import sys
 import warnings
 from typing import Callable, NoReturn
 
+from . import _watchdog
 from ._proc import adopt_parent, stop_signals
 from ._text import ERRORS as _SHOWN
 
@@ -228,6 +229,7 @@ class _Stop:
             self._cleanups.append(cleanup)
 
     def _handle(self, signum, frame):
+        _watchdog.heard()
         self.received = signum
         if self.asked and signum == signal.SIGINT:  # a second Ctrl-C: the user will not wait for the safe point
             raise KeyboardInterrupt
@@ -242,12 +244,25 @@ class _Stop:
         saw ``ood --threads 2`` run on to exit 0 after a SIGHUP) or break a library in mid-call (h5py's
         lock: "SystemError: FastRLock.__exit__ returned a result with an exception set", 5 of 20
         SIGHUPs to that command)."""
+        _watchdog.heard()
+        self._end(signum)
+
+    def _end(self, signum: int, stuck: bool = False) -> None:
+        """Remove unfinished files, say so in one line, exit 128 + ``signum``. ``stuck``: called by the
+        watchdog while the main thread is inside a library call (:mod:`probe._watchdog`), which may hold
+        stdout's lock: nothing is flushed, the line goes straight to the descriptor."""
         self.received = signum
         for cleanup in self._cleanups:
             try:
                 cleanup()
             except Exception:
                 pass
+        if stuck:
+            try:
+                os.write(2, (_interrupted_line() + "\n").encode())
+            except OSError:
+                pass
+            os._exit(128 + signum)
         try:
             sys.stdout.flush()   # what was printed before the signal
         except Exception:
@@ -324,6 +339,7 @@ class _Stop:
 
     @staticmethod
     def _exit(signum, frame):
+        _watchdog.heard()
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
@@ -447,6 +463,7 @@ def _run_cli(app, **kw) -> None:
     if not isinstance(sys.stdout, _Stdout):
         sys.stdout = _Stdout(sys.stdout)
     STOP.stop_outside()
+    _watchdog.start(STOP.signals(), lambda signum: STOP._end(signum, stuck=True))
     try:
         adopt_parent()   # a child of the toolkit: stop when the process that started it ends
         rc = _invoke(app, **kw)
