@@ -9,11 +9,16 @@ header) as ``\\uXXXX``. The result is valid Unicode: strict JSON, UTF-8 files an
 it. A name that really holds a backslash followed by ``xNN`` reads the same: the escaping is for
 people, not a way back to the bytes.
 
-Two doors, one spelling: :func:`shown` for text built on purpose (JSON values, plot titles, the
+Three doors, one spelling: :func:`shown` for text built on purpose (JSON values, plot titles, the
 report page), and the ``probe.shown`` codec error handler (:data:`ERRORS`), which ``run_cli`` puts
 on stdout and stderr so that every ``print`` of a path — tables, CSV, error and warning lines —
 writes the same ``\\xNN`` instead of failing (characters the locale's encoding lacks, e.g. ``é``
 under an ASCII locale, become ``\\xe9`` / ``\\u0394`` as Python's ``backslashreplace`` writes them).
+
+The third, :func:`terminal`, is for text bound for a terminal: a terminal obeys control
+characters rather than showing them, so a tensor name holding ``ESC ] 0 ; ... BEL`` would retitle the
+window, ``ESC [ 2 J`` clear it, a carriage return or a bidi override hide or reorder what was written
+before it. JSON (``json.dumps`` escapes controls itself) and CSV keep the exact text.
 """
 from __future__ import annotations
 
@@ -46,6 +51,17 @@ def markup_text(text: str) -> str:
     """:func:`shown`, and the control characters XML forbids spelled ``\\xNN`` too: text that can go
     into an HTML page or an SVG image (still to be escaped for its context there)."""
     return _CONTROL.sub(lambda m: _escape(m.group()), text) if _CONTROL.search(text) else text
+
+
+def terminal(text: str) -> str:
+    """``text`` as a terminal may show it: every character that ``repr()`` would escape (not
+    ``str.isprintable()``: C0 and C1 controls, DEL, bidi embeddings, overrides, isolates and marks,
+    zero-width and other format characters, line and paragraph separators, surrogates) spelled
+    ``\\xNN`` / ``\\uXXXX``; quotes and backslashes as they are. The one door for file text (and the
+    lines that quote it: tables, warnings, ``Error:`` lines, progress) on its way to a terminal."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else _escape(ch) for ch in text)
 
 
 def _handler(exc: UnicodeError):

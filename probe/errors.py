@@ -16,7 +16,7 @@ from typing import Callable, NoReturn
 
 from . import _watchdog
 from ._proc import adopt_parent, stop_signals
-from ._text import ERRORS as _SHOWN
+from ._text import ERRORS as _SHOWN, terminal  # terminal: probe-train's door too (train imports errors)
 
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
@@ -163,9 +163,9 @@ def write_error(exc: BaseException, what: str, after: str = "") -> ProbeError:
 
 def _show_warning(message, category, filename, lineno, file=None, line=None, _default=warnings.showwarning):
     if issubclass(category, ProbeWarning):
-        print(f"warning: {message}", file=sys.stderr)
-    else:
-        _default(message, category, filename, lineno, file, line)
+        print(terminal(f"warning: {message}"), file=sys.stderr)   # it may quote a file's text
+    else:   # a library's warning may quote a file too (its own lines: where it was raised)
+        _default(terminal(str(message)), category, filename, lineno, file, line)
 
 
 def _signal_name(signum: int) -> str:
@@ -442,7 +442,7 @@ def _interrupted_line() -> str:
 def _say(line: str) -> None:
     """A last line on stderr, which may be gone (a closed terminal: SIGHUP)."""
     try:
-        print(line, file=sys.stderr, flush=True)
+        print(terminal(line), file=sys.stderr, flush=True)
     except (OSError, ValueError):
         pass
 
@@ -479,13 +479,13 @@ def _run_cli(app, **kw) -> None:
         if type(exc).__name__ == "Abort":
             print("Error: aborted", file=sys.stderr)
             sys.exit(1)
-        print(f"Error: {_usage_message(exc)}", file=sys.stderr)
+        print(terminal(f"Error: {_usage_message(exc)}"), file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
     except Interrupted as exc:
         _say(str(exc))
         sys.exit(exc.exit_code)
     except ProbeError as exc:
-        print(f"Error: {exc.cli_message()}", file=sys.stderr)
+        print(terminal(f"Error: {exc.cli_message()}"), file=sys.stderr)   # names from files: escaped
         sys.exit(EXIT_BAD_INPUT)
     except KeyboardInterrupt:
         _say(_interrupted_line())
@@ -499,11 +499,11 @@ def _run_cli(app, **kw) -> None:
             msg = f"{write_cause(exc)} while writing {where}"
         else:
             msg = " ".join(str(exc).split()) or type(exc).__name__
-        print(f"Error: {msg}", file=sys.stderr)
+        print(terminal(f"Error: {msg}"), file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
     except Exception as exc:  # a bug, not bad input: still no traceback unless asked for
         if os.environ.get("PROBE_DEBUG"):
             raise
-        print(f"Error: unexpected {type(exc).__name__}: {exc} (set PROBE_DEBUG=1 for the traceback)",
+        print(terminal(f"Error: unexpected {type(exc).__name__}: {exc} (set PROBE_DEBUG=1 for the traceback)"),
               file=sys.stderr)
         sys.exit(1)

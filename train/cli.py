@@ -15,7 +15,7 @@ from typing import Optional
 
 import typer
 
-from probe.errors import STOP, fail, param, run_cli
+from probe.errors import STOP, fail, param, run_cli, terminal
 
 from .config import PRESETS, PURPOSES, RunConfig
 
@@ -61,7 +61,9 @@ def _yaml_scalar(v) -> str:
         mantissa, e, exponent = text.partition("e")
         # YAML 1.1 readers (PyYAML) take 1e-05 for a string: a float needs a dot before its exponent
         return f"{mantissa}.0e{exponent}" if e and "." not in mantissa else text
-    return json.dumps(v, ensure_ascii=False)   # a JSON string is a valid double-quoted YAML scalar
+    # a JSON string is a valid double-quoted YAML scalar; one holding what YAML may not hold raw (C1 controls)
+    # or a terminal would obey (a path from a resumed file: ESC, a bidi override) is written in escapes
+    return json.dumps(v, ensure_ascii=not v.isprintable())
 
 
 def config_text(cfg: RunConfig, fmt: str = "json") -> str:
@@ -134,9 +136,10 @@ class _LiveReport:
         if code != 0 and not stopped:
             self.log.seek(0)
             msg = self.log.read().decode(errors="replace").strip().splitlines()
-            print(f"warning: the report process stopped ({msg[-1] if msg else f'exit {code}'})", file=sys.stderr)
+            print(terminal(f"warning: the report process stopped ({msg[-1] if msg else f'exit {code}'})"),
+                  file=sys.stderr)
         else:
-            print(f"wrote {self.page}", file=sys.stderr)
+            print(terminal(f"wrote {self.page}"), file=sys.stderr)
 
 
 class _TensorBoard:
@@ -194,8 +197,8 @@ class _TensorBoard:
             return
         self.events.close()
         probes = self._probes() if completed and self.probes else ""
-        print(f"wrote {self.run}: {self.events.written} TensorBoard points{probes} (tensorboard --logdir "
-              f"{self.folder})", file=sys.stderr)
+        print(terminal(f"wrote {self.run}: {self.events.written} TensorBoard points{probes} (tensorboard --logdir "
+                       f"{self.folder})"), file=sys.stderr)
 
     def _probes(self) -> str:
         """Run probe batch for the probes; its warnings and error rows as warning lines. What it added."""
@@ -212,15 +215,16 @@ class _TensorBoard:
         table, log = proc.communicate()
         for line in log.splitlines():
             if line.startswith(("warning: ", "Error: ")):
-                print(line.replace("Error: ", "warning: --tensorboard-probes: ", 1), file=sys.stderr)
+                print(terminal(line.replace("Error: ", "warning: --tensorboard-probes: ", 1)), file=sys.stderr)
         for row in csv.DictReader(table.splitlines()):
             if row["metric"] == "error":
                 at = f" at step {row['step']}" if row["step"] else ""
-                print(f"warning: --tensorboard-probes: {row['probe']}{at}: {row['value']}", file=sys.stderr)
+                # the CSV holds the exact text of an error that may quote the run's names
+                print(terminal(f"warning: --tensorboard-probes: {row['probe']}{at}: {row['value']}"), file=sys.stderr)
         if proc.returncode in (0, 1):
             return f" and the numbers of {', '.join(self.probes)}"
-        print(f"warning: the probes for TensorBoard stopped (exit {proc.returncode}); probe batch {self.out} "
-              f"--step all --tensorboard {self.folder} adds them", file=sys.stderr)
+        print(terminal(f"warning: the probes for TensorBoard stopped (exit {proc.returncode}); probe batch {self.out} "
+                       f"--step all --tensorboard {self.folder} adds them"), file=sys.stderr)
         return ""
 
 
@@ -283,8 +287,8 @@ def _train(preset: str, out: Optional[str], resume: bool, overwrite: bool, quiet
             live.finish(completed)
         if board is not None:
             board.finish(completed)
-    print(f"wrote {result.path}: {result.snapshots} snapshots, {result.steps} steps in {result.seconds:.1f} s",
-          file=sys.stderr)
+    print(terminal(f"wrote {result.path}: {result.snapshots} snapshots, {result.steps} steps in "
+                   f"{result.seconds:.1f} s"), file=sys.stderr)
     for split, m in result.metrics.items():
         print(f"{split}\tloss {m['loss']:.4f}\tacc {m['acc']:.4f}")
 
@@ -404,17 +408,17 @@ def sweep(
         manifest = run_sweep(preset, cells, out, jobs=jobs, scheduler=scheduler, progress=tick, log=log,
                              tensorboard=tensorboard)
     status = [r["status"] for r in manifest["runs"]]
-    print(f"{out}: {status.count('done')} of {len(status)} runs done"
-          + (f", {status.count('failed')} failed (see {out}/sweep.json)" if "failed" in status else ""),
+    print(terminal(f"{out}: {status.count('done')} of {len(status)} runs done"
+                   + (f", {status.count('failed')} failed (see {out}/sweep.json)" if "failed" in status else "")),
           file=sys.stderr)
-    for r in manifest["runs"]:
-        print(f"{r['label']}\t{r['status']}\t{r['path']}" + (f"\t{r['error']}" if "error" in r else ""))
+    for r in manifest["runs"]:   # tab-separated fields, each escaped (an error quotes names from files)
+        print("\t".join(terminal(str(r[k])) for k in ("label", "status", "path", "error") if k in r))
     if "failed" in status:
         raise typer.Exit(1)
 
 
 def _log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
+    print(terminal(msg), file=sys.stderr, flush=True)
 
 
 class _sweep_progress:
@@ -435,7 +439,8 @@ class _sweep_progress:
             self._p.update(self._task, completed=done, total=total,
                            description=f"{running} running, {failed} failed")
 
-        return tick, lambda msg: self._p.console.print(msg, markup=False, highlight=False)
+        # a message is printed as it is: no markup, no highlighting, no :emoji: codes, no control characters
+        return tick, lambda msg: self._p.console.print(terminal(msg), markup=False, highlight=False, emoji=False)
 
     def __exit__(self, *exc):
         if hasattr(self, "_p"):

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
-_KEYED = re.compile(r"^(.+)\[(.+)\]$")
+# a metric name is a word; its key (a group or tensor name from a file) may hold anything, "[" and newlines too
+_KEYED = re.compile(r"([^\[]+)\[(.+)\]", re.DOTALL)
 TIDY = ("step", "metric", "key", "value")   # the columns of every probe's CSV and DataFrame
 
 
@@ -78,7 +79,7 @@ def labels_field():
 
 def split_key(name: str) -> tuple[str, str]:
     """A summary name ``metric[key]`` as (metric, key); plain names get key ''."""
-    m = _KEYED.match(name)
+    m = _KEYED.fullmatch(name)
     return (m.group(1), m.group(2)) if m else (name, "")
 
 

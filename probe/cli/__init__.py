@@ -19,6 +19,7 @@ from typing import Annotated, Optional
 import typer
 
 from .. import registry
+from .._text import terminal
 from ..report import MAX_STEPS, SLIDER_MAX
 from ..errors import Interrupted, ProbeError, run_cli
 from .options import (
@@ -108,7 +109,7 @@ def validate(file: File, fmt: Fmt = FORMAT) -> None:
                          [(None, "note", file, x) for x in findings.notes])
     else:
         for x in [*(findings or ["valid"]), *(f"note: {x}" for x in findings.notes)]:
-            print(f"{file}: {x}")
+            print(terminal(f"{file}: {x}"))   # a finding quotes the file's names
     if findings:
         raise typer.Exit(1)
 
@@ -191,10 +192,10 @@ class _Batch(LazyCallback):
         errors = sum(1 for r in rows if r[4] == "error")
         if tensorboard is not None:
             runs = sorted(set(B.run_names(r[0] for r in rows).values()))
-            print(f"wrote {tensorboard}: TensorBoard run{'s' * (len(runs) != 1)} {', '.join(runs)} "
-                  f"(tensorboard --logdir {tensorboard})", file=sys.stderr)
+            print(terminal(f"wrote {tensorboard}: TensorBoard run{'s' * (len(runs) != 1)} {', '.join(runs)} "
+                           f"(tensorboard --logdir {tensorboard})"), file=sys.stderr)
         if out:
-            print(f"wrote {out}: {len(rows)} rows, {errors} error rows", file=sys.stderr)
+            print(terminal(f"wrote {out}: {len(rows)} rows, {errors} error rows"), file=sys.stderr)
         else:
             _batch_rows(rows, fmt)
         if errors:   # the errors are rows of the table; the exit code says that not every task succeeded
@@ -233,8 +234,8 @@ def report(
 
     out = out or "report.html"
 
-    def log(msg):
-        print(msg, file=sys.stderr)
+    def log(msg):   # it names runs, files and what went wrong with them
+        print(terminal(msg), file=sys.stderr)
 
     if watch:
         from ..errors import STOP
@@ -264,7 +265,7 @@ def report(
         rep = R.report(paths, out, probes=probes or None, max_steps=max_steps, revisions=revisions, progress=tick,
                        allow_nonfinite=allow_nonfinite, slider_steps=slider_steps)
     for spec, err in rep.errors.items():
-        print(f"warning: {spec}: {err}", file=sys.stderr)
+        log(f"warning: {spec}: {err}")
     log(f"wrote {out}: {len(rep.sources)} run(s), {len(rep.probes)} probes")
 
 
@@ -335,7 +336,7 @@ def figures(
     scripts = F.load_scripts(folder)
     if list_:
         for name, sc in scripts.items():
-            print(f"{name}\t{sc.title}")
+            print(f"{terminal(name)}\t{terminal(sc.title)}")
         return
     if all_ == bool(names):
         raise ProbeError("name the figures to make, or pass --all (see --list)")
@@ -399,12 +400,12 @@ def figures(
         made, failed = F.make_figures(names, ctx, folder, per_figure)
         for paths in made.values():
             for p in paths:
-                print(p)
+                print(terminal(str(p)))
     if failed:   # each failure was logged as it happened; exit 1: not every figure was made
         # one failure: its cause in the Error line too (scripts read that line alone); several: their names
         done = len(names) - len(failed)
         what = ", ".join(failed) if len(failed) > 1 else f"{next(iter(failed))} ({next(iter(failed.values()))})"
-        print(f"Error: {len(failed)} of {done + len(failed)} figure(s) failed: {what}", file=sys.stderr)
+        print(terminal(f"Error: {len(failed)} of {done + len(failed)} figure(s) failed: {what}"), file=sys.stderr)
         raise typer.Exit(1)
 
 
@@ -418,8 +419,8 @@ def _say_plan(plan, prefix: str) -> None:
             if secs is not None else f"no estimate: never measured on this machine class: {', '.join(plan.unmeasured)} "
             "(the papers' sizes are for a GPU)")
     seeded = ", ".join(f"{n} {k}" for n, k in plan.seeds.items())
-    print(f"{prefix}{len(todo)} run(s) to train or resume, {len(reuse)} to reuse; {when}; seeds per figure: {seeded}",
-          file=sys.stderr)
+    print(terminal(f"{prefix}{len(todo)} run(s) to train or resume, {len(reuse)} to reuse; {when}; seeds per figure: "
+                   f"{seeded}"), file=sys.stderr)
 
 
 def main() -> None:

@@ -16,6 +16,7 @@ import sys
 from typing import Optional
 
 from .. import registry
+from .._text import terminal
 from ..errors import ProbeError
 from .options import FORMAT, LAST, OPTIONS, WIDE, File, Fmt, Format, Plot, Source, Wide, about, own_help
 
@@ -162,7 +163,7 @@ def show(results, fmt: Format, file: str, probe: str, plot: Optional[str], wide:
             plotting.plot_results(probe, results, plot, title=f"{file}: {probe}")
         except OSError as exc:
             raise ProbeError(f"cannot write plot {plot}: {exc.strerror or exc}") from None
-        print(f"wrote {plot}", file=sys.stderr)
+        print(terminal(f"wrote {plot}"), file=sys.stderr)
     render.emit(results, fmt.value, file, probe, wide)
 
 
@@ -193,17 +194,19 @@ class progress:
                 nonlocal last
                 now = time.monotonic()
                 if self.each or (now - start >= QUIET_S and now - last >= EVERY_S):
-                    print(f"{self.what}: {label}", file=sys.stderr, flush=True)
+                    print(terminal(f"{self.what}: {label}"), file=sys.stderr, flush=True)
                     last = now
             return line
         from rich.console import Console
         from rich.progress import Progress, SpinnerColumn, TextColumn
 
-        self._p = Progress(SpinnerColumn(), TextColumn("{task.description}"), console=Console(stderr=True),
-                           transient=True)
+        # a label names runs and files: its control characters escaped, and no rich markup in it (a
+        # file named 'run[/].h5' would be a MarkupError)
+        self._p = Progress(SpinnerColumn(), TextColumn("{task.description}", markup=False),
+                           console=Console(stderr=True), transient=True)
         self._p.__enter__()
         task = self._p.add_task(self.what)
-        return lambda label: self._p.update(task, description=f"{self.what}: {label}")
+        return lambda label: self._p.update(task, description=terminal(f"{self.what}: {label}"))
 
     def __exit__(self, *exc):
         if hasattr(self, "_p"):

@@ -4,7 +4,9 @@ JSON is strict (``allow_nan=False``): NaN and infinities are written as ``null``
 surrogate escapes (a file name that is not UTF-8) is written with ``\\xNN`` for each undecodable
 byte (:func:`probe._text.shown`), so the output is valid Unicode that any JSON parser takes. CSV is the
 same ``step,metric,key,value`` for every probe (``Result.rows()``), with an empty cell where
-a value is undefined. Tables show an undefined value as ``-``, integers without decimals. Logs go to stderr.
+a value is undefined, and both keep text from files exact. Tables show an undefined value as ``-``, integers
+without decimals, and text (a tensor or group name, a path) through :func:`probe._text.terminal`, its control
+characters as ``\\xNN``: a name must not retitle or clear the terminal. Logs go to stderr.
 
 A probe's table fits :data:`WIDTH` columns (``tests/test_output_readable.py`` runs every probe): a
 wide table wraps its columns into blocks that repeat the row labels, a summary too wide for one
@@ -20,7 +22,7 @@ import math
 import sys
 from typing import Iterable, Sequence
 
-from .._text import shown
+from .._text import shown, terminal
 
 TIDY = ("step", "metric", "key", "value")
 WIDTH = 100      # a terminal's columns: every probe table fits them unless --wide
@@ -40,7 +42,7 @@ def _cell(v, small: bool = False) -> str:
         if not math.isfinite(v):
             return "-"
         return f"{v:.3g}" if small else f"{v:.4f}"
-    return shown(str(v))   # as printed: \xNN is four columns wide; an int prints as an int
+    return terminal(str(v))   # as printed: \x1b is four columns wide; an int prints as an int
 
 
 def _small_columns(rows: list) -> set[int]:
@@ -97,7 +99,7 @@ def table(header: Sequence[str], rows: Iterable[Sequence], out=None, left: Seque
     rows = [[_cut(_cell(v, i in small), limit) for i, v in enumerate(r)] for r in rows]
     if not rows:
         return
-    header = [_cut(shown(h), limit) for h in header]
+    header = [_cut(terminal(h), limit) for h in header]
     widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(header)]
     for b, cols in enumerate(_blocks(widths, keep, width)):
         if b:
@@ -112,11 +114,16 @@ def _words(prefix: str, items: Sequence[str], width: int | None) -> None:
     line, pad = prefix, " " * min(4, len(prefix))
     for it in items:
         if width is not None and line.strip() and len(line) + 1 + len(it) > width and line != prefix:
-            print(line)
+            _line(line)
             line = pad + it
         else:
             line = f"{line} {it}" if line else it
-    print(line)
+    _line(line)
+
+
+def _line(text: str = "") -> None:
+    """A line of a table's text that may quote a file (a tensor's, a group's or a file's name)."""
+    print(terminal(text))
 
 
 def _shown(v):
@@ -161,7 +168,7 @@ def tidy_rows(results) -> list[tuple]:
 
 def _fits(header: Sequence[str], rows: list[list]) -> bool:
     small = _small_columns(rows)
-    widths = [max([len(shown(h))] + [len(_cell(r[i], i in small)) for r in rows]) for i, h in enumerate(header)]
+    widths = [max([len(terminal(h))] + [len(_cell(r[i], i in small)) for r in rows]) for i, h in enumerate(header)]
     return sum(widths) + 2 * (len(widths) - 1) <= WIDTH
 
 
@@ -192,7 +199,7 @@ def summary_table(results, wide: bool = False) -> None:
         if plain or n:
             print()
         more = f" the first {MAX_KEYS} of {len(ks)} keys ({_MORE})" if len(ks) > MAX_KEYS else ""
-        print(f"{metric}:{more}")
+        _line(f"{metric}:{more}")
         ks = ks[:MAX_KEYS]
         table(["step"] + [key for _, key in ks], [[r.step] + [s.get(k) for k, _ in ks]
                                                  for r, s in zip(results, summaries)], width=WIDTH)
@@ -334,7 +341,7 @@ def _rank_minima(r, width) -> None:
 
 
 def _tokens(r, width) -> None:
-    print(f"A = {r.label_a}\nB = {r.label_b}")
+    print(f"A = {terminal(r.label_a)}\nB = {terminal(r.label_b)}")   # paths: may hold any character
     print(f"{r.n} tokens: mean_loss_a {r.mean_loss_a:.4f}, mean_loss_b {r.mean_loss_b:.4f}")
     print(f"mean_delta (ΔL = L_A − L_B) {r.mean_delta:+.4f}; total_gain of A Σ(−ΔL) {r.total_gain:+.2f}")
     # the columns are the result's keys (groups[g]["gain_share"], buckets[f][i]["token_share"], ...)
@@ -419,33 +426,33 @@ def info(d: dict, fmt: str) -> None:
     c = d["config"]
     steps = d["steps"]
     shown = ", ".join(map(str, steps if len(steps) <= 16 else steps[:8] + ["..."] + steps[-4:]))
-    print(f"file       {d['file']}  (schema {d['schema_version']}, written by {d['package_version']})")
-    print(f"task       {d['task'].get('kind')}: splits {', '.join(d['task'].get('splits', []))}")
-    print(f"model      {c.get('model')}  gamma={c.get('gamma')}  d_model={c.get('d_model')}  layers={c.get('layers')}"
+    _line(f"file       {d['file']}  (schema {d['schema_version']}, written by {d['package_version']})")
+    _line(f"task       {d['task'].get('kind')}: splits {', '.join(d['task'].get('splits', []))}")
+    _line(f"model      {c.get('model')}  gamma={c.get('gamma')}  d_model={c.get('d_model')}  layers={c.get('layers')}"
           f"  heads={c.get('heads')}  d_ff={c.get('d_ff')}  norm={c.get('norm')}")
     extra = [f"{k}={c[k]}" for k in ("gamma_embed", "gamma_attn", "gamma_mlp", "gamma_head", "init_std", "kv_heads")
              if c.get(k)] + [k for k in ("tie_embeddings", "gated_attention") if c.get(k)]
     if c.get("model") == "llama" or extra or c.get("norm_eps", 1e-5) != 1e-5:
-        print(f"           norm_eps={c.get('norm_eps', 1e-5):g}  " + "  ".join(extra))
-    print(f"training   {c.get('steps')} steps, batch {c.get('batch_size')}, lr {c.get('lr')}, "
+        _line(f"           norm_eps={c.get('norm_eps', 1e-5):g}  " + "  ".join(extra))
+    _line(f"training   {c.get('steps')} steps, batch {c.get('batch_size')}, lr {c.get('lr')}, "
           f"weight decay {c.get('weight_decay')}, seed {c.get('seed')}")
     env = d.get("environment") or {}
     if env:
-        print(f"trained    {env.get('device')}, {env.get('threads')} torch thread(s); torch {env.get('torch')}, "
+        _line(f"trained    {env.get('device')}, {env.get('threads')} torch thread(s); torch {env.get('torch')}, "
               f"numpy {env.get('numpy')}, h5py {env.get('h5py')}, python {env.get('python')}"
               + (f" (resumed at step {env['resumed_at']})" if "resumed_at" in env else ""))
-    print(f"snapshots  {d['snapshots']}: steps {shown}")
+    _line(f"snapshots  {d['snapshots']}: steps {shown}")
     for split, m in d["metrics"].items():
         if m:
-            print(f"  {split:<10} loss {_cell(m.get('loss'))}  acc {_cell(m.get('acc'))}")
-    print("groups")
+            _line(f"  {terminal(split):<10} loss {_cell(m.get('loss'))}  acc {_cell(m.get('acc'))}")
+    _line("groups")
     for k, v in d["groups"].items():
         words = d["group_strings"].get(k)
         shown = " ".join(repr(w) for w in words[:10]) + (" ..." if len(words) > 10 else "") if words else _ids(v)
-        print(f"  {k:<10} {len(v):>4} tokens  {shown}")
-    print("tensors (per snapshot)")
+        _line(f"  {terminal(k):<10} {len(v):>4} tokens  {shown}")   # aligned as shown
+    _line("tensors (per snapshot)")
     for k, v in d["tensors"].items():
-        print(f"  {k:<28} {' x '.join(map(str, v))}")
+        _line(f"  {terminal(k):<28} {' x '.join(map(str, v))}")
 
 
 def _checkpoint_info(d: dict, fmt: str) -> None:
@@ -455,18 +462,18 @@ def _checkpoint_info(d: dict, fmt: str) -> None:
                          + [(d["step"], "shape", n, "x".join(map(str, t["shape"]))) for n, t in d["tensors"].items()]
                          + [(d["step"], "dtype", n, t["dtype"]) for n, t in d["tensors"].items()])
         return
-    print(f"file       {d['file']}")
-    print(f"format     {d['format']}, step {d['step'] if d['step'] is not None else '-'}")
+    _line(f"file       {d['file']}")
+    _line(f"format     {d['format']}, step {d['step'] if d['step'] is not None else '-'}")
     if d["layout"]:
-        print(f"layout     {d['layout']}: {d['layers']} layers, {d['heads']} heads, "
+        _line(f"layout     {d['layout']}: {d['layers']} layers, {d['heads']} heads, "
               f"{len(d['canonical'])} canonical tensors")
     else:
-        print(f"layout     unknown ({d['layout_error'].split('; tensors found')[0]})")
-    print(f"parameters {d['parameters']:,}")
-    print("tensors")
+        _line(f"layout     unknown ({d['layout_error'].split('; tensors found')[0]})")
+    _line(f"parameters {d['parameters']:,}")
+    _line("tensors")
     for n, t in d["tensors"].items():
         tied = f"  (tied to {t['tied_to']})" if "tied_to" in t else ""
-        print(f"  {n:<48} {' x '.join(map(str, t['shape'])):>16}  {t['dtype']}{tied}")
+        _line(f"  {terminal(n):<48} {' x '.join(map(str, t['shape'])):>16}  {t['dtype']}{tied}")
 
 
 def _ids(v) -> str:
