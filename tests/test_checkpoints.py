@@ -117,9 +117,16 @@ def test_neox_llama_bert_layouts(tmp_path):
         r = CanonicalReader(open_checkpoint(d))
         assert r.layout.name == name
         check(r)
-        (d / "config.json").write_text("{}")                 # heads cannot be split without the count
-        with pytest.raises(ProbeError, match="weights but no head count"):
-            CanonicalReader(open_checkpoint(d))
+        (d / "config.json").write_text("{}")     # no head count: each layer's whole map, one head
+        r = CanonicalReader(open_checkpoint(d))
+        assert r.layout.heads is None
+        if name == "gpt-neox":   # its query_key_value interleaves the heads: no split without their count
+            with pytest.raises(ProbeError, match=r"GPT-NeoX weights without a head count \(config.json "
+                                                 r"num_attention_heads\): splitting query_key_value"):
+                r.read("layer0/W_Q")
+        else:
+            np.testing.assert_array_equal(r.read("layer0/W_Q"), flat_in(Q)[None])
+            np.testing.assert_array_equal(r.read("layer0/W_O"), O.reshape(H * E, D)[None])
 
 
 def test_own_snapshot_through_the_same_interface(tiny_run):

@@ -3,6 +3,7 @@ the selected steps, the non-finite policy (:class:`_Finite`), passing warnings o
 pass of a checkpoint over a text."""
 from __future__ import annotations
 
+import math
 import os
 import re
 import warnings
@@ -10,6 +11,7 @@ import warnings
 import numpy as np
 
 from .. import registry
+from .._limits import FLOAT64, WHY, check
 from ..analyses._stats import finite_rows, nonfinite
 from ..analyses.base import Results
 from ..errors import ProbeError, ProbeWarning, param
@@ -85,7 +87,8 @@ def select_tokens(run, tokens=None, *, words=None, words_file: str | None = None
             known = ", ".join(sorted(run.groups)) or "none"
             raise ProbeError(f"{run.path}: has no token group '{missing[0]}' (the default selection); choose "
                              f"tokens with {param('tokens')} or {param('words')} (groups here: {known})")
-    return parse_tokens(tokens, run.groups, rows)
+    # a selection refused by the memory budget before its ids are made: its rows could not be read
+    return parse_tokens(tokens, run.groups, rows, lambda n: _fits(run.tensor(tensor), 1, range(n)))
 
 
 def _number(name: str, value, lo=None, hi=None, integer: bool = False):
@@ -107,12 +110,49 @@ def _enough(ids, need: int, what: str) -> None:
         raise ProbeError(f"{what} needs at least {need} tokens; the selection has {len(ids)}")
 
 
-def _read(ds, indices: list[int], rows=None) -> list[np.ndarray]:
-    """ds at each snapshot index (optionally only ``rows``); one read when the indices are contiguous."""
+def _read(ds, indices: list[int], rows=None, work: float = 0) -> list[np.ndarray]:
+    """ds at each snapshot index (optionally only ``rows``); one read when the indices are contiguous. What
+    is read, and ``work`` times one snapshot of it in float32 for what the math holds besides
+    (``_limits.DECOMPOSITION``...), must fit the memory budget: checked first (:func:`_fits`)."""
+    _fits(ds, len(indices), rows, work)
     if len(indices) > 1 and indices == list(range(indices[0], indices[-1] + 1)):
         sl = slice(indices[0], indices[-1] + 1)
         return list(ds[sl] if rows is None else read_rows(ds, sl, rows))
     return [ds[i] if rows is None else read_rows(ds, i, rows) for i in indices]
+
+
+def _fits(ds, steps: int, rows=None, work: float = 0) -> None:
+    """The memory budget's check of reading ``rows`` (None: all) of ``ds`` (a snapshot file's dataset or a
+    checkpoint's tensor, axis 0 the snapshot) at ``steps`` snapshots, with ``work`` more (see :func:`_read`)."""
+    one = ((len(rows),) + tuple(ds.shape[2:])) if rows is not None else tuple(ds.shape[1:])
+    count = math.prod(one)
+    where = getattr(ds, "path", None) or ds.file.filename
+    at = (f" ({len(rows)} of its {ds.shape[1]} rows)" if rows is not None else "") + \
+        (f" at {steps} steps" if steps > 1 else "")
+    check(where, ds.name.lstrip("/"), one if steps == 1 else (steps, *one), ds.dtype.name, ds.dtype.itemsize,
+          need=count * (steps * ds.dtype.itemsize + 4 * work), why=WHY, at=at)
+
+
+def _whole(ds, work: float = 0) -> np.ndarray:
+    """All of ``ds``, a dataset with no snapshot axis (the task's P^s, the probe batch), checked against the
+    memory budget first (``work``: as for :func:`_read`)."""
+    check(ds.file.filename, ds.name.lstrip("/"), ds.shape, ds.dtype.name, ds.dtype.itemsize,
+          need=math.prod(ds.shape) * (ds.dtype.itemsize + 4 * work), why=WHY)
+    return np.asarray(ds[...])
+
+
+def _preflight(path, source, names, work: float) -> None:
+    """The memory budget's check of each raw tensor ``names`` of a checkpoint ``source`` (its header's shapes
+    and dtypes), read as float32 with ``work`` times that more, before any is read."""
+    shapes, dtypes = source.shapes(), source.dtypes()
+    for n in names:
+        dtype = dtypes.get(n, "float32")
+        bits = re.search(r"\d+", dtype)      # f32, bf16, float16, f8_e4m3 (safetensors' and torch's names)
+        check(path, n, shapes[n], _LONG.get(dtype, dtype), int(bits.group()) // 8 if bits else 1,
+              need=math.prod(shapes[n]) * 4 * (1 + work), why=WHY)
+
+
+_LONG = {"f64": "float64", "f32": "float32", "f16": "float16", "bf16": "bfloat16"}   # safetensors' short names
 
 
 def _group_of(groups: dict, ids: np.ndarray, labels: list[str]) -> list[str]:
@@ -124,7 +164,8 @@ def _warn(results: list) -> Results:
     """Pass each result's warnings on to the caller (once per distinct message); the results as
     :class:`~probe.analyses.base.Results` (a list with ``to_frame()``), as every probe returns them."""
     for msg in dict.fromkeys(w for r in results for w in r.warnings):
-        warnings.warn(msg, ProbeWarning, stacklevel=3)
+        # at the caller's line: past this helper, the probe and its budgeted wrapper (probe._limits.budgeted)
+        warnings.warn(msg, ProbeWarning, stacklevel=4)
     return Results(results)
 
 
@@ -195,7 +236,7 @@ class _Finite:
 
     def warn(self) -> None:
         for (name, action), found in self._found.items():
-            warnings.warn(f"{self.facts(name, found)}; {action}", ProbeWarning, stacklevel=3)
+            warnings.warn(f"{self.facts(name, found)}; {action}", ProbeWarning, stacklevel=4)   # (as _warn's)
         self._found.clear()
 
 
@@ -242,6 +283,10 @@ def _layer_check(run, layer: int, head: int | None = None) -> None:
         raise ProbeError(f"{run.path}: the model has no attention layers")
     if not 0 <= layer < layers:
         raise ProbeError(f"{param('layer', layer)} out of range: the model has layers 0..{layers - 1}")
+    if head is not None and run.dims.get("heads", 1) is None:   # a lone weights file
+        from ..readers.layouts import needs_heads
+
+        raise needs_heads(run.path, run.reader.layout.name, "a probe of one attention head")
     heads = int(run.dims.get("heads", 1))
     if head is not None and not 0 <= head < heads:
         raise ProbeError(f"{param('head', head)} out of range: the model has heads 0..{heads - 1}")
@@ -323,7 +368,7 @@ def _forward(path: str, text: str | None, what: str, step, *, window: int, max_t
 def _text_only_for_checkpoints(path, text) -> None:
     if text is not None:
         warnings.warn(f"{path}: {param('text')} is for external checkpoints; a snapshot file stores what it needs "
-                      "(ignored)", ProbeWarning, stacklevel=3)
+                      "(ignored)", ProbeWarning, stacklevel=4)
 
 
 def _finite_sites(check: _Finite, step, sites: list[str], ms, gain, med, where: str):
@@ -386,12 +431,13 @@ class _TokenRows:
     NaN or inf (an error unless allowed), with their ids and labels."""
 
     def __init__(self, run, tokens, words, words_file, tensor: str, step, allow_nonfinite: bool, probe: str,
-                 need: int, what: str):
+                 need: int, what: str, work: float = FLOAT64):
+        """``work``: what the math holds besides the rows, in multiples of them (see :func:`_read`)."""
         self.ids, self.labels = select_tokens(run, tokens, words=words, words_file=words_file, tensor=tensor,
                                               probe=probe)
         _enough(self.ids, need, what)
         indices = run.step_indices(step)
-        self.vectors = _read(run.tensor(tensor), indices, self.ids)
+        self.vectors = _read(run.tensor(tensor), indices, self.ids, work)
         self.steps = [int(run.steps[i]) for i in indices]
         self.at = [_step_at(run, i) for i in indices]
         self.check, self.name = _Finite(run.path, allow_nonfinite), _tensor_name(run, tensor)

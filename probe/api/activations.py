@@ -11,13 +11,14 @@ import numpy as np
 from ..analyses.norms import SATURATION
 from ..analyses.sinks import MIN_QUERY, SINK_THRESHOLD
 from ..analyses.tokens import BUCKETS
+from .._limits import MAX_MEMORY, budgeted
 from ..errors import ProbeError, ProbeWarning, param
 from ..format import P, Run, is_snapshot_file
 from ..readers.source import open_source
 
 from ._common import (
     MAX_TOKENS, WINDOW, _Finite, _finite_sequences, _finite_sites, _finite_tokens_of, _forward, _number, _read,
-    _text_only_for_checkpoints, _warn
+    _text_only_for_checkpoints, _warn, _whole
 )
 
 
@@ -29,8 +30,10 @@ if TYPE_CHECKING:   # the result classes, for annotations; the math is imported 
     from ..analyses.tokens import TokensResult
 
 
+@budgeted
 def norms(path: str | os.PathLike, *, step: str | int = "latest", saturation: float = SATURATION,
-          text: str | None = None, window: int = WINDOW, max_tokens: int = MAX_TOKENS, allow_nonfinite: bool = False
+          text: str | None = None, window: int = WINDOW, max_tokens: int = MAX_TOKENS, allow_nonfinite: bool = False,
+          max_memory: int | str | None = MAX_MEMORY
           ) -> list[NormsResult]:
     """ε share and effective gain of every normalisation site, per step (paper 4's ε-saturation).
 
@@ -60,6 +63,10 @@ def norms(path: str | os.PathLike, *, step: str | int = "latest", saturation: fl
     allow_nonfinite : bool, default False
         Compute on the finite part instead of raising on NaN or inf: a site whose statistics or gain hold one is
         left out. A ``ProbeWarning`` says what was left out.
+    max_memory : int or str, optional
+        The memory budget of what the probe reads and computes (bytes, or ``"8GiB"``, ``"512MB"``): a tensor that
+        needs more is refused before it is read. ``None``: half of the memory this process can have (physical
+        memory, or a lower cgroup or ``ulimit -v`` limit).
 
     Returns
     -------
@@ -93,7 +100,7 @@ def norms(path: str | os.PathLike, *, step: str | int = "latest", saturation: fl
         eps = set(fw.norm_eps)
         if len(eps) > 1:
             warnings.warn(f"{path}: the norms use several epsilons ({sorted(eps)}); the largest is reported",
-                          ProbeWarning, stacklevel=2)
+                          ProbeWarning, stacklevel=3)
         check = _Finite(path, allow_nonfinite)
         sites, ms, gain, med = _finite_sites(check, None, list(fw.norm_sites), fw.norm_ms, fw.norm_gain,
                                              fw.norm_ms_median, " (the model run on the text)")
@@ -126,9 +133,11 @@ def norms(path: str | os.PathLike, *, step: str | int = "latest", saturation: fl
     return _warn(out)
 
 
+@budgeted
 def sinks(path: str | os.PathLike, *, step: str | int = "latest", min_query: int = MIN_QUERY,
           sink_threshold: float = SINK_THRESHOLD, text: str | None = None, window: int = WINDOW,
-          max_tokens: int = MAX_TOKENS, allow_nonfinite: bool = False) -> list[SinksResult]:
+          max_tokens: int = MAX_TOKENS, allow_nonfinite: bool = False,
+          max_memory: int | str | None = MAX_MEMORY) -> list[SinksResult]:
     """Attention sinks per layer and head: attention parked on the first position, per step.
 
     For queries at positions i >= ``min_query`` the sink mass is the attention on position 0 (causal
@@ -159,6 +168,10 @@ def sinks(path: str | os.PathLike, *, step: str | int = "latest", min_query: int
     allow_nonfinite : bool, default False
         Compute on the finite part instead of raising on NaN or inf: the sequences (windows) holding one in the
         maps or the residual norms are left out. A ``ProbeWarning`` says what was left out.
+    max_memory : int or str, optional
+        The memory budget of what the probe reads and computes (bytes, or ``"8GiB"``, ``"512MB"``): a tensor that
+        needs more is refused before it is read. ``None``: half of the memory this process can have (physical
+        memory, or a lower cgroup or ``ulimit -v`` limit).
 
     Returns
     -------
@@ -214,9 +227,11 @@ def sinks(path: str | os.PathLike, *, step: str | int = "latest", min_query: int
     return _warn(out)
 
 
+@budgeted
 def tokens(path: str | os.PathLike, other: str | os.PathLike | None = None, *, step: str | int = "latest",
            step_b: str | int | None = None, buckets: int = BUCKETS, text: str | None = None, window: int = WINDOW,
-           max_tokens: int = MAX_TOKENS, allow_nonfinite: bool = False) -> list[TokensResult]:
+           max_tokens: int = MAX_TOKENS, allow_nonfinite: bool = False,
+           max_memory: int | str | None = MAX_MEMORY) -> list[TokensResult]:
     """Where a gain comes from, token by token: the per-token loss difference of two models, bucketed.
 
     ΔL = L_A - L_B per token between run A (``path`` at ``step``) and run B (``other``, or ``path`` again at
@@ -248,6 +263,10 @@ def tokens(path: str | os.PathLike, other: str | os.PathLike | None = None, *, s
     allow_nonfinite : bool, default False
         Compute on the finite part instead of raising on NaN or inf: the tokens holding one (a loss, an entropy or
         an n-gram surprisal, in either model) are left out. A ``ProbeWarning`` says what was left out.
+    max_memory : int or str, optional
+        The memory budget of what the probe reads and computes (bytes, or ``"8GiB"``, ``"512MB"``): a tensor that
+        needs more is refused before it is read. ``None``: half of the memory this process can have (physical
+        memory, or a lower cgroup or ``ulimit -v`` limit).
 
     Returns
     -------
@@ -302,7 +321,7 @@ def tokens(path: str | os.PathLike, other: str | os.PathLike | None = None, *, s
                                           (1, "token_entropy", fb.token_entropy, None)], " (the model run on the text)")
         count, unigram, bigram = ngram_surprisal(fa.tokens, fa.targets, fa.vocab_size)
         warnings.warn("n-gram statistics of a checkpoint comparison come from the text itself (no training counts)",
-                      ProbeWarning, stacklevel=2)
+                      ProbeWarning, stacklevel=3)
         la, lb = fa.token_loss.ravel(), fb.token_loss.ravel()
         feats = token_features(count, unigram, bigram, la, lb, fa.token_entropy.ravel(), fb.token_entropy.ravel())
         if keep is not None:
@@ -362,12 +381,12 @@ def _token_runs(path: str, step) -> list[dict]:
         if not run.has("token_loss"):
             raise ProbeError(f"{run.path}: stores no per-token losses (train a text run with --token-probe N)")
         indices = run.step_indices(step)
-        fixed = {"tokens": np.asarray(run.dataset("token_probe_tokens")[...]),
-                 "targets": np.asarray(run.dataset("token_probe_targets")[...]),
-                 "source": np.asarray(run.dataset("token_probe_source")[...]),
-                 "unigram": np.asarray(run.dataset("token_probe_unigram")[...]),
-                 "bigram": np.asarray(run.dataset("token_probe_bigram")[...]),
-                 "counts": np.asarray(run.dataset("token_counts")[...]), "splits": run.splits}
+        fixed = {"tokens": _whole(run.dataset("token_probe_tokens")),
+                 "targets": _whole(run.dataset("token_probe_targets")),
+                 "source": _whole(run.dataset("token_probe_source")),
+                 "unigram": _whole(run.dataset("token_probe_unigram")),
+                 "bigram": _whole(run.dataset("token_probe_bigram")),
+                 "counts": _whole(run.dataset("token_counts")), "splits": run.splits}
         loss, ent = _read(run.dataset("token_loss"), indices), _read(run.dataset("token_entropy"), indices)
         steps = run.steps
     return [{**fixed, "loss": np.asarray(l), "entropy": np.asarray(e), "step": int(steps[i])}

@@ -2,6 +2,7 @@
 probe batch's attention, the per-step loss log): theory, attention, bias, ood and dynamics."""
 from __future__ import annotations
 
+import math
 import os
 from typing import TYPE_CHECKING
 
@@ -9,11 +10,14 @@ import numpy as np
 
 from ..analyses.dynamics import DELTA, SPIKE_FACTOR, SPIKE_WINDOW, WINDOW as SMOOTH
 from ..analyses._stats import finite_rows, nonfinite
+from .._limits import MAX_MEMORY, budgeted, check_total
 from ..errors import ProbeError, param
 from ..format import P, Run
 from ..readers.source import open_source
 
-from ._common import _Finite, _enough, _finite_sequences, _group_of, _layer_check, _number, _read, _warn, select_tokens
+from ._common import (
+    _Finite, _enough, _finite_sequences, _fits, _group_of, _layer_check, _number, _read, _warn, _whole, select_tokens
+)
 
 
 __all__ = ["theory", "ood", "attention", "bias", "dynamics"]   # the probes of this module (probe.registry)
@@ -26,9 +30,11 @@ if TYPE_CHECKING:   # the result classes, for annotations; the math is imported 
     from ..analyses.theory import TheoryResult
 
 
+@budgeted
 def theory(path: str | os.PathLike, tokens=None, *, words=None, words_file: str | None = None,
            anchor: int | None = None, step: str | int = "latest", dim: int | None = None, seed: int = 0,
-           groups: str | None = None, allow_nonfinite: bool = False) -> list[TheoryResult]:
+           groups: str | None = None, allow_nonfinite: bool = False,
+           max_memory: int | str | None = MAX_MEMORY) -> list[TheoryResult]:
     """Measured embedding cosines against paper 1's P^s prediction and eq. 14 reconstruction, per step.
 
     Proposition 1 predicts the cosine matrix of the token embeddings as cos(P^si - 1/d, P^sj - 1/d),
@@ -64,6 +70,10 @@ def theory(path: str | os.PathLike, tokens=None, *, words=None, words_file: str 
         Compute on the finite part instead of raising on NaN or inf: the tokens whose embedding row or row of P^s
         holds one are left out (the default anchor moves to the middle of the tokens left; a chosen anchor left
         out is an error). A ``ProbeWarning`` says what was left out.
+    max_memory : int or str, optional
+        The memory budget of what the probe reads and computes (bytes, or ``"8GiB"``, ``"512MB"``): a tensor that
+        needs more is refused before it is read. ``None``: half of the memory this process can have (physical
+        memory, or a lower cgroup or ``ulimit -v`` limit).
 
     Returns
     -------
@@ -97,7 +107,7 @@ def theory(path: str | os.PathLike, tokens=None, *, words=None, words_file: str 
         _enough(ids, 2, "the P^s theory")
         if P["label_dist"] not in run.h5:
             raise ProbeError(f"{run.path}: holds no label distribution P^s ('{P['label_dist']}')")
-        Pmat = np.asarray(run.dataset("label_dist")[...])
+        Pmat = _whole(run.dataset("label_dist"))
         kinds = ["reasoning" if g == "reasoning" else "key" if g == "keys" else g
                  for g in _group_of(run.groups, ids, labels)]
         chosen = anchor
@@ -134,8 +144,10 @@ def theory(path: str | os.PathLike, tokens=None, *, words=None, words_file: str 
     return _warn(out)
 
 
+@budgeted
 def attention(path: str | os.PathLike, *, layer: int | None = None, step: str | int = "latest",
-              allow_nonfinite: bool = False) -> list[AttentionResult]:
+              allow_nonfinite: bool = False,
+              max_memory: int | str | None = MAX_MEMORY) -> list[AttentionResult]:
     """How close attention on the stored probe batch is to causal averaging, per layer and head, per step.
 
     Causal averaging gives row i of an attention map 1/i on each of its i keys. The result holds the mean
@@ -154,6 +166,10 @@ def attention(path: str | os.PathLike, *, layer: int | None = None, step: str | 
     allow_nonfinite : bool, default False
         Compute on the finite part instead of raising on NaN or inf: the probe sequences holding one (in any layer
         or head) are left out. A ``ProbeWarning`` says what was left out.
+    max_memory : int or str, optional
+        The memory budget of what the probe reads and computes (bytes, or ``"8GiB"``, ``"512MB"``): a tensor that
+        needs more is refused before it is read. ``None``: half of the memory this process can have (physical
+        memory, or a lower cgroup or ``ulimit -v`` limit).
 
     Returns
     -------
@@ -186,7 +202,7 @@ def attention(path: str | os.PathLike, *, layer: int | None = None, step: str | 
             raise ProbeError(f"{run.path}: holds no attention maps (an Emb-MLP run?)")
         indices = run.step_indices(step)
         maps = _read(run.dataset("attention"), indices)
-        key_pos = np.asarray(run.dataset("probe_key_pos")[...])
+        key_pos = _whole(run.dataset("probe_key_pos"))
         n_anchors = int(run.task.get("n_anchors", 2))
         steps = run.steps
         check = _Finite(run.path, allow_nonfinite)
@@ -202,8 +218,10 @@ def attention(path: str | os.PathLike, *, layer: int | None = None, step: str | 
     return _warn(out)
 
 
+@budgeted
 def bias(path: str | os.PathLike, splits: tuple[str, str] | None = None, *, step: str | int = "latest",
-         allow_nonfinite: bool = False) -> list[BiasResult]:
+         allow_nonfinite: bool = False,
+         max_memory: int | str | None = MAX_MEMORY) -> list[BiasResult]:
     """Reasoning bias ΔL = (L_A - L_B) / L_B from the stored per-split losses, per step.
 
     ΔL > 0 when split B (reasoning) is learned faster than split A (memory). Below a loss of 1e-3 of
@@ -222,6 +240,10 @@ def bias(path: str | os.PathLike, splits: tuple[str, str] | None = None, *, step
     allow_nonfinite : bool, default False
         Compute on the finite part instead of raising on NaN or inf: the steps holding one are left out. A
         ``ProbeWarning`` says what was left out.
+    max_memory : int or str, optional
+        The memory budget of what the probe reads and computes (bytes, or ``"8GiB"``, ``"512MB"``): a tensor that
+        needs more is refused before it is read. ``None``: half of the memory this process can have (physical
+        memory, or a lower cgroup or ``ulimit -v`` limit).
 
     Returns
     -------
@@ -270,8 +292,10 @@ def bias(path: str | os.PathLike, splits: tuple[str, str] | None = None, *, step
     return _warn(reasoning_bias(a[keep], b[keep], at[keep], splits[0], splits[1]))
 
 
+@budgeted
 def ood(path: str | os.PathLike, *, step: str | int = "latest", full: bool = False, threads: int = 0,
-        progress=None, allow_nonfinite: bool = False) -> list[OODResult]:
+        progress=None, allow_nonfinite: bool = False,
+        max_memory: int | str | None = MAX_MEMORY) -> list[OODResult]:
     """Evaluate the stored model on every split, and per anchor combination on the held-out data, per step.
 
     The model is rebuilt from the snapshot's weights (this needs ``torch``: ``probe_train`` evaluates it).
@@ -297,6 +321,10 @@ def ood(path: str | os.PathLike, *, step: str | int = "latest", full: bool = Fal
         Compute on the finite part instead of raising on NaN or inf: the model runs with the weights as stored,
         and the sequences whose logits are not finite are left out of each split's loss and accuracy (a split left
         with none: NaN). A ``ProbeWarning`` says what was left out.
+    max_memory : int or str, optional
+        The memory budget of what the probe reads and computes (bytes, or ``"8GiB"``, ``"512MB"``): a tensor that
+        needs more is refused before it is read. ``None``: half of the memory this process can have (physical
+        memory, or a lower cgroup or ``ulimit -v`` limit).
 
     Returns
     -------
@@ -323,8 +351,9 @@ def ood(path: str | os.PathLike, *, step: str | int = "latest", full: bool = Fal
 
     with Run(path) as run:
         cfg = E.run_config(run)
-        task = E.load_task(run)
         indices = run.step_indices(step)
+        _model_fits(run, min(threads or os.cpu_count() or 1, len(indices)))
+        task = E.load_task(run)
         steps = run.steps
         held_out = "rsn_test" if cfg.task == "anchor" else "ood_inferential"
         inputs = {split: E.split_inputs(task, split, full) for split in task.splits}
@@ -347,6 +376,19 @@ def ood(path: str | os.PathLike, *, step: str | int = "latest", full: bool = Fal
                            check=check_weights)
     check.warn()
     return _warn(out)
+
+
+def _model_fits(run: Run, workers: int) -> None:
+    """The memory budget's check of the models ood rebuilds from the parameters, ``workers`` at once (each
+    read as float32, then the model's own copy): its largest parameter by name, then all of them."""
+    weights = run.weights()
+    params = {n: shape for n, shape in run.tensors().items() if n not in weights}   # the links left out
+    if not params:
+        return
+    largest = max(params, key=lambda n: math.prod(params[n]))
+    _fits(run.tensor(largest), 1)
+    check_total(run.path, f"the model rebuilt from its {len(params)} parameters ({workers} at once)",
+                4 * 2 * workers * sum(math.prod(shape) for shape in params.values()))
 
 
 def _ood_one(E, model, task, cfg, held_out: str, inputs: dict, step: int, check: _Finite,
@@ -382,8 +424,10 @@ def _ood_one(E, model, task, cfg, held_out: str, inputs: dict, step: int, check:
     return res
 
 
+@budgeted
 def dynamics(path: str | os.PathLike, *, step: str | int = "latest", delta: float = DELTA, smooth: int = SMOOTH,
-             spike_factor: float = SPIKE_FACTOR, spike_window: int = SPIKE_WINDOW, allow_nonfinite: bool = False
+             spike_factor: float = SPIKE_FACTOR, spike_window: int = SPIKE_WINDOW, allow_nonfinite: bool = False,
+             max_memory: int | str | None = MAX_MEMORY
              ) -> list[DynamicsResult]:
     """When the loss escapes its initial plateau, and how often it spikes, from the per-step loss log.
 
@@ -410,6 +454,10 @@ def dynamics(path: str | os.PathLike, *, step: str | int = "latest", delta: floa
     allow_nonfinite : bool, default False
         Compute on the finite part instead of raising on NaN or inf: the log is cut before the first one (so every
         step keeps its place). A ``ProbeWarning`` says what was left out.
+    max_memory : int or str, optional
+        The memory budget of what the probe reads and computes (bytes, or ``"8GiB"``, ``"512MB"``): a tensor that
+        needs more is refused before it is read. ``None``: half of the memory this process can have (physical
+        memory, or a lower cgroup or ``ulimit -v`` limit).
 
     Returns
     -------

@@ -9,13 +9,14 @@ import numpy as np
 
 from ..analyses.similarity import BLOCKED_ABOVE
 from ..analyses._stats import finite_rows, nonfinite
+from .._limits import DECOMPOSITION, FLOAT64, MAX_MEMORY, OverBudget, budgeted, check, in_context
 from ..errors import ProbeError, param
 from ..format import Run, is_snapshot_file
 from ..readers.source import open_source
 
 from ._common import (
-    _as_matrix, _enough, _Finite, _finite_tokens, _layer_check, _matrix_names, _natural, _neurons, _number, _read,
-    select_tokens, _step_at, _tensor_name, _TokenRows, _unconverged, _warn
+    _as_matrix, _enough, _Finite, _finite_tokens, _fits, _layer_check, _matrix_names, _natural, _neurons, _number,
+    _preflight, _read, select_tokens, _step_at, _tensor_name, _TokenRows, _unconverged, _warn
 )
 
 
@@ -31,9 +32,11 @@ if TYPE_CHECKING:   # the result classes, for annotations; the math is imported 
     from ..analyses.spectrum import SpectrumResult
 
 
+@budgeted
 def similarity(path: str | os.PathLike, tokens=None, *, words=None, words_file: str | None = None,
                tensor: str = "token_embedding", step: str | int = "latest", groups: str | None = None,
-               mapping: str | None = None, allow_nonfinite: bool = False) -> list[SimilarityResult]:
+               mapping: str | None = None, allow_nonfinite: bool = False,
+               max_memory: int | str | None = MAX_MEMORY) -> list[SimilarityResult]:
     """Cosine-similarity structure of token vectors, per selected step.
 
     The chosen rows of ``tensor`` are compared pairwise: the k x k cosine matrix, the mean and spread of
@@ -66,6 +69,10 @@ def similarity(path: str | os.PathLike, tokens=None, *, words=None, words_file: 
     allow_nonfinite : bool, default False
         Compute on the finite part instead of raising on NaN or inf: the token rows holding one are left out. A
         ``ProbeWarning`` says what was left out.
+    max_memory : int or str, optional
+        The memory budget of what the probe reads and computes (bytes, or ``"8GiB"``, ``"512MB"``): a tensor that
+        needs more is refused before it is read. ``None``: half of the memory this process can have (physical
+        memory, or a lower cgroup or ``ulimit -v`` limit).
 
     Returns
     -------
@@ -104,9 +111,11 @@ def similarity(path: str | os.PathLike, tokens=None, *, words=None, words_file: 
     return _warn(out)
 
 
+@budgeted
 def cohesion(path: str | os.PathLike, tokens=None, *, words=None, words_file: str | None = None,
              tensor: str = "token_embedding", step: str | int = "latest", groups: str | None = None,
-             mapping: str | None = None, allow_nonfinite: bool = False) -> list[CohesionResult]:
+             mapping: str | None = None, allow_nonfinite: bool = False,
+             max_memory: int | str | None = MAX_MEMORY) -> list[CohesionResult]:
     """Mean cosine within each token group and between every pair of groups, per selected step.
 
     Computed from per-group sums of unit vectors: O(k d) time and memory, never the k x k matrix, so a
@@ -138,6 +147,10 @@ def cohesion(path: str | os.PathLike, tokens=None, *, words=None, words_file: st
     allow_nonfinite : bool, default False
         Compute on the finite part instead of raising on NaN or inf: the token rows holding one are left out. A
         ``ProbeWarning`` says what was left out.
+    max_memory : int or str, optional
+        The memory budget of what the probe reads and computes (bytes, or ``"8GiB"``, ``"512MB"``): a tensor that
+        needs more is refused before it is read. ``None``: half of the memory this process can have (physical
+        memory, or a lower cgroup or ``ulimit -v`` limit).
 
     Returns
     -------
@@ -176,9 +189,11 @@ def cohesion(path: str | os.PathLike, tokens=None, *, words=None, words_file: st
     return _warn(out)
 
 
+@budgeted
 def pca(path: str | os.PathLike, tokens=None, *, words=None, words_file: str | None = None,
         tensor: str = "token_embedding", step: str | int = "latest", n_components: int = 3,
-        groups: str | None = None, mapping: str | None = None, allow_nonfinite: bool = False) -> list[PCAResult]:
+        groups: str | None = None, mapping: str | None = None, allow_nonfinite: bool = False,
+        max_memory: int | str | None = MAX_MEMORY) -> list[PCAResult]:
     """PCA of token vectors, and how well each numeric group lines up along it, per selected step.
 
     The chosen rows of ``tensor`` are centred on their mean (no scaling) and projected on their first
@@ -212,6 +227,10 @@ def pca(path: str | os.PathLike, tokens=None, *, words=None, words_file: str | N
     allow_nonfinite : bool, default False
         Compute on the finite part instead of raising on NaN or inf: the token rows holding one are left out. A
         ``ProbeWarning`` says what was left out.
+    max_memory : int or str, optional
+        The memory budget of what the probe reads and computes (bytes, or ``"8GiB"``, ``"512MB"``): a tensor that
+        needs more is refused before it is read. ``None``: half of the memory this process can have (physical
+        memory, or a lower cgroup or ``ulimit -v`` limit).
 
     Returns
     -------
@@ -237,7 +256,8 @@ def pca(path: str | os.PathLike, tokens=None, *, words=None, words_file: str | N
 
     _number("n_components", n_components, lo=1, integer=True)
     with open_source(path, groups, mapping) as run:
-        rows = _TokenRows(run, tokens, words, words_file, tensor, step, allow_nonfinite, "pca", 2, "PCA")
+        rows = _TokenRows(run, tokens, words, words_file, tensor, step, allow_nonfinite, "pca", 2, "PCA",
+                          DECOMPOSITION)
     groups_of = rows.group_of()
     out = []
     for k, s in enumerate(rows.steps):
@@ -251,9 +271,11 @@ def pca(path: str | os.PathLike, tokens=None, *, words=None, words_file: str | N
     return _warn(out)
 
 
+@budgeted
 def align(path: str | os.PathLike, layer: int | None = None, head: int | None = None, *,
           step: str | int = "latest", top_k: int = 3, groups: str | None = None, mapping: str | None = None,
-          allow_nonfinite: bool = False) -> list[AlignResult]:
+          allow_nonfinite: bool = False,
+          max_memory: int | str | None = MAX_MEMORY) -> list[AlignResult]:
     """Singular vectors of one head's value map W_V (and of W_V W_O) against every token embedding.
 
     The left singular vectors of W_V (d_model x d_head; under grouped-query attention the value head that
@@ -283,6 +305,10 @@ def align(path: str | os.PathLike, layer: int | None = None, head: int | None = 
         Compute on the finite part instead of raising on NaN or inf: the non-finite entries of W_V and W_O are
         taken as 0, and the embedding rows holding one are left out of the group means (their cosines are 0). A
         ``ProbeWarning`` says what was left out.
+    max_memory : int or str, optional
+        The memory budget of what the probe reads and computes (bytes, or ``"8GiB"``, ``"512MB"``): a tensor that
+        needs more is refused before it is read. ``None``: half of the memory this process can have (physical
+        memory, or a lower cgroup or ``ulimit -v`` limit).
 
     Returns
     -------
@@ -312,9 +338,9 @@ def align(path: str | os.PathLike, layer: int | None = None, head: int | None = 
     with open_source(path, groups, mapping) as run:
         _layer_check(run, layer, head)
         indices = run.step_indices(step)
-        wv = _read(run.tensor(f"layer{layer}/W_V"), indices)
-        wo = _read(run.tensor(f"layer{layer}/W_O"), indices)
-        emb = _read(run.tensor("token_embedding"), indices)
+        wv = _read(run.tensor(f"layer{layer}/W_V"), indices, work=DECOMPOSITION)
+        wo = _read(run.tensor(f"layer{layer}/W_O"), indices, work=DECOMPOSITION)
+        emb = _read(run.tensor("token_embedding"), indices, work=FLOAT64)   # its unit rows, in float64
         groups = run.groups
         vocab = emb[0].shape[0]
         for g, ids in groups.items():
@@ -348,10 +374,12 @@ def align(path: str | os.PathLike, layer: int | None = None, head: int | None = 
     return _warn(out)
 
 
+@budgeted
 def condense(path: str | os.PathLike, tokens=None, *, words=None, words_file: str | None = None,
              tensor: str = "token_embedding", neurons: str | None = "layer0/W_Q", threshold: float = 0.7,
              step: str | int = "latest", top_shares: tuple[int, ...] = (1, 2, 5), groups: str | None = None,
-             mapping: str | None = None, allow_nonfinite: bool = False) -> list[CondenseResult]:
+             mapping: str | None = None, allow_nonfinite: bool = False,
+             max_memory: int | str | None = MAX_MEMORY) -> list[CondenseResult]:
     """Covariance spectrum of token vectors, neuron groups and the singular values of every weight matrix, per step.
 
     The covariance eigenvalues of the chosen rows of ``tensor`` (centred, no scaling) give the share of
@@ -391,6 +419,10 @@ def condense(path: str | os.PathLike, tokens=None, *, words=None, words_file: st
         Compute on the finite part instead of raising on NaN or inf: the rows and neurons holding one are left
         out, and a weight matrix holding one is left out of the singular values. A ``ProbeWarning`` says what was
         left out.
+    max_memory : int or str, optional
+        The memory budget of what the probe reads and computes (bytes, or ``"8GiB"``, ``"512MB"``): a tensor that
+        needs more is refused before it is read. ``None``: half of the memory this process can have (physical
+        memory, or a lower cgroup or ``ulimit -v`` limit).
 
     Returns
     -------
@@ -422,13 +454,11 @@ def condense(path: str | os.PathLike, tokens=None, *, words=None, words_file: st
         ids = select_tokens(run, tokens, words=words, words_file=words_file, tensor=tensor, probe="condense")[0]
         _enough(ids if ids is not None else range(run.tensor(tensor).shape[1]), 2, "a covariance spectrum")
         indices = run.step_indices(step)
-        vectors = _read(run.tensor(tensor), indices, ids)
+        vectors = _read(run.tensor(tensor), indices, ids, work=FLOAT64)
         if neurons == "layer0/W_Q" and int(run.dims.get("layers", 0)) == 0:
             neurons = None  # the default, on a model without attention (the Emb-MLP)
-        neuron_w = _read(run.tensor(neurons), indices) if neurons else [None] * len(indices)
-        # a snapshot's matrices by their canonical names (layer0/W_K), as every other probe names them
-        layer_w = {n: _read(run.tensor(n), indices)
-                   for n in (_matrix_names(run) if isinstance(run, Run) else run.weight_matrices())}
+        neuron_w = _neuron_weights(run, neurons, indices) if neurons else [None] * len(indices)
+        layer_w, notes = _layer_matrices(run, indices)
         steps = run.steps
         check, at = _Finite(run.path, allow_nonfinite), [_step_at(run, i) for i in indices]
         label = {n: _tensor_name(run, n) for n in [tensor, neurons, *layer_w] if n}
@@ -448,6 +478,7 @@ def condense(path: str | os.PathLike, tokens=None, *, words=None, words_file: st
                 layers[n] = w[k]
         try:
             out.append(_condense(v, top_shares, nw, neurons or None, threshold, layers, step=int(steps[i])))
+            out[-1].warnings += notes
         except np.linalg.LinAlgError as exc:
             raise _unconverged(path, f"condense: the decomposition of {getattr(exc, 'matrix', tensor)}", at[k],
                                exc) from None
@@ -455,8 +486,43 @@ def condense(path: str | os.PathLike, tokens=None, *, words=None, words_file: st
     return _warn(out)
 
 
+def _neuron_weights(run, name: str, indices: list[int]) -> list[np.ndarray]:
+    """condense's neuron weights at each step, once the memory budget allows their n x n cosine matrix
+    (float64, and the boolean masks made of it: 10 bytes a pair)."""
+    ds = run.tensor(name)
+    n = ds.shape[1] * ds.shape[3] if ds.ndim == 4 else ds.shape[-1]    # per step (H, in, e): H*e; (in, out): out
+    check(getattr(ds, "path", None) or run.path, f"cosines of the neurons of {name}", (n, n), "float64", 8,
+          need=10 * n * n)
+    return _read(ds, indices, work=FLOAT64)
+
+
+def _layer_matrices(run, indices: list[int]) -> tuple[dict[str, list[np.ndarray]], list[str]]:
+    """condense's weight matrices at each step (a snapshot's by their canonical names, layer0/W_K, as every
+    other probe names them) and the notes that say which were left out: a matrix over the memory budget
+    (the token selection is what condense is asked about; a vocabulary's singular values are extra), and
+    per-head tensors whose head count no config gives."""
+    names = _matrix_names(run) if isinstance(run, Run) else run.weight_matrices()
+    notes = []
+    if run.dims.get("heads", 1) is None:
+        per_head = [n for n in names if run.tensor(n).ndim == 4]
+        names = [n for n in names if n not in per_head]
+        if per_head:
+            shown = ", ".join(per_head[:4]) + (", ..." if len(per_head) > 4 else "")
+            notes.append(f"{run.path}: no head count (config.json num_attention_heads): the per-head singular "
+                         f"values of {len(per_head)} attention matrices ({shown}) left out")
+    out = {}
+    for n in names:
+        try:
+            out[n] = _read(run.tensor(n), indices, work=DECOMPOSITION)
+        except OverBudget as exc:
+            notes.append(f"{exc.fact}: its singular values left out")
+    return out, notes
+
+
+@budgeted
 def spectrum(path: str | os.PathLike, *, step: str | int = "latest", precision: str = "float64", threads: int = 0,
-             progress=None, allow_nonfinite: bool = False) -> list[SpectrumResult]:
+             progress=None, allow_nonfinite: bool = False,
+             max_memory: int | str | None = MAX_MEMORY) -> list[SpectrumResult]:
     """Spectral metrics of every linear layer, as WeightWatcher reports them, per selected step.
 
     For each weight matrix W: spectral norm, Frobenius norm, log norm, stable rank, entropy rank and the
@@ -484,6 +550,10 @@ def spectrum(path: str | os.PathLike, *, step: str | int = "latest", precision: 
     allow_nonfinite : bool, default False
         Compute on the finite part instead of raising on NaN or inf: a matrix holding one is left out (no row). A
         ``ProbeWarning`` says what was left out.
+    max_memory : int or str, optional
+        The memory budget of what the probe reads and computes (bytes, or ``"8GiB"``, ``"512MB"``): a tensor that
+        needs more is refused before it is read. ``None``: half of the memory this process can have (physical
+        memory, or a lower cgroup or ``ulimit -v`` limit).
 
     Returns
     -------
@@ -516,6 +586,8 @@ def spectrum(path: str | os.PathLike, *, step: str | int = "latest", precision: 
         with Run(path) as run:
             indices = run.step_indices(step)
             names = _matrix_names(run)   # canonical names (layer0/W_K), as every other probe says
+            for n in names:              # every matrix against the budget before the first is read
+                _fits(run.tensor(n), 1, work=DECOMPOSITION)
             check = _Finite(run.path, allow_nonfinite)
             for i in indices:
                 layers = _layer_spectra(names, lambda n: _as_matrix(n, run.read(n, i)), precision, threads, progress,
@@ -532,6 +604,7 @@ def spectrum(path: str | os.PathLike, *, step: str | int = "latest", precision: 
     tied = src.aliases()   # a tied lm_head is the embedding: one matrix, counted once
     names = sorted((n for n, s in src.shapes().items() if len(s) == 2 and min(s) > 1 and n not in tied),
                    key=_natural)
+    _preflight(path, src, names, DECOMPOSITION)
     check = _Finite(path, allow_nonfinite)
     layers = _layer_spectra(names, src.read, precision, threads, progress, check, src.step)
     check.warn()
@@ -572,7 +645,7 @@ def _layer_spectra(names: list[str], read, precision: str, threads: int, progres
         from threadpoolctl import threadpool_limits
 
         limits, pool = threadpool_limits(1), ThreadPoolExecutor(workers)
-        results = pool.map(one, names)
+        results = pool.map(in_context(one), names)     # each read checks this call's memory budget
     out = []
     try:
         for n, (layer, bad) in zip(names, results):
@@ -599,8 +672,10 @@ def _rank_names(run) -> list[str]:
     return sorted(names, key=_natural)
 
 
+@budgeted
 def rank(path: str | os.PathLike, *, step: str | int = "latest", groups: str | None = None,
-         mapping: str | None = None, allow_nonfinite: bool = False) -> list[RankResult]:
+         mapping: str | None = None, allow_nonfinite: bool = False,
+         max_memory: int | str | None = MAX_MEMORY) -> list[RankResult]:
     """Effective rank, stable rank and top-k energy of the embedding and of every weight matrix, per selected step.
 
     For a matrix with singular values σ: the effective rank exp(entropy of σ / Σσ) (1 = one direction),
@@ -622,6 +697,10 @@ def rank(path: str | os.PathLike, *, step: str | int = "latest", groups: str | N
         Compute on the finite part instead of raising on NaN or inf: the embedding rows holding one are left out
         (the rest centred), and a weight matrix holding one is left out. A ``ProbeWarning`` says what was left
         out.
+    max_memory : int or str, optional
+        The memory budget of what the probe reads and computes (bytes, or ``"8GiB"``, ``"512MB"``): a tensor that
+        needs more is refused before it is read. ``None``: half of the memory this process can have (physical
+        memory, or a lower cgroup or ``ulimit -v`` limit).
 
     Returns
     -------
@@ -646,8 +725,8 @@ def rank(path: str | os.PathLike, *, step: str | int = "latest", groups: str | N
     with open_source(path, groups, mapping) as run:
         indices = run.step_indices(step)
         names = _rank_names(run)
-        emb = _read(run.tensor("token_embedding"), indices)
-        mats = {n: _read(run.tensor(n), indices) for n in names}
+        emb = _read(run.tensor("token_embedding"), indices, work=DECOMPOSITION)
+        mats = {n: _read(run.tensor(n), indices, work=DECOMPOSITION) for n in names}
         steps = run.steps
         check, at = _Finite(run.path, allow_nonfinite), [_step_at(run, i) for i in indices]
         label = {n: _tensor_name(run, n) for n in [*names, "token_embedding"]}
@@ -665,8 +744,10 @@ def rank(path: str | os.PathLike, *, step: str | int = "latest", groups: str | N
     return _warn(out)
 
 
+@budgeted
 def rank_trajectory(path: str | os.PathLike, *, step: str | int = "all", metric: str = "effective_rank",
-                    groups: str | None = None, mapping: str | None = None, allow_nonfinite: bool = False
+                    groups: str | None = None, mapping: str | None = None, allow_nonfinite: bool = False,
+                    max_memory: int | str | None = MAX_MEMORY
                     ) -> list[RankTrajectoryResult]:
     """Where each matrix's rank bottoms out over the selected steps ("condense, then expand" as numbers).
 
@@ -690,6 +771,10 @@ def rank_trajectory(path: str | os.PathLike, *, step: str | int = "all", metric:
     allow_nonfinite : bool, default False
         Compute on the finite part instead of raising on NaN or inf: as for [`rank`][probe.api.weights.rank]. A
         ``ProbeWarning`` says what was left out.
+    max_memory : int or str, optional
+        The memory budget of what the probe reads and computes (bytes, or ``"8GiB"``, ``"512MB"``): a tensor that
+        needs more is refused before it is read. ``None``: half of the memory this process can have (physical
+        memory, or a lower cgroup or ``ulimit -v`` limit).
 
     Returns
     -------

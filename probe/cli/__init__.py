@@ -26,7 +26,7 @@ from .options import (
     ALLOW_NONFINITE, FORMAT, JOBS, STEP, AllowNonfinite, File, Fmt, Format, Groups, Jobs, Mapping, Metric, Out,
     Outcome, Plot, Probes, Revisions, Source, Step, TensorBoard, about,
 )
-from .options import WIDE, Wide
+from .options import MAX_MEMORY, WIDE, MaxMemory, Wide
 from .probes import LazyCallback, ProbeCommand, parameter, batch_options, converted, progress, show, with_examples
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, no_args_is_help=True, rich_markup_mode=None,
@@ -117,7 +117,7 @@ def validate(file: File, fmt: Fmt = FORMAT) -> None:
 def rank(file: Source, minima: Annotated[bool, typer.Option(
              help="report where each effective-rank trajectory bottoms out (its minimum, the step of it, the dip "
                   "and the rebound) over the selected steps (default: every step)")] = False,
-         groups: Groups = None, mapping: Mapping = None, step: Step = STEP,
+         groups: Groups = None, mapping: Mapping = None, max_memory: MaxMemory = MAX_MEMORY, step: Step = STEP,
          allow_nonfinite: AllowNonfinite = ALLOW_NONFINITE, fmt: Fmt = FORMAT, plot: Plot = None,
          wide: Wide = WIDE) -> None:
     """Effective rank, stable rank and top-1/top-5 energy of the centred token embedding and of every weight
@@ -130,11 +130,11 @@ def rank(file: Source, minima: Annotated[bool, typer.Option(
         check_writable(plot)
     if minima:
         res = api.rank_trajectory(file, step="all" if step == STEP else step, groups=groups, mapping=mapping,
-                                  allow_nonfinite=allow_nonfinite)
+                                  allow_nonfinite=allow_nonfinite, max_memory=max_memory)
         show(res, fmt, file, "rank-minima", plot, wide)
         return
-    show(api.rank(file, step=step, groups=groups, mapping=mapping, allow_nonfinite=allow_nonfinite), fmt, file,
-          "rank", plot, wide)
+    show(api.rank(file, step=step, groups=groups, mapping=mapping, allow_nonfinite=allow_nonfinite,
+                  max_memory=max_memory), fmt, file, "rank", plot, wide)
 
 
 # --- the probes: one command each, in the registry's order ----------------------------------------
@@ -226,7 +226,7 @@ def report(
     max_share: Annotated[float, typer.Option(help="--watch: this process's CPU time at most this share of "
                                                   "one core; what does not fit now is filled in later "
                                                   "(probe-train --report: 0.01)")] = 1.0,
-    revisions: Revisions = None, allow_nonfinite: AllowNonfinite = ALLOW_NONFINITE,
+    revisions: Revisions = None, allow_nonfinite: AllowNonfinite = ALLOW_NONFINITE, max_memory: MaxMemory = MAX_MEMORY,
 ) -> None:
     """Write one HTML page for a run, or for runs side by side: configuration, curves, token groups and
     every probe's numbers and figures over training; what it is doing goes to stderr."""
@@ -253,7 +253,8 @@ def report(
 
             rep = R.watch(paths, out, probes=probes or None, max_steps=max_steps, revisions=revisions,
                           interval=interval, max_share=max_share, log=said, allow_nonfinite=allow_nonfinite,
-                          progress=lambda label: None if written else tick(label), slider_steps=slider_steps)
+                          progress=lambda label: None if written else tick(label), slider_steps=slider_steps,
+                          max_memory=max_memory)
             if not rep.sources:
                 raise Interrupted(f"Interrupted before any run could be read "
                                   f"({next(iter(rep.errors.values()), 'none yet')}); nothing was written")
@@ -263,7 +264,7 @@ def report(
         return
     with progress("report", each=True) as tick:   # a line per run and section: the sections take seconds each
         rep = R.report(paths, out, probes=probes or None, max_steps=max_steps, revisions=revisions, progress=tick,
-                       allow_nonfinite=allow_nonfinite, slider_steps=slider_steps)
+                       allow_nonfinite=allow_nonfinite, slider_steps=slider_steps, max_memory=max_memory)
     for spec, err in rep.errors.items():
         log(f"warning: {spec}: {err}")
     log(f"wrote {out}: {len(rep.sources)} run(s), {len(rep.probes)} probes")

@@ -231,6 +231,15 @@ Threads = _option(int, min=0, help="work at once, one thread each (0: one per CP
     "batch": "spectrum: layers, ood: snapshots analysed at once, one BLAS/torch thread each (0: one per CPU core; "
              "with --jobs above 1 or --scheduler, 1)"})
 
+MAX_MEMORY = None    # the API's default (probe._limits.MAX_MEMORY): half of the memory the process can have
+MaxMemory = _option(Optional[str], metavar="SIZE", help=(
+    "memory budget of what the probe reads and computes (512MB, 8GiB or bytes): a tensor that needs more is "
+    "refused before it is read [default: half of the memory this process can have: physical memory, or a lower "
+    "cgroup or ulimit -v limit]"), per={
+    "report": "memory budget of each probe's reads and math (512MB, 8GiB or bytes): a tensor that needs more is "
+              "refused before it is read, and the probe's section says so [default: half of the memory this "
+              "process can have: physical memory, or a lower cgroup or ulimit -v limit]"})
+
 # --- paper 4 ---------------------------------------------------------------------------------
 SATURATION = 0.1
 Saturation = _option(float, help="ε share s = ε / (m + ε) from which a norm site counts as saturated (0.1: its output "
@@ -319,6 +328,7 @@ OPTIONS: dict[str, Opt] = {
     "delta": Opt(Delta, DELTA), "smooth": Opt(Smooth, SMOOTH), "spike_factor": Opt(SpikeFactor, SPIKE_FACTOR),
     "spike_window": Opt(SpikeWindow, SPIKE_WINDOW),
     "precision": Opt(Precision, PRECISION), "threads": Opt(Threads, THREADS),
+    "max_memory": Opt(MaxMemory, MAX_MEMORY),
     "step": Opt(Step, STEP), "allow_nonfinite": Opt(AllowNonfinite, ALLOW_NONFINITE),
 }
 #: offered last, in this order, by every probe command

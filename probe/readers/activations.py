@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import os
 import re
+import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .._files import open_regular, regular_file
-from ..errors import ProbeError, param
+from .._limits import check, check_total
+from ..errors import ProbeError, param, warn
 from .words import load_tokenizer
 
 WINDOW = 128
@@ -81,7 +84,7 @@ def text_windows(path: str, text_file: str, window: int = WINDOW, max_tokens: in
     return w[:, :-1], w[:, 1:]
 
 
-def _load_model(path: str):
+def _load_model(path: str, batch: int, window: int, attention: bool):
     try:
         import torch
         from transformers import AutoModelForCausalLM
@@ -97,22 +100,84 @@ def _load_model(path: str):
     for name in sorted(os.listdir(path)):       # transformers opens what it likes in the folder
         if os.path.exists(os.path.join(path, name)) and not os.path.isdir(os.path.join(path, name)):
             regular_file(os.path.join(path, name), "model file")
+    _fits(path, batch, window, attention)
     try:
-        model = AutoModelForCausalLM.from_pretrained(path, attn_implementation="eager", torch_dtype=torch.float32)
+        model, loading = AutoModelForCausalLM.from_pretrained(path, attn_implementation="eager",
+                                                              torch_dtype=torch.float32, output_loading_info=True)
     except Exception as exc:   # transformers raises many types for a folder it cannot build
         raise ProbeError(f"{path}: transformers cannot build a causal language model from it "
                          f"({str(exc).splitlines()[0][:200]})") from None
-    return model.eval()
+    return model.eval(), list(loading.get("missing_keys") or [])
+
+
+def _fits(path: str, batch: int, window: int, attention: bool) -> None:
+    """The memory budget's check of the model transformers would build from ``path``'s config.json (built
+    here on torch's meta device: shapes, no memory) and of a batch's activations, before either exists:
+    its largest parameter by name, then the whole in float32 with the logits of ``batch`` windows (and
+    their log-softmax and its exp) and, with ``attention``, every layer's maps."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    try:
+        config = AutoConfig.from_pretrained(path)
+        with torch.device("meta"):
+            meta = AutoModelForCausalLM.from_config(config, attn_implementation="eager")
+    except Exception as exc:   # as from_pretrained's own failures below
+        raise ProbeError(f"{path}: transformers cannot build a causal language model from it "
+                         f"({str(exc).splitlines()[0][:200]})") from None
+    params = dict(meta.named_parameters())
+    if not params:
+        return
+    name = max(params, key=lambda n: params[n].numel())
+    check(path, name, params[name].shape, "float32", 4)
+    vocab = meta.get_input_embeddings().weight.shape[0]
+    cfg = config.get_text_config() if hasattr(config, "get_text_config") else config
+    layers, heads = (getattr(cfg, k, 0) or 0 for k in ("num_hidden_layers", "num_attention_heads"))
+    total = 4 * (sum(p.numel() for p in params.values()) + 3 * batch * window * vocab
+                 + (layers * heads * batch * window * window if attention else 0))
+    check_total(path, f"the model built from its config.json ({len(params)} parameters) with a batch of "
+                      f"{batch} windows of {window} tokens", total)
+
+
+@contextmanager
+def _quiet():
+    """transformers' own output kept off stderr while a model is built and run, as it was before after: its
+    logged notices (a deprecated argument, weights it initialised: :func:`_load_model` says that one), its
+    "Loading weights" progress bar and the Python warnings of transformers and torch. The command's stderr
+    holds its own lines only."""
+    from transformers.utils import logging as hf_logging
+
+    verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()
 
 
 def run_text(path: str | os.PathLike, text_file: str, *, window: int = WINDOW, max_tokens: int = MAX_TOKENS,
              attention: bool = False, batch: int = 8) -> Forward:
     """Run the checkpoint at ``path`` over the windows of ``text_file``."""
-    import torch
-
     path = os.fspath(path)
     inputs, targets = text_windows(path, text_file, window, max_tokens)
-    model = _load_model(path)
+    with _quiet():
+        model, missing = _load_model(path, min(batch, len(inputs)), inputs.shape[1], attention)
+        out = _run(model, path, inputs, targets, attention, batch)
+    if missing:   # transformers' own notice of it is silenced (_quiet): the one that matters, in our words
+        shown = ", ".join(missing[:3]) + (", ..." if len(missing) > 3 else "")
+        warn(f"{path}: the weights hold no values for {len(missing)} of the model's parameters ({shown}); "
+             "transformers gave them its initial values (random weights, unit norm gains), and the probes see those")
+    return out
+
+
+def _run(model, path: str, inputs: np.ndarray, targets: np.ndarray, attention: bool, batch: int) -> Forward:
+    import torch
+
     vocab = int(model.get_input_embeddings().weight.shape[0])
     if inputs.max() >= vocab:
         raise ProbeError(f"{path}: the tokenizer gives ids up to {int(inputs.max())}, the model has {vocab} embeddings")

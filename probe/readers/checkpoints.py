@@ -16,7 +16,6 @@ reads one tensor on demand, so a probe touches only the bytes it asks for:
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -25,6 +24,7 @@ from typing import Protocol
 import numpy as np
 
 from .._files import open_regular, regular_file
+from .._limits import check, load_json
 from ..errors import ProbeError, warn
 from .names import FOLDER_FILES, step_from_name   # (also imported from here)
 
@@ -173,6 +173,7 @@ class SafetensorsSource(_Source):
         if raw not in _ST_DTYPES:
             return self._read_torch(name, lo, hi)
         dt = np.dtype(_ST_DTYPES[raw])
+        wide = raw in ("F16", "BF16")                      # read as float32
         start, end = self._offsets[name]
         if not shape:
             lo, hi, rows_shape = 0, 1, ()
@@ -186,9 +187,11 @@ class SafetensorsSource(_Source):
         # the header check made every range exactly its tensor's; this guards the arithmetic above
         if offset < self._base + start or offset + count * dt.itemsize > self._base + end:
             raise ProbeError(f"{self.path}: tensor '{name}' runs past its byte range (a damaged file)")
+        check(self.path, name, rows_shape, "bfloat16" if raw == "BF16" else dt.name, dt.itemsize,
+              need=count * 4 if wide else 0, why="as float32")
         try:
             if count == 0:
-                return np.zeros(rows_shape, dtype=np.float32 if raw in ("F16", "BF16") else dt)
+                return np.zeros(rows_shape, dtype=np.float32 if wide else dt)
             if self._reader is not None:
                 arr = np.frombuffer(bytearray(self._reader.read(offset, count * dt.itemsize)), dtype=dt)
             else:
@@ -201,7 +204,7 @@ class SafetensorsSource(_Source):
         arr = arr.reshape(rows_shape)
         if raw == "BF16":
             return _from_bf16(arr)
-        return arr.astype(np.float32) if raw == "F16" else arr
+        return arr.astype(np.float32) if wide else arr
 
     def _read_torch(self, name: str, lo: int, hi: int) -> np.ndarray:
         import warnings
@@ -210,6 +213,10 @@ class SafetensorsSource(_Source):
 
         if self._raw_dtypes[name] == "C64":
             raise ProbeError(f"{self.path}: tensor '{name}' is complex (C64); the probes read real-valued weights")
+        shape = self._shapes[name]
+        rows = (len(range(*slice(lo, hi).indices(shape[0]))), *shape[1:]) if shape else ()
+        # fp8 holds a byte an element (F4 and F6 less: a byte counted), read as float32
+        check(self.path, name, rows, self._raw_dtypes[name], 1, need=4 * math.prod(rows), why="as float32")
         path = self.path if self._reader is None else (self._reader.local or self._reader.download())
         regular_file(path, "checkpoint file")
         try:
@@ -278,14 +285,17 @@ class StateDictSource(_Source):
         return {k: str(v.dtype).removeprefix("torch.") for k, v in self._tensors.items()}
 
     def read(self, name: str) -> np.ndarray:
-        if name not in self._tensors:
-            self._missing(name)
-        return _to_numpy(self._tensors[name])
+        return self.read_rows(name, 0, None)
 
-    def read_rows(self, name: str, lo: int, hi: int) -> np.ndarray:
+    def read_rows(self, name: str, lo: int, hi: int | None) -> np.ndarray:
         if name not in self._tensors:
             self._missing(name)
-        return _to_numpy(self._tensors[name][lo:hi])
+        t = self._tensors[name]
+        t = t[lo:hi] if t.ndim else t
+        # memory-mapped: the bytes are read (and bf16 / fp16 widened to float32) only when converted
+        check(self.path, name, t.shape, str(t.dtype).removeprefix("torch."), t.element_size(),
+              need=4 * t.numel() if t.is_floating_point() else 0, why="as float32")
+        return _to_numpy(t)
 
     def aliases(self) -> dict[str, str]:
         """Names whose tensor is the same memory as an earlier name's (tied weights: nanoGPT's
@@ -311,7 +321,7 @@ class ShardedSource(_Source):
         self.path, self.config, self.step, self._remote = index_path, config or {}, step, remote or {}
         try:
             with open_regular(index_path, what="checkpoint index") as fh:
-                weight_map = json.load(fh)["weight_map"]
+                weight_map = load_json(fh, index_path, "checkpoint index")["weight_map"]
             if not isinstance(weight_map, dict):
                 raise ValueError
         except (OSError, ValueError, KeyError, TypeError):
@@ -382,6 +392,8 @@ class SnapshotSource(_Source):
         return {n: "float32" for n in self.shapes()}
 
     def read(self, name: str) -> np.ndarray:
+        ds = self._run.tensor(name)
+        check(self.path, name, ds.shape[1:], ds.dtype.name, ds.dtype.itemsize)
         return self._run.read(name, self._index)
 
 
@@ -403,7 +415,7 @@ def open_checkpoint(path: str | os.PathLike, step: str | int = "latest") -> Sour
         if os.path.exists(cfg_path):
             try:
                 with open_regular(cfg_path, what="checkpoint config") as fh:
-                    config = json.load(fh)
+                    config = load_json(fh, cfg_path, "checkpoint config")
             except ValueError:
                 raise ProbeError(f"{cfg_path}: not valid JSON") from None
             if not isinstance(config, dict):
@@ -443,7 +455,8 @@ def _sibling_config(path: str) -> dict:
     if os.path.exists(cfg):
         try:
             with open_regular(cfg, what="checkpoint config") as fh:
-                return json.load(fh)
+                config = load_json(fh, cfg, "checkpoint config")
         except ValueError:
             return {}
+        return config if isinstance(config, dict) else {}
     return {}

@@ -16,7 +16,6 @@ with the raw name that identifies it.
 """
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import Callable
@@ -24,6 +23,7 @@ from typing import Callable
 import numpy as np
 
 from .._files import open_regular
+from .._limits import load_json
 from ..errors import ProbeError, param
 from .checkpoints import Source
 
@@ -36,7 +36,7 @@ class Layout:
     """Canonical name -> (raw names it is read from, how to build it)."""
 
     name: str
-    heads: int
+    heads: int | None        # None: no head count known (a lone weights file)
     layers: int
     rules: Rules
 
@@ -66,12 +66,14 @@ def _heads_out(W: np.ndarray, H: int) -> np.ndarray:
     return W.reshape(H, he // H, d)
 
 
-def _linear_attention(rules: Rules, i: int, pattern: str, parts: tuple[str, str, str, str], H: int, KV: int) -> None:
+def _linear_attention(rules: Rules, i: int, pattern: str, parts: tuple[str, str, str, str], H: int | None,
+                      KV: int | None) -> None:
     """Rules for layer ``i``'s separate q, k, v, o ``nn.Linear`` weights (stored out x in), named
-    ``pattern.format(part)``; k and v have ``KV`` heads (grouped-query attention), q and o ``H``."""
+    ``pattern.format(part)``; k and v have ``KV`` heads (grouped-query attention), q and o ``H`` (None, no
+    count known: one head each)."""
     for nm, part, heads in zip(("W_Q", "W_K", "W_V"), parts, (H, KV, KV)):
-        rules[f"layer{i}/{nm}"] = ((pattern.format(part),), lambda w, n=heads: _heads_in(w.T, n))
-    rules[f"layer{i}/W_O"] = ((pattern.format(parts[3]),), lambda w, n=H: _heads_out(w.T, n))
+        rules[f"layer{i}/{nm}"] = ((pattern.format(part),), lambda w, n=heads or 1: _heads_in(w.T, n))
+    rules[f"layer{i}/W_O"] = ((pattern.format(parts[3]),), lambda w, n=H or 1: _heads_out(w.T, n))
 
 
 def _norms(rules: Rules, shapes: dict, sites: dict[str, str]) -> None:
@@ -107,13 +109,23 @@ def _cfg_int(cfg: dict, *keys: str) -> int | None:
     return None
 
 
-def _heads(cfg: dict, source: Source, family: str, *keys: str) -> int:
-    """The head count from config.json; a layout cannot be split into heads without it."""
-    keys = keys or ("num_attention_heads",)
-    H = _cfg_int(cfg, *keys)
-    if H is None:
-        raise ProbeError(f"{source.path}: {family} weights but no head count (config.json {keys[0]})")
-    return H
+def _heads(cfg: dict, *keys: str) -> int | None:
+    """The head count from config.json; None without one (a lone weights file). The attention weights are
+    then one head each, the layer's whole map: what the probes of whole matrices read (rank, spectrum)
+    is the same, and a probe of one head says that it needs the count (:func:`needs_heads`)."""
+    return _cfg_int(cfg, *(keys or ("num_attention_heads",)))
+
+
+def needs_heads(path: str, family: str, what: str, key: str = "num_attention_heads") -> ProbeError:
+    """The error of a probe or a layout that cannot go on without the head count."""
+    return ProbeError(f"{path}: {family} weights without a head count (config.json {key}): {what} needs it; put "
+                      "the model's config.json beside the weights file")
+
+
+def _unsplittable(path: str, family: str, raw: str) -> Build:
+    def build(w):
+        raise needs_heads(path, family, f"splitting {raw} into queries, keys and values")
+    return build
 
 
 # --- one rule builder per family -------------------------------------------------------------
@@ -132,7 +144,7 @@ def _gpt2(source: Source, shapes: dict, cfg: dict) -> Layout:
     L = _layer_count(names, r"h\.(\d+)\.attn\.c_attn")
     c_attn = shapes[f"{pre}h.0.attn.c_attn.weight"]
     conv1d = c_attn[1] == 3 * c_attn[0]
-    H = _heads(cfg, source, "GPT-2-style", "n_head", "num_attention_heads")
+    H = _heads(cfg, "n_head", "num_attention_heads")
     fix = _same if conv1d else _T
     rules: Rules = {"token_embedding": ((f"{pre}wte.weight",), _same)}
     if f"{pre}wpe.weight" in shapes:
@@ -141,14 +153,14 @@ def _gpt2(source: Source, shapes: dict, cfg: dict) -> Layout:
     for i in range(L):
         p = f"{pre}h.{i}."
 
-        def qkv(w, j, H=H, fix=fix):
+        def qkv(w, j, H=H or 1, fix=fix):
             W = fix(w)
             d = W.shape[0]
             return _heads_in(W[:, j * d:(j + 1) * d], H)
 
         for j, nm in enumerate(("W_Q", "W_K", "W_V")):
             rules[f"layer{i}/{nm}"] = ((p + "attn.c_attn.weight",), lambda w, j=j, qkv=qkv: qkv(w, j))
-        rules[f"layer{i}/W_O"] = ((p + "attn.c_proj.weight",), lambda w, H=H, fix=fix: _heads_out(fix(w), H))
+        rules[f"layer{i}/W_O"] = ((p + "attn.c_proj.weight",), lambda w, H=H or 1, fix=fix: _heads_out(fix(w), H))
         rules[f"layer{i}/W_in"] = ((p + "mlp.c_fc.weight",), fix)
         rules[f"layer{i}/W_out"] = ((p + "mlp.c_proj.weight",), fix)
         _norms(rules, shapes, {f"layer{i}/attn_norm": p + "ln_1.weight", f"layer{i}/mlp_norm": p + "ln_2.weight"})
@@ -161,7 +173,7 @@ def _neox(source: Source, shapes: dict, cfg: dict) -> Layout:
     names = list(shapes)
     pre = _prefix(names, "layers.0.attention")
     L = _layer_count(names, r"layers\.(\d+)\.attention\.query_key_value")
-    H = _heads(cfg, source, "GPT-NeoX")
+    H = _heads(cfg)
     rules: Rules = {"token_embedding": ((f"{pre}embed_in.weight",), _same)}
     out = _ending(names, "embed_out.weight")
     if out:
@@ -174,9 +186,11 @@ def _neox(source: Source, shapes: dict, cfg: dict) -> Layout:
 
     for i in range(L):
         p = f"{pre}layers.{i}."
-        for j, nm in enumerate(("W_Q", "W_K", "W_V")):
-            rules[f"layer{i}/{nm}"] = ((p + "attention.query_key_value.weight",), lambda w, j=j: qkv(w, j))
-        rules[f"layer{i}/W_O"] = ((p + "attention.dense.weight",), lambda w, H=H: _heads_out(w.T, H))
+        for j, nm in enumerate(("W_Q", "W_K", "W_V")):   # interleaved per head: no split without the count
+            rules[f"layer{i}/{nm}"] = ((p + "attention.query_key_value.weight",), lambda w, j=j: qkv(w, j)) \
+                if H else ((p + "attention.query_key_value.weight",),
+                           _unsplittable(source.path, "GPT-NeoX", "query_key_value"))
+        rules[f"layer{i}/W_O"] = ((p + "attention.dense.weight",), lambda w, H=H or 1: _heads_out(w.T, H))
         rules[f"layer{i}/W_in"] = ((p + "mlp.dense_h_to_4h.weight",), _T)
         rules[f"layer{i}/W_out"] = ((p + "mlp.dense_4h_to_h.weight",), _T)
         _norms(rules, shapes, {f"layer{i}/attn_norm": p + "input_layernorm.weight",
@@ -191,7 +205,7 @@ def _decoder(source: Source, shapes: dict, cfg: dict, family: str, layer_part: s
     names = list(shapes)
     pre = _prefix(names, "layers.0.self_attn")
     L = _layer_count(names, rf"layers\.(\d+)\.self_attn\.{layer_part}")
-    H = _heads(cfg, source, family)
+    H = _heads(cfg)
     KV = _cfg_int(cfg, "num_key_value_heads") or H
     emb = _ending(names, "embed_tokens.weight")
     rules: Rules = {"token_embedding": ((emb,), _same),
@@ -232,14 +246,17 @@ def _phi3(source: Source, shapes: dict, cfg: dict) -> Layout:
     """Phi-3: fused ``qkv_proj`` (rows: H query heads, then KV key heads, then KV value heads) and
     fused ``gate_up_proj`` (rows: gate, then up)."""
     pre, L, H, KV, rules = _decoder(source, shapes, cfg, "Phi-3", "qkv_proj")
-    e = shapes[f"{pre}layers.0.self_attn.qkv_proj.weight"][0] // (H + 2 * KV)
-    spans = {"W_Q": (0, H * e, H), "W_K": (H * e, (H + KV) * e, KV), "W_V": ((H + KV) * e, (H + 2 * KV) * e, KV)}
+    e = shapes[f"{pre}layers.0.self_attn.qkv_proj.weight"][0] // (H + 2 * KV) if H else 0
+    spans = {"W_Q": (0, H * e, H), "W_K": (H * e, (H + KV) * e, KV), "W_V": ((H + KV) * e, (H + 2 * KV) * e, KV)} \
+        if H else {}
     for i in range(L):
         p = f"{pre}layers.{i}."
-        for nm, (a, b, n) in spans.items():
+        for nm in ("W_Q", "W_K", "W_V"):    # the rows of each part depend on the head counts
+            a, b, n = spans.get(nm, (0, 0, 0))
             rules[f"layer{i}/{nm}"] = ((p + "self_attn.qkv_proj.weight",),
-                                       lambda w, a=a, b=b, n=n: _heads_in(w[a:b].T, n))
-        rules[f"layer{i}/W_O"] = ((p + "self_attn.o_proj.weight",), lambda w, H=H: _heads_out(w.T, H))
+                                       (lambda w, a=a, b=b, n=n: _heads_in(w[a:b].T, n)) if H
+                                       else _unsplittable(source.path, "Phi-3", "qkv_proj"))
+        rules[f"layer{i}/W_O"] = ((p + "self_attn.o_proj.weight",), lambda w, H=H or 1: _heads_out(w.T, H))
         rules[f"layer{i}/W_gate"] = ((p + "mlp.gate_up_proj.weight",), lambda w: w[: w.shape[0] // 2].T)
         rules[f"layer{i}/W_in"] = ((p + "mlp.gate_up_proj.weight",), lambda w: w[w.shape[0] // 2:].T)
         rules[f"layer{i}/W_out"] = ((p + "mlp.down_proj.weight",), _T)
@@ -251,7 +268,7 @@ def _bert(source: Source, shapes: dict, cfg: dict) -> Layout:
     names = list(shapes)
     pre = _prefix(names, "embeddings.word_embeddings.weight")
     L = _layer_count(names, r"encoder\.layer\.(\d+)\.attention")
-    H = _heads(cfg, source, "BERT-style")
+    H = _heads(cfg)
     rules: Rules = {"token_embedding": ((f"{pre}embeddings.word_embeddings.weight",), _same)}
     if f"{pre}embeddings.position_embeddings.weight" in shapes:
         rules["position_embedding"] = ((f"{pre}embeddings.position_embeddings.weight",), _same)
@@ -296,7 +313,7 @@ def detect(source: Source, mapping_file: str | None = None) -> Layout:
 def _from_mapping(path: str, shapes: dict) -> Layout:
     try:
         with open_regular(path, what="name-mapping file") as fh:
-            m = json.load(fh)
+            m = load_json(fh, path, "name-mapping file")
     except (OSError, ValueError) as exc:
         raise ProbeError(f"{path}: unreadable name-mapping file ({exc})") from None
     if not isinstance(m, dict):

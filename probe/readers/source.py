@@ -7,12 +7,12 @@ condense) run unchanged on both. :func:`word_ids` looks words up in either.
 """
 from __future__ import annotations
 
-import json
 import os
 
 import numpy as np
 
 from .._files import open_regular, regular_file
+from .._limits import parse_json, parse_yaml
 from ..errors import ProbeError, param
 from ..format import Run, is_snapshot_file
 from ..format.steps import step_indices
@@ -29,13 +29,13 @@ def load_groups(path: str, checkpoint: str | None = None) -> dict[str, np.ndarra
     except (OSError, UnicodeDecodeError) as exc:
         raise ProbeError(f"{path}: cannot read groups file ({getattr(exc, 'strerror', None) or exc})") from None
     try:
-        data = json.loads(text)
+        data = parse_json(text, path, "groups file")
     except ValueError:
         try:
-            import yaml
-
-            data = yaml.safe_load(text)
-        except Exception:
+            data = parse_yaml(text, path, "groups file")
+        except ProbeError:
+            raise
+        except Exception:   # PyYAML's errors, and its constructors' (a date that is no date)
             raise ProbeError(f"{path}: groups file is neither JSON nor YAML") from None
     if not isinstance(data, dict) or not all(isinstance(v, list) for v in data.values()):
         raise ProbeError(f"{path}: groups file must map group names to lists of token ids or words")
@@ -56,10 +56,17 @@ def load_groups(path: str, checkpoint: str | None = None) -> dict[str, np.ndarra
 
 class _Tensor:
     """A canonical tensor seen as a one-snapshot, h5py-like dataset (axis 0 = snapshot): its shape
-    comes from the checkpoint's header and ``t[0, lo:hi]`` reads only those rows where it can."""
+    comes from the checkpoint's header and ``t[0, lo:hi]`` reads only those rows where it can. ``name``
+    says it with the raw names it is built from, ``path`` is the checkpoint's, and it is read as float32:
+    what the memory budget's check of a read needs (:func:`probe.api._common._read`)."""
+
+    dtype = np.dtype(np.float32)
 
     def __init__(self, reader: CanonicalReader, name: str):
         self._reader, self._name, self._value, self._shape = reader, name, None, None
+        raw = tuple(reader.layout.rules[name][0])
+        self.name = f"{name} ({', '.join(raw)})" if raw and raw != (name,) else name
+        self.path = reader.source.path
 
     @property
     def value(self) -> np.ndarray:

@@ -26,7 +26,9 @@ class Report:
 
     def __init__(self, specs: list[str], probes: list[str] | None = None, max_steps: int = MAX_STEPS,
                  revisions: str | None = None, progress: Callable[[str], None] | None = None,
-                 allow_nonfinite: bool = False, slider_steps: int = SLIDER_MAX):
+                 allow_nonfinite: bool = False, slider_steps: int = SLIDER_MAX, max_memory=None):
+        from .._limits import parse_size
+
         if not specs:
             raise ProbeError("give at least one run")
         self.probes = list(dict.fromkeys(probes or PROBES))
@@ -40,6 +42,9 @@ class Report:
         self.specs, self.max_steps, self.revisions = list(specs), max_steps, revisions
         self.slider_steps = slider_steps
         self.allow_nonfinite = allow_nonfinite   # each probe's own rule (probe.api), its warning in the notes
+        if max_memory is not None:
+            parse_size(max_memory)               # a bad size: one error now, not one per section
+        self.max_memory = max_memory             # each probe's (a section says what it refused)
         self.progress = progress or (lambda msg: None)
         self._cache: dict = {}          # (path, probe, step) -> (Result | None, note, warnings)
         self._figs: dict = {}           # (path, probe, step) -> the step's chart (SVG) or None (no figure)
@@ -80,7 +85,7 @@ class Report:
             else:
                 calls = [(src.checkpoints[s], "latest", [s]) for s in todo]
             for path, spec_steps, wanted in calls:
-                kwargs = {"step": spec_steps, "allow_nonfinite": self.allow_nonfinite}
+                kwargs = {"step": spec_steps, "allow_nonfinite": self.allow_nonfinite, "max_memory": self.max_memory}
                 kwargs.update(spec.report_options)
                 if self._tokens(src, probe):
                     kwargs["tokens"] = self._tokens(src, probe)

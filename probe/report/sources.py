@@ -2,7 +2,6 @@
 revisions) with their steps, configuration and groups; the steps it picks; the CPU budget of a watch."""
 from __future__ import annotations
 
-import json
 import os
 import time
 from dataclasses import dataclass, field
@@ -10,6 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._files import open_regular
+from .._limits import load_json
 from ..errors import ProbeError
 
 
@@ -103,11 +103,12 @@ def _config_of(path: str) -> dict:
     folder = local(path) if is_hub(path) else path
     if not os.path.isdir(folder):
         folder = os.path.dirname(folder)
-    if not os.path.exists(os.path.join(folder, "config.json")):
+    config = os.path.join(folder, "config.json")
+    if not os.path.exists(config):
         return {}
-    try:
-        with open_regular(os.path.join(folder, "config.json"), what="checkpoint config", encoding="utf-8") as fh:
-            cfg = json.load(fh)
+    try:   # (nested too deep: the one-line error of a run the report cannot read)
+        with open_regular(config, what="checkpoint config", encoding="utf-8") as fh:
+            cfg = load_json(fh, config, "checkpoint config")
         return cfg if isinstance(cfg, dict) else {}
     except (OSError, ValueError):
         return {}
@@ -117,12 +118,12 @@ def _trainer_log(path: str) -> tuple[list[int], dict]:
     """Loss curves from an HF Trainer checkpoint's ``trainer_state.json`` (its ``log_history``)."""
     if path.startswith("hf:") or not os.path.isdir(path):
         return [], {}
-    if not os.path.exists(os.path.join(path, "trainer_state.json")):
+    state = os.path.join(path, "trainer_state.json")
+    if not os.path.exists(state):
         return [], {}
     try:
-        with open_regular(os.path.join(path, "trainer_state.json"), what="Trainer state file",
-                          encoding="utf-8") as fh:
-            log = json.load(fh).get("log_history", [])
+        with open_regular(state, what="Trainer state file", encoding="utf-8") as fh:
+            log = load_json(fh, state, "Trainer state file").get("log_history", [])
     except (OSError, ValueError, AttributeError):
         return [], {}
     if not isinstance(log, list):

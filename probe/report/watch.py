@@ -24,10 +24,10 @@ def check_out(path: str) -> None:
 
 def report(specs: list[str], out: str, *, probes: list[str] | None = None, max_steps: int = MAX_STEPS,
            revisions: str | None = None, progress: Callable[[str], None] | None = None,
-           allow_nonfinite: bool = False, slider_steps: int = SLIDER_MAX) -> Report:
+           allow_nonfinite: bool = False, slider_steps: int = SLIDER_MAX, max_memory=None) -> Report:
     """Write the page for ``specs`` to ``out`` once; returns the :class:`Report` (its sections)."""
     check_out(out)
-    rep = Report(specs, probes, max_steps, revisions, progress, allow_nonfinite, slider_steps)
+    rep = Report(specs, probes, max_steps, revisions, progress, allow_nonfinite, slider_steps, max_memory)
     rep.refresh()
     if not rep.sources:
         raise ProbeError(next(iter(rep.errors.values())))
@@ -38,7 +38,7 @@ def report(specs: list[str], out: str, *, probes: list[str] | None = None, max_s
 def watch(specs: list[str], out: str, *, probes: list[str] | None = None, max_steps: int = MAX_STEPS,
           revisions: str | None = None, interval: float = 2.0, max_share: float = 1.0,
           progress: Callable[[str], None] | None = None, log: Callable[[str], None] | None = None,
-          allow_nonfinite: bool = False, slider_steps: int = SLIDER_MAX) -> Report:
+          allow_nonfinite: bool = False, slider_steps: int = SLIDER_MAX, max_memory=None) -> Report:
     """Rewrite ``out`` whenever a run gains a snapshot, until every run reached its last step, or a
     stop signal (Ctrl-C, SIGTERM, SIGHUP: then the page is written once more, no longer reloading
     itself, and :data:`~probe.errors.STOP` holds the signal while the caller's own ``STOP.caught()``
@@ -57,7 +57,7 @@ def watch(specs: list[str], out: str, *, probes: list[str] | None = None, max_st
         raise ProbeError(f"bad --interval {interval}: need seconds > 0")
     check_out(out)
     log = log or (lambda msg: None)
-    rep = Report(specs, probes, max_steps, revisions, progress, allow_nonfinite, slider_steps)
+    rep = Report(specs, probes, max_steps, revisions, progress, allow_nonfinite, slider_steps, max_memory)
     budget = Budget(max_share) if max_share < 1 else None
     last = None
     with STOP.caught():
