@@ -86,17 +86,25 @@ def link_findings(f: h5py.File, prune: tuple[str, ...] = ()) -> LinkScan:
 
 def _walk(gid, prefix: bytes, prune: tuple[bytes, ...], out: list[tuple[bytes, int, int]]) -> None:
     """(path, link class, object address for a hard link) of every link below group ``gid`` (at
-    ``prefix``), without those below a group in ``prune``: one H5Lvisit where nothing is pruned,
-    else child by child."""
+    ``prefix``), without those below a group in ``prune``: one H5Lvisit where nothing is pruned (and
+    no object header is damaged), else child by child."""
     if not any(p.startswith(prefix) for p in prune):
-        gid.links.visit(lambda name, info: out.append((prefix + name, info.type, info.u)), info=True)
-        return
+        found: list[tuple[bytes, int, int]] = []
+        try:
+            gid.links.visit(lambda name, info: found.append((prefix + name, info.type, info.u)), info=True)
+            out += found
+            return
+        except (KeyError, OSError, RuntimeError):
+            pass   # an object header below is damaged (HDF5 opens each, to descend): child by child instead
     children: list[tuple[bytes, int, int]] = []
     gid.links.iterate(lambda name, info: children.append((name, info.type, info.u)), info=True)
     for name, kind, addr in children:
         out.append((prefix + name, kind, addr))
         if kind == h5py.h5l.TYPE_HARD and prefix + name not in prune:
-            obj = h5py.h5o.open(gid, name)
+            try:
+                obj = h5py.h5o.open(gid, name)
+            except (KeyError, OSError, RuntimeError):
+                continue   # a damaged object header: a leaf here, which its reader (or validate) reports
             if isinstance(obj, h5py.h5g.GroupID):
                 _walk(obj, prefix + name + b"/", prune, out)
 
@@ -446,7 +454,10 @@ class ReadCheck:
         open its source files), then each of its names against its schema entry."""
         root, findings = self.f["/"].id, []
         for addr, names in scan.objects().items():
-            ds = self._ids.get(addr) or h5py.h5o.open(root, _b(names[0]))
+            try:
+                ds = self._ids.get(addr) or h5py.h5o.open(root, _b(names[0]))
+            except (KeyError, OSError, RuntimeError) as exc:   # its object header: damaged
+                raise damaged_file_error(exc, self.path, names[0]) from None
             if not isinstance(ds, h5py.h5d.DatasetID):
                 continue
             self._ids[addr] = ds

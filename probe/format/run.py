@@ -119,7 +119,9 @@ class Run:
     ------
     ProbeError
         A missing, damaged or truncated file; a file that is not a snapshot file; a newer schema major
-        version.
+        version. Later, a read that meets a damaged chunk (from schema 1.4 each carries a checksum
+        that HDF5 verifies), naming the dataset and the snapshot: every dataset a Run hands out is a
+        ``Dataset`` (this module's h5py dataset), whose reads say so.
 
     Examples
     --------
@@ -243,13 +245,12 @@ class Run:
         out: dict[str, tuple[int, ...]] = {}
 
         def visit(prefix: str, group: h5py.Group, base: str) -> None:
-            for key, obj in group.items():
+            for key in group:   # by name: each dataset through at(), on its one id (see ReadCheck.one)
                 name = f"{prefix}{key}"
-                if isinstance(obj, h5py.Group):
-                    visit(name + "/", obj, base)
-                else:
-                    self._check.dataset(f"{base}/{name}", obj)   # info shows its shape: it must be right
-                    out[name] = tuple(obj.shape[1:])
+                if group.get(key, getclass=True) is h5py.Group:
+                    visit(name + "/", group[key], base)
+                else:   # (at() checks it: info shows its shape, which must be right)
+                    out[name] = tuple(self.at(f"{base}/{name}").shape[1:])
 
         for grp in (WEIGHTS_GROUP, PARAMS_GROUP):
             if grp in self._f:
@@ -265,8 +266,8 @@ class Run:
             Canonical name -> shape of one snapshot's tensor.
         """
         grp = self._f.get(WEIGHTS_GROUP)
-        return {} if grp is None else {n: tuple(self.at(f"{WEIGHTS_GROUP}/{n}").shape[1:])
-                                       for n, _ in datasets(grp)}
+        names = [] if grp is None else [n for n, _ in datasets(grp)]   # (their ids closed before at(): see one())
+        return {n: tuple(self.at(f"{WEIGHTS_GROUP}/{n}").shape[1:]) for n in names}
 
     def tensor(self, name: str) -> h5py.Dataset:
         """A weight tensor by canonical name (``token_embedding``, ``layer0/W_V``) or parameter name.
@@ -296,9 +297,8 @@ class Run:
     def weight_matrices(self) -> list[str]:
         """Parameter names of the weight matrices (2-D or per-head 3-D, named W...)."""
         params = self._f.get(PARAMS_GROUP, {})
-        return [n for n, _ in datasets(params)
-                if self.at(f"{PARAMS_GROUP}/{n}").ndim >= 3 and n.rsplit(".", 1)[-1].startswith("W")] \
-            if params else []
+        names = [n for n, _ in datasets(params)] if params else []   # (their ids closed before at(): see one())
+        return [n for n in names if self.at(f"{PARAMS_GROUP}/{n}").ndim >= 3 and n.rsplit(".", 1)[-1].startswith("W")]
 
     def has(self, entry: str, **fields) -> bool:
         """Whether the file holds schema entry ``entry`` (optional datasets of newer minor versions)."""
@@ -389,7 +389,8 @@ class Run:
         Raises
         ------
         ProbeError
-            An unknown tensor or an index out of range.
+            An unknown tensor or an index out of range; a damaged chunk (its checksum does not match),
+            naming the dataset and the snapshot.
         """
         ds = self.tensor(name)
         if not 0 <= index < self.n_snapshots:
@@ -418,7 +419,8 @@ class Run:
         Raises
         ------
         ProbeError
-            An unknown tensor or an index out of range.
+            An unknown tensor or an index out of range; a damaged chunk, naming the dataset and the first
+            damaged snapshot.
         """
         ds = self.tensor(name)
         idx = np.asarray(indices, dtype=np.int64)

@@ -97,8 +97,8 @@ class _Checker:
         if addr in self._first and self._safe(path):   # another name of an open dataset: its id, not a second
             obj = self._objs[path] = self._objs[self._first[addr]]   # one (see ReadCheck.one: SWMR refresh)
             return obj
-        try:
-            obj = self.f.get(path) if self._safe(path) else None
+        try:   # (a name the link scan found exists: one that does not open is damaged, where get() says None)
+            obj = (self.f[path] if addr is not None else self.f.get(path)) if self._safe(path) else None
         except (KeyError, OSError, RuntimeError) as exc:   # its object header is damaged: a finding, not the end
             self.data.append(_damage(exc, path))
             self.flagged.add(path)

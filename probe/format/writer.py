@@ -76,7 +76,8 @@ class Writer:
         further time-first schema entries (``norm_ms``, ``token_loss``, ...) to their per-snapshot
         shape and dtype; :meth:`append` then takes their values in ``extra``.
         The file is built under a temporary name and renamed into place, so a kill
-        during creation never leaves a half-made file at ``path``.
+        during creation never leaves a half-made file at ``path``. Every dataset that holds data
+        carries a checksum (schema 1.4: :func:`._write._dataset`).
         """
         path = os.fspath(path)
         series_shapes = series
@@ -254,7 +255,9 @@ class Writer:
         copied up to that snapshot into a fresh file that atomically replaces it;
         snapshots after it are dropped, and an uninterrupted run would have written
         them identically. Only committed rows and the resumed slot are read: a killed
-        writer may have left the rows or slot it was writing unreadable. ``config`` replaces
+        writer may have left the rows or slot it was writing unreadable. Each row read is
+        checked against its checksum (a damaged one stops the resume, the file unchanged), and
+        the copy keeps the file's schema: checksums if it had them. ``config`` replaces
         the stored configuration (a resume may change the number of steps).
         """
         path = os.fspath(path)
