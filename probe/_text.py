@@ -29,8 +29,11 @@ ERRORS = "probe.shown"
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # characters XML 1.0 forbids (C0 controls but tab, newline, carriage return): an SVG holding one is
-# not an image at all, and in HTML they are parse errors
-_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+# not an image at all, and in HTML they are parse errors; and those that change what a reader sees
+# without being seen (DEL and C1 controls, bidi embeddings, overrides, isolates and marks: a run's
+# label that reads backwards)
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+                      "\ud800-\udfff\ufffe\uffff]")
 
 
 def _escape(ch: str) -> str:
@@ -48,8 +51,9 @@ def shown(text: str) -> str:
 
 
 def markup_text(text: str) -> str:
-    """:func:`shown`, and the control characters XML forbids spelled ``\\xNN`` too: text that can go
-    into an HTML page or an SVG image (still to be escaped for its context there)."""
+    """:func:`shown`, and the control characters XML forbids or that reorder text unseen spelled
+    ``\\xNN`` / ``\\uXXXX`` too: text that can go into an HTML page or an SVG image (still to be escaped
+    for its context there)."""
     return _CONTROL.sub(lambda m: _escape(m.group()), text) if _CONTROL.search(text) else text
 
 

@@ -272,6 +272,16 @@ def test_a_file_name_in_plain_progress_lines_and_the_report_is_escaped(work, tmp
     assert r"x\x1b]0;pwned\x07\x1b[2J\x08" in page and "\x1b" not in page and "\x07" not in page
 
 
+def test_a_report_page_shows_c1_del_and_bidi_controls_escaped(work, tmp_path):
+    """A page is read by people too: a bidi override in a group name would draw the name (and what
+    follows it) backwards; C1 and DEL are invisible. The page spells them as the terminal does."""
+    res = run_cli("probe", "report", work / "groups.h5", "-o", tmp_path / "page.html", "--probe", "cohesion")
+    assert res.returncode == 0, res.stderr
+    page = (tmp_path / "page.html").read_text()
+    assert r"\x7f\x9b\u202ey" in page
+    assert [c for c in "\x7f\x9b\u202e\x1b\x07\x08" if c in page] == []
+
+
 def test_a_file_name_in_a_progress_line_on_a_terminal_is_escaped(work, tmp_path):
     name = f"[bold]{P}.h5"      # rich markup in it too: shown as written, not as a style
     shutil.copy(work / "groups.h5", tmp_path / name)

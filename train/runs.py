@@ -20,7 +20,7 @@ from typing import Callable, Mapping
 
 from probe._files import writable_folder
 from probe._proc import child_env, entry_command, start
-from probe.errors import STOP, Interrupted, ProbeError
+from probe.errors import STOP, Interrupted, ProbeError, terminal
 from probe.format import last_step
 from probe.format.sweep import read_manifest, write_manifest
 
@@ -31,7 +31,7 @@ Log = Callable[[str], None]
 
 
 def _stderr(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
+    print(terminal(msg), file=sys.stderr, flush=True)   # paths and errors quote file names
 
 
 def config_hash(config: Mapping) -> str:

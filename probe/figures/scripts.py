@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from .._files import regular_file
-from ..errors import STOP, Interrupted, ProbeError
+from ..errors import STOP, Interrupted, ProbeError, terminal
 from .context import SIZES, Claim, FigureContext, resolved, specs
 
 def examples_dir(explicit: str | None = None) -> Path:
@@ -220,7 +220,7 @@ def run_script(make: Callable[..., list[Path]]) -> None:
             declared = script.runs(ctx)
             _draw(script, ctx, ctx.train(declared) if declared is not None else None)
         except ProbeError as exc:   # the figure failed (a run it needs did not train): exit 1
-            print(f"Error: {exc.cli_message()}", file=sys.stderr)
+            print(terminal(f"Error: {exc.cli_message()}"), file=sys.stderr)   # it may quote a file name
             raise SystemExit(1) from None
 
     run_cli(main)

@@ -24,6 +24,7 @@ import threading
 import time
 
 from .._files import open_regular
+from .._text import terminal
 from ..errors import ProbeError
 
 PREFIX = "hf:"
@@ -204,8 +205,8 @@ def _check_network(spec: str) -> None:
         worker.join(limit + 0.1)
         found = box[0] if box else (False, f"no answer within {limit:g} s")
         if os.environ.get("PROBE_DEBUG"):
-            print(f"debug: hub check of {url}: {found[1] if found else 'answered'} after "
-                  f"{time.monotonic() - start:.3f} s", file=sys.stderr)
+            print(terminal(f"debug: hub check of {url}: {found[1] if found else 'answered'} after "
+                           f"{time.monotonic() - start:.3f} s"), file=sys.stderr)
         if found is not None:    # checked again next time: the network may be back by then
             no_network, why = found
             repo, rev = parse(spec)
