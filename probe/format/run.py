@@ -13,8 +13,7 @@ from probe_schemas import path_of
 
 from ..errors import ProbeError
 from ._h5 import (
-    METRICS, P, PARAMS_GROUP, SNAPSHOTS_GROUP, WEIGHTS_GROUP, _json_attr, check_header, damaged_file_error, datasets,
-    open_h5
+    METRICS, P, PARAMS_GROUP, SNAPSHOTS_GROUP, WEIGHTS_GROUP, _json_attr, check_header, damaged_file_error, open_h5
 )
 from .steps import step_indices
 
@@ -266,8 +265,7 @@ class Run:
             Canonical name -> shape of one snapshot's tensor.
         """
         grp = self._f.get(WEIGHTS_GROUP)
-        names = [] if grp is None else [n for n, _ in datasets(grp)]   # (their ids closed before at(): see one())
-        return {n: tuple(self.at(f"{WEIGHTS_GROUP}/{n}").shape[1:]) for n in names}
+        return {n: tuple(self.at(f"{WEIGHTS_GROUP}/{n}").shape[1:]) for n in _dataset_names(grp)}
 
     def tensor(self, name: str) -> h5py.Dataset:
         """A weight tensor by canonical name (``token_embedding``, ``layer0/W_V``) or parameter name.
@@ -296,9 +294,9 @@ class Run:
 
     def weight_matrices(self) -> list[str]:
         """Parameter names of the weight matrices (2-D or per-head 3-D, named W...)."""
-        params = self._f.get(PARAMS_GROUP, {})
-        names = [n for n, _ in datasets(params)] if params else []   # (their ids closed before at(): see one())
-        return [n for n in names if self.at(f"{PARAMS_GROUP}/{n}").ndim >= 3 and n.rsplit(".", 1)[-1].startswith("W")]
+        params = self._f.get(PARAMS_GROUP)
+        return [n for n in _dataset_names(params)
+                if self.at(f"{PARAMS_GROUP}/{n}").ndim >= 3 and n.rsplit(".", 1)[-1].startswith("W")]
 
     def has(self, entry: str, **fields) -> bool:
         """Whether the file holds schema entry ``entry`` (optional datasets of newer minor versions)."""
@@ -433,6 +431,16 @@ class Run:
             return np.asarray(ds[lo:hi])[idx - lo]
         order = np.unique(idx)
         return np.asarray(ds[order])[np.searchsorted(order, idx)]
+
+
+def _dataset_names(group: h5py.Group | None) -> list[str]:
+    """The datasets below ``group`` (each once, depth first by name), none of them left open: a Run
+    reads each through its one id (see ReadCheck.one), and _h5.datasets() holds every one it opened
+    until the garbage collector frees its recursion's closure."""
+    names: list[str] = []
+    if group is not None:
+        group.visititems(lambda name, obj: names.append(name) if isinstance(obj, h5py.Dataset) else None)
+    return names
 
 
 def resumable_step(run: "Run") -> int | None:
