@@ -208,10 +208,12 @@ def stored_chunks(ds: h5py.Dataset) -> list[tuple[int, ...]]:
     return sorted(out)
 
 
-def unwritten_finding(path: str, ds: h5py.Dataset, rows: int | None = None) -> str | None:
+def unwritten_finding(path: str, ds: h5py.Dataset, rows: int | None = None,
+                      stored: list[tuple[int, ...]] | None = None) -> str | None:
     """Whether part of ``ds`` (its first ``rows`` rows; default: all) was never written: the writer
     writes every row it commits and every other dataset whole, so such a part is an extent the file
-    declares but holds no data for (it would read as zeros). Metadata only: the chunk index."""
+    declares but holds no data for (it would read as zeros). Metadata only: the chunk index (or
+    ``stored``, the :func:`stored_chunks` the caller has)."""
     if not ds.size:
         return None
     if ds.ndim:
@@ -222,7 +224,7 @@ def unwritten_finding(path: str, ds: h5py.Dataset, rows: int | None = None) -> s
     if layout == h5py.h5d.CHUNKED:
         chunks = ds.chunks
         want = -(-rows // chunks[0]) * int(np.prod([-(-s // c) for s, c in zip(ds.shape[1:], chunks[1:])]))
-        have = sum(1 for c in stored_chunks(ds) if c[0] < rows)
+        have = sum(1 for c in (stored_chunks(ds) if stored is None else stored) if c[0] < rows)
         if have < want:
             return f"'{path}' holds data in {have} of the {want} chunks of its {_rows(rows, ds)}; the rest was never written"
     elif layout == h5py.h5d.CONTIGUOUS and ds.id.get_storage_size() < ds.nbytes:

@@ -154,7 +154,9 @@ class _Checker:
         if missing:
             self.data.append(missing)
         try:
-            problem = unwritten_finding(name, ds, rows) or (self._verify(name, ds, rows) if ds.fletcher32 else None)
+            stored = stored_chunks(ds) if ds.chunks else None
+            problem = unwritten_finding(name, ds, rows, stored) or (
+                self._verify(name, ds, rows, stored) if ds.fletcher32 else None)
         except (OSError, RuntimeError) as exc:   # its chunk index is damaged
             problem = _damage(exc, name)
         if problem:
@@ -162,15 +164,15 @@ class _Checker:
             self.unsound.update(names)
         return problem is None
 
-    def _verify(self, name: str, ds: h5py.Dataset, rows: int | None) -> str | None:
-        """Read every stored chunk of ``ds`` (of its first ``rows`` rows) once, in slabs of at most
+    def _verify(self, name: str, ds: h5py.Dataset, rows: int | None, stored: list[tuple[int, ...]]) -> str | None:
+        """Read every ``stored`` chunk of ``ds`` (of its first ``rows`` rows) once, in slabs of at most
         :data:`BLOCK_BYTES`: HDF5 verifies each chunk's checksum as it reads it. A slab that fails is read
         again chunk by chunk, to name the snapshots that are damaged."""
         nbytes = ds.dtype.itemsize * int(np.prod(ds.chunks, dtype=np.int64))
         if nbytes > MAX_CHUNK_BYTES:
             return (f"'{name}' has chunks of {nbytes} bytes, more than validate reads at once ({MAX_CHUNK_BYTES}): "
                     "its checksums are not verified")
-        stored = [c for c in stored_chunks(ds) if rows is None or c[0] < rows]
+        stored = [c for c in stored if rows is None or c[0] < rows]
         failed: dict[tuple, BaseException] = {}
         for slab, members in _slabs(ds.shape, ds.chunks, stored, max(1, BLOCK_BYTES // nbytes)):
             try:
