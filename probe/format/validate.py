@@ -14,7 +14,7 @@ from probe_schemas import snapshot_schema, version_tuple
 
 from ._h5 import METRICS, P, RESUME_GROUP, WEIGHTS_GROUP, check_header, damaged_file_error, open_h5
 from ._checks import (
-    BLOCK_BYTES, CHECKSUMS_SINCE, unfinished_slots, LinkScan, _PLACEHOLDER, blocks, checksum_finding,
+    BLOCK_BYTES, CHECKSUMS_SINCE, _RESUME_SLOTS, unfinished_slots, LinkScan, _PLACEHOLDER, blocks, checksum_finding,
     dataset_findings, group_findings, link_findings, meta_findings, schema_entry, step_findings, storage_problem,
     stored_chunks, unwritten_finding
 )
@@ -127,14 +127,35 @@ class _Checker:
         """Every dataset once (by object), those the checks above did not open too (the resume state,
         anything outside the schema): its data must be in this file, hold what its extent declares and,
         from schema 1.4, carry checksums that match (:meth:`_sound`). Not the resume slots no resume
-        reads, nor rows past the committed ones: a killed writer may have left them half-written."""
+        reads, nor rows past the committed ones: a killed writer may have left them half-written. A
+        live writer rewrites a slot in place: a slot found damaged whose mark has changed since was
+        being rewritten as it was read, not damaged."""
         unread = tuple(slot + "/" for slot in unfinished_slots(self._get, n))   # their datasets may not open
+        held, in_slots = self._marks(), {}
         for names in self.objects.values():
             if all(x.startswith(unread) for x in names) or P["step"] in names:   # (step: by _committed)
                 continue
             ds = self._get(names[0])
-            if isinstance(ds, h5py.Dataset):
-                self._sound(names, ds, self._rows(names, n, last))
+            if isinstance(ds, h5py.Dataset) and not self._sound(names, ds, self._rows(names, n, last)):
+                slot = next((i for i, s in enumerate(_RESUME_SLOTS) if names[0].startswith(s + "/")), None)
+                if slot is not None:
+                    in_slots.setdefault(slot, []).append(self.data[-1])
+        if in_slots and self.f.swmr_mode:
+            now = self._marks()
+            for slot, found in in_slots.items():
+                if held is None or now is None or held[slot] != now[slot]:
+                    self.data = [x for x in self.data if x not in found]
+
+    def _marks(self) -> list[int] | None:
+        """The resume slots' marks as of now (``resume/slot_step``), None where they cannot be read."""
+        marks = self._get(P["resume_step"])
+        try:
+            if self.f.swmr_mode:
+                marks.refresh()
+            held = np.asarray(marks[...]).tolist()
+            return held if len(held) == len(_RESUME_SLOTS) else None
+        except (AttributeError, OSError, RuntimeError, ValueError, TypeError):
+            return None
 
     def _rows(self, names: list[str], n: int, last: int | None) -> int | None:
         """The rows of a dataset that hold data: the ``n`` committed of a time-first one, the loss log's
