@@ -81,8 +81,8 @@ def _hostile_run(src, out) -> None:
         f.attrs["config"] = json.dumps(cfg)
         task = json.loads(f.attrs["task"])
         task.update({f"note {v}": v for v in PAYLOADS.values()})
-        for k in NO_SLASH:
-            f["run/token_groups"][PAYLOADS[k]] = np.arange(1, 11)
+        for k in NO_SLASH:   # with a checksum, as the trainer writes every dataset (schema 1.4)
+            f["run/token_groups"].create_dataset(PAYLOADS[k], data=np.arange(1, 11), fletcher32=True)
         task["token_groups"] = list(task["token_groups"]) + [PAYLOADS[k] for k in NO_SLASH]
         split = PAYLOADS["quotes"]
         for metric, ds in f["snapshots/metrics/mem"].items():

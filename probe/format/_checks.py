@@ -244,7 +244,7 @@ def checksum_finding(path: str, ds: h5py.Dataset, version: tuple[int, int]) -> s
             or ds.id.get_create_plist().get_layout() == h5py.h5d.COMPACT):
         return None
     return (f"'{path}' carries no checksum (from schema {CHECKSUMS_SINCE[0]}.{CHECKSUMS_SINCE[1]} every "
-            "dataset that holds data carries one)")
+            "dataset that holds data carries one; one added by hand needs h5py's fletcher32=True)")
 
 
 # ----------------------------------------------------------------------------
