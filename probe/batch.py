@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from ._files import open_regular, regular_file
+from ._limits import load_json
 from ._text import shown
 from . import registry
 from .errors import STOP, Interrupted, ProbeError, captured, failure, param
@@ -119,7 +120,7 @@ def read_table(path: str) -> list[tuple]:
     try:
         if path.endswith(".json"):
             with open_regular(path, what="results table", encoding="utf-8") as fh:
-                return [tuple(r[c] for c in COLUMNS) for r in json.load(fh)]
+                return [tuple(r[c] for c in COLUMNS) for r in load_json(fh, path, "results table")]
         with open_regular(path, newline="", what="results table", encoding="utf-8") as fh:
             rows = []
             for r in csv.DictReader(fh):

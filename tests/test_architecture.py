@@ -79,9 +79,10 @@ def test_rule1_analyses_import_only_analyses():
 
 
 def test_rule2_format_imports_only_schemas_and_errors():
-    # and probe._files, the one check that a path is a regular file before anything opens it
+    # and probe._files, the one check that a path is a regular file before anything opens it, and
+    # probe._limits, the one depth limit of JSON (a run's attributes) and memory budget
     assert _violations("probe.format", lambda m, t: _in(t, "probe_schemas", "probe.errors", "probe.format",
-                                                          "probe._files")) == []
+                                                          "probe._files", "probe._limits")) == []
 
 
 def test_rule3_readers_never_import_train_api_or_cli():
@@ -104,7 +105,9 @@ def test_rule5_probe_imports_train_in_exactly_two_places():
 
 def test_rule6_train_imports_only_errors_format_and_words_of_probe():
     # and probe.registry, plain data: the probe names probe-train --tensorboard-probes checks up front
-    allowed = ("probe.errors", "probe.format", "probe.readers.words", "probe._proc", "probe._files", "probe.registry")
+    # and probe._limits: the one depth limit of JSON a user's file holds (a JSONL story file)
+    allowed = ("probe.errors", "probe.format", "probe.readers.words", "probe._proc", "probe._files", "probe.registry",
+               "probe._limits")
     assert _violations("probe_train", lambda m, t: not _in(t, "probe") or _in(t, *allowed)) == []
 
 

@@ -16,6 +16,7 @@ import shutil
 import struct
 from pathlib import Path
 
+import h5py
 import numpy as np
 import pytest
 
@@ -385,6 +386,66 @@ def test_batch_rows_name_the_depth(files, deep):
                                             "64 levels")]
 
 
+@pytest.mark.parametrize("attr", ["config", "task", "dims"])
+def test_a_deep_attribute_of_a_run_is_one_line(files, tmp_path, attr):
+    """A run's JSON attributes are parsed with the same limit (was: 'damaged HDF5 file (maximum recursion
+    depth exceeded ...)'); validate lists it as a finding."""
+    path = tmp_path / "deep.h5"
+    shutil.copy(files["run"], path)
+    with h5py.File(path, "a") as f:
+        f.attrs[attr] = '{"a": ' + "[" * DEEP + "]" * DEEP + "}"
+    for command in ("info", "similarity"):
+        one_error(probe(command, path), f"Error: {path}: root attribute '{attr}' nested deeper than 64 levels")
+    res = probe("validate", path)
+    assert res.returncode == 1 and f"{path}: root attribute '{attr}' is nested deeper than 64 levels" in res.stdout
+
+
+def test_a_deep_environment_attribute_is_left_out(files, tmp_path):
+    """Where the run was trained is shown by info only: a deep one is not worth refusing the run for."""
+    path = tmp_path / "deep-env.h5"
+    shutil.copy(files["run"], path)
+    with h5py.File(path, "a") as f:
+        f.attrs["environment"] = "[" * DEEP + "]" * DEEP
+    res = probe("info", path)
+    assert res.returncode == 0 and "trained " not in res.stdout, res.stdout + res.stderr
+    res = probe("validate", path)
+    assert res.returncode == 1 and f"{path}: root attribute 'environment' is nested deeper than 64 levels" in res.stdout
+
+
+def test_a_loss_log_as_long_as_a_step_says_is_checked_first(files, tmp_path):
+    """The per-step loss log is read up to the last snapshot's step: a run whose last step says 10^11
+    (its log grown to match, nothing written) is refused by the budget, not by a MemoryError."""
+    path = tmp_path / "long-log.h5"
+    shutil.copy(files["run"], path)
+    with h5py.File(path, "a") as f:
+        f["snapshots/step"][-1] = 10 ** 11
+        f["log/train_loss"].resize((10 ** 11 + 1,))
+    one_error(probe("dynamics", path), over(path, "log/train_loss", "745.1 GiB", "100000000000 float64"))
+
+
+def test_a_deep_batch_table_to_complete_is_one_line(files, tmp_path):
+    table = tmp_path / "rows.json"
+    table.write_text("[" * DEEP + "]" * DEEP)
+    one_error(probe("batch", files["run"], "--probe", "similarity", "-o", table),
+              f"Error: {table}: results table nested deeper than 64 levels")
+    assert table.read_text() == "[" * DEEP + "]" * DEEP
+
+
+def test_a_deep_sweep_manifest_is_one_line(tmp_path):
+    (tmp_path / "sweep.json").write_text('{"runs": ' + "[" * DEEP + "]" * DEEP + "}")
+    res = run_cli("probe", "sweep-summary", tmp_path, preexec_fn=_limited)
+    one_error(res, f"Error: {tmp_path / 'sweep.json'}: sweep manifest nested deeper than 64 levels")
+
+
+def test_a_deep_line_of_a_story_file_is_one_line(tmp_path):
+    stories = tmp_path / "stories.jsonl"
+    stories.write_text('{"text": "Once upon a time."}\n{"text": ' + "[" * DEEP + "]" * DEEP + "}\n")
+    res = run_cli("probe-train", "--preset", "lm-tiny", "--stories", stories, "--out", tmp_path / "lm.h5",
+                  "--quiet", preexec_fn=_limited)
+    one_error(res, f"Error: {stories}: line 2 nested deeper than 64 levels")
+    assert not (tmp_path / "lm.h5").exists()
+
+
 # --- a lone bf16 or fp16 .safetensors ---------------------------------------------------------------------
 
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
@@ -404,6 +465,12 @@ def test_condense_without_a_head_count_leaves_the_per_head_matrices_out(files):
     assert res.stderr == (f"warning: {files['bf16']}: no head count (config.json num_attention_heads): the per-head "
                           "singular values of 24 attention matrices (layer0/W_Q, layer0/W_K, layer0/W_V, layer0/W_O, "
                           "...) left out\n")
+
+
+def test_info_of_a_lone_file_says_it_has_no_head_count(files):
+    res = probe("info", files["bf16"])
+    assert res.returncode == 0, res.stderr
+    assert "layout     bert: 6 layers, no head count (no config.json), 38 canonical tensors\n" in res.stdout
 
 
 def test_a_probe_of_one_head_says_it_needs_the_count(files):

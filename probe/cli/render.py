@@ -465,7 +465,8 @@ def _checkpoint_info(d: dict, fmt: str) -> None:
     _line(f"file       {d['file']}")
     _line(f"format     {d['format']}, step {d['step'] if d['step'] is not None else '-'}")
     if d["layout"]:
-        _line(f"layout     {d['layout']}: {d['layers']} layers, {d['heads']} heads, "
+        heads = "no head count (no config.json)" if d["heads"] is None else f"{d['heads']} heads"
+        _line(f"layout     {d['layout']}: {d['layers']} layers, {heads}, "
               f"{len(d['canonical'])} canonical tensors")
     else:
         _line(f"layout     unknown ({d['layout_error'].split('; tensors found')[0]})")

@@ -3,7 +3,6 @@
 anything is read, and the walk over a group's datasets."""
 from __future__ import annotations
 
-import json
 import os
 from functools import lru_cache
 from typing import Sequence
@@ -13,6 +12,7 @@ import numpy as np
 
 from probe_schemas import snapshot_schema, version_tuple
 
+from .._limits import parse_json
 from ..errors import ProbeError
 
 
@@ -209,7 +209,7 @@ def _json_attr(f: h5py.File, key: str, path: str) -> dict:
     if key not in f.attrs:
         raise ProbeError(f"{path}: missing root attribute '{key}'")
     try:
-        return json.loads(f.attrs[key])
+        return parse_json(f.attrs[key], path, f"root attribute '{key}'")
     except (TypeError, ValueError):
         raise ProbeError(f"{path}: root attribute '{key}' is not valid JSON") from None
 

@@ -2,7 +2,6 @@
 asks for are read, each dataset checked before its first read)."""
 from __future__ import annotations
 
-import json
 import os
 from typing import Sequence
 
@@ -11,6 +10,7 @@ import numpy as np
 
 from probe_schemas import path_of
 
+from .._limits import check, parse_json
 from ..errors import ProbeError
 from ._h5 import (
     METRICS, P, PARAMS_GROUP, SNAPSHOTS_GROUP, WEIGHTS_GROUP, _json_attr, check_header, damaged_file_error, open_h5
@@ -153,8 +153,8 @@ class Run:
             raise
         self.package_version = str(self._f.attrs.get("package_version", "?"))
         try:
-            self.environment = json.loads(self._f.attrs.get("environment", "{}"))
-        except (TypeError, ValueError):
+            self.environment = parse_json(self._f.attrs.get("environment", "{}"), self.path, "environment")
+        except (TypeError, ValueError, ProbeError):   # shown by info only: not worth refusing the run
             self.environment = {}
         self.extra_groups: dict[str, np.ndarray] = {}
 
@@ -321,8 +321,10 @@ class Run:
         """
         if not self.has("step_loss"):
             raise ProbeError(f"{self.path}: holds no per-step loss log (written from schema 1.3)")
-        n = int(self.steps[-1]) if self.n_snapshots else 0
-        return np.asarray(self.dataset("step_loss")[:n])
+        ds = self.dataset("step_loss")
+        n = min(int(self.steps[-1]) if self.n_snapshots else 0, ds.shape[0])
+        check(self.path, P["step_loss"], (n,), str(ds.dtype), ds.dtype.itemsize)   # a step may say 10^11
+        return np.asarray(ds[:n])
 
     def metrics(self) -> dict[str, dict[str, np.ndarray]]:
         """The logged metrics at every snapshot.

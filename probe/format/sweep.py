@@ -16,6 +16,7 @@ import json
 import os
 
 from .._files import open_regular, write_atomic
+from .._limits import load_json
 from ..errors import ProbeError
 
 MANIFEST = "sweep.json"
@@ -42,7 +43,7 @@ def read_manifest(path: str | os.PathLike) -> tuple[str, dict]:
         raise ProbeError(missing)
     try:
         with open_regular(file, what="sweep manifest") as fh:
-            manifest = json.load(fh)
+            manifest = load_json(fh, file, "sweep manifest")
         manifest["runs"], manifest["grid"]
     except FileNotFoundError:
         raise ProbeError(missing) from None

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import re
 
@@ -11,6 +10,9 @@ import h5py
 import numpy as np
 
 from probe_schemas import snapshot_schema, version_tuple
+
+from .._limits import MAX_DEPTH, parse_json
+from ..errors import ProbeError
 
 from ._h5 import METRICS, P, RESUME_GROUP, WEIGHTS_GROUP, check_header, damaged_file_error, open_h5
 from ._checks import (
@@ -229,15 +231,19 @@ class _Checker:
                 self.bad(f"missing root attribute '{key}'")
             elif key in ("config", "task", "dims"):
                 try:
-                    meta[key] = json.loads(self.f.attrs[key])
+                    meta[key] = parse_json(self.f.attrs[key], "", "")
                 except (TypeError, ValueError):
                     self.bad(f"root attribute '{key}' is not valid JSON")
+                except ProbeError:
+                    self.bad(f"root attribute '{key}' is nested deeper than {MAX_DEPTH} levels")
         for key in self.schema.get("optional_root_attrs", {}):
             if key in self.f.attrs:
                 try:
-                    json.loads(self.f.attrs[key])
+                    parse_json(self.f.attrs[key], "", "")
                 except (TypeError, ValueError):
                     self.bad(f"root attribute '{key}' is not valid JSON")
+                except ProbeError:
+                    self.bad(f"root attribute '{key}' is nested deeper than {MAX_DEPTH} levels")
         return meta
 
     def run(self) -> list[str]:

@@ -287,7 +287,7 @@ class Writer:
                     g.attrs["config"] = json.dumps(dict(config), sort_keys=True)
                 if environment is not None:
                     env = dict(environment, resumed_at=step)
-                    old = json.loads(f.attrs["environment"]) if "environment" in f.attrs else {}
+                    old = run.environment   # (parsed at open, with the depth limit of every JSON read)
                     if old:
                         env["before_resume"] = {k: v for k, v in old.items() if k != "before_resume"}
                     g.attrs["environment"] = json.dumps(env, sort_keys=True)

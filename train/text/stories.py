@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 from probe._files import open_regular
+from probe._limits import parse_json
 from probe.errors import ProbeError
 
 EOS = "<|endoftext|>"
@@ -239,7 +240,7 @@ def _read_jsonl(path: Path, text: str) -> list[str]:
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
+            obj = parse_json(line, path, f"line {lineno}")
         except json.JSONDecodeError as e:
             raise ProbeError(f"{path}: line {lineno} is not valid JSON ({e.msg})") from None
         if not isinstance(obj, dict):
