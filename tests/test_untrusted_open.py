@@ -79,6 +79,25 @@ def test_a_killed_runs_file_copied_in_part_is_refused_at_once(killed, tmp_path, 
     assert not (tmp_path / "page.html").exists()
 
 
+@pytest.mark.parametrize("at", [0.1, 0.5, 0.9], ids=["10%", "50%", "90%"])
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_a_killed_runs_file_scribbled_on_answers_cleanly(killed, tmp_path, at, command):
+    """4 KiB of random bytes over a killed run's file (its SWMR flag set): whatever they hit — metadata,
+    a weight, the resume state, free space — every command answers within seconds, without a
+    traceback: an answer, validate's findings, or one line."""
+    import random
+
+    data = bytearray(killed.read_bytes())
+    start = int(len(data) * at)
+    data[start:start + 4096] = random.Random(start).randbytes(4096)
+    path = tmp_path / "scribbled.h5"
+    path.write_bytes(bytes(data))
+    res = run_cli("probe", *COMMANDS[command][:1], path, *COMMANDS[command][1:], cwd=tmp_path, timeout=ANSWER)
+    assert "Traceback" not in res.stderr and res.returncode in (0, 1, 2), (res.returncode, res.stderr)
+    if res.returncode == 2:
+        assert_clean_error(res, f"{path}")
+
+
 def test_a_stale_lock_of_a_dead_writer_does_not_make_a_file_live(killed, tmp_path):
     """Cut in place, beside the lock file its killed writer left (naming a process that is gone)."""
     folder = tmp_path / "beside"
