@@ -230,21 +230,20 @@ class _Checker:
             if key not in self.f.attrs:
                 self.bad(f"missing root attribute '{key}'")
             elif key in ("config", "task", "dims"):
-                try:
-                    meta[key] = parse_json(self.f.attrs[key], "", "")
-                except (TypeError, ValueError):
-                    self.bad(f"root attribute '{key}' is not valid JSON")
-                except ProbeError:
-                    self.bad(f"root attribute '{key}' is nested deeper than {MAX_DEPTH} levels")
+                self._json(key, meta)
         for key in self.schema.get("optional_root_attrs", {}):
             if key in self.f.attrs:
-                try:
-                    parse_json(self.f.attrs[key], "", "")
-                except (TypeError, ValueError):
-                    self.bad(f"root attribute '{key}' is not valid JSON")
-                except ProbeError:
-                    self.bad(f"root attribute '{key}' is nested deeper than {MAX_DEPTH} levels")
+                self._json(key, {})
         return meta
+
+    def _json(self, key: str, into: dict) -> None:
+        """Root attribute ``key`` parsed into ``into[key]``; a finding where it is not JSON or nests too deep."""
+        try:
+            into[key] = parse_json(self.f.attrs[key], self.f.filename, f"root attribute '{key}'")
+        except (TypeError, ValueError):
+            self.bad(f"root attribute '{key}' is not valid JSON")
+        except ProbeError:
+            self.bad(f"root attribute '{key}' is nested deeper than {MAX_DEPTH} levels")
 
     def run(self) -> list[str]:
         meta = self._attrs()
