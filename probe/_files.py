@@ -329,19 +329,18 @@ def writer_alive(path: str | os.PathLike) -> bool:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return False
-        text = os.pread(fd, 64, 0).decode("ascii", "replace")
+        pid, _ = _holder(fd)
     except OSError:
         return False
     finally:
         os.close(fd)
-    pid = text.partition("\n")[0].strip()
-    if not pid.isdigit():
+    if pid is None:
         return True   # created, not yet written in: a writer in its first moment
-    if int(pid) == os.getpid():
+    if pid == os.getpid():
         return False  # this process holds it (a resume reads the file it is about to write)
     try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
+        os.kill(pid, 0)
+    except (ProcessLookupError, OverflowError):   # gone, or no process id at all
         return False
     except OSError:   # EPERM: it lives, under another user
         pass
@@ -354,15 +353,21 @@ def _command_line() -> str:
     return " ".join(shlex.quote(a) for a in argv)
 
 
-def _read_holder(fd: int) -> str:
-    """``process 4242 (probe-train --out run.h5 ...)`` from a lock file; ``another process``
-    while its holder has not yet written itself in."""
+def _holder(fd: int) -> tuple[int | None, str]:
+    """(process id, command line) its holder wrote into a lock file; (None, "") before it did."""
     try:
         text = os.pread(fd, 4096, 0).decode("utf-8", "replace")
     except OSError:
         text = ""
     pid, _, command = text.partition("\n")
-    command = command.strip()
-    if not pid.strip().isdigit():
+    pid = pid.strip()
+    return (int(pid), command.strip()) if pid.isascii() and pid.isdigit() else (None, "")
+
+
+def _read_holder(fd: int) -> str:
+    """``process 4242 (probe-train --out run.h5 ...)`` from a lock file; ``another process``
+    while its holder has not yet written itself in."""
+    pid, command = _holder(fd)
+    if pid is None:
         return "another process"
-    return f"process {pid.strip()}" + (f" ({command})" if command else "")
+    return f"process {pid}" + (f" ({command})" if command else "")

@@ -183,6 +183,17 @@ def test_writer_alive_while_a_writer_has_not_yet_written_itself_in(tmp_path):
     assert writer_alive(tmp_path / "run.h5") is True
 
 
+@pytest.mark.parametrize("text, alive", [("99999999999999999999999\nx\n", False), ("\u00b2\nx\n", True)],
+                         ids=["no-such-process-id", "no-process-id-yet"])
+def test_writer_alive_reads_a_stranger_lock_file_without_an_exception(tmp_path, text, alive):
+    """A number no process can have is no writer; text that is no number is a writer yet to write
+    itself in (the reader is then the less strict, never wrong)."""
+    from probe._files import writer_alive
+
+    (tmp_path / ".run.h5.lock").write_text(text)
+    assert writer_alive(tmp_path / "run.h5") is alive
+
+
 def test_writer_alive_for_this_process_own_lock(tmp_path):
     """A resume holds the lock of the file it reads before writing: not another writer."""
     from probe._files import OutputLock, writer_alive
