@@ -1,6 +1,6 @@
 """A model hub on 127.0.0.1 speaking the parts of the Hugging Face hub's HTTP API that
-``huggingface_hub`` uses to list refs and files and to download (``/api/models/{repo}/revision``,
-``/tree``, ``/refs``, ``HEAD``/``GET /{repo}/resolve/{rev}/{file}`` with byte ranges), serving folders
+``huggingface_hub`` uses to list refs and files and to download (``/api/models/{repo}[/revision/{rev}]``,
+``/tree``, ``POST /paths-info``, ``/refs``, ``HEAD``/``GET /{repo}/resolve/{rev}/{file}`` with byte ranges), serving folders
 the test wrote. Point a process at it with ``HF_ENDPOINT``. Every request is logged, so a test can
 check which bytes were read.
 
@@ -15,7 +15,7 @@ import os
 import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import unquote, urlparse
+from urllib.parse import parse_qs, unquote, urlparse
 
 
 class HubServer:
@@ -36,6 +36,9 @@ class HubServer:
                 server._handle(self, head=True)
 
             def do_GET(self):
+                server._handle(self, head=False)
+
+            def do_POST(self):       # paths-info: the files named in the form, as the tree lists them
                 server._handle(self, head=False)
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -79,9 +82,9 @@ class HubServer:
     def _handle(self, h, head: bool):
         path = unquote(urlparse(h.path).path)
         self.log.append((h.command, path, h.headers.get("Range")))
-        m = re.fullmatch(r"/api/models/(.+?)/(revision|tree)/([^/]+)", path)
+        m = re.fullmatch(r"/api/models/([^/]+(?:/[^/]+)?)(?:/(revision|tree|paths-info)/([^/]+))?", path)
         if m:
-            repo, what, rev = m.groups()
+            repo, what, rev = m.group(1), m.group(2) or "revision", m.group(3) or "main"
             if repo not in self.repos:
                 return self._missing(h, "RepoNotFound")
             found = self._folder(repo, rev)
@@ -89,6 +92,9 @@ class HubServer:
                 return self._missing(h, "RevisionNotFound")
             folder, commit = found
             files = self._files(folder)
+            if what == "paths-info":
+                form = parse_qs(h.rfile.read(int(h.headers.get("Content-Length", 0))).decode())
+                files = [f for f in files if f in form.get("paths", [])]
             if what == "revision":
                 # downloads, likes, tags: the hub always sends them, and huggingface_hub < 0.24 requires them
                 return self._json(h, {"id": repo, "modelId": repo, "sha": commit, "private": False,

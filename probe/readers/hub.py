@@ -2,29 +2,28 @@
 
 A hub source becomes a local model folder through ``huggingface_hub``'s own cache, and
 ``HF_HUB_OFFLINE=1`` reads the cache only. Only what a probe can use is fetched: ``config.json``,
-the tokenizer files, and the weights: safetensors weights that are not in the cache are read over
-HTTP, header first and then only the byte ranges of the tensors a probe asks for (a hub that
-ignores ranges gets the file downloaded into the cache instead); PyTorch ``.bin`` weights, which
-cannot be read in parts, are downloaded whole.
+the tokenizer files, and the weights: safetensors weights that are not in the cache are read through
+the hub library's file system (``HfFileSystem``), header first and then only the byte ranges of the
+tensors a probe asks for (a hub that ignores ranges gets the file downloaded into the cache instead);
+PyTorch ``.bin`` weights, which cannot be read in parts, are downloaded whole.
 Revisions are branch or tag names (Pythia's ``step1000``, OLMo's ``stage1-step1000-tokens4B``)
 or commit hashes; :func:`revisions` lists a repository's refs (the cache's refs when offline).
 
-Before the first request of a process the hub's endpoint is checked under a deadline
-(:func:`_check_network`, ``PROBE_HUB_TIMEOUT`` seconds, 1.5 by default): without it, a machine with no
-network waits out the hub library's retries (about 24 s) and hears of a refusal. Only public names of
-``huggingface_hub`` are used, in forms that hold from 0.23 (``requests`` sessions) to 2.x (``httpx``).
+The first request to the hub is the revision's model info (:func:`_info`), asked once, without the
+hub library's retries, under its timeout for metadata requests (``HF_HUB_ETAG_TIMEOUT`` seconds, 10 by
+default): a machine with no network hears so in one line at once (a refused connection, a failed name
+lookup) or within that timeout, not after the retries' 24 s. Only public names of ``huggingface_hub``
+are used, in forms that hold from 0.23 (``requests``) to 2.x (``httpx``).
 """
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
-import sys
-import threading
-import time
+import socket
 
 from .._files import open_regular
-from .._text import terminal
 from ..errors import ProbeError
 
 PREFIX = "hf:"
@@ -48,35 +47,35 @@ def parse(spec: str) -> tuple[str, str | None]:
     return repo, (rev.strip() or None)
 
 
-def with_revision(spec: str, rev: str) -> str:
-    repo, _ = parse(spec)
-    return f"{PREFIX}{repo}@{rev}"
+def _constants():
+    """``huggingface_hub.constants``: the hub library's settings, read from the environment on import."""
+    try:
+        from huggingface_hub import constants
+    except ImportError:
+        raise ProbeError("hf: sources need the huggingface_hub package (pip install huggingface_hub)") from None
+    except ValueError as exc:    # HF_HUB_ETAG_TIMEOUT=soon: the library cannot read its own settings
+        raise ProbeError(f"huggingface_hub cannot read its settings ({exc}); HF_HUB_ETAG_TIMEOUT and "
+                         "HF_HUB_DOWNLOAD_TIMEOUT are whole seconds") from None
+    return constants
 
 
 def offline() -> bool:
-    from huggingface_hub import constants
-
-    return bool(constants.HF_HUB_OFFLINE)
+    return bool(_constants().HF_HUB_OFFLINE)
 
 
 def _hub():
-    try:
-        import huggingface_hub
-    except ImportError:
-        raise ProbeError("hf: sources need the huggingface_hub package (pip install huggingface_hub)") from None
+    _constants()
+    import huggingface_hub
+
     return huggingface_hub
 
 
 def _cache_dir() -> str:
-    from huggingface_hub import constants
-
-    return constants.HF_HUB_CACHE
+    return _constants().HF_HUB_CACHE
 
 
 def _endpoint() -> str:
-    from huggingface_hub import constants
-
-    return constants.ENDPOINT.rstrip("/")
+    return _constants().ENDPOINT.rstrip("/")
 
 
 def cli_command(*words: str, scripts: set[str] | None = None) -> str:
@@ -106,25 +105,34 @@ def _first_line(exc: Exception) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def _is_network_error(exc: BaseException) -> bool:
-    """A failure to reach the hub at all (name lookup, refused or reset connection, timeout), as the
-    socket, ``requests`` (huggingface_hub < 1.0: ``ConnectionError``, ``ConnectTimeout``,
-    ``ReadTimeout``) or ``httpx``/``httpx2`` (>= 1.0: ``ConnectError``, ``...Timeout``) raise it;
-    not an HTTP answer (whose ``requests`` classes are OSErrors too)."""
-    import socket
+def _unreachable(exc: BaseException) -> tuple[bool, str] | None:
+    """(no network at all?, why) when ``exc`` is a failure to reach the hub (a name lookup, a network
+    that is down, a refused or reset connection, a timeout), as the socket, ``requests``
+    (huggingface_hub < 1.0: ``ConnectionError``, ``ConnectTimeout``, ``ReadTimeout``) or ``httpx``/``httpx2``
+    (>= 1.0: ``ConnectError``, ``...Timeout``) raise it, through its chain of causes; None for anything
+    else: an HTTP answer (whose ``requests`` classes are OSErrors too)."""
+    chain: list[BaseException] = []
+    while exc is not None and len(chain) < 8:
+        chain.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    for e in chain:     # the socket's own error names the cause best
+        if isinstance(e, socket.gaierror):
+            return True, "name lookup failed"
+        if isinstance(e, OSError) and e.errno in (errno.ENETUNREACH, errno.EHOSTUNREACH, errno.ENETDOWN):
+            return True, os.strerror(e.errno).lower()
+        if isinstance(e, ConnectionRefusedError):
+            return False, "connection refused"
+    for e in chain:
+        if isinstance(e, TimeoutError) or "Timeout" in type(e).__name__:
+            return False, f"no answer within {_constants().HF_HUB_ETAG_TIMEOUT:g} s"
+        if isinstance(e, ConnectionError) or "Connect" in type(e).__name__:
+            return False, _first_line(e)
+    return None
 
-    seen = 0
-    while exc is not None and seen < 8:
-        if isinstance(exc, (ConnectionError, TimeoutError, socket.gaierror)):
-            return True
-        if any(word in type(exc).__name__ for word in ("Connect", "Timeout")):
-            return True
-        exc, seen = exc.__cause__ or exc.__context__, seen + 1
-    return False
 
-
-def _explain(spec: str, exc: Exception) -> ProbeError:
-    """One line for what the hub library raised."""
+def _explain(spec: str, exc: Exception, first: bool = False) -> ProbeError:
+    """One line for what the hub library raised; ``first``: by the first request to the hub (:func:`_info`),
+    whose network errors are said as the hub not being reached rather than a connection lost."""
     from huggingface_hub import utils as U   # the error classes live here in every version (0.23 ... 2.x)
 
     repo, rev = parse(spec)
@@ -138,82 +146,26 @@ def _explain(spec: str, exc: Exception) -> ProbeError:
         return ProbeError(f"{spec}: {where} is not in the hub cache ({_cache_dir()}) and the hub cannot be "
                           "reached (HF_HUB_OFFLINE=1 reads the cache only); weights read online over HTTP are not "
                           f"stored: `{_store_command(repo, rev)}` stores them")
-    if _is_network_error(exc):
+    unreachable = _unreachable(exc)
+    if unreachable and first:
+        no_network, why = unreachable
+        return ProbeError(f"{spec}: {'no network: ' if no_network else ''}cannot reach {_endpoint()} ({why}); to "
+                          f"work offline, store the files with `{_store_command(repo, rev)}` and set HF_HUB_OFFLINE=1")
+    if unreachable:
         return ProbeError(f"{spec}: lost the connection to {_endpoint()} ({_first_line(exc)}); to work offline, "
                           f"store the files with `{_store_command(repo, rev)}` and set HF_HUB_OFFLINE=1")
     return ProbeError(f"{spec}: the hub refused ({_first_line(exc)})")
 
 
-DEADLINE = 1.5        # seconds the hub's endpoint has to answer the first request (PROBE_HUB_TIMEOUT)
-_checked: dict[str, None] = {}   # endpoints that answered
-
-
-def _deadline() -> float:
-    text = os.environ.get("PROBE_HUB_TIMEOUT", "").strip()
-    if not text:
-        return DEADLINE
+def _info(spec: str):
+    """The hub's model info of the source's revision (its commit ``sha`` and files ``siblings``): the
+    first request to the hub, sent once, without the hub library's retries, under its timeout for
+    metadata requests (``HF_HUB_ETAG_TIMEOUT``)."""
+    repo, rev = parse(spec)
     try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not value > 0:
-        raise ProbeError(f"PROBE_HUB_TIMEOUT={text!r}: give the seconds the hub has to answer (a number > 0)")
-    return value
-
-
-def _probe_endpoint(url: str, timeout: float) -> tuple[bool, str] | None:
-    """Why ``url`` cannot be reached, as (no network at all?, reason), or None when it answers anything
-    over HTTP. Other failures (a certificate the standard library does not trust, say) are left to the
-    hub library, whose own settings may accept them. Proxies are the environment's, as for the hub."""
-    import errno
-    import socket
-    import urllib.error
-    import urllib.request
-
-    try:
-        urllib.request.urlopen(urllib.request.Request(url + "/", method="HEAD"), timeout=timeout).close()
-    except urllib.error.HTTPError:
-        return None                      # an answer, whatever its status: the network works
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        if isinstance(reason, socket.gaierror):
-            return True, "name lookup failed"
-        if isinstance(reason, OSError) and reason.errno in (errno.ENETUNREACH, errno.EHOSTUNREACH, errno.ENETDOWN):
-            return True, os.strerror(reason.errno).lower()
-        if isinstance(reason, ConnectionRefusedError):
-            return False, "connection refused"
-        if isinstance(reason, (socket.timeout, TimeoutError)):
-            return False, f"no answer within {timeout:g} s"
-        if isinstance(reason, ConnectionError):
-            return False, os.strerror(reason.errno).lower() if reason.errno else type(reason).__name__
-    except Exception:      # anything else is the hub library's to report
-        return None
-    return None
-
-
-def _check_network(spec: str) -> None:
-    """Refuse at once, in one line, when the hub's endpoint cannot be reached: checked until it answers
-    once in this process, within the deadline whatever the cause (a name lookup that hangs included: the
-    check runs in a thread that is left behind if it does not finish)."""
-    url = _endpoint()
-    if url not in _checked:
-        limit = _deadline()
-        start = time.monotonic()
-        box: list = []
-        worker = threading.Thread(target=lambda: box.append(_probe_endpoint(url, limit)), daemon=True)
-        worker.start()
-        worker.join(limit + 0.1)
-        found = box[0] if box else (False, f"no answer within {limit:g} s")
-        if os.environ.get("PROBE_DEBUG"):
-            print(terminal(f"debug: hub check of {url}: {found[1] if found else 'answered'} after "
-                           f"{time.monotonic() - start:.3f} s"), file=sys.stderr)
-        if found is not None:    # checked again next time: the network may be back by then
-            no_network, why = found
-            repo, rev = parse(spec)
-            raise ProbeError(f"{spec}: {'no network: ' if no_network else ''}cannot reach {url} ({why}); to "
-                             f"work offline, store the files with `{_store_command(repo, rev)}` and set "
-                             "HF_HUB_OFFLINE=1")
-        _checked[url] = None
+        return _hub().HfApi().model_info(repo, revision=rev, timeout=_constants().HF_HUB_ETAG_TIMEOUT)
+    except Exception as exc:
+        raise _explain(spec, exc, first=True) from None
 
 
 def _weights(files: list[str]) -> tuple[list[str], bool]:
@@ -231,15 +183,22 @@ def _patterns(files: list[str]) -> list[str]:
 
 
 class RangeReader:
-    """One safetensors file of a hub revision, read by byte ranges over HTTP (``read``); when the
-    server answers a range request with the whole file, the file is downloaded into the cache once
-    and read from there."""
+    """One safetensors file of a hub revision, read by byte ranges (``read``) through the hub library's
+    file system, ``HfFileSystem``, whose files seek and read as one HTTP range request each (no cache
+    of blocks: exactly the bytes asked for); when the hub answers a range request with the whole file,
+    the file is downloaded into the cache once and read from there."""
 
     def __init__(self, repo: str, filename: str, commit: str):
         self.repo, self.filename, self.commit = repo, filename, commit
         self.label = f"hf:{repo}@{commit[:12]}/{filename}"
         self.local: str | None = None      # set once the whole file had to be downloaded
-        self._size: int | None = None      # the file's length, from a range answer's Content-Range
+        self._remote = None                # the file opened on HfFileSystem, once read
+
+    def _open(self):
+        if self._remote is None:
+            self._remote = _hub().HfFileSystem().open(f"{self.repo}/{self.filename}", "rb", revision=self.commit,
+                                                      cache_type="none")
+        return self._remote
 
     def download(self) -> str:
         """The whole file, into the cache; its local path."""
@@ -254,45 +213,29 @@ class RangeReader:
         if size <= 0:
             return b""
         if self.local is None:
-            from huggingface_hub.utils import build_hf_headers, get_session
-
-            headers = {**build_hf_headers(), "Range": f"bytes={offset}-{offset + size - 1}",
-                       "Accept-Encoding": "identity"}
             try:
-                url = _hub().hf_hub_url(self.repo, self.filename, revision=self.commit)
-                status, body, total = _get_range(get_session(), url, headers)
-            except ProbeError:
-                raise
-            except Exception as exc:   # network errors
+                remote = self._open()
+                remote.seek(offset)
+                data = remote.read(size)
+            except Exception as exc:   # network errors, the hub's refusals
                 raise ProbeError(f"{self.label}: cannot read from the hub ({_first_line(exc)})") from None
-            if status == 206:
-                if total is not None:
-                    self._size = total
-                return body
-            if status != 200:
-                raise ProbeError(f"{self.label}: the hub answered {status} to a range request")
-            self.download()            # 200: the server sends whole files only
+            if len(data) <= size:
+                return data
+            self.download()            # more than asked for: the hub sends whole files only
         with open_regular(self.local, "rb", what="cached hub file") as fh:
             fh.seek(offset)
             return fh.read(size)
 
     def size(self) -> int:
-        """The file's length in bytes (the header check needs it): from the Content-Range of a range
-        answer, else from the hub's metadata of the file, else from the downloaded file."""
-        if self.local is None and self._size is None:
-            self.read(0, 1)
-        if self.local is None and self._size is None:
-            try:
-                url = _hub().hf_hub_url(self.repo, self.filename, revision=self.commit)
-                self._size = _hub().get_hf_file_metadata(url).size
-            except Exception as exc:
-                raise ProbeError(f"{self.label}: cannot read the file's size from the hub ({type(exc).__name__})") \
-                    from None
+        """The file's length in bytes (the header check needs it): from the hub's listing of the
+        revision's files, or from the downloaded file."""
         if self.local is not None:
             return os.path.getsize(self.local)
-        if self._size is None:
-            raise ProbeError(f"{self.label}: the hub gives no size for the file")
-        return self._size
+        try:
+            return self._open().size
+        except Exception as exc:
+            raise ProbeError(f"{self.label}: cannot read the file's size from the hub ({type(exc).__name__})") \
+                from None
 
 
 @contextlib.contextmanager
@@ -309,24 +252,6 @@ def _quiet():
             enable_progress_bars()
 
 
-def _get_range(session, url: str, headers: dict) -> tuple[int, bytes | None, int | None]:
-    """(status, body when 206, the file's length from Content-Range) of a GET through the hub library's
-    session, without reading a whole file a server sends instead of a range: an ``httpx`` client
-    (huggingface_hub >= 1.0, ``stream`` is a method) or a ``requests`` session (older ones, where
-    ``stream`` is a flag)."""
-    def answer(status, headers, read):
-        if status != 206:
-            return status, None, None
-        total = headers.get("Content-Range", "").rpartition("/")[2]
-        return status, read(), (int(total) if total.isdigit() else None)
-
-    if callable(getattr(session, "stream", None)):
-        with session.stream("GET", url, headers=headers, follow_redirects=True) as r:
-            return answer(r.status_code, r.headers, r.read)
-    with session.get(url, headers=headers, stream=True, allow_redirects=True) as r:
-        return answer(r.status_code, r.headers, lambda: r.content)
-
-
 def fetch(path) -> tuple[str, dict[str, RangeReader]]:
     """(the local folder of a hub source, {weight file: RangeReader} for the safetensors weights that
     are read over HTTP instead of from that folder). Offline, or for .bin weights, every file is
@@ -337,11 +262,7 @@ def fetch(path) -> tuple[str, dict[str, RangeReader]]:
         return local(path), {}
     repo, rev = parse(path)
     hub = _hub()
-    _check_network(path)
-    try:
-        files = hub.HfApi().list_repo_files(repo, revision=rev)
-    except Exception as exc:
-        raise _explain(path, exc) from None
+    files = [f.rfilename for f in _info(path).siblings]
     weights, safetensors = _weights(files)
     if not safetensors:
         return local(path, files), {}
@@ -368,8 +289,7 @@ def local(path, files: list[str] | None = None):
         if offline():
             folder = hub.snapshot_download(repo, revision=rev, local_files_only=True)
         else:
-            _check_network(path)
-            files = hub.HfApi().list_repo_files(repo, revision=rev) if files is None else files
+            files = [f.rfilename for f in _info(path).siblings] if files is None else files
             folder = hub.snapshot_download(repo, revision=rev, allow_patterns=_patterns(files))
     except ProbeError:
         raise
@@ -407,7 +327,7 @@ def revisions(spec: str) -> list[str]:
     if offline():
         names = _cached_refs(repo)
     else:
-        _check_network(spec)
+        _info(f"{PREFIX}{repo}")     # first: listing refs has no timeout of its own
         try:
             refs = hub.HfApi().list_repo_refs(repo)
         except Exception as exc:
