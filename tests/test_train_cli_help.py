@@ -154,7 +154,7 @@ def test_print_config_is_the_resolved_configuration_and_trains_nothing(tmp_path)
 
 @pytest.mark.parametrize("name", list(PRESETS))
 def test_print_config_yaml_reads_back_as_the_same_values(name):
-    # by hand, not PyYAML (no dependency): 1e-05 must still read back as a float, strings as strings
+    # 1e-05 must read back as a float, strings as strings
     cfg = preset(name)
     assert yaml.safe_load(config_text(cfg, "yaml")) == cfg.to_dict() == json.loads(config_text(cfg, "json"))
 

@@ -51,27 +51,15 @@ class ConfigFormat(str, Enum):
     yaml = "yaml"
 
 
-def _yaml_scalar(v) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, float):
-        text = repr(v)   # finite: RunConfig.check() refuses inf and nan
-        mantissa, e, exponent = text.partition("e")
-        # YAML 1.1 readers (PyYAML) take 1e-05 for a string: a float needs a dot before its exponent
-        return f"{mantissa}.0e{exponent}" if e and "." not in mantissa else text
-    # a JSON string is a valid double-quoted YAML scalar; one holding what YAML may not hold raw (C1 controls)
-    # or a terminal would obey (a path from a resumed file: ESC, a bidi override) is written in escapes
-    return json.dumps(v, ensure_ascii=not v.isprintable())
-
-
 def config_text(cfg: RunConfig, fmt: str = "json") -> str:
-    """The configuration as JSON, or as YAML written by hand: RunConfig is flat (scalars only), so
-    PyYAML need not be a dependency."""
+    """The configuration as JSON, or as YAML (PyYAML's ``safe_dump``, in the fields' order; a string
+    holding what is not printable ASCII, a path from a resumed file with ESC or a bidi override that a
+    terminal would obey, is written in double-quoted escapes)."""
     d = cfg.to_dict()
     if fmt == "yaml":
-        return "".join(f"{k}: {_yaml_scalar(v)}\n" for k, v in d.items())
+        import yaml
+
+        return yaml.safe_dump(d, sort_keys=False, width=float("inf"))   # one line a field, however long
     return json.dumps(d, indent=2) + "\n"
 
 
