@@ -15,7 +15,8 @@ import sys
 import tempfile
 from typing import Callable, Union
 
-from .errors import STOP, ProbeError, write_cause, write_error
+from .errors import ProbeError, write_cause, write_error
+from .signals import STOP
 
 Content = Union[str, bytes, Callable[["object"], None]]
 
@@ -124,7 +125,7 @@ _UNFINISHED: set[str] = set()   # temporary files being written now (write_atomi
 
 def remove_unfinished() -> None:
     """Remove the temporary files of writes under way: a command a stop signal ends at once
-    (:meth:`probe.errors._Stop._now`) leaves nothing half-written behind."""
+    (:meth:`probe.signals._Stop._now`) leaves nothing half-written behind."""
     for tmp in list(_UNFINISHED):
         try:
             os.unlink(tmp)

@@ -43,13 +43,13 @@ def _entry_point(name: str) -> tuple[str, str]:
 def entry_command(name: str) -> list[str]:
     """The argv prefix that runs console script ``name`` (``"probe"`` or ``"probe-train"``) of this
     installation in this interpreter, with the working directory kept off the import path. The stop
-    signals are a flag from the child's first moment (:data:`probe.errors.STOP`; started by
+    signals are a flag from the child's first moment (:data:`probe.signals.STOP`; started by
     :func:`start`, the child holds them blocked until then): a parent that asks its child to stop
     while the child still starts (a trainer stopped at once, a report watcher asked for its last page)
     is heard at the child's first safe point, not lost in an import or killed by the default action."""
     module, attr = _entry_point(name)
     code = (f"import sys; sys.argv[0] = {name!r}\n"
-            "from probe.errors import STOP\n"
+            "from probe.signals import STOP\n"
             f"with STOP.caught(): STOP.unblock(); from {module} import {attr} as main; main()")
     return _python(code)
 

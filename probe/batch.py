@@ -23,8 +23,9 @@ from ._files import open_regular, regular_file
 from ._limits import load_json
 from ._text import shown
 from . import registry
-from .errors import STOP, Interrupted, ProbeError, captured, failure, param
+from .errors import Interrupted, ProbeError, captured, failure, param
 from .readers.names import FOLDER_FILES, step_from_name
+from .signals import STOP
 
 COLUMNS = ("path", "step", "probe", "key", "metric", "value")
 PROBES = registry.names("batch")

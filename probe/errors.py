@@ -1,4 +1,5 @@
-"""The one exception type, the one warning type, and how a command line reports them.
+"""The one exception type, the one warning type, and how a command line reports them (the stop
+signals: :mod:`probe.signals`).
 
 Library code names the Python parameter a bad value came from with :func:`param`;
 ``str(error)`` shows it as Python spells it (``step='latest'``), a command line as its flag
@@ -14,9 +15,9 @@ import sys
 import warnings
 from typing import Callable, NoReturn
 
-from . import _watchdog
-from ._proc import adopt_parent, stop_signals
+from ._proc import adopt_parent
 from ._text import ERRORS as _SHOWN, terminal  # terminal: probe-train's door too (train imports errors)
+from .signals import STOP, say, signal_name
 
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
@@ -168,19 +169,12 @@ def _show_warning(message, category, filename, lineno, file=None, line=None, _de
         _default(terminal(str(message)), category, filename, lineno, file, line)
 
 
-def _signal_name(signum: int) -> str:
-    try:
-        return signal.Signals(signum).name
-    except ValueError:
-        return f"signal {signum}"
-
-
 class Interrupted(Exception):
     """A stop signal (Ctrl-C, SIGTERM, SIGHUP), handled: the work stopped at a safe point; the message
-    says what was kept. ``signum`` is the signal (default: the one :data:`STOP` caught, else SIGINT);
-    a command line exits with ``exit_code``, 128 + the signal's number (130, 143, 129), as a shell
-    reports a process a signal ended. (Not a KeyboardInterrupt: command-line libraries would swallow
-    it into a silent exit 130.)"""
+    says what was kept. ``signum`` is the signal (default: the one :data:`probe.signals.STOP` caught,
+    else SIGINT); a command line exits with ``exit_code``, 128 + the signal's number (130, 143, 129),
+    as a shell reports a process a signal ended. (Not a KeyboardInterrupt: command-line libraries
+    would swallow it into a silent exit 130.)"""
 
     def __init__(self, *args, signum: int | None = None):
         super().__init__(*args)
@@ -193,170 +187,8 @@ class Interrupted(Exception):
     def __str__(self) -> str:
         text = render(super().__str__(), _flag)
         if self.signum != signal.SIGINT and text.startswith("Interrupted"):   # "Interrupted by SIGTERM: ..."
-            text = f"Interrupted by {_signal_name(self.signum)}{text[len('Interrupted'):]}"
+            text = f"Interrupted by {signal_name(self.signum)}{text[len('Interrupted'):]}"
         return text
-
-
-class _Stop:
-    """The stop signals as a flag: inside ``with STOP.caught():`` SIGINT (Ctrl-C), SIGTERM (``kill``,
-    ``timeout``, a service manager) and SIGHUP (the terminal closed) set ``asked`` to the signal's
-    number instead of raising KeyboardInterrupt wherever the interpreter happens to be (inside an HDF5
-    write, a torch import); long work reads the flag at its safe points, stops its workers there and
-    raises :class:`Interrupted`. A second Ctrl-C raises KeyboardInterrupt (the user will not wait for
-    the safe point); a repeated SIGTERM or SIGHUP does not (``timeout`` sends SIGTERM to the process
-    and then to its whole group: the same request, twice). A signal that was ignored when the block
-    began (SIGHUP under ``nohup``) stays ignored. Main thread only (Python's rule).
-
-    Outside the blocks a command line (:func:`run_cli`, through :meth:`stop_outside`) ends at once on
-    any of the three, with one line and the signal's exit code (:meth:`_now`)."""
-
-    def __init__(self):
-        self.asked = 0        # inside caught(): the first stop signal (0: none yet)
-        self.received = 0     # the last stop signal handled, inside a block or not (for the exit code)
-        self._depth = 0
-        self._old: dict = {}
-        self._cleanups: list = []
-
-    @staticmethod
-    def signals() -> list:
-        return stop_signals()
-
-    def at_stop(self, cleanup: Callable[[], None]) -> None:
-        """Call ``cleanup`` when a stop signal ends the command at once (:meth:`_now`): a module
-        with work to undo registers it (:mod:`probe._files` removes its unfinished temporary files),
-        so this one imports nothing of it."""
-        if cleanup not in self._cleanups:
-            self._cleanups.append(cleanup)
-
-    def _handle(self, signum, frame):
-        _watchdog.heard()
-        self.received = signum
-        if self.asked and signum == signal.SIGINT:  # a second Ctrl-C: the user will not wait for the safe point
-            raise KeyboardInterrupt
-        self.asked = self.asked or signum
-
-    def _now(self, signum, frame):
-        """Outside the blocks: the command ends here, with one line and the signal's exit code. What
-        runs there keeps nothing at a safe point (an analysis prints at its end, every file is written
-        under a temporary name and renamed: :func:`probe._files.write_atomic`, whose unfinished
-        temporary files are removed first). Not a KeyboardInterrupt: raised wherever the interpreter
-        happens to be, one can be lost (in a finaliser or a weakref callback Python only prints it: CI
-        saw ``ood --threads 2`` run on to exit 0 after a SIGHUP) or break a library in mid-call (h5py's
-        lock: "SystemError: FastRLock.__exit__ returned a result with an exception set", 5 of 20
-        SIGHUPs to that command)."""
-        _watchdog.heard()
-        self._end(signum)
-
-    def _end(self, signum: int, stuck: bool = False) -> None:
-        """Remove unfinished files, say so in one line, exit 128 + ``signum``. ``stuck``: called by the
-        watchdog while the main thread is inside a library call (:mod:`probe._watchdog`), which may hold
-        stdout's lock: nothing is flushed, the line goes straight to the descriptor."""
-        self.received = signum
-        for cleanup in self._cleanups:
-            try:
-                cleanup()
-            except Exception:
-                pass
-        if stuck:
-            try:
-                os.write(2, (_interrupted_line() + "\n").encode())
-            except OSError:
-                pass
-            os._exit(128 + signum)
-        try:
-            sys.stdout.flush()   # what was printed before the signal
-        except Exception:
-            pass
-        _say(_interrupted_line())
-        os._exit(128 + signum)
-
-    def caught(self):
-        import contextlib
-        import threading
-
-        @contextlib.contextmanager
-        def block():
-            main = threading.current_thread() is threading.main_thread()
-            if main and self._depth == 0:
-                self._old = {}
-                for sig in self.signals():
-                    old = signal.getsignal(sig)
-                    # SIGINT always: a parent stops its children with it, even where a shell started the
-                    # parent with SIGINT ignored; the others not where ignored (nohup) or set outside Python
-                    if old is None or (old == signal.SIG_IGN and sig != signal.SIGINT):
-                        continue
-                    self._old[sig] = signal.signal(sig, self._handle)
-            self._depth += main
-            try:
-                yield self
-            finally:
-                self._depth -= main
-                if main and self._depth == 0:
-                    for sig, old in self._old.items():
-                        signal.signal(sig, old)
-                    self._old = {}
-                    self.asked = 0
-
-        return block()
-
-    def stop_outside(self) -> None:
-        """A command line's handlers: outside caught() blocks SIGINT, SIGTERM and SIGHUP end the command
-        at once (:meth:`_now`), where Python's default would be a KeyboardInterrupt (SIGINT) or no
-        last line at all. A signal ignored or handled outside Python is left as it is. Main thread only."""
-        import threading
-
-        if threading.current_thread() is not threading.main_thread():
-            return
-        for sig in self.signals():
-            current = self._old.get(sig) if self._depth else signal.getsignal(sig)
-            if (current is signal.default_int_handler or current is _Stop._exit   # _exit: an earlier run_cli's
-                    or (current == signal.SIG_DFL and sig != signal.SIGINT)):
-                if self._depth:
-                    self._old[sig] = self._now     # what the outermost block restores
-                else:
-                    signal.signal(sig, self._now)
-
-    def unblock(self) -> None:
-        """Unblock the stop signals in this thread (a toolkit child starts with them blocked:
-        :func:`probe._proc.start`); one sent meanwhile is delivered now."""
-        if hasattr(signal, "pthread_sigmask"):
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, self.signals())
-
-    def late(self) -> None:
-        """A command line that has its exit code: a stop signal from now on ends the process at once
-        with the signal's exit code (its output is complete, nothing is left to stop) instead of a
-        KeyboardInterrupt traceback out of the interpreter's shutdown. Main thread only."""
-        import threading
-
-        if threading.current_thread() is not threading.main_thread():
-            return
-        for sig in self.signals():
-            if self._depth and sig in self._old:
-                self._old[sig] = self._exit      # what the outermost block restores
-            current = signal.getsignal(sig)
-            if current is not None and current != signal.SIG_IGN:
-                signal.signal(sig, self._exit)
-
-    @staticmethod
-    def _exit(signum, frame):
-        _watchdog.heard()
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except Exception:
-                pass
-        os._exit(128 + signum)
-
-    def exit_code(self) -> int:
-        """The exit code of a command a stop signal ended: 128 + its number (Ctrl-C 130)."""
-        return 128 + (self.received or signal.SIGINT)
-
-    def name(self) -> str:
-        return _signal_name(self.received or signal.SIGINT)
-
-
-STOP = _Stop()
-SIGINT = STOP   # the name from before SIGTERM and SIGHUP were handled: the same object
 
 
 def _usage_errors() -> tuple[type, ...]:
@@ -434,19 +266,6 @@ def _printable_streams() -> None:
             pass
 
 
-def _interrupted_line() -> str:
-    """What a command a stop signal ended outside a safe point says (nothing to keep there)."""
-    return "Error: interrupted" + ("" if STOP.exit_code() == EXIT_INTERRUPTED else f" by {STOP.name()}")
-
-
-def _say(line: str) -> None:
-    """A last line on stderr, which may be gone (a closed terminal: SIGHUP)."""
-    try:
-        print(terminal(line), file=sys.stderr, flush=True)
-    except (OSError, ValueError):
-        pass
-
-
 def run_cli(app, **kw) -> None:
     """Run a command-line entry point (a Typer app or a function): bad input ends in one ``Error: ...``
     line on stderr and exit 2; a stop signal in one line saying what was kept and exit 128 + the
@@ -463,12 +282,11 @@ def _run_cli(app, **kw) -> None:
     if not isinstance(sys.stdout, _Stdout):
         sys.stdout = _Stdout(sys.stdout)
     STOP.stop_outside()
-    _watchdog.start(STOP.signals(), lambda signum: STOP._end(signum, stuck=True))
     try:
         adopt_parent()   # a child of the toolkit: stop when the process that started it ends
         rc = _invoke(app, **kw)
         if rc == EXIT_INTERRUPTED:  # Typer turns a KeyboardInterrupt it catches into exit 130, silently
-            _say(_interrupted_line())
+            say(STOP.line())
             sys.exit(STOP.exit_code())
         sys.stdout.flush()
         sys.exit(rc)
@@ -482,13 +300,13 @@ def _run_cli(app, **kw) -> None:
         print(terminal(f"Error: {_usage_message(exc)}"), file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
     except Interrupted as exc:
-        _say(str(exc))
+        say(str(exc))
         sys.exit(exc.exit_code)
     except ProbeError as exc:
         print(terminal(f"Error: {exc.cli_message()}"), file=sys.stderr)   # names from files: escaped
         sys.exit(EXIT_BAD_INPUT)
     except KeyboardInterrupt:
-        _say(_interrupted_line())
+        say(STOP.line())
         sys.exit(STOP.exit_code())
     except (_PipeClosed, BrokenPipeError):  # e.g. `probe info run.h5 | head`: a closed pipe ends quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -116,7 +116,8 @@ def test_the_cuda_optimizer_path_resumes_exactly(tmp_path, monkeypatch):
     resumes to the numbers of the run that never stopped."""
     import torch
 
-    from probe.errors import STOP, Interrupted
+    from probe.errors import Interrupted
+    from probe.signals import STOP
     from probe_train import Trainer, preset
 
     monkeypatch.setenv("PROBE_TORCH_ADAMW", "1")

@@ -269,7 +269,7 @@ def big_matrix(tmp_path_factory) -> tuple[Path, Path]:
 
 @STOPS
 def test_a_signal_inside_one_long_library_call_stops_the_command(big_matrix, sig):
-    """The watchdog ends it (probe/_watchdog.py): the main thread, inside the SVD, cannot."""
+    """The watchdog ends it (probe/signals.py): the main thread, inside the SVD, cannot."""
     model, mapping = big_matrix
     proc = popen_cli("probe", "condense", model, "--mapping", mapping, "--neurons", "",
                      env={**os.environ, "OMP_NUM_THREADS": "1"})

@@ -4,7 +4,7 @@ at a safe point and reported in one line, never as a traceback out of an import.
 
 
 def main() -> None:
-    from probe.errors import STOP
+    from probe.signals import STOP
 
     with STOP.caught():
         from .cli import main as cli_main

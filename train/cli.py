@@ -15,7 +15,8 @@ from typing import Optional
 
 import typer
 
-from probe.errors import STOP, fail, param, run_cli, terminal
+from probe.errors import fail, param, run_cli, terminal
+from probe.signals import STOP
 
 from .config import PRESETS, PURPOSES, RunConfig
 

@@ -20,9 +20,10 @@ from typing import Callable, Mapping
 
 from probe._files import writable_folder
 from probe._proc import child_env, entry_command, start
-from probe.errors import STOP, Interrupted, ProbeError, terminal
+from probe.errors import Interrupted, ProbeError, terminal
 from probe.format import last_step
 from probe.format.sweep import read_manifest, write_manifest
+from probe.signals import STOP
 
 from .config import preset  # noqa: F401 - also the figures' planner's
 from .speeds import MACHINE, estimate, makespan  # noqa: F401 - the figures' planner reads them here

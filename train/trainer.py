@@ -11,9 +11,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from probe.errors import SIGINT, Interrupted, ProbeError, param
+from probe.errors import Interrupted, ProbeError, param
 from probe.format import Run, Writer
 from probe.format.writer import WriteFailed
+from probe.signals import STOP
 
 from .config import RunConfig, snapshot_steps
 from .device import pick_device, set_threads
@@ -324,7 +325,7 @@ class Trainer:
         finished first) with :class:`~probe.errors.Interrupted`; the file then resumes from its last
         snapshot."""
         try:
-            with SIGINT.caught():
+            with STOP.caught():
                 return self._run()
         except WriteFailed as exc:
             if exc.snapshots is None:   # creating or copying the file: nothing to resume from it
@@ -342,7 +343,7 @@ class Trainer:
 
     def _run(self) -> TrainResult:
         cfg = self.cfg
-        if SIGINT.asked:   # Ctrl-C while torch loaded or the task was built
+        if STOP.asked:   # Ctrl-C while torch loaded or the task was built
             raise self._interrupted(0, None)
         schedule = snapshot_steps(cfg) if self.snapshots else []
         writer = None
@@ -368,7 +369,7 @@ class Trainer:
                     bar.show_metrics(metrics)
                 self.model.train()
                 for step in range(start, cfg.steps):
-                    if SIGINT.asked:   # the safe point: between steps, after any snapshot
+                    if STOP.asked:   # the safe point: between steps, after any snapshot
                         raise self._interrupted(step, writer)
                     lr = lr_at(cfg, step)
                     for group in self.opt.param_groups:

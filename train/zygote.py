@@ -83,7 +83,7 @@ def _fork(req: dict, out) -> int:
         # die with the server (which dies with the parent): a forked child's parent is the server
         os.environ["PROBE_PARENT"] = f"{os.getppid()}:{int(signal.SIGTERM)}"
         sys.argv = ["probe-train", *req["args"]]
-        from probe.errors import STOP
+        from probe.signals import STOP
 
         with STOP.caught():
             STOP.unblock()

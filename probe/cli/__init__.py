@@ -238,7 +238,7 @@ def report(
         print(terminal(msg), file=sys.stderr)
 
     if watch:
-        from ..errors import STOP
+        from ..signals import STOP
 
         # STOP held open here, so that the signal that ended the watch is still known below. The first page
         # takes as long as a report: its sections say so as they start; each later page is one log line.

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from .._files import regular_file
-from ..errors import STOP, Interrupted, ProbeError, terminal
+from ..errors import Interrupted, ProbeError, terminal
+from ..signals import STOP
 from .context import SIZES, Claim, FigureContext, resolved, specs
 
 def examples_dir(explicit: str | None = None) -> Path:

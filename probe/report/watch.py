@@ -41,7 +41,7 @@ def watch(specs: list[str], out: str, *, probes: list[str] | None = None, max_st
           allow_nonfinite: bool = False, slider_steps: int = SLIDER_MAX, max_memory=None) -> Report:
     """Rewrite ``out`` whenever a run gains a snapshot, until every run reached its last step, or a
     stop signal (Ctrl-C, SIGTERM, SIGHUP: then the page is written once more, no longer reloading
-    itself, and :data:`~probe.errors.STOP` holds the signal while the caller's own ``STOP.caught()``
+    itself, and :data:`~probe.signals.STOP` holds the signal while the caller's own ``STOP.caught()``
     block lasts).
 
     ``max_share`` < 1 bounds this process's CPU time (imports included) to that share of one core
@@ -49,7 +49,7 @@ def watch(specs: list[str], out: str, *, probes: list[str] | None = None, max_st
     allowed, the rest marked pending and filled in at later updates; the last page has everything.
     A run that does not exist yet is waited for.
     """
-    from ..errors import STOP
+    from ..signals import STOP
 
     if not 0 < max_share <= 1:
         raise ProbeError(f"bad --max-share {max_share}: need 0 < share <= 1")
