@@ -1,4 +1,5 @@
-"""Start-up cost of the CLI, against the bare interpreter and a bare h5py import (same run).
+"""Start-up cost of the CLI, against the bare interpreter, a bare ``import typer`` and a bare h5py import
+(same run): issue 36's goal is ``probe --help`` and ``probe info`` within 0.5 s.
 
     python bench/bench_cli.py [FILE]   # FILE: a snapshot; a tiny one is trained if omitted
 
@@ -68,6 +69,8 @@ def main() -> None:
         py = [sys.executable, "-c"]
         rows = [
             ("python -c pass (baseline)", py + ["pass"]),
+            ("python -c 'import typer'", py + ["import typer"]),
+            ("python -c 'import click'", py + ["import click"]),
             ("python -c 'import numpy'", py + ["import numpy"]),
             ("python -c 'import h5py'", py + ["import h5py"]),
             ("probe --help", [str(BIN / "probe"), "--help"]),

@@ -25,7 +25,7 @@ from probe._proc import entry_command  # noqa: E402
 
 import probe  # noqa: E402
 from probe.analyses.ood import OODResult  # noqa: E402
-from probe.api.snapshots import _ood_one  # noqa: E402
+from probe.probes.ood import _ood_one  # noqa: E402
 from probe_train import evaluate as E  # noqa: E402
 
 

@@ -38,6 +38,7 @@ def main() -> None:
         ap.error("give a run file, or --train")
     import probe
     from probe.plotting import plot_results
+    from probe import registry
     from probe.report import charts
 
     print(f"machine: {machine()}")
@@ -60,7 +61,7 @@ def main() -> None:
                     t0 = time.perf_counter()
                     for r in results[p]:
                         if variant == "svg":
-                            charts.step_figure(p, r, runs=2)
+                            charts.step_figure(registry.get(p), r, runs=2)
                         else:
                             plot_results(p, [r], io.BytesIO(), p, dpi=80)
                     per = (time.perf_counter() - t0) / len(results[p]) * 1000

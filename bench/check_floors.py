@@ -51,7 +51,6 @@ SMOKE = [
     "tests/test_hub.py",                                    # hf: sources from the hub cache, offline
     "tests/test_hub_http.py",                               # hf: sources over HTTP: range reads, downloads
     "tests/test_hub_offline.py",                            # no network: said at once
-    "tests/test_lean_fallback.py",                          # Typer with and without its private hooks
     "tests/test_cli_errors.py",                             # one-line errors, closed pipes
     "tests/test_snapshot.py",                               # h5py: SWMR reads while the trainer writes
     "tests/test_analyses.py",                               # the probes' math: numpy, scipy

@@ -32,7 +32,7 @@ def _help(*argv: str) -> str:
 def _probe_help(*argv: str) -> str:
     """``probe``'s help rendered in this process (the same click objects the script runs; 25 start-ups
     saved)."""
-    from typer.testing import CliRunner
+    from click.testing import CliRunner
 
     from probe.cli import app
 
@@ -44,12 +44,9 @@ def _probe_help(*argv: str) -> str:
 
 
 def _probe_commands() -> list[str]:
-    import typer.main
-
     from probe.cli import app
 
-    group = typer.main.get_command(app)
-    return [name for name, cmd in group.commands.items() if not getattr(cmd, "hidden", False)]
+    return app.list_commands(None)
 
 
 def _train_commands() -> list[str]:

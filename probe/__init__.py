@@ -11,24 +11,22 @@ Every probe takes a path and ``step`` and returns one result per selected snapsh
 (no numpy, h5py or torch): ``probe.plotting``, ``probe.figures``, ``probe.report`` too.
 
 Layers (one folder each): ``format/`` the snapshot file, ``readers/`` everything else a
-path can be, ``analyses/`` the math, ``registry`` every probe declared once, ``api/`` path in ->
-results out, ``cli/`` the command line.
+path can be, ``analyses/`` the math, ``probes/`` one module per probe (its API function, tables and
+figures), ``registry`` finds them, ``api/`` path in -> results out, ``cli/`` the command line.
 """
-from . import registry
 from .errors import ProbeError, ProbeWarning
 
-_API = ("Run", "info", "token_text", "validate", "select_tokens", *registry.names(), "sweep_summary")
-__all__ = ["ProbeError", "ProbeWarning", "Results", *_API]
+_API = ("Run", "info", "token_text", "validate", "select_tokens", "sweep_summary")   # and every probe (registry)
 
 #: submodules a user reaches as attributes (``probe.plotting.heatmap``), imported on first use
 _SUBMODULES = ("api", "batch", "errors", "figures", "plotting", "registry", "report")
 
 
 def __getattr__(name):   # PEP 562: the API (numpy, h5py) and the submodules only when first used
-    if name in _API:
-        from . import api
+    if name == "__all__":   # the probes are known once the registry has looked (other packages' too)
+        from . import registry
 
-        return getattr(api, name)
+        return ["ProbeError", "ProbeWarning", "Results", *_API, *registry.declared()]
     if name == "Results":
         from .analyses.base import Results
 
@@ -37,9 +35,19 @@ def __getattr__(name):   # PEP 562: the API (numpy, h5py) and the submodules onl
         import importlib
 
         return importlib.import_module(f"{__name__}.{name}")
+    if name in _API or (not name.startswith("_") and name in _probe_names()):
+        from . import api
+
+        return getattr(api, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _probe_names() -> tuple[str, ...]:
+    from . import registry
+
+    return registry.declared()
 
 
 def __dir__():
     """The public names, for tab completion: the API of ``__all__`` and the public submodules."""
-    return sorted({*__all__, *_SUBMODULES})
+    return sorted({*__getattr__("__all__"), *_SUBMODULES})

@@ -19,17 +19,15 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
+from . import registry
 from ._files import open_regular, regular_file
 from ._limits import load_json
 from ._text import shown
-from . import registry
 from .errors import Interrupted, ProbeError, captured, failure, param
 from .readers.names import FOLDER_FILES, step_from_name
 from .signals import STOP
 
 COLUMNS = ("path", "step", "probe", "key", "metric", "value")
-PROBES = registry.names("batch")
-SNAPSHOT_PROBES = registry.names("batch", (registry.SNAPSHOT,))   # not on a checkpoint
 _CHECKPOINT_EXT = (".h5", ".hdf5", ".safetensors", ".pt", ".pth", ".bin", ".ckpt")
 
 
@@ -95,7 +93,7 @@ def run_task(task: Task) -> list[tuple]:
     from .format import is_snapshot_file
 
     def call():
-        if task.probe in SNAPSHOT_PROBES and not is_snapshot_file(task.path):
+        if registry.get(task.probe).reads == registry.SNAPSHOT and not is_snapshot_file(task.path):
             raise ProbeError(f"probe {task.probe} needs a snapshot file written by probe-train")
         return api.probe_function(task.probe)(task.path, **probe_options(task.probe, dict(task.options)))
 
@@ -172,8 +170,8 @@ def batch(paths: Iterable[str], probes: Iterable[str], options: dict | None = No
     options = dict(options or {})
     probes = list(dict.fromkeys(probes))
     for p in probes:
-        if p not in PROBES:
-            raise ProbeError(f"unknown probe '{p}' (known: {', '.join(PROBES)})")
+        if p not in registry.names("batch"):
+            raise ProbeError(f"unknown probe '{p}' (known: {', '.join(registry.names('batch'))})")
     if out and not out.endswith((".csv", ".json")):
         raise ProbeError(f"output {out}: use a .csv or .json name")
     if out:
@@ -296,7 +294,7 @@ def write_tensorboard(folder: str, rows: list[tuple]) -> dict[str, int]:
     points: dict[str, dict[int, dict[str, float]]] = {}
     names = run_names(r[0] for r in rows)
     for path, step, probe, key, metric, value in rows:
-        if metric in ("error", "warning") or metric == getattr(registry.BY_NAME.get(probe), "matrix", ""):
+        if metric in ("error", "warning") or metric == (registry.get(probe).matrix if probe in registry.names() else ""):
             continue
         try:
             value = float(value)   # a table read back from CSV holds text

@@ -30,7 +30,7 @@ STYLE = {
 }
 
 
-def _text(label) -> str:
+def as_text(label) -> str:
     """A label from a file as matplotlib can draw it (its text layout refuses surrogates and controls)."""
     return markup_text(str(label))
 
@@ -338,8 +338,8 @@ def trajectory(results: Sequence, path, title: str, dpi: int = 150) -> None:
     for ax, (fam, ks) in zip(axes.flat, families.items()):
         for k in ks[:12]:
             ax.plot(steps, [r.summary().get(k, np.nan) for r in results], marker=".",
-                    label=_text(k[len(fam):].strip("[]") or fam))
-        ax.set_title(_text(fam), fontsize=9)
+                    label=as_text(k[len(fam):].strip("[]") or fam))
+        ax.set_title(as_text(fam), fontsize=9)
         ax.set_xlabel("step")
         if steps.max() > 0 and (steps > 0).sum() > 2 and steps[steps > 0].min() * 50 < steps.max():
             ax.set_xscale("symlog", linthresh=max(1.0, steps[steps > 0].min()))
@@ -381,7 +381,7 @@ def saturation_map(results: Sequence, path, title: str, ax=None, dpi: int = 150)
 
     # log colours: the shares that matter span orders of magnitude (1e-8 at large init, 0.1 saturated)
     M = np.clip(np.array([r.eps_share for r in results]).T, 1e-4, 1.0)
-    im = heatmap(ax, M, [str(r.step) for r in results], [_text(s) for s in results[0].sites], vmin=None, vmax=None, cmap="magma",
+    im = heatmap(ax, M, [str(r.step) for r in results], [as_text(s) for s in results[0].sites], vmin=None, vmax=None, cmap="magma",
                  norm=LogNorm(1e-4, 1.0))
     ax.set_xlabel("step")
     if own:
@@ -391,208 +391,21 @@ def saturation_map(results: Sequence, path, title: str, ax=None, dpi: int = 150)
     return im
 
 
-def _pca_panel(ax, r) -> None:
-    groups = list(dict.fromkeys(r.groups))
-    cmap = pyplot().get_cmap("tab10")
-    for gi, g in enumerate(groups):
-        m = np.array([x == g for x in r.groups])
-        ax.scatter(r.coords[m, 0], r.coords[m, 1] if r.coords.shape[1] > 1 else 0 * r.coords[m, 0],
-                   s=18, color=cmap(gi % 10), label=_text(g) if g else "ids")
-        for t, xy in zip(r.ids[m], r.coords[m]):
-            ax.annotate(str(t), (xy[0], xy[1] if len(xy) > 1 else 0), fontsize=5, alpha=0.7)
-    ex = r.explained
-    ax.set_xlabel(f"PC1 ({100 * ex[0]:.0f}%)")
-    ax.set_ylabel(f"PC2 ({100 * ex[1]:.0f}%)" if len(ex) > 1 else "")
-    ax.set_title(f"step {r.step}", fontsize=9)
-    legend(ax, fontsize=7)
-
-
-# --- the figure of one step, per probe (its registry entry names it: probe.registry.Probe.plot) ---------
-
-def _figure_pca(plt, r):
-    fig, ax = plt.subplots(figsize=(5, 4.5), constrained_layout=True)
-    _pca_panel(ax, r)
-    return fig
-
-
-def _figure_theory(plt, r):
-    fig, axes = plt.subplots(1, 3, figsize=(13, 4), constrained_layout=True)
-    for ax, m, t in ((axes[0], r.measured, "measured cos(w_i, w_j)"),
-                     (axes[1], r.predicted, "theory cos(P^si - 1/d, P^sj - 1/d)")):
-        lo, hi, cmap = fitted_range(m)   # each its own: the theory's values sit in a narrow band
-        im = ax.imshow(m, vmin=lo, vmax=hi, cmap=cmap)
-        ax.set_xticks(range(len(r.ids)), r.ids, fontsize=6, rotation=90)
-        ax.set_yticks(range(len(r.ids)), r.ids, fontsize=6)
-        ax.set_xlabel("token")
-        ax.set_ylabel("token")
-        ax.grid(False)
-        ax.set_title(t, fontsize=9)
-        fig.colorbar(im, ax=ax, shrink=0.8, label=f"cosine (colours fitted: {lo:g} to {hi:g})")
-    axes[2].plot(r.ids, r.profile_measured, "o-", label="measured")
-    axes[2].plot(r.ids, r.profile_reconstructed, "s--", label="eq. 14 reconstruction")
-    axes[2].set_xlabel("token s_j")
-    axes[2].set_ylabel(f"cos(w({r.anchor}), w(s_j))")
-    legend(axes[2], fontsize=8)
-    axes[2].set_title(f"Pearson r {r.pearson_r:.2f} (matrix), {r.profile_r:.2f} (profile)", fontsize=9)
-    return fig
-
-
-def _figure_align(plt, r):
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), constrained_layout=True)
-    axes[0].semilogy(np.arange(1, len(r.singular_values) + 1), r.singular_values, "o-", label="W_V")
-    if len(r.ov_singular_values):
-        axes[0].semilogy(np.arange(1, len(r.ov_singular_values) + 1), r.ov_singular_values, "s--",
-                         label="W_V W_O")
-    axes[0].set_xlabel("index")
-    axes[0].set_ylabel("singular value")
-    legend(axes[0], fontsize=8)
-    width = 0.8 / max(1, len(r.group_mean))
-    for gi, (g, v) in enumerate(r.group_mean.items()):
-        axes[1].bar(np.arange(len(v)) + gi * width, v, width, label=_text(g))
-    k = max((len(v) for v in r.group_mean.values()), default=0)
-    axes[1].set_xticks(np.arange(k) + width * (len(r.group_mean) - 1) / 2, [str(i + 1) for i in range(k)])
-    axes[1].set_xlabel("singular vector of W_V")
-    axes[1].set_ylabel("mean |cos| with the group's embeddings")
-    legend(axes[1], fontsize=8)
-    return fig
-
-
-def _figure_condense(plt, r):
-    fig, ax = plt.subplots(figsize=(5, 3.8), constrained_layout=True)
-    ev = r.eigenvalues[r.eigenvalues > 0]
-    ax.semilogy(np.arange(1, len(ev) + 1), ev, "o-", ms=3)
-    ax.set_xlabel("index")
-    ax.set_ylabel("covariance eigenvalue")
-    ax.set_title(f"step {r.step}: effective rank {r.effective_rank:.1f}", fontsize=9)
-    return fig
-
-
-def _figure_attention(plt, r):
-    L, H, T = r.last_profile.shape
-    fig, axes = plt.subplots(1, L, figsize=(4 * L, 3.4), squeeze=False, constrained_layout=True)
-    for l in range(L):
-        ax = axes[0][l]
-        for h in range(H):
-            ax.plot(np.arange(T), r.last_profile[l, h], "o-", label=f"head {h}")
-        ax.axhline(1.0 / T, color="grey", ls=":", label="uniform")
-        ax.set_xlabel("key position")
-        ax.set_ylabel("attention of the last position")
-        ax.set_title(f"layer {l}: mean |A_ij - 1/i| {r.avg_dev[l].mean():.3f}", fontsize=9)
-        legend(ax, fontsize=7)
-    return fig
-
-
-def _figure_spectrum(plt, r):
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), constrained_layout=True)
-    names = [_text(l.name) for l in r.layers]
-    axes[0].plot([l.alpha for l in r.layers], "o-")
-    axes[0].set_ylabel("alpha")
-    axes[1].plot([l.log_norm for l in r.layers], "o-")
-    axes[1].set_ylabel("log10 ||W||_F^2")
-    for ax in axes:
-        ax.set_xticks(range(len(names)), names, fontsize=5, rotation=90)
-    return fig
-
-
-def _figure_norms(plt, r):
-    fig, ax = plt.subplots(figsize=(6, 3.6), constrained_layout=True)
-    ax.barh([_text(s) for s in r.sites], r.eps_share, color=["#d62728" if s in r.saturated else "#1f77b4" for s in r.sites])
-    ax.axvline(r.saturation, color="grey", ls=":", label=f"saturated from s = {r.saturation:g}")
-    ax.set_xlim(0, 1)
-    ax.set_xlabel(f"ε share s = ε / (m + ε), ε = {r.eps:g}")
-    ax.invert_yaxis()
-    legend(ax, fontsize=7)
-    return fig
-
-
-def _figure_sinks(plt, r):
-    fig, ax = plt.subplots(figsize=(1.2 + 0.7 * r.sink_mass.shape[1], 1.2 + 0.6 * r.sink_mass.shape[0]),
-                           constrained_layout=True)
-    im = heatmap(ax, r.sink_mass, [f"h{h}" for h in range(r.sink_mass.shape[1])],
-                 [f"L{l}" for l in range(r.sink_mass.shape[0])],
-                 vmin=0.0, vmax=1.0, cmap="magma", xrotation=0)
-    fig.colorbar(im, ax=ax, label="attention on position 0")
-    return fig
-
-
-def _figure_rank(plt, r):
-    fig, ax = plt.subplots(figsize=(6, 0.8 + 0.25 * len(r.names)), constrained_layout=True)
-    ax.barh([_text(n) for n in r.names], [r.numbers[n]["effective_rank"] for n in r.names])
-    ax.set_xlabel("effective rank (exp entropy of σ)")
-    ax.invert_yaxis()
-    return fig
-
-
-def _figure_rank_minima(plt, r):
-    fig, ax = plt.subplots(figsize=(6, 0.8 + 0.25 * len(r.names)), constrained_layout=True)
-    labels = [_text(n) for n in r.names]
-    ax.barh(labels, [r.dip(n) for n in r.names], label="dip: minimum / initial")
-    ax.barh(labels, [r.rebound(n) - 1 for n in r.names], left=[r.dip(n) for n in r.names], alpha=0.5,
-            label="rebound: final / minimum − 1")
-    ax.axvline(1.0, color="grey", ls=":")
-    ax.set_xlabel(f"{r.metric} relative to the first step")
-    ax.invert_yaxis()
-    legend(ax, fontsize=7)
-    return fig
-
-
-def _figure_tokens(plt, r):
-    feats = list(r.buckets)
-    fig, axes = plt.subplots(1, len(feats), figsize=(2.6 * len(feats), 3.2), squeeze=False,
-                             constrained_layout=True)
-    for ax, f in zip(axes[0], feats):
-        bs = r.buckets[f]
-        x = np.arange(len(bs))
-        ax.bar(x - 0.2, [b["gain_share"] for b in bs], 0.4, label="share of the gain")
-        ax.bar(x + 0.2, [b["token_share"] for b in bs], 0.4, label="share of the tokens")
-        ax.set_xticks(x, [f"q{b['bucket']}" for b in bs])
-        ax.set_title(_text(f), fontsize=9)
-    legend(axes[0][0], fontsize=7)
-    axes[0][0].set_ylabel("share (A over B)")
-    return fig
-
-
-def _figure_ood(plt, r):
-    fig, ax = plt.subplots(figsize=(6, 3.8), constrained_layout=True)
-    names = [_text(x) for x in list(r.splits) + [f"held-out {c}" for c in r.combos]
-             + [f"target {t}" for t in r.targets]]
-    vals = [m["acc"] for m in r.splits.values()] + [m["acc"] for m in r.combos.values()] \
-        + [m["acc"] for m in r.targets.values()]
-    ax.barh(names, vals)
-    ax.set_xlim(0, 1)
-    ax.set_xlabel("accuracy")
-    return fig
-
-
-FIGURES = {"pca": _figure_pca, "theory": _figure_theory, "align": _figure_align, "condense": _figure_condense, "attention": _figure_attention, "spectrum": _figure_spectrum, "norms": _figure_norms, "sinks": _figure_sinks, "rank": _figure_rank, "rank-minima": _figure_rank_minima, "tokens": _figure_tokens, "ood": _figure_ood}
-
-
-def _single(name: str, r, path, title: str, dpi: int = 150) -> bool:
-    """The figure the registry names for one step of probe ``name``; False if it names none."""
-    from . import registry
-
-    key = {"rank-minima": "rank_trajectory"}.get(name, name)
-    figure = FIGURES.get(registry.BY_NAME[key].plot) if key in registry.BY_NAME else None
-    if figure is None:
-        return False
-    fig = figure(pyplot(), r)
-    fig.suptitle(title, fontsize=10)
-    save(fig, path, dpi)
-    return True
+# --- a probe's figure (its own, from its declaration: probe.registry.Probe) -------------------------
 
 
 def plot_results(name: str, results: Sequence, path, title: str, dpi: int = 150) -> None:
     """Draw the figure of probe ``name`` for its results, to a file (``probe NAME --plot``).
 
-    One step: the probe's own picture (the registry's ``plot``); several: the trajectory of every summary
-    number against the step (similarity: a heat map per step, at most ``MAX_PANELS``; norms: the ε share
-    of each site and step). Text from files (the title's file name, group and tensor names) is drawn as
+    One step: the probe's own figure (its ``figure``); several: its ``figures`` (similarity: a heat map
+    per step, at most ``MAX_PANELS``; norms: the ε share of each site and step), else the trajectory of
+    every summary number against the step. Text from files (the title's file name, group and tensor names) is drawn as
     written: no ``$...$`` mathtext, undecodable bytes as ``\\xNN``.
 
     Parameters
     ----------
     name : str
-        The probe (``"similarity"``, ``"rank"``, ..., or ``"rank-minima"`` for rank_trajectory).
+        The probe (``"similarity"``, ``"rank"``, ...).
     results : sequence of Result
         What the probe returned, one result per step.
     path : str or os.PathLike or binary file
@@ -613,21 +426,17 @@ def plot_results(name: str, results: Sequence, path, title: str, dpi: int = 150)
     >>> from probe.plotting import plot_results
     >>> plot_results("pca", probe.pca("run.h5"), "pca.png", "run.h5: PCA")
     """
-    plt = pyplot()
-    with plt.rc_context({"text.parse_math": False}):
-        _plot_results(name, results, path, _text(title), dpi)
-
-
-def _plot_results(name: str, results: Sequence, path, title: str, dpi: int) -> None:
     from . import registry
 
-    spec = registry.BY_NAME.get({"rank-minima": "rank_trajectory"}.get(name, name))
-    if spec is not None and spec.plot == "heatmaps":
-        similarity_heatmaps(results, path, title, dpi)
-        return
-    if name == "norms" and len(results) > 1:   # site x step
-        saturation_map(results, path, title, dpi=dpi)
-        return
-    if len(results) == 1 and _single(name, results[0], path, f"{title}, step {results[0].step}", dpi):
-        return
-    trajectory(results, path, title, dpi)
+    probe, plt, title = registry.get(name), pyplot(), as_text(title)
+    with plt.rc_context({"text.parse_math": False}):
+        if len(results) == 1 and probe.figure is not None:
+            fig = probe.figure(plt, results[0])
+            fig.suptitle(f"{title}, step {results[0].step}", fontsize=10)
+            save(fig, path, dpi)
+        elif probe.figures is not None:
+            probe.figures(results, path, title, dpi=dpi)
+        else:
+            trajectory(results, path, title, dpi)
+
+

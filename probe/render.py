@@ -22,7 +22,7 @@ import math
 import sys
 from typing import Iterable, Sequence
 
-from .._text import shown, terminal
+from ._text import shown, terminal
 
 TIDY = ("step", "metric", "key", "value")
 WIDTH = 100      # a terminal's columns: every probe table fits them unless --wide
@@ -31,7 +31,7 @@ MAX_KEYS = 24    # keys of one metric a summary shows (sink_mass of every head o
 _MORE = "--wide: all; -f csv or json: every value"
 
 
-def _cell(v, small: bool = False) -> str:
+def cell(v, small: bool = False) -> str:
     """A value as a table shows it; ``small``: a float column whose numbers are all below 1e-3, which
     keep three significant digits (an ε share of 4e-05 is not 0.0000)."""
     if v is None:
@@ -57,7 +57,7 @@ def _small_columns(rows: list) -> set[int]:
     return out
 
 
-def _cut(text: str, n: int | None) -> str:
+def cut(text: str, n: int | None) -> str:
     """``text`` in at most ``n`` columns, its middle given up for …: both ends tell names apart
     (``transformer.h.11.mlp.c_proj.weight``: its layer and its matrix)."""
     if n is None or len(text) <= n:
@@ -96,10 +96,10 @@ def table(header: Sequence[str], rows: Iterable[Sequence], out=None, left: Seque
     limit = None if width is None else MAX_CELL
     rows = list(rows)
     small = _small_columns(rows)
-    rows = [[_cut(_cell(v, i in small), limit) for i, v in enumerate(r)] for r in rows]
+    rows = [[cut(cell(v, i in small), limit) for i, v in enumerate(r)] for r in rows]
     if not rows:
         return
-    header = [_cut(terminal(h), limit) for h in header]
+    header = [cut(terminal(h), limit) for h in header]
     widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(header)]
     for b, cols in enumerate(_blocks(widths, keep, width)):
         if b:
@@ -109,7 +109,7 @@ def table(header: Sequence[str], rows: Iterable[Sequence], out=None, left: Seque
                                 for i in cols).rstrip() + "\n")
 
 
-def _words(prefix: str, items: Sequence[str], width: int | None) -> None:
+def wrapped(prefix: str, items: Sequence[str], width: int | None) -> None:
     """``prefix`` and the items on one line, continued on indented lines past ``width``."""
     line, pad = prefix, " " * min(4, len(prefix))
     for it in items:
@@ -139,7 +139,7 @@ def _shown(v):
 
 def write_json(obj, out=None) -> None:
     """``obj`` as strict JSON (numpy values converted, non-finite floats as null, strings valid Unicode)."""
-    from ..analyses.base import jsonable
+    from .analyses.base import jsonable
 
     out = out or sys.stdout
     json.dump(_shown(jsonable(obj)), out, indent=2, allow_nan=False)
@@ -168,7 +168,7 @@ def tidy_rows(results) -> list[tuple]:
 
 def _fits(header: Sequence[str], rows: list[list]) -> bool:
     small = _small_columns(rows)
-    widths = [max([len(terminal(h))] + [len(_cell(r[i], i in small)) for r in rows]) for i, h in enumerate(header)]
+    widths = [max([len(terminal(h))] + [len(cell(r[i], i in small)) for r in rows]) for i, h in enumerate(header)]
     return sum(widths) + 2 * (len(widths) - 1) <= WIDTH
 
 
@@ -176,7 +176,7 @@ def summary_table(results, wide: bool = False) -> None:
     """The summary numbers, one row per step (a trajectory reads down a column). Too wide for one
     table: the plain numbers first, then a table per keyed metric (``sv1[layer0/W_K]``: under ``sv1:``,
     a column per key, at most :data:`MAX_KEYS` of them), each wrapped to :data:`WIDTH`."""
-    from ..analyses.base import split_key
+    from .analyses.base import split_key
 
     summaries = [r.summary() for r in results]
     keys = list(dict.fromkeys(k for s in summaries for k in s))
@@ -206,7 +206,7 @@ def summary_table(results, wide: bool = False) -> None:
 
 
 # --- the per-probe detail shown above the summary when one step is selected ------------------------
-def _labels(r) -> list:
+def token_labels(r) -> list:
     """Row labels of a result's tokens: the id, with its text where the source has a vocabulary."""
     texts = r.texts.get() if r.texts is not None else None
     if texts is None:
@@ -214,194 +214,40 @@ def _labels(r) -> list:
     return [f"{int(i)} {t!r}" for i, t in zip(r.ids, texts)]
 
 
-def _similarity(r, width) -> None:
-    if r.matrix is None:
-        return
-    k = len(r.ids)
-    labels = [_cut(_cell(x), MAX_CELL) for x in _labels(r)]
-    cw = max([5] + [len(str(int(i))) for i in r.ids])       # a cell: -0.47
-    lw = max([5] + [len(x) for x in labels])
-    show = list(range(k))
-    if width is not None and lw + k * (cw + 2) > width:
-        # the corner of the symmetric matrix: the first and last h tokens as rows and columns, a … between
-        h = max(1, (width - lw - (cw + 2)) // (cw + 2) // 2)
-        show = list(range(h)) + [None] + list(range(k - h, k))
-    print(f"cosine similarity, step {r.step}")
-    head = ["token"] + [str(int(r.ids[i])) if i is not None else "…" for i in show]
-    rows = [[labels[i]] + [f"{r.matrix[i, j]:.2f}" if j is not None else "…" for j in show] if i is not None
-            else ["…"] + [""] * len(show) for i in show]
-    table(head, rows, width=width)
-    if len(show) < k:
-        print(f"matrix {k}×{k}: its first and last {(len(show) - 1) // 2} tokens shown ({_MORE})")
-    print()
-
-
-def _pca(r, width) -> None:
-    table(["token", "group"] + [f"PC{i + 1}" for i in range(r.coords.shape[1])],
-          [[lab, g] + list(map(float, c)) for lab, g, c in zip(_labels(r), r.groups, r.coords)],
-          width=width, keep=2)
-    print()
-
-
-def _align(r, width) -> None:
-    _words(f"layer {r.layer} head {r.head}: singular values of W_V",
-           [f"{v:.3g}" for v in r.singular_values[:8]], width)
-    if len(r.ov_singular_values):
-        _words("  of W_V W_O", [f"{v:.3g}" for v in r.ov_singular_values[:8]], width)
-    if r.group_mean:
-        k = len(next(iter(r.group_mean.values())))
-        table(["group"] + [f"|cos| v{i + 1}" for i in range(k)], [[g] + v for g, v in r.group_mean.items()],
-              width=width)
-    else:   # a checkpoint, or a run without token groups: no table, and no header without rows
-        print("no token groups to compare W_V's singular vectors with (--groups FILE names some)")
-    print()
-
-
-def _condense(r, width) -> None:
-    _words("covariance eigenvalues:", [f"{v:.3g}" for v in r.eigenvalues[:10]], width)
-    if r.neuron_tensor:
-        sizes = r.neuron_group_sizes
-        _words(f"neuron groups of {r.neuron_tensor} (cos > {r.threshold:g}): {len(sizes)}; sizes",
-               [str(n) for n in sizes[:10]] + (["…"] if len(sizes) > 10 else []), width)
-    print()
-
-
-def _theory(r, width) -> None:
-    print(f"profile cos(w({r.anchor}), w(s_j))")
-    row0 = list(r.ids).index(r.anchor)
-    table(["token", "measured", "eq14", "P^s theory"],
-          [[int(t), float(a), float(b), float(c)] for t, a, b, c in
-           zip(r.ids, r.profile_measured, r.profile_reconstructed, r.predicted[row0])], width=width)
-    print()
-
-
-def _ood(r, width) -> None:
-    table(["split / combination", "n", "loss", "acc"],
-          [[s, m["n"], m["loss"], m["acc"]] for s, m in r.splits.items()]
-          + [[f"  held-out {c}", m["n"], m["loss"], m["acc"]] for c, m in r.combos.items()]
-          + [[f"  target {t}", m["n"], None, m["acc"]] for t, m in r.targets.items()], width=width)
-    print()
-
-
-def _spectrum(r, width) -> None:
-    # the columns are LayerSpectrum's attributes and the CSV's metric names
-    table(["layer", "shape", "spectral_norm", "log_norm", "stable_rank", "entropy_rank", "alpha", "xmin", "xmax",
-           "ks_distance"],
-          [[l.name, "x".join(map(str, l.shape)), l.spectral_norm, l.log_norm, l.stable_rank, l.entropy_rank,
-            l.alpha, l.xmin, l.xmax, l.ks_distance] for l in r.layers], width=width)
-    print()
-
-
-def _norms_head(r, step: bool = True) -> None:
-    print(f"norm sites{f', step {r.step}' if step else ''}: eps {r.eps:g}; eps_share s = eps / (m + eps); "
-          f"saturated from s >= {r.saturation:g}")
-
-
-def _norms(r, width) -> None:
-    _norms_head(r)
-    med = r.median_square if r.median_square is not None else [None] * len(r.sites)
-    gain = r.gain if r.gain is not None else [None] * len(r.sites)
-    # the columns are NormsResult's attributes (m: mean_square)
-    table(["site", "mean_square", "median_square", "eps_share", "gain", "effective_gain", "saturated"],
-          [[s, f"{m:.3g}", "-" if md is None else f"{md:.3g}", float(e), None if g is None else float(g),
-            f"{eg:.4g}", s in r.saturated]
-           for s, m, md, e, g, eg in zip(r.sites, r.mean_square, med, r.eps_share, gain, r.effective_gain)],
-          width=width)
-    print(f"{len(r.saturated)} of {len(r.sites)} sites saturated")
-
-
-def _sinks(r, width) -> None:
-    m = r.sink_mass
-    H = m.shape[1] if m.ndim == 2 else 0
-    print(f"sink_mass: attention on position 0 of queries at positions >= {r.min_query}, step {r.step}")
-    print(f"(causal averaging: {r.uniform_mass:.3f}; a sink head from {r.threshold:g})")
-    table(["layer"] + [f"head {h}" for h in range(H)] + ["sink_heads"],
-          [[l] + [float(v) for v in row] + [int(r.sink_heads[l].sum())] for l, row in enumerate(m)], width=width)
-    if r.first_norm_ratio is not None:
-        last = len(r.first_norm_ratio) - 1
-        _words("first_norm_ratio (residual norm at position 0 / the median position's):",
-               [f"{'block' + str(b) if b < last else 'out'} {v:.2f}" for b, v in enumerate(r.first_norm_ratio)],
-               width)
-    print(f"sink heads: {int(r.sink_heads.sum())} of {r.sink_heads.size}")
-    print()
-
-
-def _rank(r, width) -> None:
-    metrics = list(next(iter(r.numbers.values()), {}))
-    print(f"step {r.step}")
-    table(["matrix"] + metrics, [[n] + [r.numbers[n][m] for m in metrics] for n in r.names], width=width)
-
-
-def _rank_minima(r, width) -> None:
-    print(f"{r.metric} over steps {r.steps[0]}..{r.steps[-1]} ({len(r.steps)} snapshots)")
-    print(f"condense then expand: the minimum strictly inside, dip <= {1 - r.margin:g}, rebound >= {1 + r.margin:g}")
-    table(["matrix", "initial", "minimum", "min_step", "final", "dip", "rebound", "condense_then_expand"],
-          [[n, r.initial[n], r.minimum[n], r.min_step[n], r.final[n], r.dip(n), r.rebound(n),
-            r.condense_then_expand(n)] for n in r.names], width=width)
-
-
-def _tokens(r, width) -> None:
-    print(f"A = {terminal(r.label_a)}\nB = {terminal(r.label_b)}")   # paths: may hold any character
-    print(f"{r.n} tokens: mean_loss_a {r.mean_loss_a:.4f}, mean_loss_b {r.mean_loss_b:.4f}")
-    print(f"mean_delta (ΔL = L_A − L_B) {r.mean_delta:+.4f}; total_gain of A Σ(−ΔL) {r.total_gain:+.2f}")
-    # the columns are the result's keys (groups[g]["gain_share"], buckets[f][i]["token_share"], ...)
-    if r.groups:
-        table(["group", "n", "mean_delta", "gain_share"],
-              [[g, v["n"], v["mean_delta"], v["gain_share"]] for g, v in r.groups.items()], width=width)
-        print()
-    table(["feature", "bucket", "range", "n", "token_share", "mean_delta", "gain_share"],
-          [[f, f"q{b['bucket']}", f"{b['lo']:.3g}..{b['hi']:.3g}", b["n"], b["token_share"], b["mean_delta"],
-            b["gain_share"]] for f, bs in r.buckets.items() for b in bs], width=width)
-
-
-# the detail table of one step, by probe (the CLI calls rank_trajectory "rank-minima"); a probe
-# without one shows the summary table alone
-DETAILS = {"sinks": _sinks, "similarity": _similarity, "pca": _pca, "align": _align, "condense": _condense,
-           "theory": _theory, "ood": _ood, "spectrum": _spectrum, "norms": _norms, "rank": _rank,
-           "rank-minima": _rank_minima, "tokens": _tokens}
-
-
-def _detail_only(probe: str) -> bool:
-    """Whether the probe's detail table is the whole story (its summary would repeat it)."""
-    from .. import registry
-
-    spec = registry.BY_NAME.get({"rank-minima": "rank_trajectory"}.get(probe, probe))
-    return spec is not None and spec.layout == "detail" and probe in DETAILS
-
-
 def emit(results, fmt: str, file: str, probe: str, wide: bool = False) -> None:
-    """Results of ``probe`` on ``file`` to stdout in ``fmt`` (table / json / csv); ``wide``: tables at
-    full width, every column of a matrix (else they fit :data:`WIDTH`)."""
+    """Results of probe ``probe`` (its name) on ``file`` to stdout in ``fmt`` (table / json / csv);
+    ``wide``: tables at full width, every column of a matrix (else they fit :data:`WIDTH`)."""
     if fmt == "json":
         write_json({"file": file, "probe": probe, "results": [r.to_dict() for r in results]})
     elif fmt == "csv":
         write_csv(TIDY, tidy_rows(results))
     elif results:
-        _tables(results, probe, wide)
+        tables(results, probe, wide)
 
 
-def _tables(results, probe: str, wide: bool) -> None:
+def tables(results, probe: str, wide: bool = False) -> None:
+    """The tables of probe ``probe``'s results, as its declaration lays them out
+    (:class:`probe.registry.Probe`: ``layout``, ``detail``, ``tables``)."""
+    from . import registry
+
+    try:
+        spec = registry.get(probe)
+    except KeyError:   # sweep-summary's cells: the summary alone
+        spec = None
     width = None if wide else WIDTH
-    if probe == "spectrum":  # a table per step: one row per layer
+    detail = spec.detail if spec else None
+    if spec and spec.layout == "steps":   # a table per step
         for r in results:
             print(f"step {r.step}")
-            _spectrum(r, width)
-        return
-    if probe in ("norms", "rank") and len(results) > 1:   # the trajectory: one row per step
-        if probe == "norms":
-            _norms_head(results[-1], step=False)
-            print()
+            detail(r, width)
+    elif len(results) > 1:
+        spec.tables(results, width) if spec and spec.tables else summary_table(results, wide)
+    elif detail is not None:
+        detail(results[0], width)
+        if spec.layout == "summary":
+            summary_table(results, wide)
+    else:
         summary_table(results, wide)
-        return
-    if _detail_only(probe):
-        for i, r in enumerate(results):
-            if i:
-                print()
-            DETAILS[probe](r, width)
-        return
-    if len(results) == 1 and probe in DETAILS:
-        DETAILS[probe](results[0], width)
-    summary_table(results, wide)
 
 
 # --- probe info ----------------------------------------------------------------------------------
@@ -444,7 +290,7 @@ def info(d: dict, fmt: str) -> None:
     _line(f"snapshots  {d['snapshots']}: steps {shown}")
     for split, m in d["metrics"].items():
         if m:
-            _line(f"  {terminal(split):<10} loss {_cell(m.get('loss'))}  acc {_cell(m.get('acc'))}")
+            _line(f"  {terminal(split):<10} loss {cell(m.get('loss'))}  acc {cell(m.get('acc'))}")
     _line("groups")
     for k, v in d["groups"].items():
         words = d["group_strings"].get(k)
@@ -487,7 +333,7 @@ def _ids(v) -> str:
 
 def sweep_summary(res, fmt: str, folder: str) -> None:
     """``probe sweep-summary``: per cell, the metrics' statistics and the outcomes' fractions."""
-    from ..analyses.uncertainty import verdict
+    from .analyses.uncertainty import verdict
 
     if fmt != "table":
         emit(res, fmt, folder, "sweep-summary")

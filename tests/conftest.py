@@ -113,3 +113,10 @@ def without_status(stderr: str) -> str:
 
     names = "|".join(re.escape(n) for n in [*registry.names(), "batch", "report", "sweep-summary"])
     return "".join(ln for ln in stderr.splitlines(keepends=True) if not re.match(rf"(?:{names}): ", ln))
+
+
+def cli_commands() -> dict:
+    """Every ``probe`` command, by name, as the command line builds it (the probe commands on demand)."""
+    from probe.cli import app
+
+    return {name: app.get_command(None, name) for name in app.list_commands(None)}

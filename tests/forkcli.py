@@ -19,7 +19,7 @@ import tempfile
 _PRELUDE = r'''
 import importlib, json, os, sys, time
 import numpy, h5py, torch                      # the heavy imports, once
-for mod in ("probe.api", "probe.batch", "probe.figures", "probe.cli.render", "probe.format.validate",
+for mod in ("probe.api", "probe.batch", "probe.figures", "probe.render", "probe.format.validate",
             "probe.readers.checkpoints", "probe.readers.activations", "probe_train.trainer", "probe_train.tasks",
             "probe_train.evaluate", "rich.console", "rich.progress", "scipy.linalg", "probe.plotting"):
     importlib.import_module(mod)

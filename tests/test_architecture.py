@@ -91,13 +91,14 @@ def test_rule3_readers_never_import_train_api_or_cli():
 
 def test_rule4_api_never_imports_the_cli_and_the_cli_reaches_readers_only_through_the_api():
     assert _violations("probe.api", lambda m, t: not _in(t, "probe.cli")) == []
+    assert _violations("probe.probes", lambda m, t: not _in(t, "probe.cli")) == []
     assert _violations("probe.cli", lambda m, t: not _in(t, "probe.readers", "probe.format", "probe_train")) == []
 
 
 def test_rule5_probe_imports_train_in_exactly_two_places():
     places = {(m, t) for m, imps in GRAPH.items() if _in(m, "probe") for t, _ in imps if _in(t, "probe_train")}
     figures = {(m, t) for m, t in places if _in(m, "probe.figures")}
-    assert places - figures == {("probe.api.snapshots", "probe_train.evaluate")}
+    assert places - figures == {("probe.probes.ood", "probe_train.evaluate")}
     assert {t for _, t in figures} == {"probe_train.runs"}
     assert all(not top for m, imps in GRAPH.items() if _in(m, "probe") for t, top in imps if _in(t, "probe_train")), \
         "probe imports train lazily, inside the functions that need it"
@@ -156,14 +157,14 @@ def test_the_circle_test_sees_a_circle_inside_a_function():
     assert _cycles(graph) == ["a -> b -> a"]
 
 
-@pytest.mark.parametrize("folder", ["probe/api", "probe/format", "probe/readers", "probe/analyses", "probe/cli", "train/tasks",
+@pytest.mark.parametrize("folder", ["probe/api", "probe/probes", "probe/format", "probe/readers", "probe/analyses", "probe/cli", "train/tasks",
                                     "train/text"])
 def test_the_tree_has_the_rooms_of_the_architecture(folder):
     assert (ROOT / folder / "__init__.py").exists()
     for name in ("probe/api/__init__.py", "probe/api/_common.py", "probe/batch.py", "probe/plotting.py", "probe/figures/context.py", "probe/errors.py",
                  "probe/registry.py", "probe/sweeps.py", "probe/_files.py", "probe/format/_h5.py", "probe/format/run.py",
                  "probe/format/writer.py", "probe/format/validate.py", "probe/format/sweep.py",
-                 "probe/readers/names.py", "probe/cli/options.py", "probe/cli/render.py", "probe/cli/probes.py",
+                 "probe/readers/names.py", "probe/cli/options.py", "probe/render.py", "probe/cli/probes.py", "probe/probes/__init__.py",
                  "probe/analyses/_stats.py", "train/runs.py", "train/device.py", "train/evaluate.py",
                  "train/trainer.py", "train/tasks/base.py", "train/tasks/anchor.py", "train/tasks/composite.py",
                  "train/tasks/lm.py"):

@@ -9,14 +9,11 @@ import sys
 from importlib.metadata import version
 
 import pytest
-from typer.main import get_command
-
-from conftest import run_cli
+from conftest import cli_commands, run_cli
 from probe import registry
-from probe.cli import app
 
-GROUP = get_command(app)
-COMMANDS = list(GROUP.commands)
+CMDS = cli_commands()
+COMMANDS = list(CMDS)
 # the commands that run probes, so that their options rightly say which probe takes what
 RUNS_PROBES = {"batch": set(registry.names("batch")), "report": set(registry.names("report")),
                "sweep-summary": set(registry.names("sweeps"))}
@@ -51,7 +48,7 @@ def test_the_overview_lists_the_commands_and_examples():
     for line in examples(text):   # the overview's examples: commands there are
         argv = shlex.split(line)
         assert argv[0] == "probe" and argv[1] in COMMANDS, line
-        GROUP.commands[argv[1]].make_context(argv[1], argv[2:])
+        CMDS[argv[1]].make_context(argv[1], argv[2:])
 
 
 @pytest.mark.parametrize("name", COMMANDS)
@@ -64,14 +61,14 @@ def test_every_help_ends_with_examples_of_that_command(helps, name):
         argv = shlex.split(line)
         assert argv[:2] == ["probe", name], line
         # and one the command accepts: every option known, every value of its type, nothing missing
-        GROUP.commands[name].make_context(name, argv[2:])
-    if name in registry.BY_NAME or name == "rank":   # the probes: the registry's examples, in its order
+        CMDS[name].make_context(name, argv[2:])
+    if name in registry.names() or name == "rank":   # the probes: the registry's examples, in its order
         assert shown == list(registry.examples(name))
 
 
 def _help_texts(name: str) -> list[tuple[str, str]]:
     """(parameter, help) of every option and argument of ``probe NAME``."""
-    return [(p.name, p.help or "") for p in GROUP.commands[name].params if p.name != "help"]
+    return [(p.name, getattr(p, "help", None) or "") for p in CMDS[name].params if p.name != "help"]
 
 
 @pytest.mark.parametrize("name", COMMANDS)
@@ -91,8 +88,8 @@ def test_every_option_is_about_its_own_command(name):
         assert not text.startswith(f"{name}: "), f"probe {name} {param}: {text}"
 
 
-@pytest.mark.parametrize("name", [n for n in COMMANDS if n in registry.BY_NAME and
-                                  any(p.name == "tokens" for p in GROUP.commands[n].params)])
+@pytest.mark.parametrize("name", [n for n in COMMANDS if n in registry.names() and
+                                  any(p.name == "tokens" for p in CMDS[n].params)])
 def test_tokens_names_the_default_of_its_command(name):
     text = dict(_help_texts(name))["tokens"]
     assert re.findall(r"\[default: ([^\]]*)\]", text) == [registry.get(name).tokens], text

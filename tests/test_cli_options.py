@@ -4,24 +4,23 @@ tests/test_cli_help.py)."""
 import inspect
 
 import pytest
-from typer.core import TyperArgument, TyperOption
-from typer.main import get_command
+import click
 
 import probe.api as api
+from conftest import cli_commands
 from probe import registry
-from probe.cli import app
 
-COMMANDS = get_command(app).commands
+COMMANDS = cli_commands()
 # flags that do not feed an API parameter of the same name
 NOT_API = {"fmt": "--format", "all_": "--all", "list_": "--list", "probes": "--probe", "plot": "--plot",
            "out": "--out", "jobs": "--jobs", "scheduler": "--scheduler", "quick": "--quick", "tiny": "--tiny",
            "runs": "--runs", "examples": "--examples", "minima": "--minima",
            "wide": "--wide"}
-PROBES = tuple(s.name for s in registry.PROBES if s.command in ("", s.name))   # the probes with a command
+PROBES = tuple(s.name for s in registry.probes() if s.command in ("", s.name))   # the probes with a command
 
 
 def _options(cmd):
-    return [p for p in cmd.params if isinstance(p, TyperOption) and p.name != "help"]
+    return [p for p in cmd.params if isinstance(p, click.Option) and p.name != "help"]
 
 
 def _long(opt) -> str:
@@ -54,7 +53,7 @@ def test_cli_defaults_are_the_api_defaults(probe):
         assert o.default == sig[n].default, f"probe {probe} --{n}: CLI {o.default!r}, API {sig[n].default!r}"
     # every tunable API parameter is reachable from the command line
     missing = {n for n, p in sig.items() if n not in ("path", "progress", *registry.get(probe).api_only)} - set(opts) \
-        - {a.name for a in COMMANDS[probe].params if isinstance(a, TyperArgument)}
+        - {a.name for a in COMMANDS[probe].params if isinstance(a, click.Argument)}
     assert not missing, f"probe {probe}: API parameters without a flag: {missing}"
 
 

@@ -103,7 +103,7 @@ def test_blocked_and_dense_similarity_report_zero_rows_alike():
 def test_infinite_bias_is_null():
     r = reasoning_bias(np.array([1.0]), np.array([0.0]), np.array([5]), "a", "b")[0]
     assert math.isinf(r.delta_L) and r.to_dict()["delta_L"] is None
-    from probe.cli.render import tidy_rows, write_json, write_csv
+    from probe.render import tidy_rows, write_json, write_csv
 
     buf = io.StringIO()
     write_json({"results": [r.to_dict()], "x": float("nan"), "y": np.float32("inf")}, buf)

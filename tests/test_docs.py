@@ -162,7 +162,7 @@ def test_the_api_page_documents_every_probe_and_its_result():
 
     page = (ROOT / "docs" / "reference" / "api.md").read_text()
     shown = set(re.findall(r"^::: ([\w.]+)$", page, re.M))
-    for spec in registry.PROBES:
-        assert any(s.endswith(f".{spec.name}") and s.startswith("probe.api.") for s in shown), \
-            f"docs/reference/api.md has no ::: probe.api.*.{spec.name}"
+    for spec in registry.probes():
+        assert any(s.endswith(f".{spec.name}") and s.startswith("probe.probes.") for s in shown), \
+            f"docs/reference/api.md has no ::: probe.probes.*.{spec.name}"
         assert f"probe.analyses.{spec.result}" in shown, f"docs/reference/api.md has no ::: probe.analyses.{spec.result}"

@@ -53,7 +53,7 @@ def test_every_name_dir_lists_resolves():
         assert getattr(probe, name) is not None, name
     for name in probe.__all__:
         assert not isinstance(getattr(probe, name), types.ModuleType), name
-    assert probe.plotting.heatmap and probe.figures.SIZES and probe.report.PROBES
+    assert probe.plotting.heatmap and probe.figures.SIZES and probe.report.MAX_STEPS
     assert probe.similarity is probe.api.similarity and probe.Results.__name__ == "Results"
     with pytest.raises(AttributeError, match="no attribute 'similarty'"):
         probe.similarty

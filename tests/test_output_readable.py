@@ -15,7 +15,7 @@ from conftest import run_cli
 from probe import registry
 
 WIDTH = 100
-COMMANDS = [spec for spec in registry.PROBES if spec.command is not None]
+COMMANDS = [spec for spec in registry.probes() if spec.command is not None]
 NEEDS = {"tokens": ("text", ["--step", "0", "--step-b", "latest"])}   # per-token losses: a text run, two steps
 LIBRARY_WARNING = re.compile(r"\w*Warning\b")   # UserWarning, RuntimeWarning, 'Warning:'; ours are 'warning: ...'
 
@@ -190,7 +190,7 @@ def test_the_cli_names_are_the_python_names(tiny_run):
     c = api.condense(tiny_run)[0]
     assert c.summary()["neuron_groups"] == len(c.neuron_group_sizes) and not hasattr(c, "neuron_groups")
     # any probe: a summary number named like a scalar attribute of its result is that attribute
-    for spec in registry.PROBES:
+    for spec in registry.probes():
         if spec.name in NEEDS:
             continue
         r = api.probe_function(spec.name)(tiny_run)[0]

@@ -1,29 +1,26 @@
-"""Every probe is declared once (probe/registry.py), and every registered probe is reachable from the
-API, the CLI, batch, the report, sweep-summary and the docs."""
+"""Every probe is declared once (its module under probe/probes/, found by probe/registry.py), and every
+probe is reachable from the API, the CLI, batch, the report, sweep-summary and the docs."""
 import functools
 import inspect
 import re
 
 import pytest
-from typer.main import get_command
-
 import probe
-from conftest import ROOT, run_cli
-from probe import api, batch, registry, report, sweeps
-from probe.cli import app
+from conftest import ROOT, cli_commands, run_cli
+from probe import api, registry, sweeps
 from probe.cli.options import OPTIONS
 from probe.cli.probes import offered
 from probe.errors import ProbeError
 
-SPECS = registry.PROBES
+SPECS = registry.probes()
 IDS = [s.name for s in SPECS]
-COMMANDS = get_command(app).commands
+COMMANDS = cli_commands()
 
 
 def test_each_probe_is_declared_once_with_what_it_reads():
     assert len(set(IDS)) == len(IDS)
     assert all(s.reads in (registry.WEIGHTS, registry.ACTIVATIONS, registry.SNAPSHOT) for s in SPECS)
-    assert all(s.layout in ("summary", "detail") for s in SPECS)
+    assert all(s.layout in ("summary", "detail", "steps") for s in SPECS)
     assert registry.default_tokens("similarity") == "reasoning" and registry.default_tokens("condense") is None
 
 
@@ -34,9 +31,8 @@ def test_reachable_from_the_api(spec):
     assert spec.name in api.__all__ and spec.name in probe.__all__
     params = inspect.signature(fn).parameters
     assert list(params)[0] == "path" and {"step", "allow_nonfinite"} <= set(params)
-    assert fn.__doc__   # a real function, not a wrapper: in the API module of what it reads
-    assert fn.__module__ == {registry.WEIGHTS: "probe.api.weights", registry.SNAPSHOT: "probe.api.snapshots",
-                             registry.ACTIVATIONS: "probe.api.activations"}[spec.reads]
+    assert fn.__doc__   # a real function, not a wrapper: in the probe's own module
+    assert fn.__module__ == f"probe.probes.{spec.name}"
     assert set(spec.api_only) <= set(params)
 
 
@@ -48,22 +44,31 @@ def test_reachable_from_the_cli(spec):
     if spec.command == "":   # derived: every API parameter offered, with its option and the API's default
         assert cmd.help.startswith(spec.help)   # then its examples (tests/test_cli_help.py)
         sig = inspect.signature(api.probe_function(spec.name))
-        got = {p.name: p.default for p in cmd.params if p.name not in ("file", "fmt", "plot", "wide", "help")}
-        want = {n: sig.parameters[n].default for n in offered(spec, sig)}
+        flags = {p.command.split()[1].lstrip("-").replace("-", "_") for p in SPECS
+                 if p.command and p.command.split()[0] == spec.name}
+        got = {p.name: p.default for p in cmd.params
+               if p.name not in ("file", "other", "fmt", "plot", "wide", "help", *flags)}
+        want = {n: sig.parameters[n].default for n in offered(spec)}
         assert got == want and set(got) <= set(OPTIONS)
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=IDS)
 def test_reachable_from_batch_and_its_help(spec):
-    assert (spec.name in batch.PROBES) == spec.batch
+    assert (spec.name in registry.names("batch")) == spec.batch
     for command, listed in (("batch", spec.batch), ("report", spec.report)):
         probes_help = next(p.help for p in COMMANDS[command].params if p.name == "probes")
         assert bool(re.search(rf"\b{spec.name}\b", probes_help)) == listed, command
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=IDS)
-def test_reachable_from_the_report(spec):
-    assert (spec.name in report.PROBES) == spec.report
+def test_reachable_from_the_report(spec, tmp_path):
+    from probe.report import Report
+
+    if spec.report:
+        assert spec.name in Report(["unused.h5"], probes=[spec.name]).probes
+    else:
+        with pytest.raises(ProbeError, match="unknown probe"):
+            Report(["unused.h5"], probes=[spec.name])
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=IDS)
@@ -151,7 +156,7 @@ def test_sweep_summary_refuses_an_unknown_metric_before_probing():
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=IDS)
-def test_the_declared_figure_exists(spec):
-    from probe import plotting
-
-    assert spec.plot in ("", "heatmaps") or spec.plot in plotting.FIGURES
+def test_the_declared_hooks_take_a_result(spec):
+    for hook, params in (("detail", 2), ("chart", 1), ("figure", 2), ("tables", 2)):
+        fn = getattr(spec, hook)
+        assert fn is None or len(inspect.signature(fn).parameters) == params, hook

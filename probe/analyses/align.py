@@ -25,7 +25,7 @@ def factored_svd(A: np.ndarray, B: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
 class AlignResult(Result):
     """Alignment of one head's value map with the token embeddings.
 
-    Returned by [`probe.align`][probe.api.weights.align]. r = min(d_model, d_head); k = min(``top_k``, r); V is the
+    Returned by [`probe.align`][probe.probes.align.align]. r = min(d_model, d_head); k = min(``top_k``, r); V is the
     vocabulary size. Besides the attributes below, every result has ``step`` and ``warnings``
     ([`Result`][probe.analyses.base.Result]).
 

@@ -12,7 +12,7 @@ from .base import Result
 class AttentionResult(Result):
     """Per layer and head: distance from causal averaging, and where the last position looks.
 
-    Returned by [`probe.attention`][probe.api.snapshots.attention]. L layers (1 for one ``layer``), H heads, T
+    Returned by [`probe.attention`][probe.probes.attention.attention]. L layers (1 for one ``layer``), H heads, T
     positions. Besides the attributes below, every result has ``step`` and ``warnings``
     ([`Result`][probe.analyses.base.Result]).
 

@@ -16,7 +16,7 @@ TINY_LOSS = 1e-3
 class BiasResult(Result):
     """Reasoning bias ΔL = (L_A - L_B) / L_B at one step.
 
-    Returned by [`probe.bias`][probe.api.snapshots.bias]. ΔL > 0 when split B (reasoning) is learned faster. Besides
+    Returned by [`probe.bias`][probe.probes.bias.bias]. ΔL > 0 when split B (reasoning) is learned faster. Besides
     the attributes below, every result has ``step`` and ``warnings`` ([`Result`][probe.analyses.base.Result]).
 
     Attributes

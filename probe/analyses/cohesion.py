@@ -20,7 +20,7 @@ from .base import Result, jsonable
 class CohesionResult(Result):
     """Mean cosine similarity within each token group and between each pair of groups.
 
-    Returned by [`probe.cohesion`][probe.api.weights.cohesion]. Besides the attributes below, every result has
+    Returned by [`probe.cohesion`][probe.probes.cohesion.cohesion]. Besides the attributes below, every result has
     ``step`` and ``warnings`` ([`Result`][probe.analyses.base.Result]).
 
     Attributes

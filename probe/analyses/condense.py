@@ -70,7 +70,7 @@ def neuron_groups(W: np.ndarray, threshold: float = 0.7) -> tuple[np.ndarray, li
 class CondenseResult(Result):
     """Condensation numbers at one step.
 
-    Returned by [`probe.condense`][probe.api.weights.condense]. Besides the attributes below, every result has
+    Returned by [`probe.condense`][probe.probes.condense.condense]. Besides the attributes below, every result has
     ``step`` and ``warnings`` ([`Result`][probe.analyses.base.Result]).
 
     Attributes

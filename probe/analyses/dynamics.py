@@ -24,7 +24,7 @@ SPIKE_WINDOW = 50
 class DynamicsResult(Result):
     """Escape from the loss plateau and loss spikes, from the per-step loss log up to one step.
 
-    Returned by [`probe.dynamics`][probe.api.snapshots.dynamics]. Besides the attributes below, every result has
+    Returned by [`probe.dynamics`][probe.probes.dynamics.dynamics]. Besides the attributes below, every result has
     ``step`` and ``warnings`` ([`Result`][probe.analyses.base.Result]).
 
     Attributes

@@ -20,7 +20,7 @@ SATURATION = 0.1   # s at which a site counts as saturated: its output rms is sq
 class NormsResult(Result):
     """ε share and effective gain of every norm site at one step.
 
-    Returned by [`probe.norms`][probe.api.activations.norms]. k norm sites. Besides the attributes below, every
+    Returned by [`probe.norms`][probe.probes.norms.norms]. k norm sites. Besides the attributes below, every
     result has ``step`` and ``warnings`` ([`Result`][probe.analyses.base.Result]).
 
     Attributes

@@ -27,7 +27,7 @@ def loss_acc(logits: np.ndarray, targets: np.ndarray) -> tuple[float, float]:
 class OODResult(Result):
     """Loss and accuracy of a stored model on every split.
 
-    Returned by [`probe.ood`][probe.api.snapshots.ood]. Besides the attributes below, every result has ``step`` and
+    Returned by [`probe.ood`][probe.probes.ood.ood]. Besides the attributes below, every result has ``step`` and
     ``warnings`` ([`Result`][probe.analyses.base.Result]).
 
     Attributes

@@ -13,7 +13,7 @@ from ._stats import spearman
 class PCAResult(Result):
     """PCA of k token vectors, and how well each group lies in id order along it.
 
-    Returned by [`probe.pca`][probe.api.weights.pca]. Besides the attributes below, every result has ``step`` and
+    Returned by [`probe.pca`][probe.probes.pca.pca]. Besides the attributes below, every result has ``step`` and
     ``warnings`` ([`Result`][probe.analyses.base.Result]).
 
     Attributes

@@ -41,7 +41,7 @@ def rank_numbers(sv: np.ndarray, top_k: tuple[int, ...] = TOP_K) -> dict[str, fl
 class RankResult(Result):
     """Effective rank, stable rank and top-k energy of each matrix at one step.
 
-    Returned by [`probe.rank`][probe.api.weights.rank]. Besides the attributes below, every result has ``step`` and
+    Returned by [`probe.rank`][probe.probes.rank.rank]. Besides the attributes below, every result has ``step`` and
     ``warnings`` ([`Result`][probe.analyses.base.Result]).
 
     Attributes
@@ -80,7 +80,7 @@ def matrix_ranks(matrices: dict[str, np.ndarray], embedding: np.ndarray | None =
 class RankTrajectoryResult(Result):
     """Per matrix, where its rank bottoms out over the selected steps.
 
-    Returned by [`probe.rank_trajectory`][probe.api.weights.rank_trajectory]. One result for the whole trajectory:
+    Returned by [`probe.rank_trajectory`][probe.probes.rank.rank_trajectory]. One result for the whole trajectory:
     its ``step`` is ``None``. Besides the attributes below, every result has ``step`` and ``warnings``
     ([`Result`][probe.analyses.base.Result]).
 

@@ -13,7 +13,7 @@ from .base import Result, labels_field, jsonable
 class SimilarityResult(Result):
     """Cosine similarity of k token vectors, and the numbers that show its structure.
 
-    Returned by [`probe.similarity`][probe.api.weights.similarity]. Besides the attributes below, every result has
+    Returned by [`probe.similarity`][probe.probes.similarity.similarity]. Besides the attributes below, every result has
     ``step`` and ``warnings`` ([`Result`][probe.analyses.base.Result]).
 
     Attributes

@@ -21,7 +21,7 @@ SINK_THRESHOLD = 0.3
 class SinksResult(Result):
     """Attention-sink statistics at one step.
 
-    Returned by [`probe.sinks`][probe.api.activations.sinks]. The attributes carry the names of the summary's
+    Returned by [`probe.sinks`][probe.probes.sinks.sinks]. The attributes carry the names of the summary's
     metrics (``sink_mass[layer0.head1]``). Besides the attributes below, every result has ``step`` and ``warnings``
     ([`Result`][probe.analyses.base.Result]).
 

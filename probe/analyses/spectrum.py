@@ -140,7 +140,7 @@ def layer_spectrum(name: str, W: np.ndarray, precision: str = "float64") -> Laye
 class SpectrumResult(Result):
     """Spectral metrics of every linear layer at one step, one row each.
 
-    Returned by [`probe.spectrum`][probe.api.weights.spectrum]. Besides the attributes below, every result has
+    Returned by [`probe.spectrum`][probe.probes.spectrum.spectrum]. Besides the attributes below, every result has
     ``step`` and ``warnings`` ([`Result`][probe.analyses.base.Result]).
 
     Attributes

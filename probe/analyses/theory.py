@@ -47,7 +47,7 @@ def _offdiag(m: np.ndarray) -> np.ndarray:
 class TheoryResult(Result):
     """Measured embedding cosines against the P^s prediction and the eq. 14 reconstruction.
 
-    Returned by [`probe.theory`][probe.api.snapshots.theory]. Besides the attributes below, every result has
+    Returned by [`probe.theory`][probe.probes.theory.theory]. Besides the attributes below, every result has
     ``step`` and ``warnings`` ([`Result`][probe.analyses.base.Result]).
 
     Attributes

@@ -33,7 +33,7 @@ CANCEL = 0.05
 class TokensResult(Result):
     """Per-token comparison of model A with model B.
 
-    Returned by [`probe.tokens`][probe.api.activations.tokens]. ΔL = L_A - L_B per token (nats; negative: A predicts
+    Returned by [`probe.tokens`][probe.probes.tokens.tokens]. ΔL = L_A - L_B per token (nats; negative: A predicts
     it better); A's gain is -ΔL. Besides the attributes below, every result has ``step`` and ``warnings``
     ([`Result`][probe.analyses.base.Result]).
 

@@ -8,9 +8,8 @@ checkpoint's tokenizer files); ``None`` for all of them is the probe's own selec
 Every result follows one contract (:class:`probe.analyses.base.Result`). Warnings about
 a result (zero vectors, words left out) are :class:`~probe.errors.ProbeWarning`.
 
-One module per kind of input: :mod:`.files` (a file as a whole), :mod:`.weights`,
-:mod:`.snapshots` (what only snapshot files hold), :mod:`.activations` (a forward pass); what they
-share in :mod:`._common`. Every probe is declared in :mod:`probe.registry`.
+A file as a whole in :mod:`.files`; each probe's function in its own module (:mod:`probe.probes`, or
+another package's: :mod:`probe.registry`), reached here by name; what the probes share in :mod:`._common`.
 """
 from __future__ import annotations
 
@@ -19,21 +18,29 @@ import os
 from .. import registry
 from ..errors import ProbeError, ProbeWarning  # noqa: F401  (as before the split)
 from ..format import Run
-from ._common import select_tokens
-from .activations import *  # noqa: F401,F403  (each module's __all__: its probes)
+from ._common import select_tokens, token_vectors
 from .files import info, token_text, validate
-from .snapshots import *  # noqa: F401,F403
-from .weights import *  # noqa: F401,F403
 
-__all__ = ["Run", "info", "token_text", "validate", "select_tokens", *registry.names(), "sweep_summary",
-           "probe_function"]
+_OWN = ["Run", "info", "token_text", "validate", "select_tokens", "token_vectors", "sweep_summary", "probe_function"]
+
+
+def __getattr__(name: str):   # PEP 562: every probe's function by its name, ours and other packages'
+    if name == "__all__":
+        return [*_OWN, *registry.declared()]
+    if not name.startswith("_") and name in registry.declared():
+        return registry.get(name).function
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted({*globals(), *__getattr__("__all__")})
 
 
 # --- by name, and sweeps ------------------------------------------------------------------------
 
 def probe_function(name: str):
     """The API function of probe ``name`` (:mod:`probe.registry`): ``probe_function("pca") is pca``."""
-    return globals()[registry.get(name).name]
+    return registry.get(name).function
 
 
 def sweep_summary(path: str | os.PathLike, metric=None, outcome=None, *, step: str | int = "latest",

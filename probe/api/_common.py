@@ -1,5 +1,5 @@
 """What the probes' API functions share: the token selection, argument checks, reading rows at
-the selected steps, the non-finite policy (:class:`_Finite`), passing warnings on, and the forward
+the selected steps, the non-finite policy (:class:`Finite`), passing warnings on, and the forward
 pass of a checkpoint over a text."""
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from ..analyses._stats import finite_rows, nonfinite
 from ..analyses.base import Results
 from ..errors import ProbeError, ProbeWarning, param
 from ..format import read_rows
-from ..readers.source import word_ids
+from ..readers.source import open_source, word_ids
 from ..readers.tokens import parse_tokens
 from ..readers.words import word_list
 
@@ -88,10 +88,10 @@ def select_tokens(run, tokens=None, *, words=None, words_file: str | None = None
             raise ProbeError(f"{run.path}: has no token group '{missing[0]}' (the default selection); choose "
                              f"tokens with {param('tokens')} or {param('words')} (groups here: {known})")
     # a selection refused by the memory budget before its ids are made: its rows could not be read
-    return parse_tokens(tokens, run.groups, rows, lambda n: _fits(run.tensor(tensor), 1, range(n)))
+    return parse_tokens(tokens, run.groups, rows, lambda n: check_fits(run.tensor(tensor), 1, range(n)))
 
 
-def _number(name: str, value, lo=None, hi=None, integer: bool = False):
+def check_number(name: str, value, lo=None, hi=None, integer: bool = False):
     """``value`` if it is a finite number in [lo, hi]; else a ProbeError naming the parameter."""
     import math
 
@@ -105,25 +105,25 @@ def _number(name: str, value, lo=None, hi=None, integer: bool = False):
     return value
 
 
-def _enough(ids, need: int, what: str) -> None:
+def check_enough(ids, need: int, what: str) -> None:
     if ids is not None and len(ids) < need:
         raise ProbeError(f"{what} needs at least {need} tokens; the selection has {len(ids)}")
 
 
-def _read(ds, indices: list[int], rows=None, work: float = 0) -> list[np.ndarray]:
+def read_at(ds, indices: list[int], rows=None, work: float = 0) -> list[np.ndarray]:
     """ds at each snapshot index (optionally only ``rows``); one read when the indices are contiguous. What
     is read, and ``work`` times one snapshot of it in float32 for what the math holds besides
-    (``_limits.DECOMPOSITION``...), must fit the memory budget: checked first (:func:`_fits`)."""
-    _fits(ds, len(indices), rows, work)
+    (``_limits.DECOMPOSITION``...), must fit the memory budget: checked first (:func:`check_fits`)."""
+    check_fits(ds, len(indices), rows, work)
     if len(indices) > 1 and indices == list(range(indices[0], indices[-1] + 1)):
         sl = slice(indices[0], indices[-1] + 1)
         return list(ds[sl] if rows is None else read_rows(ds, sl, rows))
     return [ds[i] if rows is None else read_rows(ds, i, rows) for i in indices]
 
 
-def _fits(ds, steps: int, rows=None, work: float = 0) -> None:
+def check_fits(ds, steps: int, rows=None, work: float = 0) -> None:
     """The memory budget's check of reading ``rows`` (None: all) of ``ds`` (a snapshot file's dataset or a
-    checkpoint's tensor, axis 0 the snapshot) at ``steps`` snapshots, with ``work`` more (see :func:`_read`)."""
+    checkpoint's tensor, axis 0 the snapshot) at ``steps`` snapshots, with ``work`` more (see :func:`read_at`)."""
     one = ((len(rows),) + tuple(ds.shape[2:])) if rows is not None else tuple(ds.shape[1:])
     count = math.prod(one)
     where = getattr(ds, "path", None) or ds.file.filename
@@ -133,15 +133,15 @@ def _fits(ds, steps: int, rows=None, work: float = 0) -> None:
           need=count * (steps * ds.dtype.itemsize + 4 * work), why=WHY, at=at)
 
 
-def _whole(ds, work: float = 0) -> np.ndarray:
+def read_whole(ds, work: float = 0) -> np.ndarray:
     """All of ``ds``, a dataset with no snapshot axis (the task's P^s, the probe batch), checked against the
-    memory budget first (``work``: as for :func:`_read`)."""
+    memory budget first (``work``: as for :func:`read_at`)."""
     check(ds.file.filename, ds.name.lstrip("/"), ds.shape, ds.dtype.name, ds.dtype.itemsize,
           need=math.prod(ds.shape) * (ds.dtype.itemsize + 4 * work), why=WHY)
     return np.asarray(ds[...])
 
 
-def _preflight(path, source, names, work: float) -> None:
+def preflight(path, source, names, work: float) -> None:
     """The memory budget's check of each raw tensor ``names`` of a checkpoint ``source`` (its header's shapes
     and dtypes), read as float32 with ``work`` times that more, before any is read."""
     shapes, dtypes = source.shapes(), source.dtypes()
@@ -155,12 +155,12 @@ def _preflight(path, source, names, work: float) -> None:
 _LONG = {"f64": "float64", "f32": "float32", "f16": "float16", "bf16": "bfloat16"}   # safetensors' short names
 
 
-def _group_of(groups: dict, ids: np.ndarray, labels: list[str]) -> list[str]:
+def group_of(groups: dict, ids: np.ndarray, labels: list[str]) -> list[str]:
     """Group of each id: the group that selected it, else the first of ``groups`` holding it, else ''."""
     return [lab or next((g for g, v in groups.items() if i in v), "") for i, lab in zip(ids, labels)]
 
 
-def _warn(results: list) -> Results:
+def with_warnings(results: list) -> Results:
     """Pass each result's warnings on to the caller (once per distinct message); the results as
     :class:`~probe.analyses.base.Results` (a list with ``to_frame()``), as every probe returns them."""
     for msg in dict.fromkeys(w for r in results for w in r.warnings):
@@ -189,7 +189,7 @@ def _warn(results: list) -> Results:
 _ALLOW = param("allow_nonfinite", True)
 
 
-class _Finite:
+class Finite:
     """The non-finite check of one probe call on one file (see above). ``check(name, X, step, action)``
     returns None when X is finite, else (with ``allow``) the boolean mask of its finite values and
     remembers the finding; :meth:`warn` then says, once per tensor and action, what was left out."""
@@ -236,18 +236,18 @@ class _Finite:
 
     def warn(self) -> None:
         for (name, action), found in self._found.items():
-            warnings.warn(f"{self.facts(name, found)}; {action}", ProbeWarning, stacklevel=4)   # (as _warn's)
+            warnings.warn(f"{self.facts(name, found)}; {action}", ProbeWarning, stacklevel=4)   # (as with_warnings's)
         self._found.clear()
 
 
-def _tensor_name(run, name: str) -> str:
+def tensor_name(run, name: str) -> str:
     """``name`` with the checkpoint's own tensor name(s) it is built from, where they differ."""
     rules = getattr(getattr(getattr(run, "reader", None), "layout", None), "rules", {})
     raw = tuple(rules.get(name, ((),))[0])
     return f"{name} ({', '.join(raw)})" if raw and raw != (name,) else name
 
 
-def _step_at(run, i: int) -> int | None:
+def step_at(run, i: int) -> int | None:
     """The step of snapshot ``i`` for messages; a checkpoint's own step, or None when it has none."""
     source = getattr(run, "source", None)
     if source is not None:
@@ -259,13 +259,13 @@ def _at(step) -> str:
     return "" if step is None else f"at step {step} "
 
 
-def _unconverged(path, what: str, step, exc: Exception) -> ProbeError:
+def unconverged(path, what: str, step, exc: Exception) -> ProbeError:
     at = f" at step {step}" if step is not None else ""
     detail = " ".join(str(exc).split()) or type(exc).__name__
     return ProbeError(f"{os.fspath(path)}: {what}{at} did not converge ({detail})")
 
 
-def _finite_tokens(check: _Finite, name: str, X: np.ndarray, step, ids, labels, need: int, what: str):
+def finite_tokens(check: Finite, name: str, X: np.ndarray, step, ids, labels, need: int, what: str):
     """(X, ids, labels) without the rows of X (k, d) that hold a non-finite value (an error unless
     allowed); at least ``need`` rows must remain."""
     keep = check.rows(name, X, step, ids)
@@ -277,7 +277,7 @@ def _finite_tokens(check: _Finite, name: str, X: np.ndarray, step, ids, labels, 
     return X[keep], np.asarray(ids)[keep], [l for l, k in zip(labels, keep) if k]
 
 
-def _layer_check(run, layer: int, head: int | None = None) -> None:
+def layer_check(run, layer: int, head: int | None = None) -> None:
     layers = int(run.dims.get("layers", 0))
     if layers == 0:
         raise ProbeError(f"{run.path}: the model has no attention layers")
@@ -292,7 +292,7 @@ def _layer_check(run, layer: int, head: int | None = None) -> None:
         raise ProbeError(f"{param('head', head)} out of range: the model has heads 0..{heads - 1}")
 
 
-def _neurons(W: np.ndarray) -> np.ndarray:
+def neuron_matrix(W: np.ndarray) -> np.ndarray:
     """Neuron input-weight vectors of an x @ W tensor: (in, out) -> (out, in); per head (H, in, e) -> (H*e, in)."""
     if W.ndim == 3:
         return np.concatenate([w.T for w in W])
@@ -301,7 +301,7 @@ def _neurons(W: np.ndarray) -> np.ndarray:
     raise ProbeError(f"cannot group neurons of a {W.ndim}-D tensor")
 
 
-def _finite_sequences(check: _Finite, name: str, A: np.ndarray, step, axis: int = 2, also=None) -> np.ndarray | None:
+def finite_sequences(check: Finite, name: str, A: np.ndarray, step, axis: int = 2, also=None) -> np.ndarray | None:
     """None when the maps A (layers, heads, B, T, T) (and ``also``, (blocks, B, T) residual norms, if
     given) are finite; else (allowed) the (B,) mask of the probe sequences finite in both."""
     ok = check(name, A, step, "the probe sequences holding them left out")
@@ -317,7 +317,7 @@ def _finite_sequences(check: _Finite, name: str, A: np.ndarray, step, axis: int 
     return keep
 
 
-def _as_matrix(name: str, W: np.ndarray) -> np.ndarray:
+def as_matrix(name: str, W: np.ndarray) -> np.ndarray:
     """Per-head tensors back to the full linear map: (H, d, e) -> (d, H*e); W_O (H, e, d) -> (H*e, d)."""
     if W.ndim == 3:
         if name.endswith("W_O"):
@@ -326,11 +326,11 @@ def _as_matrix(name: str, W: np.ndarray) -> np.ndarray:
     return W
 
 
-def _natural(name: str):
+def natural(name: str):
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
 
 
-def _matrix_names(run) -> list[str]:
+def matrix_names(run) -> list[str]:
     """A snapshot file's weight matrices (2-D, or per-head 3-D) by the names every probe uses: the
     canonical ones of its ``weights/`` group (``layer0/W_K``, ``token_embedding``; links to the
     parameters), and the parameter name only for a matrix with no canonical name (the Emb-MLP's
@@ -339,7 +339,7 @@ def _matrix_names(run) -> list[str]:
     linked = {run.tensor(n).id for n in canonical}    # a canonical name is a hard link: the same object
     own = [n for n in run.weight_matrices() + [n for n in ("W_E", "W_pos", "W_U") if n in run.tensors()]
            if run.tensor(n).id not in linked]
-    return sorted(dict.fromkeys(canonical + own), key=_natural)
+    return sorted(dict.fromkeys(canonical + own), key=natural)
 
 
 # --- paper 4: norms, sinks, rank, tokens ---------------------------------------------------------
@@ -347,7 +347,7 @@ def _matrix_names(run) -> list[str]:
 WINDOW, MAX_TOKENS = 128, 4096
 
 
-def _forward(path: str, text: str | None, what: str, step, *, window: int, max_tokens: int, attention: bool = False):
+def forward(path: str, text: str | None, what: str, step, *, window: int, max_tokens: int, attention: bool = False):
     """A checkpoint run over ``text`` (the probes that need activations, on external checkpoints)."""
     from ..readers.activations import run_text
     from ..readers.checkpoints import open_checkpoint
@@ -360,18 +360,18 @@ def _forward(path: str, text: str | None, what: str, step, *, window: int, max_t
                          "file to run the model on (its tokenizer files are used)")
     if str(step) not in ("latest", "all"):
         raise ProbeError(f"{path}: a checkpoint holds one step; use {param('step', 'latest')}")
-    _number("window", window, lo=2, integer=True)
-    _number("max_tokens", max_tokens, lo=2, integer=True)
+    check_number("window", window, lo=2, integer=True)
+    check_number("max_tokens", max_tokens, lo=2, integer=True)
     return run_text(path, text, window=window, max_tokens=max_tokens, attention=attention)
 
 
-def _text_only_for_checkpoints(path, text) -> None:
+def text_only_for_checkpoints(path, text) -> None:
     if text is not None:
         warnings.warn(f"{path}: {param('text')} is for external checkpoints; a snapshot file stores what it needs "
                       "(ignored)", ProbeWarning, stacklevel=4)
 
 
-def _finite_sites(check: _Finite, step, sites: list[str], ms, gain, med, where: str):
+def finite_sites(check: Finite, step, sites: list[str], ms, gain, med, where: str):
     """(sites, mean_square, gain, median_square) of the norm sites whose numbers are all finite (an
     error unless allowed; a gain already reported non-finite is NaN here and not named again)."""
     bad = np.zeros(len(sites), bool)
@@ -393,7 +393,7 @@ def _finite_sites(check: _Finite, step, sites: list[str], ms, gain, med, where: 
             None if gain is None else np.asarray(gain)[keep], None if med is None else np.asarray(med)[keep])
 
 
-def _finite_tokens_of(checks: tuple, arrays: list[tuple], where: str) -> np.ndarray | None:
+def finite_tokens_of(checks: tuple, arrays: list[tuple], where: str) -> np.ndarray | None:
     """None when every per-token array is finite; else (allowed) the mask of the tokens finite in all.
     ``arrays``: (0 for run A or 1 for run B, name, values (any shape, N values), step)."""
     keep = None
@@ -425,34 +425,57 @@ def _checkpoint_texts(path: str, ids: list[int]) -> list[str] | None:
     return ids_to_text(path, ids)
 
 
-class _TokenRows:
+class TokenRows:
     """The chosen rows of a tensor at each selected step, read while the source was open: what
     similarity, pca and cohesion analyse. :meth:`finite` gives step k's rows without those holding a
     NaN or inf (an error unless allowed), with their ids and labels."""
 
     def __init__(self, run, tokens, words, words_file, tensor: str, step, allow_nonfinite: bool, probe: str,
                  need: int, what: str, work: float = FLOAT64):
-        """``work``: what the math holds besides the rows, in multiples of them (see :func:`_read`)."""
+        """``work``: what the math holds besides the rows, in multiples of them (see :func:`read_at`)."""
         self.ids, self.labels = select_tokens(run, tokens, words=words, words_file=words_file, tensor=tensor,
                                               probe=probe)
-        _enough(self.ids, need, what)
+        check_enough(self.ids, need, what)
         indices = run.step_indices(step)
-        self.vectors = _read(run.tensor(tensor), indices, self.ids, work)
+        self.vectors = read_at(run.tensor(tensor), indices, self.ids, work)
         self.steps = [int(run.steps[i]) for i in indices]
-        self.at = [_step_at(run, i) for i in indices]
-        self.check, self.name = _Finite(run.path, allow_nonfinite), _tensor_name(run, tensor)
+        self.at = [step_at(run, i) for i in indices]
+        self.check, self.name = Finite(run.path, allow_nonfinite), tensor_name(run, tensor)
         self.texts = _texts_of(run, self.ids)
         self.need, self.what, self._run_groups = need, what, dict(run.groups)
 
     def group_of(self) -> list[str]:
         """The group of each id: the one that selected it, else the first stored group holding it, else ''."""
-        return _group_of(self._run_groups, self.ids, self.labels)
+        return group_of(self._run_groups, self.ids, self.labels)
 
     def finite(self, k: int, labels: list[str]) -> tuple[np.ndarray, np.ndarray, list[str]]:
         """(rows (n, d), their ids, their ``labels``) at step ``k``, the non-finite rows left out."""
-        return _finite_tokens(self.check, self.name, self.vectors[k].reshape(len(self.ids), -1), self.at[k],
+        return finite_tokens(self.check, self.name, self.vectors[k].reshape(len(self.ids), -1), self.at[k],
                               self.ids, labels, self.need, self.what)
 
     def texts_of(self, sel: np.ndarray):
         """The texts of the kept ids ``sel`` (lazy for a checkpoint: :class:`~probe.analyses.base.TokenTexts`)."""
         return self.texts.subset(np.isin(self.ids, sel))
+
+
+def token_vectors(path, tokens=None, *, words=None, words_file: str | None = None, tensor: str = "token_embedding",
+                  step: str | int = "latest", groups: str | None = None, mapping: str | None = None,
+                  allow_nonfinite: bool = False, probe: str = "") -> list[tuple[int, np.ndarray]]:
+    """The selected token vectors at each selected step: what a probe of token vectors starts from (one in
+    another package, too).
+
+    Opens ``path`` (any source), selects the tokens as every probe does (``tokens``, ``words``,
+    ``words_file``; ``None``: probe ``probe``'s default selection), reads only their rows of ``tensor`` at
+    the ``step`` selection, and checks them: a row holding NaN or inf is an error, or with
+    ``allow_nonfinite`` left out with a ``ProbeWarning``.
+
+    Returns
+    -------
+    list of (int, ndarray of shape (k, d))
+        (step, the rows) per selected step.
+    """
+    with open_source(path, groups, mapping) as run:
+        rows = TokenRows(run, tokens, words, words_file, tensor, step, allow_nonfinite, probe, 1, "the probe")
+    out = [(s, rows.finite(k, rows.labels)[0]) for k, s in enumerate(rows.steps)]
+    rows.check.warn()
+    return out

@@ -7,9 +7,9 @@ import numpy as np
 
 from .._files import regular_file
 from ..errors import ProbeError
-from ..readers.source import token_texts
 from ..format import Run, is_snapshot_file
 from ..format import validate as _validate
+from ..readers.source import token_texts
 
 
 def info(path: str | os.PathLike) -> dict:

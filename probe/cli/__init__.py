@@ -1,39 +1,30 @@
-"""``probe``: analyse snapshot files and checkpoints. A thin layer over :mod:`probe.api`.
+"""``probe``: analyse snapshot files and checkpoints. A thin layer over :mod:`probe.api`, in plain Click.
 
-Every command parses its options (declared once, in :mod:`.options`, each command's help about that
-command), calls one API function and hands the results to :mod:`.render`: data to stdout
-(``--format table|json|csv``), logs, status, warnings and errors to stderr. The probe commands are
-derived from :mod:`probe.registry` (:mod:`.probes`). Every command's help ends with examples. Heavy
-modules (numpy, h5py, torch, matplotlib) are imported inside the commands, so ``probe --help`` and
-``probe --version`` start instantly.
+Every command parses its options (declared once, in :mod:`.options`), calls one API function and hands
+the results to :mod:`probe.render`: data to stdout (``--format table|json|csv``), logs, status,
+warnings and errors to stderr. The probe commands and ``probe batch`` are built from the probes'
+declarations (:mod:`.probes`); the others are written here. Every command's help ends with examples.
+Heavy modules (torch, matplotlib) are imported inside the commands.
 """
 from __future__ import annotations
 
-import inspect
 import sys
-import typing
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Annotated, Optional
 
-import typer
+import click
 
 from .. import registry
 from .._text import terminal
-from ..report import MAX_STEPS, SLIDER_MAX
 from ..errors import Interrupted, ProbeError, run_cli
-from .options import (
-    ALLOW_NONFINITE, FORMAT, JOBS, STEP, AllowNonfinite, File, Fmt, Format, Groups, Jobs, Mapping, Metric, Out,
-    Outcome, Plot, Probes, Revisions, Source, Step, TensorBoard, about,
-)
-from .options import MAX_MEMORY, WIDE, MaxMemory, Wide
-from .probes import LazyCallback, ProbeCommand, parameter, batch_options, converted, progress, show, with_examples
+from . import options as O
+from .probes import batch_options, command, converted, progress, with_examples
 
-app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, no_args_is_help=True, rich_markup_mode=None,
-                  help=with_examples("Probe training snapshots and checkpoints for reasoning vs memorizing structure. "
-                                     "probe COMMAND --help says what a command does, its options and examples.",
-                                     ("probe info run.h5", "probe similarity run.h5 --tokens reasoning --step all",
-                                      "probe report run.h5 -o report.html")))
+HELP = with_examples("Probe training snapshots and checkpoints for reasoning vs memorizing structure. "
+                     "probe COMMAND --help says what a command does, its options and examples.",
+                     ("probe info run.h5", "probe similarity run.h5 --tokens reasoning --step all",
+                      "probe report run.h5 -o report.html"))
+CONTEXT = {"help_option_names": ["--help"], "max_content_width": 100}
 
 
 def _version_line() -> str:
@@ -45,138 +36,90 @@ def _version_line() -> str:
         return "probe (version unknown: the gamma-probe distribution is not installed)"
 
 
-def _show_version(value: bool) -> None:
+def _show_version(ctx, param, value: bool) -> None:
     if value:
-        print(_version_line())
-        raise typer.Exit()
+        click.echo(_version_line())
+        ctx.exit()
 
 
-@app.callback()
-def _probe(version: Annotated[bool, typer.Option("--version", callback=_show_version, is_eager=True,
-                                                 help="print the version and exit")] = False) -> None:
-    """The options before the command word (its callback runs at --version, before any command)."""
+class Commands(click.Group):
+    """The commands in the order a reader wants them (Click's own lists them sorted): ``info`` and
+    ``validate``, a command per probe (:func:`.probes.command`), ``batch``, ``report``, ``sweep-summary``
+    and ``figures``. The probe commands, batch and report are built when asked for (Click's lazy-group
+    pattern), so ``probe --version`` and ``probe info`` import no probe."""
+
+    def list_commands(self, ctx) -> list[str]:
+        return ["info", "validate", *registry.names("command"), "batch", "report", "sweep-summary", "figures"]
+
+    def get_command(self, ctx, name: str):
+        if name not in self.commands:
+            if name == "batch":
+                self.add_command(_batch_command())
+            elif name == "report":
+                self.add_command(_report_command())
+            elif name in registry.names("command"):
+                self.add_command(command(registry.get(name)))
+        return self.commands.get(name)
 
 
-class _Own(LazyCallback):
-    """A command written here, its shared options' help about it (:func:`.options.about`). Its
-    signature is made when the command is built (only the command that runs is: :mod:`._lean`), since
-    resolving the annotations costs ``probe --help`` a few ms per command."""
-
-    def __init__(self, fn, command: str, help: str):
-        super().__init__(fn.__name__, help)
-        self.fn, self.command = fn, command
-
-    def parameters(self) -> list[inspect.Parameter]:
-        hints = typing.get_type_hints(self.fn, include_extras=True)
-        return [p.replace(annotation=about(hints[p.name], self.command))
-                for p in inspect.signature(self.fn).parameters.values()]
-
-    def run(self, **options) -> None:
-        self.fn(**options)
+@click.group(cls=Commands, help=HELP, no_args_is_help=True, context_settings=CONTEXT)
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_show_version,
+              help="print the version and exit")
+def app() -> None:
+    """The options before the command word (--version runs before any command)."""
 
 
-def _command(name: str | None = None, *, examples: tuple[str, ...]):
-    """``app.command``: the docstring and an Examples block as its help, its options about it."""
+def _command(name: str | None = None, *, examples: tuple[str, ...], arguments: dict[str, str] | None = None):
+    """``app.command``: the function's docstring, an Arguments and an Examples block as its help."""
+    import inspect
+
     def register(fn):
-        command, help = name or fn.__name__, with_examples(inspect.getdoc(fn), examples)
-        app.command(command, help=help)(_Own(fn, command, help))
-        return fn
+        doc = inspect.getdoc(fn)
+        return app.command(name or fn.__name__, help=with_examples(doc, examples, arguments),
+                           short_help=doc.split(". ")[0].rstrip(".") + ".")(fn)
     return register
 
 
-@_command(examples=("probe info run.h5", "probe info model/ --format json", "probe info model.safetensors"))
-def info(file: Source, fmt: Fmt = FORMAT) -> None:
+@_command(examples=("probe info run.h5", "probe info model/ --format json", "probe info model.safetensors"),
+          arguments={"FILE": O.SOURCE})
+@click.argument("file")
+@O.fmt()
+def info(file: str, fmt: str) -> None:
     """A run: configuration, snapshot steps, token groups, tensors and shapes. A checkpoint: format,
     layout, layers, heads, step, and every tensor's shape and dtype."""
-    from .. import api
-    from . import render
+    from .. import api, render
 
-    render.info(api.info(file), fmt.value)
+    render.info(api.info(file), fmt)
 
 
-@_command(examples=("probe validate run.h5", "probe validate run.h5 --format json"))
-def validate(file: File, fmt: Fmt = FORMAT) -> None:
+@_command(examples=("probe validate run.h5", "probe validate run.h5 --format json"),
+          arguments={"FILE": f"file to check: a {O.SNAPSHOT_FILE}"})
+@click.argument("file")
+@O.fmt("table (a line per finding, or 'valid', then a 'note:' line per note), json ({file, valid, findings, "
+       "notes}) or csv (tidy: step,metric,key,value, a finding or note per row)")
+def validate(file: str, fmt: str) -> None:
     """Check FILE against the snapshot schema and read all its data once, verifying every checksum: exit 0
     if it matches, else list findings and exit 1. Notes (a file older than checksums) follow either way."""
-    from .. import api
-    from . import render
+    from .. import api, render
 
     findings = api.validate(file)
-    if fmt is Format.json:
+    if fmt == "json":
         render.write_json({"file": file, "valid": not findings, "findings": findings, "notes": findings.notes})
-    elif fmt is Format.csv:
+    elif fmt == "csv":
         render.write_csv(render.TIDY, [(None, "finding", file, x) for x in findings] +
                          [(None, "note", file, x) for x in findings.notes])
     else:
         for x in [*(findings or ["valid"]), *(f"note: {x}" for x in findings.notes)]:
             print(terminal(f"{file}: {x}"))   # a finding quotes the file's names
     if findings:
-        raise typer.Exit(1)
-
-
-def rank(file: Source, minima: Annotated[bool, typer.Option(
-             help="report where each effective-rank trajectory bottoms out (its minimum, the step of it, the dip "
-                  "and the rebound) over the selected steps (default: every step)")] = False,
-         groups: Groups = None, mapping: Mapping = None, max_memory: MaxMemory = MAX_MEMORY, step: Step = STEP,
-         allow_nonfinite: AllowNonfinite = ALLOW_NONFINITE, fmt: Fmt = FORMAT, plot: Plot = None,
-         wide: Wide = WIDE) -> None:
-    """Effective rank, stable rank and top-1/top-5 energy of the centred token embedding and of every weight
-    matrix; with --step all a trajectory, with --minima the step where each one bottoms out."""
-    from .. import api
-
-    if plot:
-        from ..plotting import check_writable
-
-        check_writable(plot)
-    if minima:
-        res = api.rank_trajectory(file, step="all" if step == STEP else step, groups=groups, mapping=mapping,
-                                  allow_nonfinite=allow_nonfinite, max_memory=max_memory)
-        show(res, fmt, file, "rank-minima", plot, wide)
-        return
-    show(api.rank(file, step=step, groups=groups, mapping=mapping, allow_nonfinite=allow_nonfinite,
-                  max_memory=max_memory), fmt, file, "rank", plot, wide)
-
-
-# --- the probes: one command each, in the registry's order ----------------------------------------
-
-_OWN = {"rank": rank}   # probe commands written here (rank --minima also reaches rank_trajectory)
-for _spec in registry.PROBES:
-    if _spec.command == "":
-        app.command(_spec.name, help=with_examples(_spec.help, registry.examples(_spec.name)))(ProbeCommand(_spec))
-    elif _spec.command == _spec.name:
-        _help = with_examples(_spec.help, registry.examples(_spec.name))
-        app.command(_spec.name, help=_help)(_Own(_OWN[_spec.name], _spec.name, _help))
+        raise click.exceptions.Exit(1)
 
 
 # --- many checkpoints, a page, a sweep, the figures ----------------------------------------------
 
-BATCH_HELP = with_examples(
-    "Run probes over many checkpoints into one tidy table (path, step, probe, key, metric, value), sorted by "
-    "step; each probe gets the options it takes; a failing checkpoint is an error row, the batch goes on and "
-    "exits 1.",
-    ("probe batch checkpoints/ --probe spectrum --probe rank -o table.csv",
-     "probe batch run.h5 --probe similarity --probe ood --step all",
-     "probe batch 'ckpt/*.pt' --probe rank --jobs 4 --format json",
-     "probe batch run.h5 --probe similarity --probe pca --step all --tensorboard tb"))
-
-
-class _Batch(LazyCallback):
-    """``probe batch``: the options of every batch probe (:func:`.probes.batch_options`)."""
-
-    def parameters(self):
-        return [
-            parameter("paths", Annotated[list[str], typer.Argument(
-                help="checkpoints: files, folders (a model folder, or a folder of checkpoints such as "
-                     "checkpoint-500/), globs, and hub models hf:ORG/NAME[@REV]", show_default=False)]),
-            parameter("probes", about(Probes, "batch")), parameter("out", about(Out, "batch"), None),
-            parameter("jobs", about(Jobs, "batch"), JOBS),
-            parameter("scheduler", Annotated[Optional[str], typer.Option(
-                help="address of a running Dask scheduler (tcp://host:8786)")], None),
-            *batch_options(), parameter("step", about(Step, "batch"), STEP), parameter("revisions", Revisions, None),
-            parameter("allow_nonfinite", about(AllowNonfinite, "batch"), ALLOW_NONFINITE),
-            parameter("fmt", about(Fmt, "batch"), FORMAT), parameter("tensorboard", TensorBoard, None)]
-
-    def run(self, paths, probes, out, jobs, scheduler, revisions, fmt, tensorboard, **options) -> None:
+def _batch_command() -> click.Command:
+    """``probe batch``: its own options, then the options of every batch probe (:func:`.probes.batch_options`)."""
+    def run(paths, probes, out, jobs, scheduler, revisions, fmt, tensorboard, **options) -> None:
         from .. import batch as B
 
         options = converted(options, absolute=True)
@@ -199,37 +142,99 @@ class _Batch(LazyCallback):
         else:
             _batch_rows(rows, fmt)
         if errors:   # the errors are rows of the table; the exit code says that not every task succeeded
-            raise typer.Exit(1)
+            raise click.exceptions.Exit(1)
+
+    def listed(*reads):
+        return ", ".join(registry.names("batch", reads))
+
+    params = [
+        click.Argument(["paths"], nargs=-1, required=True),
+        click.Option(["--probe", "-p", "probes"], multiple=True, required=True, help=(
+            f"probe to run (repeat for several): {listed(registry.WEIGHTS)}; {listed(registry.ACTIVATIONS)} "
+            f"(checkpoints: with --text); on snapshot files also {listed(registry.SNAPSHOT)}")),
+        click.Option(["--out", "-o", "out"], default=None, help="write the table to this .csv or .json instead of stdout; "
+                                                  "re-running skips what it already holds"),
+        click.Option(["--jobs", "-j", "jobs"], type=click.IntRange(min=0), default=0, show_default=True,
+                     help="worker processes at once, one BLAS thread each; 0 or 1: this process, whose BLAS uses "
+                          "every core"),
+        click.Option(["--scheduler"], default=None, help="address of a running Dask scheduler (tcp://host:8786)"),
+        click.Option(["--revisions"], default=None, help=O.REVISIONS),
+        *batch_options(),
+        click.Option(["--format", "-f", "fmt"], type=click.Choice(O.FORMATS), default="table", show_default=True,
+                     help="of the table on stdout: table, json (a list of rows) or csv (path,step,probe,key,metric,"
+                          "value); --out takes the format of its extension"),
+        click.Option(["--tensorboard"], default=None, metavar="DIR", help=O.TENSORBOARD)]
+    help = ("Run probes over many checkpoints into one tidy table (path, step, probe, key, metric, value), sorted "
+            "by step; each probe gets the options it takes; a failing checkpoint is an error row, the batch goes "
+            "on and exits 1.")
+    return click.Command("batch", params=params, callback=run, short_help=help.split(";")[0] + ".", help=with_examples(
+        help, ("probe batch checkpoints/ --probe spectrum --probe rank -o table.csv",
+               "probe batch run.h5 --probe similarity --probe ood --step all",
+               "probe batch 'ckpt/*.pt' --probe rank --jobs 4 --format json",
+               "probe batch run.h5 --probe similarity --probe pca --step all --tensorboard tb"),
+        {"PATHS": "checkpoints: files, folders (a model folder, or a folder of checkpoints such as checkpoint-500/), "
+                  "globs, and hub models hf:ORG/NAME[@REV]"}))
 
 
-app.command("batch", help=BATCH_HELP)(_Batch("batch", BATCH_HELP))
+def _batch_rows(rows, fmt: str) -> None:
+    from .. import batch as B
+    from .. import render
+
+    if fmt == "json":
+        render.write_json([dict(zip(B.COLUMNS, r)) for r in rows])
+    elif fmt == "csv":
+        render.write_csv(B.COLUMNS, rows)
+    else:
+        render.table(list(B.COLUMNS), rows)
 
 
-@_command(examples=("probe report run.h5", "probe report a.h5 b.h5 -o compare.html",
-                    "probe report run.h5 --watch --max-steps 10"))
-def report(
-    paths: Annotated[list[str], typer.Argument(help="runs: snapshot files, checkpoint folders (a model folder, or a "
-                                                    "folder of checkpoint-500/ ... folders) and hub models "
-                                                    "hf:ORG/NAME[@REV]; several runs are shown side by side",
-                                               show_default=False)],
-    out: Out = None,
-    probes: Probes = None,
-    max_steps: Annotated[int, typer.Option(min=1, help="steps in each probe's table, log-spaced over training "
-                                                       "(the first and the last among them)")] = MAX_STEPS,
-    slider_steps: Annotated[int, typer.Option(min=0, help="figures behind each probe's step slider, log-spaced "
-                                                          "over the snapshots (0: every snapshot); the probes "
-                                                          "that run the model draw the table's steps only")
-                            ] = SLIDER_MAX,
-    watch: Annotated[bool, typer.Option(help="rewrite the page whenever a run gains a snapshot (the page "
-                                             "reloads itself) until every run is finished, or Ctrl-C")] = False,
-    interval: Annotated[float, typer.Option(help="--watch: seconds between looks at the runs")] = 2.0,
-    max_share: Annotated[float, typer.Option(help="--watch: this process's CPU time at most this share of "
-                                                  "one core; what does not fit now is filled in later "
-                                                  "(probe-train --report: 0.01)")] = 1.0,
-    revisions: Revisions = None, allow_nonfinite: AllowNonfinite = ALLOW_NONFINITE, max_memory: MaxMemory = MAX_MEMORY,
-) -> None:
-    """Write one HTML page for a run, or for runs side by side: configuration, curves, token groups and
-    every probe's numbers and figures over training; what it is doing goes to stderr."""
+def _report_probes_help() -> str:
+    weights = ", ".join(registry.names("report", (registry.WEIGHTS,)))
+    others = ", ".join(registry.names("report", (registry.ACTIVATIONS, registry.SNAPSHOT)))
+    return (f"probe whose section to show (repeat for several): {weights}; on snapshot files also {others} "
+            "[default: every probe that applies to the run]")
+
+
+def _report_command() -> click.Command:
+    from ..report import MAX_STEPS, SLIDER_MAX
+
+    params = [
+        click.Argument(["paths"], nargs=-1, required=True),
+        click.Option(["--out", "-o", "out"], default=None, help="the page to write (.html) [default: report.html]"),
+        click.Option(["--probe", "-p", "probes"], multiple=True, help=_report_probes_help()),
+        click.Option(["--max-steps"], type=click.IntRange(min=1), default=MAX_STEPS, show_default=True,
+                     help="steps in each probe's table, log-spaced over training (the first and the last among them)"),
+        click.Option(["--slider-steps"], type=click.IntRange(min=0), default=SLIDER_MAX, show_default=True,
+                     help="figures behind each probe's step slider, log-spaced over the snapshots (0: every "
+                          "snapshot); the probes that run the model draw the table's steps only"),
+        click.Option(["--watch"], is_flag=True, default=False,
+                     help="rewrite the page whenever a run gains a snapshot (the page reloads itself) until every "
+                          "run is finished, or Ctrl-C"),
+        click.Option(["--interval"], type=float, default=2.0, show_default=True,
+                     help="--watch: seconds between looks at the runs"),
+        click.Option(["--max-share"], type=float, default=1.0, show_default=True,
+                     help="--watch: this process's CPU time at most this share of one core; what does not fit now "
+                          "is filled in later (probe-train --report: 0.01)"),
+        click.Option(["--revisions"], default=None, help=O.REVISIONS),
+        click.Option(["--allow-nonfinite"], is_flag=True, default=False,
+                     help="go on past NaN or inf instead of stopping with an error: each probe computes on the "
+                          "finite part (probe NAME --help says how) and its section notes what was left out"),
+        click.Option(["--max-memory"], default=None, metavar="SIZE", help=(
+            "memory budget of each probe's reads and math (512MB, 8GiB or bytes): a tensor that needs more is "
+            "refused before it is read, and the probe's section says so [default: half of the memory this "
+            "process can have: physical memory, or a lower cgroup or ulimit -v limit]"))]
+    help = ("Write one HTML page for a run, or for runs side by side: configuration, curves, token groups and "
+            "every probe's numbers and figures over training; what it is doing goes to stderr.")
+    return click.Command("report", params=params, callback=_report, short_help=help.split(":")[0] + ".",
+                         help=with_examples(help, ("probe report run.h5", "probe report a.h5 b.h5 -o compare.html",
+                                                   "probe report run.h5 --watch --max-steps 10"),
+                                            {"PATHS": "runs: snapshot files, checkpoint folders (a model folder, or a "
+                                                      "folder of checkpoint-500/ ... folders) and hub models "
+                                                      "hf:ORG/NAME[@REV]; several runs are shown side by side"}))
+
+
+def _report(paths, out, probes, max_steps, slider_steps, watch, interval, max_share, revisions, allow_nonfinite,
+            max_memory) -> None:
     from .. import report as R
 
     out = out or "report.html"
@@ -251,7 +256,7 @@ def report(
                 written.append(msg)
                 log(msg)
 
-            rep = R.watch(paths, out, probes=probes or None, max_steps=max_steps, revisions=revisions,
+            rep = R.watch(list(paths), out, probes=list(probes) or None, max_steps=max_steps, revisions=revisions,
                           interval=interval, max_share=max_share, log=said, allow_nonfinite=allow_nonfinite,
                           progress=lambda label: None if written else tick(label), slider_steps=slider_steps,
                           max_memory=max_memory)
@@ -263,72 +268,66 @@ def report(
                                   "same command watches again")
         return
     with progress("report", each=True) as tick:   # a line per run and section: the sections take seconds each
-        rep = R.report(paths, out, probes=probes or None, max_steps=max_steps, revisions=revisions, progress=tick,
-                       allow_nonfinite=allow_nonfinite, slider_steps=slider_steps, max_memory=max_memory)
+        rep = R.report(list(paths), out, probes=list(probes) or None, max_steps=max_steps, revisions=revisions,
+                       progress=tick, allow_nonfinite=allow_nonfinite, slider_steps=slider_steps,
+                       max_memory=max_memory)
     for spec, err in rep.errors.items():
         log(f"warning: {spec}: {err}")
     log(f"wrote {out}: {len(rep.sources)} run(s), {len(rep.probes)} probes")
 
 
-def _batch_rows(rows, fmt: Format) -> None:
-    from .. import batch as B
-    from . import render
-
-    if fmt is Format.json:
-        render.write_json([dict(zip(B.COLUMNS, r)) for r in rows])
-    elif fmt is Format.csv:
-        render.write_csv(B.COLUMNS, rows)
-    else:
-        render.table(list(B.COLUMNS), rows)
-
-
 @_command("sweep-summary", examples=(
     "probe sweep-summary sweep/",
     "probe sweep-summary sweep/ --metric 'acc[rsn_test]' --metric similarity:mean_offdiag",
-    "probe sweep-summary sweep/sweep.json --outcome 'acc[rsn_test]>0.5' --format csv"))
-def sweep_summary(folder: Annotated[str, typer.Argument(help="a sweep's folder (probe-train sweep --out) or its "
-                                                              "sweep.json", show_default=False)],
-                  metric: Metric = None, outcome: Outcome = None, step: Step = STEP, fmt: Fmt = FORMAT) -> None:
+    "probe sweep-summary sweep/sweep.json --outcome 'acc[rsn_test]>0.5' --format csv"),
+    arguments={"FOLDER": "a sweep's folder (probe-train sweep --out) or its sweep.json"})
+@click.argument("folder")
+@click.option("--metric", multiple=True, help=(
+    "number per run (repeat): acc[SPLIT], loss[SPLIT], train_loss, or PROBE:NAME such as similarity:distance_corr "
+    "or pca:order_pc1[reasoning], the probe's options in brackets: similarity(tokens=logic):mean_offdiag "
+    "[default: every logged accuracy]"))
+@click.option("--outcome", multiple=True, help=(
+    "binary outcome per run (repeat): A>B, A<B, A>=B or A<=B with metrics or numbers [default: composite "
+    "acc[ood_inferential]>acc[ood_symmetric]; anchor acc[rsn_test]>0.5]"))
+@O.step("the step each run is read at: latest (finished runs only) or a step number every run has")
+@O.fmt("table (per cell: each metric's mean, std and interval, then each outcome's fraction), json (strict: no "
+       "NaN) or csv (tidy: step,metric,key,value)")
+def sweep_summary(folder: str, metric: tuple, outcome: tuple, step: str, fmt: str) -> None:
     """Per grid cell over its seeds: mean, std and 95 % bootstrap interval of each metric, and the
     fraction of seeds with each outcome with its 95 % Wilson interval (verdict against 1/2: above,
     below, or not shown when the interval straddles it)."""
-    from .. import api
-    from . import render
+    from .. import api, render
 
     with progress("sweep-summary") as tick:
-        res = api.sweep_summary(folder, metric, outcome, step=step, progress=tick)
-    render.sweep_summary(res, fmt.value, folder)
+        res = api.sweep_summary(folder, list(metric) or None, list(outcome) or None, step=step, progress=tick)
+    render.sweep_summary(res, fmt, folder)
 
 
 @_command(examples=("probe figures --list", "probe figures p1-cosine --quick",
-                    "probe figures --all --quick --dry-run", "probe figures --all --quick -o figures/"))
-def figures(
-    names: Annotated[Optional[list[str]],
-                     typer.Argument(help="figures to make (see --list)", show_default=False)] = None,
-    all_: Annotated[bool, typer.Option("--all", help="make every figure")] = False,
-    quick: Annotated[bool, typer.Option(help="CPU sizes (every figure in minutes on 2 cores) instead of the "
-                                             "papers' sizes (a GPU)")] = False,
-    tiny: Annotated[bool, typer.Option(help="test sizes (seconds); the figures show little")] = False,
-    out: Out = None,
-    runs: Annotated[Optional[str], typer.Option(help="folder of trained runs, reused across calls "
-                                                     "[default: OUT/runs]")] = None,
-    jobs: Jobs = JOBS,
-    seeds: Annotated[int, typer.Option(min=0, help="seeds per γ in the figures that compare γ (bands, intervals); "
-                                       "0: --tiny 1, --quick 3, paper sizes 1")] = 0,
-    budget: Annotated[Optional[float], typer.Option(
-        min=0.1, help="minutes: give each figure the most seeds whose estimated time (each preset's measured "
-                      "speed) fits, said on stderr; replaces --seeds")] = None,
-    examples: Annotated[Optional[str], typer.Option(help="folder of the fig_*.py scripts "
-                                                         "[default: examples/ of this checkout]")] = None,
-    list_: Annotated[bool, typer.Option("--list", help="list the figures and exit")] = False,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="list the runs each figure draws, whether each would "
-                                                            "be trained, resumed or reused, and the estimated "
-                                                            "time; train and draw nothing")] = False,
-    check: Annotated[bool, typer.Option("--check", help="instead of drawing: the effect each figure states and "
-                                                        "the fraction of its seeds that show it (trains what "
-                                                        "is missing)")] = False,
-    fmt: Fmt = FORMAT,
-) -> None:
+                    "probe figures --all --quick --dry-run", "probe figures --all --quick -o figures/"),
+          arguments={"NAMES": "figures to make (see --list)"})
+@click.argument("names", nargs=-1)
+@click.option("--all", "all_", is_flag=True, default=False, help="make every figure")
+@click.option("--quick", is_flag=True, default=False,
+              help="CPU sizes (every figure in minutes on 2 cores) instead of the papers' sizes (a GPU)")
+@click.option("--tiny", is_flag=True, default=False, help="test sizes (seconds); the figures show little")
+@O.out("folder of the figures [default: figures]")
+@click.option("--runs", help="folder of trained runs, reused across calls [default: OUT/runs]")
+@O.jobs("training runs at once; 0: one per CPU core")
+@click.option("--seeds", type=click.IntRange(min=0), default=0, show_default=True,
+              help="seeds per γ in the figures that compare γ (bands, intervals); 0: --tiny 1, --quick 3, paper sizes 1")
+@click.option("--budget", type=click.FloatRange(min=0.1), help=(
+    "minutes: give each figure the most seeds whose estimated time (each preset's measured speed) fits, said on "
+    "stderr; replaces --seeds"))
+@click.option("--examples", help="folder of the fig_*.py scripts [default: examples/ of this checkout]")
+@click.option("--list", "list_", is_flag=True, default=False, help="list the figures and exit")
+@click.option("--dry-run", is_flag=True, default=False, help="list the runs each figure draws, whether each would be trained, resumed "
+                                              "or reused, and the estimated time; train and draw nothing")
+@click.option("--check", is_flag=True, default=False, help="instead of drawing: the effect each figure states and the fraction of its "
+                                            "seeds that show it (trains what is missing)")
+@O.fmt("of the --dry-run plan and the --check claims: table, json or csv (figures made: their files, a line each)")
+def figures(names: tuple, all_: bool, quick: bool, tiny: bool, out, runs, jobs: int, seeds: int, budget, examples,
+            list_: bool, dry_run: bool, check: bool, fmt: str) -> None:
     """Regenerate the papers' figures: train the runs each needs (or reuse finished ones), probe them
     and draw PNG + PDF."""
     from .. import figures as F
@@ -365,18 +364,18 @@ def figures(
                   f"of {budget:g} min; going on with one seed each", file=sys.stderr)
     ctx = F.FigureContext(Path(out or "figures"), size, runs, jobs, seeds, create=not dry_run)
     if dry_run:
-        from . import render
+        from .. import render
 
         plan = plan if budget is not None else F.plan_figures(names, ctx, folder)
         header = ["figure", "run", "preset", "action", "estimate_s", "file"]
         rows = [[r.figure, r.label, r.preset, r.action, None if r.seconds is None else round(r.seconds),
                  str(r.path) if r.path else "-"] for r in plan.rows]
-        if fmt is Format.json:   # estimates unrounded
+        if fmt == "json":   # estimates unrounded
             exact = [[*row[:4], r.seconds, row[5]] for row, r in zip(rows, plan.rows)]
             render.write_json({"runs": [dict(zip(header, row)) for row in exact], "seeds": plan.seeds,
                                "jobs": plan.jobs, "train_seconds": plan.train_seconds,
                                "draw_seconds": plan.draw_seconds, "seconds": plan.seconds})
-        elif fmt is Format.csv:
+        elif fmt == "csv":
             render.write_csv(header, rows)
         else:
             render.table(header, rows)
@@ -384,16 +383,16 @@ def figures(
             _say_plan(plan, "")
         return
     if check:
-        from . import render
+        from .. import render
 
         claims, failed = F.check_figures(names, ctx, folder, per_figure)
         header = ["figure", "shown", "fraction", "ci_lo", "ci_hi", "values", "claim"]
         rows = [[n, f"{d['k']}/{d['n']}", d["fraction"], d["ci_lo"], d["ci_hi"],
                  " ".join(f"{v:.3g}" for v in d["values"]), d["claim"]]
                 for n, cs in claims.items() for d in (c.summary() for c in cs)]
-        if fmt is Format.json:
+        if fmt == "json":
             render.write_json({n: [c.summary() for c in cs] for n, cs in claims.items()})
-        elif fmt is Format.csv:
+        elif fmt == "csv":
             render.write_csv(header, rows)
         else:
             render.table(header, rows, left=(0, 5, 6))
@@ -407,7 +406,7 @@ def figures(
         done = len(names) - len(failed)
         what = ", ".join(failed) if len(failed) > 1 else f"{next(iter(failed))} ({next(iter(failed.values()))})"
         print(terminal(f"Error: {len(failed)} of {done + len(failed)} figure(s) failed: {what}"), file=sys.stderr)
-        raise typer.Exit(1)
+        raise click.exceptions.Exit(1)
 
 
 def _say_plan(plan, prefix: str) -> None:
@@ -425,6 +424,5 @@ def _say_plan(plan, prefix: str) -> None:
 
 
 def main() -> None:
-    from ._lean import lean_command
-
-    run_cli(lean_command(app))
+    """The ``probe`` entry point."""
+    run_cli(app)

@@ -1,160 +1,116 @@
-"""The probe commands, derived from :mod:`probe.registry` and the API functions' signatures.
+"""The probe commands and ``probe batch``, built from the probes' declarations (:mod:`probe.registry`).
 
-``probe NAME FILE [options]`` calls ``probe.api.NAME(FILE, **options)`` and renders the results: the
-options are the API function's parameters, each offered as :data:`.options.OPTIONS` declares it (the
-same flag and default in every command, its help about this command: :func:`.options.about`),
-``--step`` and ``--allow-nonfinite`` last, then ``--format`` and ``--plot``. A parameter ``progress``
-becomes status on stderr (:class:`progress`). The help ends with the registry's examples.
-
-The signature of a command is built when the command is (only the command that runs is built:
-:mod:`._lean`), so ``probe --help`` imports neither the API nor numpy.
+``probe NAME FILE [options]`` calls the probe's function ``fn(FILE, **options)`` and renders the
+results: the options are the function's parameters, each offered as :data:`.options.OPTIONS` declares
+it with the function's own default, ``--step`` and ``--allow-nonfinite`` last, then ``--format``,
+``--plot`` and ``--wide``. A probe declared as ``command="OTHER --FLAG"`` is a flag of OTHER's command
+(``probe rank --minima``). A parameter ``progress`` becomes status on stderr (:class:`progress`).
+Every help ends with the probe's examples.
 """
 from __future__ import annotations
 
 import inspect
 import sys
-from typing import Optional
+
+import click
 
 from .. import registry
 from .._text import terminal
 from ..errors import ProbeError
-from .options import FORMAT, LAST, OPTIONS, WIDE, File, Fmt, Format, Plot, Source, Wide, about, own_help
+from .options import FORMATS, LAST, OPTIONS, PLOT, SNAPSHOT_FILE, SOURCE, WIDE, click_option, converted, help_of
 
 NOT_OFFERED = ("path", "progress")   # the FILE argument; the progress line
 
 
-def offered(spec: registry.Probe, signature: inspect.Signature) -> list[str]:
-    """The API parameters of ``spec`` the command line offers, in command order."""
-    names = [n for n in signature.parameters if n not in NOT_OFFERED and n not in spec.api_only]
+def with_examples(help: str, examples, arguments: dict[str, str] | None = None) -> str:
+    """``help``, a paragraph per argument (``FILE: ...``) and an Examples block, its lines kept as written
+    (``\\b``: Click does not rewrap the paragraph it starts)."""
+    args = "".join(f"\n\n{name}: {text}" for name, text in (arguments or {}).items())
+    return f"{help}{args}\n\n\b\nExamples:\n" + "\n".join(f"  {x}" for x in examples)
+
+
+def offered(probe: registry.Probe) -> list[str]:
+    """The API parameters of ``probe`` the command line offers as options, in command order."""
+    sig = inspect.signature(probe.function).parameters
+    names = [n for n in sig if n not in NOT_OFFERED and n not in probe.api_only and n != "other"]
     return [n for n in names if n not in LAST] + [n for n in LAST if n in names]
 
 
-class LazyCallback:
-    """A command callback whose signature (what Typer reads to build the command) is made on first
-    use by :meth:`parameters`; calling it calls :meth:`run` with the parsed options."""
-
-    def __init__(self, name: str, help: str):
-        self.__name__ = self.__qualname__ = name
-        self.__doc__ = help
-        self._signature: Optional[inspect.Signature] = None
-
-    def parameters(self) -> list[inspect.Parameter]:
-        raise NotImplementedError
-
-    @property
-    def __signature__(self) -> inspect.Signature:
-        if self._signature is None:
-            self._signature = inspect.Signature(self.parameters())
-        return self._signature
-
-    @property
-    def __annotations__(self) -> dict:
-        return {p.name: p.annotation for p in self.__signature__.parameters.values()}
-
-    def __call__(self, **options) -> None:
-        self.run(**options)
+def _file_help(probe: registry.Probe) -> str:
+    if "path" in probe.options:
+        return probe.options["path"]
+    return {registry.WEIGHTS: SOURCE, registry.SNAPSHOT: SNAPSHOT_FILE}.get(
+        probe.reads, "snapshot file, or (with --text) a Hugging Face model folder or a hub model "
+                     "hf:ORG/NAME[@REVISION]")
 
 
-def parameter(name: str, annotation, default=inspect.Parameter.empty) -> inspect.Parameter:
-    return inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=annotation, default=default)
+def _output_options() -> list[click.Option]:
+    return [click.Option(["--format", "-f", "fmt"], type=click.Choice(FORMATS), default="table", show_default=True,
+                         help="table, json (strict: no NaN) or csv (tidy: step,metric,key,value); data on stdout, "
+                              "logs on stderr"),
+            click.Option(["--plot"], default=None, help=PLOT),
+            click.Option(["--wide"], is_flag=True, default=False, help=WIDE)]
 
 
-def with_examples(help: str, examples) -> str:
-    """``help`` with an Examples block, its lines kept as written (``\b``: Click does not rewrap the
-    paragraph it starts)."""
-    return f"{help}\n\n\b\nExamples:\n" + "\n".join(f"  {x}" for x in examples)
+def command(probe: registry.Probe) -> click.Command:
+    """``probe NAME``: the command of ``probe``, and the flags of the probes declared on it."""
+    sig = inspect.signature(probe.function).parameters
+    arguments = {"FILE": _file_help(probe)}
+    params: list[click.Parameter] = [click.Argument(["file"])]
+    if "other" in sig:
+        params.append(click.Argument(["other"], required=False))
+        arguments["OTHER"] = probe.options.get("other", "a second file")
+    flagged = [p for p in registry.probes() if p.command and p.command.split()[0] == probe.name]
+    params += [click.Option([p.command.split()[1]], is_flag=True, default=False, help=p.help) for p in flagged]
+    names = offered(probe)
+    for p in flagged:   # their options too, after the command's own
+        names[-len(LAST):-len(LAST)] = [n for n in offered(p) if n not in names]
+    params += [click_option(n, _default(n, probe, flagged), help_of(n, probe)) for n in names]
+    params += _output_options()
+
+    def run(file, fmt, plot, wide, other=None, **options):
+        flags = {p.name: options.pop(p.command.split()[1].lstrip("-").replace("-", "_")) for p in flagged}
+        chosen = next((p for p in flagged if flags[p.name]), probe)
+        if chosen is not probe:   # a flag's probe: its own default step unless one was given
+            ctx = click.get_current_context()
+            if ctx.get_parameter_source("step") is click.core.ParameterSource.DEFAULT:
+                options["step"] = inspect.signature(chosen.function).parameters["step"].default
+        takes = inspect.signature(chosen.function).parameters
+        options = {n: v for n, v in converted(options).items() if n in takes}
+        if other is not None:
+            options["other"] = other
+        run_probe(chosen, file, options, fmt, plot, wide)
+
+    return click.Command(probe.name, params=params, callback=run, short_help=probe.title,
+                         help=with_examples(probe.help, registry.examples(probe.name), arguments))
 
 
-def option_params(names: list[str], api_params, command: str, said=None) -> list[inspect.Parameter]:
-    """The command parameters of API parameters ``names`` (checked: an option for each, the API's default),
-    their help about ``command`` (``said(name, annotation)``: the annotation to offer instead)."""
-    said = said or (lambda name, annotation: about(annotation, command))
-    out = []
-    for name in names:
-        if name not in OPTIONS:
-            raise TypeError(f"API parameter {name!r} has no option in probe.cli.options.OPTIONS (add one, or "
-                            "list it in the registry's api_only)")
-        opt = OPTIONS[name]
-        if opt.default != api_params[name].default:
-            raise TypeError(f"API parameter {name}={api_params[name].default!r}, but its option's default is "
-                            f"{opt.default!r}")
-        out.append(parameter(name, said(name, opt.annotation), opt.default))
-    return out
+def _default(name: str, probe: registry.Probe, flagged) -> object:
+    for p in (probe, *flagged):
+        sig = inspect.signature(p.function).parameters
+        if name in sig:
+            return sig[name].default
+    raise KeyError(name)
 
 
-def converted(options: dict, absolute: bool = False) -> dict:
-    """Option values as the API takes them (with ``absolute``, file names made absolute)."""
-    import os
+def run_probe(probe: registry.Probe, file: str, options: dict, fmt: str, plot: str | None, wide: bool) -> None:
+    """Run ``probe`` on ``file``, then its figure (``plot``) and its results on stdout."""
+    if plot:
+        from ..plotting import check_writable
 
-    out = {}
-    for n, v in options.items():
-        opt = OPTIONS[n]
-        v = opt.convert(v) if opt.convert else v
-        out[n] = os.path.abspath(v) if (absolute and opt.path and v) else v
-    return out
-
-
-class ProbeCommand(LazyCallback):
-    """The callback of ``probe NAME`` for a registered probe."""
-
-    def __init__(self, spec: registry.Probe):
-        super().__init__(spec.name, with_examples(spec.help, registry.examples(spec.name)))
-        self.spec = spec
-
-    def _api(self):
-        from .. import api
-
-        return api.probe_function(self.spec.name)
-
-    def parameters(self) -> list[inspect.Parameter]:
-        sig, name = inspect.signature(self._api()), self.spec.name
-        return [parameter("file", about(Source if self.spec.applies_to_checkpoints else File, name)),
-                *option_params(offered(self.spec, sig), sig.parameters, name),
-                parameter("fmt", about(Fmt, name), FORMAT), parameter("plot", about(Plot, name), None),
-                parameter("wide", about(Wide, name), WIDE)]
-
-    def run(self, file: str, fmt: Format = FORMAT, plot: Optional[str] = None, wide: bool = WIDE,
-            **options) -> None:
-        if plot:
-            from ..plotting import check_writable
-
-            check_writable(plot)
-        fn = self._api()
-        if "progress" in inspect.signature(fn).parameters:
-            with progress(self.spec.name) as tick:
-                results = fn(file, progress=tick, **converted(options))
-        else:
-            results = fn(file, **converted(options))
-        show(results, fmt, file, self.spec.name, plot, wide)
+        check_writable(plot)
+    fn = probe.function
+    if "progress" in inspect.signature(fn).parameters:
+        with progress(probe.name) as tick:
+            results = fn(file, progress=tick, **options)
+    else:
+        results = fn(file, **options)
+    show(results, fmt, file, probe.name, plot, wide)
 
 
-def batch_options() -> list[inspect.Parameter]:
-    """The parameters ``probe batch`` offers for its probes: every option of the batch probes, in the
-    order first met, ``--step`` and ``--allow-nonfinite`` left to the caller. An option that only some
-    probes take says which (``align: ...``) with the help of the first, unless it declares batch's own."""
-    from .. import api
-
-    seen: dict[str, inspect.Parameter] = {}
-    takers: dict[str, list[str]] = {}
-    probes = registry.names("batch")
-    for name in probes:
-        sig = inspect.signature(api.probe_function(name))
-        for n in offered(registry.get(name), sig):
-            if n not in LAST:
-                seen.setdefault(n, sig.parameters[n])
-                takers.setdefault(n, []).append(name)
-
-    def said(name, annotation):
-        if len(takers[name]) == len(probes) or own_help(annotation, "batch"):
-            return about(annotation, "batch")
-        return about(annotation, takers[name][0], prefix=f"{', '.join(takers[name])}: ")
-
-    return option_params(list(seen), seen, "batch", said)
-
-
-def show(results, fmt: Format, file: str, probe: str, plot: Optional[str], wide: bool = WIDE) -> None:
+def show(results, fmt: str, file: str, probe: str, plot: str | None, wide: bool = False) -> None:
     """The figure (``plot``), then the results on stdout (``wide``: tables at full width)."""
-    from . import render
+    from .. import render
 
     if plot:  # the figure first: if it cannot be written, the error comes alone
         from .. import plotting
@@ -164,7 +120,49 @@ def show(results, fmt: Format, file: str, probe: str, plot: Optional[str], wide:
         except OSError as exc:
             raise ProbeError(f"cannot write plot {plot}: {exc.strerror or exc}") from None
         print(terminal(f"wrote {plot}"), file=sys.stderr)
-    render.emit(results, fmt.value, file, probe, wide)
+    render.emit(results, fmt, file, probe, wide)
+
+
+# --- probe batch -----------------------------------------------------------------------------------
+
+BATCH_HELP = {
+    "tokens": None,    # filled in by batch_options: each probe's default
+    "groups": "JSON/YAML file: group name -> token ids or words, for the probes that read token groups (adds "
+              "--tokens names)",
+    "layer": "attention layer, 0-based [default: align: 0; attention: every layer]",
+    "threads": "spectrum: layers, ood: snapshots analysed at once, one BLAS/torch thread each (0: one per CPU "
+               "core; with --jobs above 1 or --scheduler, 1)",
+    "step": f"snapshot files: {OPTIONS['step'].help} (a checkpoint holds one step)",
+}
+
+
+def batch_options() -> list[click.Option]:
+    """The options ``probe batch`` offers for its probes: every option of the batch probes, in the order
+    first met, ``--step`` and ``--allow-nonfinite`` last. An option that only some probes take says which
+    (``align: ...``) with the help of the first, unless batch has its own text for it."""
+    probes = [registry.get(n) for n in registry.names("batch")]
+    takers: dict[str, list[registry.Probe]] = {}
+    for p in probes:
+        for n in offered(p):
+            takers.setdefault(n, []).append(p)
+    by: dict[str, list[str]] = {}
+    for p in probes:
+        if p.tokens:
+            by.setdefault(p.tokens, []).append(p.name)
+    own = {**BATCH_HELP, "tokens": f"{OPTIONS['tokens'].help(None)} [default: each probe's own: "
+                                   + "; ".join(f"{', '.join(n)}: {t}" for t, n in by.items()) + "]"}
+    out = []
+    for n in [n for n in takers if n not in LAST] + [n for n in LAST if n in takers]:
+        first = takers[n][0]
+        default = inspect.signature(first.function).parameters[n].default
+        if own.get(n):
+            text = own[n]
+        elif len(takers[n]) == len(probes):
+            text = help_of(n)
+        else:
+            text = f"{', '.join(p.name for p in takers[n])}: {help_of(n, first)}"
+        out.append(click_option(n, default, text))
+    return out
 
 
 QUIET_S = 2.0   # work shorter than this says nothing off a terminal (a fast command keeps stderr clean)

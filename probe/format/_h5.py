@@ -33,7 +33,6 @@ RUN_GROUP = P["token_group"].split("/")[0]
 RESUME_GROUP = P["resume_step"].split("/")[0]
 PARAMS_GROUP = P["param"].rsplit("/", 1)[0]
 WEIGHTS_GROUP = P["token_embedding"].rsplit("/", 1)[0]
-LOG_GROUP = P["step_loss"].split("/")[0]
 
 
 def _package_version() -> str:

@@ -16,15 +16,12 @@ One module per concept: :mod:`.sources` (what a report shows, and the watch's CP
 :mod:`.page` (the page model), :mod:`.html` and ``templates/`` (the page, autoescaped), :mod:`.svg`
 (inline charts), :mod:`.watch` (writing it, once or as runs grow).
 """
-from .. import registry
-
-PROBES = registry.names("report")   # the probes a report runs, in page order; one that does not apply says why
 MAX_STEPS = 6                       # steps shown per probe (the CLI's default too: this module is cheap to import)
 SLIDER_MAX = 64                     # figures behind a probe's step slider at most, log-spaced (0: every snapshot)
 
 _LAZY = {"Report": "page", "Section": "sources", "Budget": "sources", "Source": "sources", "pick_steps": "sources",
          "check_out": "watch", "report": "watch", "watch": "watch"}
-__all__ = ["MAX_STEPS", "PROBES", "SLIDER_MAX", *_LAZY]
+__all__ = ["MAX_STEPS", "SLIDER_MAX", *_LAZY]
 
 
 def __getattr__(name):   # PEP 562: numpy, jinja2 and matplotlib (colour maps) only when a page is made

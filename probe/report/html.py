@@ -7,11 +7,10 @@ import re
 
 import numpy as np
 
-from .._text import markup_text
 from .. import registry
+from .._text import markup_text
 from .charts import family
 from .sources import Section, Source
-
 
 REFRESH_S = 3
 

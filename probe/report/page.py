@@ -8,14 +8,22 @@ from typing import Callable
 
 from .. import registry
 from ..errors import ProbeError, captured, failure
+from . import MAX_STEPS, SLIDER_MAX, charts
 from .html import (
-    REFRESH_S, _chart, _compare_table, _default_tokens, _groups, _note, _numbers_table, _render, _row, _section,
-    _slider, _table
+    REFRESH_S,
+    _chart,
+    _compare_table,
+    _default_tokens,
+    _groups,
+    _note,
+    _numbers_table,
+    _render,
+    _row,
+    _section,
+    _slider,
+    _table,
 )
-from . import MAX_STEPS, PROBES, SLIDER_MAX
-from .sources import Budget, PENDING, Section, Source, open_source, pick_steps
-from . import charts
-
+from .sources import PENDING, Budget, Section, Source, open_source, pick_steps
 
 HEADLINE_FIELDS = ("kind", "snapshots", "task", "model", "gamma", "layers", "d_model", "heads", "steps", "lr",
                    "batch_size", "seed", "data_seed")   # one run: what defines it, the rest behind the toggle
@@ -31,10 +39,11 @@ class Report:
 
         if not specs:
             raise ProbeError("give at least one run")
-        self.probes = list(dict.fromkeys(probes or PROBES))
+        known = registry.names("report")
+        self.probes = list(dict.fromkeys(probes or known))
         for p in self.probes:
-            if p not in PROBES:
-                raise ProbeError(f"unknown probe '{p}' (known: {', '.join(PROBES)})")
+            if p not in known:
+                raise ProbeError(f"unknown probe '{p}' (known: {', '.join(known)})")
         if not isinstance(max_steps, int) or max_steps < 1:
             raise ProbeError(f"bad --max-steps {max_steps}: need a whole number >= 1")
         if not isinstance(slider_steps, int) or slider_steps < 0:
@@ -132,11 +141,9 @@ class Report:
         return None if probe == "theory" else f"0:{n}"
 
     def _figure(self, probe: str, r) -> str | None:
-        """The chart of one step (inline SVG, milliseconds: charts.STEP_FIGURES has one for every report
-        probe that has a figure), or None (no figure: the trajectory shows its numbers)."""
-        if not registry.get(probe).step_figure:
-            return None
-        return charts.step_figure(probe, r, max(1, len(self.specs)))
+        """The probe's chart of one step (inline SVG, milliseconds), or None (no chart: the trajectory
+        shows its numbers)."""
+        return charts.step_figure(registry.get(probe), r, max(1, len(self.specs)))
 
     def section(self, src: Source, probe: str, budget: Budget | None = None, at: str = "") -> Section:
         """``probe``'s section for ``src`` (``at``: where it stands among the sections, for the status line)."""
@@ -149,7 +156,7 @@ class Report:
         else:
             table = pick_steps(src.steps, self.max_steps, src.final_step)
             # the slider and the trajectory reach every snapshot where the step's figure is cheap
-            every = probe in charts.CHEAP or not registry.get(probe).step_figure
+            every = registry.get(probe).cheap or registry.get(probe).chart is None
             slider = (src.steps if self.slider_steps == 0 else pick_steps(src.steps, self.slider_steps, src.final_step)) \
                 if every else ()
             steps = sorted(set(table) | set(slider))

@@ -13,8 +13,6 @@ from .._limits import load_json
 from ..errors import ProbeError
 
 
-
-
 @dataclass
 class Source:
     """One run as the report sees it: a snapshot file or a series of checkpoints, one per step."""

@@ -7,10 +7,9 @@ from typing import Callable
 from .._files import write_atomic
 from .._proc import normal_priority
 from ..errors import ProbeError
-from .page import Report
 from . import MAX_STEPS, SLIDER_MAX
+from .page import Report
 from .sources import Budget
-
 
 # --- writing --------------------------------------------------------------------------------------
 

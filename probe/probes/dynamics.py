@@ -1,0 +1,97 @@
+"""The ``dynamics`` probe: loss dynamics."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from .._limits import MAX_MEMORY, budgeted
+from ..analyses.dynamics import DELTA, SPIKE_FACTOR, SPIKE_WINDOW, DynamicsResult
+from ..analyses.dynamics import WINDOW as SMOOTH
+from ..api._common import Finite, check_number, with_warnings
+from ..format import Run
+from ..registry import SNAPSHOT, Probe
+
+
+@budgeted
+def dynamics(path: str | os.PathLike, *, step: str | int = "latest", delta: float = DELTA, smooth: int = SMOOTH,
+             spike_factor: float = SPIKE_FACTOR, spike_window: int = SPIKE_WINDOW, allow_nonfinite: bool = False,
+             max_memory: int | str | None = MAX_MEMORY
+             ) -> list[DynamicsResult]:
+    """When the loss escapes its initial plateau, and how often it spikes, from the per-step loss log.
+
+    For each selected snapshot the log up to its step is read. The escape step is the first step at which
+    the loss, averaged over ``smooth`` steps, is below ln V - ``delta`` (ln V: the loss of a uniform guess
+    over the vocabulary). A spike is a loss above ``spike_factor`` times the median of the
+    ``spike_window`` steps before it; a run of such steps is one spike.
+
+    Parameters
+    ----------
+    {path}
+    {step}
+    delta : float, default 0.5
+        How far below ln V the smoothed loss must fall to have escaped (nats, at least 0).
+    smooth : int, default 10
+        Steps the loss is averaged over for the escape (at least 1).
+    spike_factor : float, default 1.3
+        A spike's loss over the running median (at least 1).
+    spike_window : int, default 50
+        Steps of the running median (at least 1).
+    {allow_nonfinite}
+    {max_memory}
+
+    Returns
+    -------
+    Results[DynamicsResult]
+        One result per selected step: ``escape_step`` (``None``: not escaped), ``spikes``,
+        ``spike_steps``, ``plateau``, ``initial_loss`` and ``final_loss``.
+
+    Raises
+    ------
+    ProbeError
+        A file without the per-step loss log (written before schema 1.3); a bad parameter or step; a
+        loss that is NaN or inf (without ``allow_nonfinite``).
+
+    Examples
+    --------
+    >>> import probe
+    >>> d = probe.dynamics("run.h5")[0]
+    >>> d.escape_step, d.spikes, d.spike_steps
+    """
+    from ..analyses.dynamics import loss_dynamics
+
+    check_number("delta", delta, lo=0.0)
+    check_number("smooth", smooth, lo=1, integer=True)
+    check_number("spike_factor", spike_factor, lo=1.0)
+    check_number("spike_window", spike_window, lo=1, integer=True)
+    with Run(path) as run:
+        indices = run.step_indices(step)
+        losses = run.step_losses()
+        vocab = int(run.dims["vocab"])
+        steps = run.steps
+        check = Finite(run.path, allow_nonfinite)
+    upto = losses[:max(int(steps[i]) for i in indices)]
+    first = np.flatnonzero(~np.isfinite(upto))
+    if first.size:   # row t of the log is step t
+        check(f"step_loss (the per-step loss log, the first at step {int(first[0])})", upto, None,
+              f"the log is used before step {int(first[0])}")
+        losses = losses[:int(first[0])]
+    check.warn()
+    return with_warnings([loss_dynamics(losses[:int(steps[i])], vocab, delta=delta, window=smooth, spike_factor=spike_factor,
+                                spike_window=spike_window, step=int(steps[i])) for i in indices])
+
+
+
+PROBE = Probe("dynamics",
+          SNAPSHOT,
+          "Loss dynamics",
+          function=dynamics,
+          options={"step": "the snapshots up to which the loss log is read: latest, all, a step number, A:B (steps in [A, B)) or a comma list of these"},
+          whole_run="latest",
+          result="dynamics.DynamicsResult",
+          metrics=("escape_step", "spikes", "initial_loss", "final_loss", "plateau"),
+          example="probe dynamics run.h5",
+          examples=("probe dynamics run.h5 --step all --spike-factor 1.5 --plot dynamics.png",),
+          nonfinite="the loss log is cut before its first one",
+          help="From the per-step loss log: the escape step (loss below ln V - delta, smoothed) and the loss "
+               "spikes.")

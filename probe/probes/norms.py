@@ -1,0 +1,187 @@
+"""The ``norms`` probe: norm saturation (ε share)."""
+from __future__ import annotations
+
+import os
+import warnings
+
+import numpy as np
+
+from .._limits import MAX_MEMORY, budgeted
+from ..analyses.norms import SATURATION, NormsResult
+from ..api._common import (
+    MAX_TOKENS,
+    WINDOW,
+    Finite,
+    check_number,
+    finite_sites,
+    forward,
+    read_at,
+    text_only_for_checkpoints,
+    with_warnings,
+)
+from ..errors import ProbeError, ProbeWarning
+from ..format import Run, is_snapshot_file
+from ..plotting import as_text, legend, saturation_map
+from ..registry import ACTIVATIONS, Probe
+from ..render import summary_table, table
+from ..report.charts import barh
+from ..report.svg import Panel
+
+
+@budgeted
+def norms(path: str | os.PathLike, *, step: str | int = "latest", saturation: float = SATURATION,
+          text: str | None = None, window: int = WINDOW, max_tokens: int = MAX_TOKENS, allow_nonfinite: bool = False,
+          max_memory: int | str | None = MAX_MEMORY
+          ) -> list[NormsResult]:
+    """ε share and effective gain of every normalisation site, per step (paper 4's ε-saturation).
+
+    A norm divides its input by sqrt(m + ε), with m = mean(x²) per token for RMSNorm (var(x) for
+    LayerNorm). With tiny activations ε is no longer negligible and the layer scales its input down
+    instead of normalising it. The ε share s = ε / (m + ε), with m the mean over the probe tokens, is 0
+    for a clean norm and 1 for a layer that only divides by sqrt(ε). Snapshot files: from the stored
+    norm statistics; checkpoints: by running the model on ``text``.
+
+    Parameters
+    ----------
+    {path}
+    {step}
+    saturation : float, default 0.1
+        ε share at or above which a site counts as saturated (between 0 and 1).
+    {text}
+    {window}
+    {max_tokens}
+    {allow_nonfinite}
+    {max_memory}
+
+    Returns
+    -------
+    Results[NormsResult]
+        One result per selected step: ``sites`` (k,), ``mean_square`` (k,), ``eps_share`` (k,),
+        ``effective_gain`` (k,), ``gain`` (k,) or ``None``, and ``saturated`` (the saturated sites), where
+        k is the number of norm sites.
+
+    Raises
+    ------
+    ProbeError
+        A snapshot file without norm statistics (a run without norms, or written before schema 1.3); a
+        checkpoint without ``text`` or without normalisation layers; a bad parameter or step; NaN or inf
+        (without ``allow_nonfinite``).
+
+    Examples
+    --------
+    >>> import probe
+    >>> res = probe.norms("run.h5", step="all")
+    >>> [(r.step, r.summary()["max_eps_share"]) for r in res]
+    >>> probe.norms("model/", text="corpus.txt")[0].saturated
+    """
+    from ..analyses.norms import gain_rms, norm_saturation
+
+    check_number("saturation", saturation, lo=0.0, hi=1.0)
+    path = os.fspath(path)
+    if not is_snapshot_file(path):
+        fw = forward(path, text, "norms", step, window=window, max_tokens=max_tokens)
+        if not fw.norm_sites:
+            raise ProbeError(f"{path}: the model has no normalisation layers")
+        eps = set(fw.norm_eps)
+        if len(eps) > 1:
+            warnings.warn(f"{path}: the norms use several epsilons ({sorted(eps)}); the largest is reported",
+                          ProbeWarning, stacklevel=3)
+        check = Finite(path, allow_nonfinite)
+        sites, ms, gain, med = finite_sites(check, None, list(fw.norm_sites), fw.norm_ms, fw.norm_gain,
+                                             fw.norm_ms_median, " (the model run on the text)")
+        check.warn()
+        return with_warnings([norm_saturation(sites, ms, max(eps), gain=gain, median_square=med, saturation=saturation)])
+    text_only_for_checkpoints(path, text)
+    with Run(path) as run:
+        if not run.has("norm_ms"):
+            raise ProbeError(f"{run.path}: stores no norm statistics (a run without norms, or written before "
+                             "schema 1.3)")
+        sites = run.strings("norm_sites")
+        indices = run.step_indices(step)
+        ms = read_at(run.dataset("norm_ms"), indices)
+        med = read_at(run.dataset("norm_ms_median"), indices) if run.has("norm_ms_median") else [None] * len(indices)
+        gains = {s: read_at(run.tensor(s), indices) for s in sites if s in run.weights()}
+        eps = float(run.config.get("norm_eps", 1e-5))
+        steps = run.steps
+        check = Finite(run.path, allow_nonfinite)
+    out = []
+    for k, i in enumerate(indices):
+        g = np.array([gain_rms(gains[s][k]) if s in gains else 1.0 for s in sites])
+        for s in gains:   # a gain is a weight: named as stored, like every tensor
+            ok = check(s, gains[s][k], int(steps[i]), "its site left out")
+            if ok is not None:
+                g[sites.index(s)] = np.nan
+        kept, m, gk, mk = finite_sites(check, int(steps[i]), sites, ms[k], g, med[k], "")
+        out.append(norm_saturation(kept, m, eps, gain=gk, median_square=mk, saturation=saturation,
+                                   step=int(steps[i])))
+    check.warn()
+    return with_warnings(out)
+
+
+# --- the terminal: its detail table of one step ------------------------------------------------
+
+
+def head(r, step: bool = True) -> None:
+    print(f"norm sites{f', step {r.step}' if step else ''}: eps {r.eps:g}; eps_share s = eps / (m + eps); "
+          f"saturated from s >= {r.saturation:g}")
+def tables(results, width) -> None:
+    """Several steps: the sites' settings once, then a row per step."""
+    head(results[-1], step=False)
+    print()
+    summary_table(results, wide=width is None)
+
+
+def detail(r, width) -> None:
+    head(r)
+    med = r.median_square if r.median_square is not None else [None] * len(r.sites)
+    gain = r.gain if r.gain is not None else [None] * len(r.sites)
+    # the columns are NormsResult's attributes (m: mean_square)
+    table(["site", "mean_square", "median_square", "eps_share", "gain", "effective_gain", "saturated"],
+          [[s, f"{m:.3g}", "-" if md is None else f"{md:.3g}", float(e), None if g is None else float(g),
+            f"{eg:.4g}", s in r.saturated]
+           for s, m, md, e, g, eg in zip(r.sites, r.mean_square, med, r.eps_share, gain, r.effective_gain)],
+          width=width)
+    print(f"{len(r.saturated)} of {len(r.sites)} sites saturated")
+
+
+
+# --- the report: its chart of one step (inline SVG) ---------------------------------------------
+
+
+def chart(r) -> list[Panel]:
+    return [barh(f"step {r.step}: ε share, ε = {r.eps:g}", "ε share s = ε / (m + ε)", "norm site", r.sites,
+                  {"ε share": list(r.eps_share)}, xscale="unit", vline=(r.saturation, "saturated from"))]
+
+
+
+# --- --plot: its matplotlib figure of one step ------------------------------------------------
+
+
+def figure(plt, r):
+    fig, ax = plt.subplots(figsize=(6, 3.6), constrained_layout=True)
+    ax.barh([as_text(s) for s in r.sites], r.eps_share, color=["#d62728" if s in r.saturated else "#1f77b4" for s in r.sites])
+    ax.axvline(r.saturation, color="grey", ls=":", label=f"saturated from s = {r.saturation:g}")
+    ax.set_xlim(0, 1)
+    ax.set_xlabel(f"ε share s = ε / (m + ε), ε = {r.eps:g}")
+    ax.invert_yaxis()
+    legend(ax, fontsize=7)
+    return fig
+
+
+
+PROBE = Probe("norms",
+          ACTIVATIONS,
+          "Norm saturation (ε share)",
+          function=norms,
+          layout="detail", tables=tables, figures=saturation_map,
+          result="norms.NormsResult",
+          metrics=("max_eps_share", "saturated_sites", "eps_share", "effective_gain", "mean_square"),
+          example="probe norms run.h5 --step all",
+          examples=("probe norms model/ --text corpus.txt --saturation 0.05",),
+          nonfinite="a norm site whose statistics or gain hold one is left out",
+          help="ε-saturation of every norm site: ε share s = ε / (m + ε), m the mean over tokens of mean(x²) "
+               "(var(x) for LayerNorm), and the effective gain; flags the saturated sites (--step all: a row per step, "
+               "a column per site).",
+          detail=detail,
+          chart=chart,
+          figure=figure)

@@ -1,0 +1,152 @@
+"""The ``pca`` probe: pCA of token embeddings."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from .._limits import DECOMPOSITION, MAX_MEMORY, budgeted
+from ..analyses.pca import PCAResult
+from ..api._common import TokenRows, check_number, unconverged, with_warnings
+from ..plotting import as_text, legend, pyplot
+from ..readers.source import open_source
+from ..registry import WEIGHTS, Probe
+from ..render import table, token_labels
+from ..report.charts import id_labels
+from ..report.svg import Panel
+
+
+@budgeted
+def pca(path: str | os.PathLike, tokens=None, *, words=None, words_file: str | None = None,
+        tensor: str = "token_embedding", step: str | int = "latest", n_components: int = 3,
+        groups: str | None = None, mapping: str | None = None, allow_nonfinite: bool = False,
+        max_memory: int | str | None = MAX_MEMORY) -> list[PCAResult]:
+    """PCA of token vectors, and how well each numeric group lines up along it, per selected step.
+
+    The chosen rows of ``tensor`` are centred on their mean (no scaling) and projected on their first
+    ``n_components`` principal components. Each group of 3 or more tokens also gets an order score:
+    |Spearman(id, coordinate)| along the group's own first component (``order_pc1``: 1 is a number
+    line) and along the arc it traces in its own PC1-PC2 plane (``order_arc``).
+
+    Parameters
+    ----------
+    {path}
+    {tokens}
+    {words}
+    {words_file}
+    {tensor}
+    {step}
+    n_components : int, default 3
+        Principal components kept (at least 1; at most min(k, d) are returned).
+    {groups}
+    {mapping}
+    {allow_nonfinite}
+    {max_memory}
+
+    Returns
+    -------
+    Results[PCAResult]
+        One result per selected step: ``ids`` (k,), ``groups`` (k,), ``explained`` (c,), ``coords``
+        (k, c), ``order_pc1`` and ``order_arc`` ({group: score}), where k is the number of selected tokens
+        and c = min(``n_components``, k, d).
+
+    Raises
+    ------
+    ProbeError
+        An unknown group, id, word, tensor or step; fewer than 2 tokens; a bad ``n_components``; a row
+        holding NaN or inf (without ``allow_nonfinite``); an SVD that does not converge.
+
+    Examples
+    --------
+    >>> import probe
+    >>> res = probe.pca("run.h5", tokens="reasoning,memory", n_components=2)
+    >>> res[0].explained                          # (2,)
+    >>> res[0].order_pc1["reasoning"]
+    """
+    from ..analyses.pca import pca as _pca
+
+    check_number("n_components", n_components, lo=1, integer=True)
+    with open_source(path, groups, mapping) as run:
+        rows = TokenRows(run, tokens, words, words_file, tensor, step, allow_nonfinite, "pca", 2, "PCA",
+                          DECOMPOSITION)
+    groups_of = rows.group_of()
+    out = []
+    for k, s in enumerate(rows.steps):
+        v, sel, grp = rows.finite(k, groups_of)
+        try:
+            out.append(_pca(v, sel, grp, n_components, step=s))
+        except np.linalg.LinAlgError as exc:
+            raise unconverged(path, f"the SVD (PCA) of {rows.name}", rows.at[k], exc) from None
+        out[-1].texts = rows.texts_of(sel)
+    rows.check.warn()
+    return with_warnings(out)
+
+
+# --- the terminal: its detail table of one step ------------------------------------------------
+
+
+def detail(r, width) -> None:
+    table(["token", "group"] + [f"PC{i + 1}" for i in range(r.coords.shape[1])],
+          [[lab, g] + list(map(float, c)) for lab, g, c in zip(token_labels(r), r.groups, r.coords)],
+          width=width, keep=2)
+    print()
+
+
+
+# --- the report: its chart of one step (inline SVG) ---------------------------------------------
+
+
+def chart(r) -> list[Panel]:
+    coords = np.asarray(r.coords)
+    series, names = {}, {}
+    for g in dict.fromkeys(r.groups):
+        m = np.array([x == g for x in r.groups])
+        y = coords[m, 1] if coords.shape[1] > 1 else np.zeros(m.sum())
+        series[g or "ids"] = (list(map(float, coords[m, 0])), list(map(float, y)))
+        names[g or "ids"] = id_labels(np.asarray(r.ids)[m])
+    ex = list(r.explained) + [0.0, 0.0]
+    return [Panel(f"step {r.step}", f"PC1 ({100 * ex[0]:.0f} %)", f"PC2 ({100 * ex[1]:.0f} %)", kind="scatter",
+                  series=series, names=names)]
+
+
+
+# --- --plot: its matplotlib figure of one step ------------------------------------------------
+
+
+def pca_panel(ax, r) -> None:
+    groups = list(dict.fromkeys(r.groups))
+    cmap = pyplot().get_cmap("tab10")
+    for gi, g in enumerate(groups):
+        m = np.array([x == g for x in r.groups])
+        ax.scatter(r.coords[m, 0], r.coords[m, 1] if r.coords.shape[1] > 1 else 0 * r.coords[m, 0],
+                   s=18, color=cmap(gi % 10), label=as_text(g) if g else "ids")
+        for t, xy in zip(r.ids[m], r.coords[m]):
+            ax.annotate(str(t), (xy[0], xy[1] if len(xy) > 1 else 0), fontsize=5, alpha=0.7)
+    ex = r.explained
+    ax.set_xlabel(f"PC1 ({100 * ex[0]:.0f}%)")
+    ax.set_ylabel(f"PC2 ({100 * ex[1]:.0f}%)" if len(ex) > 1 else "")
+    ax.set_title(f"step {r.step}", fontsize=9)
+    legend(ax, fontsize=7)
+def figure(plt, r):
+    fig, ax = plt.subplots(figsize=(5, 4.5), constrained_layout=True)
+    pca_panel(ax, r)
+    return fig
+
+
+
+PROBE = Probe("pca",
+          WEIGHTS,
+          "PCA of token embeddings",
+          function=pca,
+          tokens="keys,reasoning,memory",
+          result="pca.PCAResult",
+          metrics=("explained_pc{N}", "order_pc1", "order_arc"),
+          example="probe pca run.h5 --tokens keys,reasoning,memory --plot pca.png",
+          examples=("probe pca run.h5 --n-components 5 --step all",),
+          nonfinite="the token rows holding one are left out",
+          help="PCA of token vectors (default tokens: keys,reasoning,memory): explained variance, coordinates, "
+               "and how ordered each group lies (the number line).",
+          detail=detail,
+          chart=chart,
+          figure=figure,
+          cheap=True)

@@ -1,0 +1,260 @@
+"""The ``tokens`` probe: per-token loss difference."""
+from __future__ import annotations
+
+import os
+import warnings
+
+import numpy as np
+
+from .._limits import MAX_MEMORY, budgeted
+from .._text import terminal
+from ..analyses.tokens import BUCKETS, TokensResult
+from ..api._common import (
+    MAX_TOKENS,
+    WINDOW,
+    Finite,
+    check_number,
+    finite_tokens_of,
+    forward,
+    read_at,
+    read_whole,
+    text_only_for_checkpoints,
+    with_warnings,
+)
+from ..errors import ProbeError, ProbeWarning, param
+from ..format import Run, is_snapshot_file
+from ..plotting import as_text, legend
+from ..readers.source import open_source
+from ..registry import ACTIVATIONS, Probe
+from ..render import table
+from ..report.svg import Panel
+
+
+@budgeted
+def tokens(path: str | os.PathLike, other: str | os.PathLike | None = None, *, step: str | int = "latest",
+           step_b: str | int | None = None, buckets: int = BUCKETS, text: str | None = None, window: int = WINDOW,
+           max_tokens: int = MAX_TOKENS, allow_nonfinite: bool = False,
+           max_memory: int | str | None = MAX_MEMORY) -> list[TokensResult]:
+    """Where a gain comes from, token by token: the per-token loss difference of two models, bucketed.
+
+    ΔL = L_A - L_B per token between run A (``path`` at ``step``) and run B (``other``, or ``path`` again at
+    ``step_b``) on identical held-out tokens (negative: A predicts the token better). The tokens are cut
+    into ``buckets`` quantile bins of each feature (token frequency, unigram and bigram surprisal, how much
+    the context lowers the loss, the models' predictive entropy); each bin reports its mean ΔL and its
+    share of the total gain Σ(-ΔL). Snapshot files: the stored token-probe windows (a text run trained
+    with ``--token-probe N``); checkpoints (two Hugging Face folders): the models run on ``text``.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        Run A: a snapshot file, or a checkpoint (with ``other`` and ``text``).
+    other : str or os.PathLike, optional
+        Run B, of the same kind as A; ``None``: ``path`` again, at ``step_b``.
+    step : str or int, default "latest"
+        A's snapshots (see [`similarity`][probe.probes.similarity.similarity]); several, or a numbered one, make a trajectory.
+    step_b : str or int, optional
+        B's step; by default B's latest step, or with several or a numbered ``step`` the same steps as A.
+    buckets : int, default 4
+        Quantile bins per feature (at least 1).
+    {text}
+    {window}
+    {max_tokens}
+    {allow_nonfinite}
+    {max_memory}
+
+    Returns
+    -------
+    Results[TokensResult]
+        One result per step of A: ``n``, ``mean_delta``, ``total_gain``, ``buckets`` ({feature: one dict
+        per bin}) and ``groups`` ({source: numbers}).
+
+    Raises
+    ------
+    ProbeError
+        One model only (no ``other`` and no ``step_b``); a snapshot file and a checkpoint; windows or
+        tokenizations that differ; a run without per-token losses; NaN or inf (without
+        ``allow_nonfinite``).
+
+    Examples
+    --------
+    >>> import probe
+    >>> r = probe.tokens("run.h5", step=2000, step_b=500)[0]
+    >>> r.mean_delta, r.total_gain
+    >>> [(b["bucket"], b["gain_share"]) for b in r.buckets["context_benefit"]]
+    >>> probe.tokens("model-a/", "model-b/", text="corpus.txt")[0].summary()
+    """
+    from ..analyses.tokens import ngram_surprisal, token_features, token_gains
+
+    check_number("buckets", buckets, lo=1, integer=True)
+    path = os.fspath(path)
+    other = os.fspath(other) if other is not None else None
+    for p in (path, other):   # a broken file is named before anything else is said
+        if p is not None:
+            open_source(p).close()
+    if other is None and step_b is None:
+        raise ProbeError(f"tokens compares two models: give a second run, or a second step of the same run "
+                         f"with {param('step_b')}")
+    b_path = other if other is not None else path
+    same_steps = step_b is None and str(step) != "latest"
+    step_b = step if step_b is None else step_b
+    if not is_snapshot_file(path) or not is_snapshot_file(b_path):
+        if is_snapshot_file(path) or is_snapshot_file(b_path):
+            raise ProbeError("tokens compares two snapshot files or two checkpoints, not one of each")
+        if other is None:
+            raise ProbeError(f"{path}: a checkpoint holds one step; give a second checkpoint to compare with")
+        fa = forward(path, text, "tokens", step, window=window, max_tokens=max_tokens)
+        fb = forward(b_path, text, "tokens", step_b, window=window, max_tokens=max_tokens)
+        if fa.vocab_size != fb.vocab_size or not np.array_equal(fa.tokens, fb.tokens):
+            raise ProbeError(f"{path} and {b_path} tokenize the text differently; the per-token comparison needs "
+                             "one vocabulary")
+        # checked before anything else is said: an error comes alone
+        checks = Finite(path, allow_nonfinite), Finite(b_path, allow_nonfinite)
+        keep = finite_tokens_of(checks, [(0, "token_loss", fa.token_loss, None),
+                                          (0, "token_entropy", fa.token_entropy, None),
+                                          (1, "token_loss", fb.token_loss, None),
+                                          (1, "token_entropy", fb.token_entropy, None)], " (the model run on the text)")
+        count, unigram, bigram = ngram_surprisal(fa.tokens, fa.targets, fa.vocab_size)
+        warnings.warn("n-gram statistics of a checkpoint comparison come from the text itself (no training counts)",
+                      ProbeWarning, stacklevel=3)
+        la, lb = fa.token_loss.ravel(), fb.token_loss.ravel()
+        feats = token_features(count, unigram, bigram, la, lb, fa.token_entropy.ravel(), fb.token_entropy.ravel())
+        if keep is not None:
+            la, lb, feats = la[keep], lb[keep], {k: v[keep] for k, v in feats.items()}
+        for c in checks:
+            c.warn()
+        return with_warnings([token_gains(la, lb, feats, buckets=buckets, label_a=path, label_b=b_path)])
+    text_only_for_checkpoints(path, text)
+    runs_a = _token_runs(path, step)
+    try:   # B at step_b; with a second run and no step_b, at its latest step or at each of A's steps
+        if other is not None and same_steps:
+            runs_b = [_token_runs(b_path, a["step"])[0] for a in runs_a]
+        else:
+            runs_b = _token_runs(b_path, step_b)
+            if len(runs_b) != 1:
+                raise ProbeError(f"{param('step')} selects the steps of run A; run B takes one step, not "
+                                 f"{param('step', step_b)}")
+            runs_b = runs_b * len(runs_a)
+    except ProbeError as exc:   # a bad step of run B is --step-b's fault
+        mark = param("step")[0]
+        raise ProbeError(exc.args[0].replace(f"{mark}step{mark}", param("step_b"))
+                         .replace(f"{mark}step=", f"{mark}step_b=")) from None
+    out = []
+    checks = Finite(path, allow_nonfinite), Finite(b_path, allow_nonfinite)
+    a = runs_a[0]   # what does not change with the step (the windows' n-gram numbers): checked once
+    fixed = finite_tokens_of(checks, [(0, "token_probe_unigram", a["unigram"], None),
+                                       (0, "token_probe_bigram", a["bigram"], None),
+                                       (0, "token_counts", a["counts"][a["targets"].ravel()], None)], "")
+    for a, b in zip(runs_a, runs_b):
+        if not np.array_equal(a["tokens"], b["tokens"]) or not np.array_equal(a["targets"], b["targets"]):
+            raise ProbeError(f"{path} and {b_path} hold different token-probe windows (another data seed, "
+                             "tokenizer or token_probe size); the per-token comparison needs identical tokens")
+        tgt = a["targets"].ravel()
+        la, lb = a["loss"].ravel(), b["loss"].ravel()
+        feats = token_features(a["counts"][tgt], a["unigram"].ravel(), a["bigram"].ravel(), la, lb,
+                               a["entropy"].ravel(), b["entropy"].ravel())
+        source = np.repeat(a["source"], a["tokens"].shape[1])
+        keep = finite_tokens_of(checks, [(0, "token_loss", la, a["step"]), (1, "token_loss", lb, b["step"]),
+                                          (0, "token_entropy", a["entropy"], a["step"]),
+                                          (1, "token_entropy", b["entropy"], b["step"])], "")
+        keep = fixed if keep is None else keep if fixed is None else keep & fixed
+        if keep is not None and not keep.any():
+            raise ProbeError(f"{path}: no token has a finite loss, entropy and surprisal in both models")
+        if keep is not None:
+            la, lb, source = la[keep], lb[keep], source[keep]
+            feats = {k: v[keep] for k, v in feats.items()}
+        out.append(token_gains(la, lb, feats, groups=source, group_names=a["splits"], buckets=buckets,
+                               label_a=f"{path}@{a['step']}", label_b=f"{b_path}@{b['step']}", step=a["step"]))
+    for c in checks:
+        c.warn()
+    return with_warnings(out)
+def _token_runs(path: str, step) -> list[dict]:
+    """The token-probe windows of a run with their per-token loss and entropy at each selected step."""
+    with Run(path) as run:
+        if not run.has("token_loss"):
+            raise ProbeError(f"{run.path}: stores no per-token losses (train a text run with --token-probe N)")
+        indices = run.step_indices(step)
+        fixed = {"tokens": read_whole(run.dataset("token_probe_tokens")),
+                 "targets": read_whole(run.dataset("token_probe_targets")),
+                 "source": read_whole(run.dataset("token_probe_source")),
+                 "unigram": read_whole(run.dataset("token_probe_unigram")),
+                 "bigram": read_whole(run.dataset("token_probe_bigram")),
+                 "counts": read_whole(run.dataset("token_counts")), "splits": run.splits}
+        loss, ent = read_at(run.dataset("token_loss"), indices), read_at(run.dataset("token_entropy"), indices)
+        steps = run.steps
+    return [{**fixed, "loss": np.asarray(l), "entropy": np.asarray(e), "step": int(steps[i])}
+            for l, e, i in zip(loss, ent, indices)]
+
+
+# --- the terminal: its detail table of one step ------------------------------------------------
+
+
+def detail(r, width) -> None:
+    print(f"A = {terminal(r.label_a)}\nB = {terminal(r.label_b)}")   # paths: may hold any character
+    print(f"{r.n} tokens: mean_loss_a {r.mean_loss_a:.4f}, mean_loss_b {r.mean_loss_b:.4f}")
+    print(f"mean_delta (ΔL = L_A − L_B) {r.mean_delta:+.4f}; total_gain of A Σ(−ΔL) {r.total_gain:+.2f}")
+    # the columns are the result's keys (groups[g]["gain_share"], buckets[f][i]["token_share"], ...)
+    if r.groups:
+        table(["group", "n", "mean_delta", "gain_share"],
+              [[g, v["n"], v["mean_delta"], v["gain_share"]] for g, v in r.groups.items()], width=width)
+        print()
+    table(["feature", "bucket", "range", "n", "token_share", "mean_delta", "gain_share"],
+          [[f, f"q{b['bucket']}", f"{b['lo']:.3g}..{b['hi']:.3g}", b["n"], b["token_share"], b["mean_delta"],
+            b["gain_share"]] for f, bs in r.buckets.items() for b in bs], width=width)
+
+
+
+# --- the report: its chart of one step (inline SVG) ---------------------------------------------
+
+
+def chart(r) -> list[Panel]:
+    return [Panel(str(f), "bucket (quantile of the feature)", "share (A over B)", kind="bar",
+                  categories=[f"q{b['bucket']}" for b in bs],
+                  series={"share of the gain": [b["gain_share"] for b in bs],
+                          "share of the tokens": [b["token_share"] for b in bs]}) for f, bs in r.buckets.items()]
+
+
+
+# --- --plot: its matplotlib figure of one step ------------------------------------------------
+
+
+def figure(plt, r):
+    feats = list(r.buckets)
+    fig, axes = plt.subplots(1, len(feats), figsize=(2.6 * len(feats), 3.2), squeeze=False,
+                             constrained_layout=True)
+    for ax, f in zip(axes[0], feats):
+        bs = r.buckets[f]
+        x = np.arange(len(bs))
+        ax.bar(x - 0.2, [b["gain_share"] for b in bs], 0.4, label="share of the gain")
+        ax.bar(x + 0.2, [b["token_share"] for b in bs], 0.4, label="share of the tokens")
+        ax.set_xticks(x, [f"q{b['bucket']}" for b in bs])
+        ax.set_title(as_text(f), fontsize=9)
+    legend(axes[0][0], fontsize=7)
+    axes[0][0].set_ylabel("share (A over B)")
+    return fig
+
+
+
+PROBE = Probe("tokens",
+          ACTIVATIONS,
+          "Per-token loss difference",
+          function=tokens,
+          options={"path": "run A: a snapshot file, or (with --text) a Hugging Face model folder or a hub model hf:ORG/NAME[@REVISION]",
+                   "other": "run B (default: FILE again, at --step-b)",
+                   "step": "step of run A: latest, all, a step number, A:B (steps in [A, B)) or a comma list of these",
+                   "text": "for two checkpoints: a text file to run both models on, with their tokenizer files (snapshot files store their token-probe windows)"},
+          layout="detail",
+          report=False,
+          batch=False,
+          sweeps=False,
+          result="tokens.TokensResult",
+          metrics=("n", "mean_loss_a", "mean_loss_b", "mean_delta", "total_gain", "gain_share"),
+          example="probe tokens a.h5 b.h5",
+          examples=("probe tokens run.h5 --step 1000 --step-b 3000 --buckets 5",
+                   "probe tokens a/ b/ --text corpus.txt"),
+          nonfinite="the tokens whose loss, entropy or n-gram surprisal is not finite (in either model) are left out",
+          help="Per-token loss difference ΔL = L_A − L_B on identical held-out tokens, bucketed by token "
+               "frequency, n-gram surprisal, how much the context lowers the loss and the predictive "
+               "entropy: mean ΔL and share of the total gain per bucket.",
+          detail=detail,
+          chart=chart,
+          figure=figure)
