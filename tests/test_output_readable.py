@@ -16,7 +16,8 @@ from probe import registry
 
 WIDTH = 100
 COMMANDS = [spec for spec in registry.probes() if spec.command is not None]
-NEEDS = {"tokens": ("text", ["--step", "0", "--step-b", "latest"])}   # per-token losses: a text run, two steps
+NEEDS = {"tokens": ("text", ["--step", "0", "--step-b", "latest"]),   # per-token losses: a text run, two steps
+         "cka": ("anchor", ["--step", "all", "--step-b", "latest"])}   # two models: here two steps of one run
 LIBRARY_WARNING = re.compile(r"\w*Warning\b")   # UserWarning, RuntimeWarning, 'Warning:'; ours are 'warning: ...'
 
 

@@ -3,5 +3,5 @@ terminal detail table, the report chart, the ``--plot`` figure and the :class:`p
 that declares them. :func:`probe.registry.probes` finds them here, in this order (the order of
 ``probe --help``, batch tables, report sections and the reference page)."""
 
-BUILTIN = ("similarity", "cohesion", "pca", "align", "condense", "theory", "ood", "attention", "bias", "spectrum",
+BUILTIN = ("similarity", "cohesion", "cka", "pca", "align", "condense", "theory", "ood", "attention", "bias", "spectrum",
            "rank", "rank_trajectory", "norms", "sinks", "dynamics", "tokens")
