@@ -20,7 +20,7 @@ from probe.signals import STOP
 
 from .config import PRESETS, PURPOSES, RunConfig
 
-app = typer.Typer(add_completion=False, pretty_exceptions_enable=False,
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None,
                   help="Train an anchor-function run and write periodic HDF5 snapshots.")
 
 # The commands besides training; main() dispatches on the first word, so that training keeps its
@@ -333,16 +333,16 @@ def _build_command():
         _train(**kwargs)
 
     command.__signature__ = inspect.Signature(params)
-    # rich markup keeps the line breaks inside a paragraph (typer.rich_utils), so the blocks stay
-    # lists; lines under 78 characters, so that an 80-column help (a pipe's) does not wrap a command
-    # in two; no square brackets (markup)
+    # \b: Click keeps the lines of the paragraph it starts, so the blocks stay lists; lines under 78
+    # characters, so that an 80-column help (a pipe's) does not wrap a command in two
     width = max(map(len, COMMANDS))
     command.__doc__ = "\n\n".join([
         "Train a run and write its snapshot file (.h5). Snapshots are appended under SWMR, so probes "
-        "can read OUT while it is written.",
-        "Commands (the first word; without one, probe-train trains):\n"
+        "can read OUT while it is written. The configuration options after --print-config default to "
+        "the preset's value; --print-config shows them all.",
+        "\b\nCommands (the first word; without one, probe-train trains):\n"
         + "\n".join(f"  {name.ljust(width)}  {text}" for name, text in COMMANDS.items()),
-        "Examples:\n"
+        "\b\nExamples:\n"
         "  probe-train --preset quick --gamma 0.8 --out run.h5 --tensorboard tb\n"
         "  probe-train presets\n"
         "  probe-train --preset quick --gamma 0.8 --print-config\n"
