@@ -28,7 +28,7 @@ TIDY = ("step", "metric", "key", "value")
 WIDTH = 100      # a terminal's columns: every probe table fits them unless --wide
 MAX_CELL = 40    # a longer label (a token's text, a checkpoint's tensor name) is cut with … to fit
 MAX_KEYS = 24    # keys of one metric a summary shows (sink_mass of every head of a 12 x 12 model: 144)
-_MORE = "--wide: all; -f csv or json: every value"
+MORE_HINT = "--wide: all; -f csv or json: every value"
 
 
 def cell(v, small: bool = False) -> str:
@@ -198,7 +198,7 @@ def summary_table(results, wide: bool = False) -> None:
     for n, (metric, ks) in enumerate(families.items()):
         if plain or n:
             print()
-        more = f" the first {MAX_KEYS} of {len(ks)} keys ({_MORE})" if len(ks) > MAX_KEYS else ""
+        more = f" the first {MAX_KEYS} of {len(ks)} keys ({MORE_HINT})" if len(ks) > MAX_KEYS else ""
         _line(f"{metric}:{more}")
         ks = ks[:MAX_KEYS]
         table(["step"] + [key for _, key in ks], [[r.step] + [s.get(k) for k, _ in ks]

@@ -43,7 +43,7 @@ def _open(path) -> h5py.File:
     return h5py.File(path, "r", swmr=True)   # (a killed SWMR writer's file opens for a SWMR read only)
 
 
-def _chunks(path) -> list[tuple[int, int, str, tuple]]:
+def chunks_for(path) -> list[tuple[int, int, str, tuple]]:
     """(first byte, end, dataset, chunk offset) of every stored chunk of the file, by place in the file."""
     out = []
     with _open(path) as f:
@@ -57,7 +57,7 @@ def _chunks(path) -> list[tuple[int, int, str, tuple]]:
 
 def _chunk(path, dataset: str, offset: tuple) -> tuple[int, int]:
     """(first byte, end) of the chunk of ``dataset`` at ``offset``."""
-    return next((a, b) for a, b, name, at in _chunks(path) if name == dataset and at == offset)
+    return next((a, b) for a, b, name, at in chunks_for(path) if name == dataset and at == offset)
 
 
 def _scribble(src, dst, at: int, nbytes: int = 4096, seed: int = 0) -> None:
@@ -219,8 +219,8 @@ def test_a_scribble_in_the_resume_state_of_a_killed_run_is_a_finding(killed, tmp
 
 def test_a_4k_scribble_over_the_metrics_names_every_dataset_it_hit(killed, tmp_path):
     a, _ = _chunk(killed, "snapshots/metrics/mem/acc", (5,))
-    hit = [(name, at) for start, end, name, at in _chunks(killed) if start < a + 4096 and end > a]
-    covered = sum(min(end, a + 4096) - max(start, a) for start, end, _, _ in _chunks(killed)
+    hit = [(name, at) for start, end, name, at in chunks_for(killed) if start < a + 4096 and end > a]
+    covered = sum(min(end, a + 4096) - max(start, a) for start, end, _, _ in chunks_for(killed)
                   if start < a + 4096 and end > a)
     assert covered == 4096   # the 4 KiB fall on data chunks only: the finding is each dataset's
     bad = tmp_path / "metrics.h5"

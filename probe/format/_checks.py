@@ -23,14 +23,14 @@ from ..errors import ProbeError
 from ._h5 import P, damaged_file_error
 
 
-_PLACEHOLDER = re.compile(r"\{(\w+)\}")
+PLACEHOLDER = re.compile(r"\{(\w+)\}")
 # Soft links followed in a row before the chain counts as a loop (HDF5's own limit, H5L_NUM_LINKS).
 _MAX_SOFT_HOPS = 16
 # The dims symbols every file's ``dims`` attribute holds as integers.
 _DIMS = ("vocab", "d_model", "seq", "probe", "layers", "heads", "d_head", "d_hidden")
 _SNAPSHOTS = P["step"].split("/")[0]
 _PARAMS = P["param"].split("{")[0]
-_RESUME_SLOTS = tuple(P["resume_tensor"].split("{slot}")[0] + str(slot) for slot in (0, 1))
+RESUME_SLOTS = tuple(P["resume_tensor"].split("{slot}")[0] + str(slot) for slot in (0, 1))
 
 # ----------------------------------------------------------------------------
 # Links and storage: nothing may lead out of the file
@@ -396,12 +396,12 @@ def unfinished_slots(get, n: int) -> tuple[str, ...]:
         marks, steps = get(P["resume_step"]), get(P["step"])
         if not (isinstance(marks, h5py.Dataset) and isinstance(steps, h5py.Dataset)
                 and marks.shape == (2,) and steps.ndim == 1 and marks.dtype.kind in "iu"):
-            return _RESUME_SLOTS
+            return RESUME_SLOTS
         held = np.asarray(marks[...]).tolist()
         committed = {s for _, block in blocks(steps, n) for s in np.intersect1d(block, held).tolist()}
-        return tuple(slot for slot, mark in zip(_RESUME_SLOTS, held) if mark < 0 or mark not in committed)
+        return tuple(slot for slot, mark in zip(RESUME_SLOTS, held) if mark < 0 or mark not in committed)
     except (OSError, RuntimeError, KeyError, ValueError):
-        return _RESUME_SLOTS
+        return RESUME_SLOTS
 
 
 # ----------------------------------------------------------------------------
@@ -426,7 +426,7 @@ class ReadCheck:
         self.swmr = f.swmr_mode
         # The resume slots (most of a file's links) are read by a resume only, which walks them too
         # (everything); the walk takes ~0.6 ms CPU for a tiny run's 411 links, ~0.3 ms without them.
-        scan = link_findings(f, prune=_RESUME_SLOTS)
+        scan = link_findings(f, prune=RESUME_SLOTS)
         if scan.findings:
             raise refusal(path, scan.findings)
         findings, self.dims, _ = meta_findings(meta)
@@ -551,7 +551,7 @@ class ReadCheck:
     def everything(self, resume_slots: bool) -> None:
         """Every dataset of the file now, not each before its first read (``resume_slots``: their links
         and datasets too, what a resume reads and copies)."""
-        scan = link_findings(self.f, prune=unfinished_slots(self._checked, self.n) if resume_slots else _RESUME_SLOTS)
+        scan = link_findings(self.f, prune=unfinished_slots(self._checked, self.n) if resume_slots else RESUME_SLOTS)
         if scan.findings:
             raise refusal(self.path, scan.findings)
         self._datasets(scan)

@@ -35,7 +35,7 @@ PARAMS_GROUP = P["param"].rsplit("/", 1)[0]
 WEIGHTS_GROUP = P["token_embedding"].rsplit("/", 1)[0]
 
 
-def _package_version() -> str:
+def toolkit_version() -> str:
     try:
         from importlib.metadata import version
 
@@ -44,7 +44,7 @@ def _package_version() -> str:
         return "0+unknown"
 
 
-def _chunks(row_shape: Sequence[int], itemsize: int) -> tuple[int, ...]:
+def chunks_for(row_shape: Sequence[int], itemsize: int) -> tuple[int, ...]:
     row_shape = tuple(int(s) for s in row_shape)
     nbytes = itemsize * int(np.prod(row_shape, dtype=np.int64))
     if not row_shape or nbytes <= _WHOLE_CHUNK_BYTES:
@@ -57,7 +57,7 @@ def _chunks(row_shape: Sequence[int], itemsize: int) -> tuple[int, ...]:
 # Opening
 # ----------------------------------------------------------------------------
 
-def _writer_fapl():
+def writer_fapl():
     """File access of a writer: HDF5 1.10 format, and no data sieve buffer. The sieve buffer holds
     small raw writes back until the dataset is closed, which h5py does when it drops the object:
     a full disk then fails inside that close, where h5py can only print the error, and HDF5 is left
@@ -70,8 +70,8 @@ def _writer_fapl():
     return fapl
 
 
-def _open_swmr_writer(path: str) -> h5py.File:
-    fapl = _writer_fapl()
+def open_swmr_writer(path: str) -> h5py.File:
+    fapl = writer_fapl()
     # Opening straight into SWMR-write mode leaves no window in which the file
     # is open for a plain write (that state would not survive a SIGKILL).
     fid = h5py.h5f.open(os.fsencode(path), h5py.h5f.ACC_RDWR | h5py.h5f.ACC_SWMR_WRITE, fapl=fapl)
@@ -204,7 +204,7 @@ def damaged_file_error(exc: BaseException | None, path: str, dataset: str | None
     return None
 
 
-def _json_attr(f: h5py.File, key: str, path: str) -> dict:
+def json_attr(f: h5py.File, key: str, path: str) -> dict:
     if key not in f.attrs:
         raise ProbeError(f"{path}: missing root attribute '{key}'")
     try:

@@ -1,5 +1,5 @@
 """What writing a snapshot file needs below :class:`~.writer.Writer`: datasets whose data carry
-checksums (:func:`_dataset`), a new file under a temporary name, opened for SWMR writing and renamed
+checksums (:func:`new_dataset`), a new file under a temporary name, opened for SWMR writing and renamed
 into place, and a write the file system refused (a full disk, a quota, a size limit) turned into
 :class:`WriteFailed` with the file left as it was."""
 from __future__ import annotations
@@ -13,14 +13,14 @@ import numpy as np
 
 from .._files import sync_file, sync_folder
 from ..errors import ProbeError, is_write_fault, write_cause
-from ._h5 import _chunks, _open_swmr_writer, _writer_fapl
+from ._h5 import chunks_for, open_swmr_writer, writer_fapl
 
 
 # ----------------------------------------------------------------------------
 # Datasets with checksums
 # ----------------------------------------------------------------------------
 
-def _dataset(g: h5py.Group, path: str, data: np.ndarray | None = None, *, shape=None, dtype=None, maxshape=None,
+def new_dataset(g: h5py.Group, path: str, data: np.ndarray | None = None, *, shape=None, dtype=None, maxshape=None,
              chunks=None, checksums: bool = True) -> h5py.Dataset:
     """A new dataset at ``path`` in ``g`` (filled with ``data``, or of ``shape`` and ``dtype``) whose
     data HDF5 checksums and verifies at every read (schema 1.4): chunked (``chunks``; by default the
@@ -33,7 +33,7 @@ def _dataset(g: h5py.Group, path: str, data: np.ndarray | None = None, *, shape=
     if checksums and shape == ():
         return _compact(g, path, dtype, data)
     if checksums and (maxshape is not None or all(shape)):
-        chunks = chunks or _chunks(shape, dtype.itemsize)[1:]
+        chunks = chunks or chunks_for(shape, dtype.itemsize)[1:]
         ds = g.create_dataset(path, shape=shape, dtype=dtype, data=data, maxshape=maxshape, chunks=chunks,
                               fletcher32=True)
         ds.flush()   # its chunks leave HDF5's chunk cache now: a full disk fails here, not when `ds` is dropped
@@ -69,7 +69,7 @@ class WriteFailed(ProbeError):
         self.snapshots = snapshots
 
 
-def _vfd(f: h5py.File) -> tuple[int, os.stat_result] | None:
+def vfd_name(f: h5py.File) -> tuple[int, os.stat_result] | None:
     """The OS file descriptor under ``f`` (the sec2 driver's) and what it is open on, or None."""
     try:
         fd = f.id.get_vfd_handle()
@@ -78,7 +78,7 @@ def _vfd(f: h5py.File) -> tuple[int, os.stat_result] | None:
         return None
 
 
-def _abandon(f: h5py.File, vfd: tuple[int, os.stat_result] | None) -> None:
+def abandon_file(f: h5py.File, vfd: tuple[int, os.stat_result] | None) -> None:
     """Close ``f`` after HDF5 failed to write it, without writing to it again.
 
     After a failed write (a full disk) HDF5 still holds dirty metadata: closing the file tries to
@@ -88,7 +88,7 @@ def _abandon(f: h5py.File, vfd: tuple[int, os.stat_result] | None) -> None:
     disk stays as the failed write left it, like a writer killed at that moment, whose committed
     snapshots (the step dataset grows last) readers, ``validate`` and ``--resume`` handle.
 
-    ``vfd`` is the descriptor, taken from the file while it was sound (:func:`_vfd`): asking a file
+    ``vfd`` is the descriptor, taken from the file while it was sound (:func:`vfd_name`): asking a file
     whose close failed half-way for it crashes; it is redirected only while it is still open on the
     same file."""
     try:
@@ -131,13 +131,13 @@ def _scratch() -> tuple[int, tuple[int, int] | None]:
     return fd, (soft, hard)
 
 
-def _with_metadata(nbytes: int) -> int:
+def with_metadata(nbytes: int) -> int:
     """``nbytes`` of data and what HDF5 may add beside it (chunk index blocks, object headers): measured
     0-15 KiB per snapshot of the tiny preset (62 KB of data), so 64 KiB and an eighth to spare."""
     return nbytes + nbytes // 8 + (64 << 10)
 
 
-def _file_size_limit() -> int | None:
+def file_size_limit() -> int | None:
     """This process's file-size limit in bytes (RLIMIT_FSIZE, ``ulimit -f``), None when there is none."""
     try:
         import resource
@@ -191,7 +191,7 @@ class _DeallocFaults:
 
 
 @contextlib.contextmanager
-def _new_file(path: str, doing: str, kept: str):
+def new_file(path: str, doing: str, kept: str):
     """A new HDF5 file under a unique temporary name beside ``path`` (``.run.h5.<pid>.<random>.new``),
     closed and flushed to disk when the block ends; yields ``(file, temporary name)``, the caller
     renames it into place. On any failure the temporary file is removed; a write the file system
@@ -201,29 +201,29 @@ def _new_file(path: str, doing: str, kept: str):
     f = vfd = None
     try:
         with _DeallocFaults() as faults:
-            f = h5py.File(h5py.h5f.create(os.fsencode(tmp), h5py.h5f.ACC_EXCL, fapl=_writer_fapl()))
-            vfd = _vfd(f)
+            f = h5py.File(h5py.h5f.create(os.fsencode(tmp), h5py.h5f.ACC_EXCL, fapl=writer_fapl()))
+            vfd = vfd_name(f)
             yield f, tmp
             faults.check()
-            f.flush()   # a full disk fails here, leaving the file whole for _abandon; in close() it would not
+            f.flush()   # a full disk fails here, leaving the file whole for abandon_file; in close() it would not
             f.close()
         sync_file(tmp)
     except BaseException as exc:
         if f is not None:
-            _abandon(f, vfd)
+            abandon_file(f, vfd)
         _remove(tmp)
         if is_write_fault(exc):
             raise WriteFailed(f"{write_cause(exc)} while writing {path} ({doing}); {kept}") from None
         raise
 
 
-def _open_then_replace(tmp: str, path: str, doing: str, kept: str, snapshots: int) -> h5py.File:
+def open_then_replace(tmp: str, path: str, doing: str, kept: str, snapshots: int) -> h5py.File:
     """Open the finished ``tmp`` as the SWMR writer, then rename it over ``path``: the file appears
     at ``path`` already open for SWMR writing. (Renamed first, a reader that opened it in the moment
     before the writer did held HDF5's file lock, and the writer's open failed "unable to lock file":
     a `probe info` or a report following a starting run killed its trainer.)"""
     try:
-        f = _open_swmr_writer(tmp)
+        f = open_swmr_writer(tmp)
     except (OSError, RuntimeError) as exc:
         _remove(tmp)
         if is_write_fault(exc):
@@ -248,6 +248,6 @@ def _replace(tmp: str, path: str, doing: str, kept: str) -> None:
     sync_folder(path)
 
 
-def _snapshots_kept(n: int) -> str:
+def snapshots_kept(n: int) -> str:
     return (f"the {n} snapshot{'s' if n != 1 else ''} written before {'are' if n != 1 else 'is'} kept" if n
             else "it holds no complete snapshot yet")

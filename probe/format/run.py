@@ -13,7 +13,7 @@ from probe_schemas import path_of
 from .._limits import check, parse_json
 from ..errors import ProbeError
 from ._h5 import (
-    METRICS, P, PARAMS_GROUP, SNAPSHOTS_GROUP, WEIGHTS_GROUP, _json_attr, check_header, damaged_file_error, open_h5
+    METRICS, P, PARAMS_GROUP, SNAPSHOTS_GROUP, WEIGHTS_GROUP, json_attr, check_header, damaged_file_error, open_h5
 )
 from .steps import step_indices
 
@@ -136,9 +136,9 @@ class Run:
         self._f = open_h5(self.path)
         try:
             self.schema_version = check_header(self._f, self.path)
-            self.config = _json_attr(self._f, "config", self.path)
-            self.task = _json_attr(self._f, "task", self.path)
-            self.dims = _json_attr(self._f, "dims", self.path)
+            self.config = json_attr(self._f, "config", self.path)
+            self.task = json_attr(self._f, "task", self.path)
+            self.dims = json_attr(self._f, "dims", self.path)
             # What the probes rely on, in the words of `probe validate`: links, attributes and steps now,
             # each dataset before its first read (self.at).
             from ._checks import ReadCheck

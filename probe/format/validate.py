@@ -16,7 +16,7 @@ from ..errors import ProbeError
 
 from ._h5 import METRICS, P, RESUME_GROUP, WEIGHTS_GROUP, check_header, damaged_file_error, open_h5
 from ._checks import (
-    BLOCK_BYTES, CHECKSUMS_SINCE, _RESUME_SLOTS, unfinished_slots, LinkScan, _PLACEHOLDER, blocks, checksum_finding,
+    BLOCK_BYTES, CHECKSUMS_SINCE, RESUME_SLOTS, unfinished_slots, LinkScan, PLACEHOLDER, blocks, checksum_finding,
     dataset_findings, group_findings, link_findings, meta_findings, schema_entry, step_findings, storage_problem,
     stored_chunks, unwritten_finding
 )
@@ -139,7 +139,7 @@ class _Checker:
                 continue
             ds = self._get(names[0])
             if isinstance(ds, h5py.Dataset) and not self._sound(names, ds, self._rows(names, n, last)):
-                slot = next((i for i, s in enumerate(_RESUME_SLOTS) if names[0].startswith(s + "/")), None)
+                slot = next((i for i, s in enumerate(RESUME_SLOTS) if names[0].startswith(s + "/")), None)
                 if slot is not None:
                     in_slots.setdefault(slot, []).append(self.data[-1])
         if in_slots and self.f.swmr_mode:
@@ -155,7 +155,7 @@ class _Checker:
             if self.f.swmr_mode:
                 marks.refresh()
             held = np.asarray(marks[...]).tolist()
-            return held if len(held) == len(_RESUME_SLOTS) else None
+            return held if len(held) == len(RESUME_SLOTS) else None
         except (AttributeError, OSError, RuntimeError, ValueError, TypeError):
             return None
 
@@ -288,7 +288,7 @@ class _Checker:
 
     def _expand(self, entry: str, spec: dict, dims: dict, task: dict) -> list[str]:
         path = spec["path"]
-        fields = _PLACEHOLDER.findall(path)
+        fields = PLACEHOLDER.findall(path)
         if not fields:
             layers = dims.get("layers", 0)
             required = (spec.get("required") or (spec.get("required_with_layers") and layers > 0)

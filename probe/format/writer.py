@@ -15,14 +15,14 @@ from probe_schemas import path_of
 
 from ..errors import ProbeError, write_cause
 from ._h5 import (
-    FORMAT, METRICS, P, PARAMS_GROUP, RESUME_GROUP, RUN_GROUP, SCHEMA_VERSION, SNAPSHOTS_GROUP, WEIGHTS_GROUP, _chunks,
-    _package_version, datasets
+    FORMAT, METRICS, P, PARAMS_GROUP, RESUME_GROUP, RUN_GROUP, SCHEMA_VERSION, SNAPSHOTS_GROUP, WEIGHTS_GROUP, chunks_for,
+    toolkit_version, datasets
 )
 from ._checks import CHECKSUMS_SINCE
 from .run import Dataset, Run
 from ._write import (
-    WriteFailed, _abandon, _dataset, _file_size_limit, _new_file, _open_then_replace, _snapshots_kept, _vfd,
-    _with_metadata
+    WriteFailed, abandon_file, new_dataset, file_size_limit, new_file, open_then_replace, snapshots_kept, vfd_name,
+    with_metadata
 )
 
 # Whether new files carry checksums (schema 1.4). Only bench/bench_checksum.py turns it off, to time
@@ -43,7 +43,7 @@ class Writer:
         self.path = path
         self._n = int(f[P["step"]].shape[0])
         self._params = {name: f[f"{PARAMS_GROUP}/{name}"] for name, _ in datasets(f[PARAMS_GROUP])}
-        self._vfd = _vfd(f)
+        self.vfd_name = vfd_name(f)
         rows = {ds.id: ds for _, ds in datasets(f[SNAPSHOTS_GROUP])}   # a dataset that hard links name twice: once
         self._row_bytes = sum(int(np.prod(ds.shape[1:], dtype=np.int64)) * ds.dtype.itemsize for ds in rows.values())
 
@@ -77,15 +77,15 @@ class Writer:
         shape and dtype; :meth:`append` then takes their values in ``extra``.
         The file is built under a temporary name and renamed into place, so a kill
         during creation never leaves a half-made file at ``path``. Every dataset that holds data
-        carries a checksum (schema 1.4: :func:`._write._dataset`).
+        carries a checksum (schema 1.4: :func:`._write.new_dataset`).
         """
         path = os.fspath(path)
         series_shapes = series
         kept = "the old file is unchanged" if os.path.exists(path) else "no file was made"
-        with _new_file(path, "creating it", kept) as (f, tmp):
+        with new_file(path, "creating it", kept) as (f, tmp):
             f.attrs["format"] = FORMAT
             f.attrs["schema_version"] = SCHEMA_VERSION
-            f.attrs["package_version"] = _package_version()
+            f.attrs["package_version"] = toolkit_version()
             f.attrs["created"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
             f.attrs["config"] = json.dumps(config, sort_keys=True)
             f.attrs["task"] = json.dumps(task, sort_keys=True)
@@ -94,17 +94,17 @@ class Writer:
                 f.attrs["environment"] = json.dumps(dict(environment), sort_keys=True)
             sums = CHECKSUMS
             for name, ids in groups.items():
-                _dataset(f, path_of("token_group", group=name), np.asarray(list(ids), dtype=np.int64), checksums=sums)
+                new_dataset(f, path_of("token_group", group=name), np.asarray(list(ids), dtype=np.int64), checksums=sums)
             for entry, arr in run_arrays.items():
                 if np.asarray(arr).dtype.kind in "OU":  # text: variable-length UTF-8 (HDF5 filters none)
                     f.create_dataset(path_of(entry), data=[str(x) for x in arr], dtype=h5py.string_dtype())
                 else:
-                    _dataset(f, path_of(entry), np.asarray(arr), checksums=sums)
+                    new_dataset(f, path_of(entry), np.asarray(arr), checksums=sums)
 
             def series(p: str, row_shape=(), dtype="f8"):
                 itemsize = np.dtype(dtype).itemsize
-                return _dataset(f, p, shape=(0, *row_shape), maxshape=(None, *row_shape), dtype=dtype,
-                                chunks=_chunks(row_shape, itemsize), checksums=sums)
+                return new_dataset(f, p, shape=(0, *row_shape), maxshape=(None, *row_shape), dtype=dtype,
+                                chunks=chunks_for(row_shape, itemsize), checksums=sums)
 
             series(P["step"], dtype="i8")
             for entry in ("epoch", "time", "train_loss"):
@@ -122,12 +122,12 @@ class Writer:
                 series(P[entry], shape, dtype)
             series(P["step_loss"])
             if resume_tensors:
-                _dataset(f, P["resume_step"], np.full(2, -1, dtype=np.int64), checksums=sums)
+                new_dataset(f, P["resume_step"], np.full(2, -1, dtype=np.int64), checksums=sums)
                 for slot in (0, 1):
                     for name, (shape, dtype) in resume_tensors.items():
-                        _dataset(f, path_of("resume_tensor", slot=slot, name=name), shape=tuple(shape), dtype=dtype,
+                        new_dataset(f, path_of("resume_tensor", slot=slot, name=name), shape=tuple(shape), dtype=dtype,
                                  checksums=sums)
-        return cls(_open_then_replace(tmp, path, "creating it", kept, 0), path)
+        return cls(open_then_replace(tmp, path, "creating it", kept, 0), path)
 
     def append(
         self,
@@ -216,25 +216,25 @@ class Writer:
         write would fail, and with a hard limit even a failed write cannot be closed safely (see
         :func:`_scratch`). The limit is known beforehand, unlike the free space of a disk; the
         file, closed normally, keeps every snapshot before."""
-        limit = _file_size_limit()
+        limit = file_size_limit()
         if limit is None:
             return
-        if int(self._f.id.get_filesize()) + _with_metadata(nbytes) <= limit:
+        if int(self._f.id.get_filesize()) + with_metadata(nbytes) <= limit:
             return
         self.close()
         raise WriteFailed(f"{write_cause(OSError(errno.EFBIG, ''))} while writing {self.path} ({doing}: the "
-                          f"file would grow past this process's limit of {limit} bytes); {_snapshots_kept(self._n)}", self._n)
+                          f"file would grow past this process's limit of {limit} bytes); {snapshots_kept(self._n)}", self._n)
 
     def _failed(self, exc: BaseException, doing: str) -> WriteFailed:
-        """Close the file without another write (see :func:`_abandon`) and say what failed and what is kept."""
-        _abandon(self._f, self._vfd)
-        return WriteFailed(f"{write_cause(exc)} while writing {self.path} ({doing}); {_snapshots_kept(self._n)}",
+        """Close the file without another write (see :func:`abandon_file`) and say what failed and what is kept."""
+        abandon_file(self._f, self.vfd_name)
+        return WriteFailed(f"{write_cause(exc)} while writing {self.path} ({doing}); {snapshots_kept(self._n)}",
                            self._n)
 
     def close(self) -> None:
         if self._f.id.valid:
             try:
-                self._f.flush()   # a full disk fails here, leaving the file whole for _abandon; in close() it would not
+                self._f.flush()   # a full disk fails here, leaving the file whole for abandon_file; in close() it would not
                 self._f.close()
             except (OSError, RuntimeError) as exc:
                 raise self._failed(exc, "closing it") from None
@@ -276,11 +276,11 @@ class Writer:
                                  "snapshot finished)")
             keep = int(np.flatnonzero(steps == step)[0]) + 1
             doing, kept = f"copying it to resume from step {step}", "the file is unchanged"
-            limit, size = _file_size_limit(), os.path.getsize(path)
-            if limit is not None and _with_metadata(size) > limit:   # the copy is about as big
+            limit, size = file_size_limit(), os.path.getsize(path)
+            if limit is not None and with_metadata(size) > limit:   # the copy is about as big
                 raise WriteFailed(f"{write_cause(OSError(errno.EFBIG, ''))} while writing {path} ({doing}: "
                                   f"a copy of its {size} bytes would pass this process's limit of {limit} bytes); {kept}")
-            with _new_file(path, doing, kept) as (g, tmp):
+            with new_file(path, doing, kept) as (g, tmp):
                 for k, v in f.attrs.items():
                     g.attrs[k] = v
                 if config is not None:
@@ -296,11 +296,11 @@ class Writer:
                 if P["step_loss"] in f:   # the losses of the steps before the resumed one
                     log = run.dataset("step_loss")
                     k = min(step, int(log.shape[0]))
-                    _dataset(g, P["step_loss"], np.asarray(log[:k]), maxshape=(None,), chunks=log.chunks,
+                    new_dataset(g, P["step_loss"], np.asarray(log[:k]), maxshape=(None,), chunks=log.chunks,
                              checksums=sums)
                 _copy_slot(run, g, slot, sums)
                 g.flush()
-        writer = cls(_open_then_replace(tmp, path, doing, kept, keep), path)
+        writer = cls(open_then_replace(tmp, path, doing, kept, keep), path)
         g = writer._f
         state = {name: np.asarray(ds[...]) for name, ds in datasets(g[f"{RESUME_GROUP}/slot{slot}"])}
         params = {name: np.asarray(ds[keep - 1]) for name, ds in writer._params.items()}
@@ -318,7 +318,7 @@ def _copy_rows(run: Run, g: h5py.File, base: str, keep: int, checksums: bool) ->
             g[full] = g[made[key]]
             continue
         src = Dataset(ds, run, full)   # (not run.at: under SWMR its refresh, with `ds` open, makes 1-D reads zeros)
-        new = _dataset(g, full, shape=(keep, *ds.shape[1:]), maxshape=ds.maxshape, dtype=ds.dtype, chunks=ds.chunks,
+        new = new_dataset(g, full, shape=(keep, *ds.shape[1:]), maxshape=ds.maxshape, dtype=ds.dtype, chunks=ds.chunks,
                        checksums=checksums)
         for i in range(keep):
             new[i] = src[i]
@@ -330,12 +330,12 @@ def _copy_slot(run: Run, g: h5py.File, slot: int, checksums: bool) -> None:
     """The resume state of ``slot``; the other slot is recreated empty and marked invalid."""
     held = np.full(2, -1, dtype=np.int64)
     held[slot] = run.dataset("resume_step")[slot]
-    _dataset(g, P["resume_step"], held, checksums=checksums)
+    new_dataset(g, P["resume_step"], held, checksums=checksums)
     for other in (0, 1):
         for name, ds in datasets(run.h5[f"{RESUME_GROUP}/slot{slot}"], each_link=True):
             path = path_of("resume_tensor", slot=other, name=name)
             if other == slot:
                 src = Dataset(ds, run, path_of("resume_tensor", slot=slot, name=name))
-                _dataset(g, path, np.asarray(src[()]), checksums=checksums)
+                new_dataset(g, path, np.asarray(src[()]), checksums=checksums)
             else:
-                _dataset(g, path, shape=ds.shape, dtype=ds.dtype, checksums=checksums)
+                new_dataset(g, path, shape=ds.shape, dtype=ds.dtype, checksums=checksums)

@@ -7,7 +7,6 @@ import re
 
 import numpy as np
 
-from .. import registry
 from .._text import markup_text
 from .charts import family
 from .sources import Section, Source
@@ -34,7 +33,7 @@ def _shown_text(value):
     return markup_text(str(value))
 
 
-def _render(template: str, **values) -> str:
+def render_page(template: str, **values) -> str:
     global _ENV, _Markup
     if _ENV is None:
         import jinja2
@@ -47,15 +46,11 @@ def _render(template: str, **values) -> str:
     return _ENV.get_template(template).render(**values)
 
 
-def _default_tokens(probe: str) -> str:
-    return str(registry.default_tokens(probe))
-
-
-def _note(text: str, cls: str = "note") -> dict:
+def note_html(text: str, cls: str = "note") -> dict:
     return {"kind": "note", "text": text, "cls": cls}
 
 
-def _section(anchor: str, title: str, srcs: list[Source], cells: list[list[dict]]) -> dict:
+def section_html(anchor: str, title: str, srcs: list[Source], cells: list[list[dict]]) -> dict:
     """A section with a column per run; a cell is a list of parts (notes, tables, figures, a slider)."""
     return {"anchor": anchor, "title": title, "compare": None,
             "runs": [{"label": s.label, "cell": c} for s, c in zip(srcs, cells)]}
@@ -71,21 +66,21 @@ def _fmt(v) -> str:
     return str(v)
 
 
-def _row(cells: list, diff: bool = False) -> dict:
+def row_html(cells: list, diff: bool = False) -> dict:
     return {"cells": cells, "diff": diff}
 
 
-def _table(head: list, rows: list[dict], name: str, classes: tuple = ()) -> dict:
+def table_html(head: list, rows: list[dict], name: str, classes: tuple = ()) -> dict:
     """A table with a copy button; ``classes``: a CSS class per column (None: none)."""
     return {"kind": "table", "head": head, "rows": rows, "name": name,
             "classes": list(classes) + [None] * (len(head) - len(classes))}
 
 
-def _numbers_table(sec: Section, name: str) -> dict:
+def numbers_table(sec: Section, name: str) -> dict:
     steps = sec.table_steps or sorted(sec.results)
     keys = list(dict.fromkeys(k for s in steps for k in sec.results[s].summary()))
-    return _table(["number"] + [f"step {s}" for s in steps],
-                  [_row([k] + [_fmt(sec.results[s].summary().get(k)) for s in steps]) for k in keys], name)
+    return table_html(["number"] + [f"step {s}" for s in steps],
+                  [row_html([k] + [_fmt(sec.results[s].summary().get(k)) for s in steps]) for k in keys], name)
 
 
 DIFF_FACTOR = 2.0   # the comparison highlights numbers of runs that differ by more than this factor, or in sign,
@@ -107,7 +102,7 @@ def _differs(vals: list, floor: float = 1e-6) -> bool:
     return big >= DIFF_FACTOR * small
 
 
-def _compare_table(probe: str, srcs: list[Source], secs: list[Section]) -> dict | None:
+def compare_table(probe: str, srcs: list[Source], secs: list[Section]) -> dict | None:
     finals = [sec.results[max(sec.results)] if sec.results else None for sec in secs]
     keys = list(dict.fromkeys(k for r in finals if r is not None for k in r.summary()))
     if not keys:
@@ -118,9 +113,9 @@ def _compare_table(probe: str, srcs: list[Source], secs: list[Section]) -> dict 
     scale: dict[str, float] = {}
     for k, vals in values.items():
         scale[family(k)] = max([scale.get(family(k), 0.0)] + [abs(v) for v in _finite(vals)])
-    body = [_row([k] + [_fmt(v) for v in vals], diff=_differs(vals, FLOOR * scale[family(k)]))
+    body = [row_html([k] + [_fmt(v) for v in vals], diff=_differs(vals, FLOOR * scale[family(k)]))
             for k, vals in values.items()]
-    return _table(head, body, f"{probe}-compare")
+    return table_html(head, body, f"{probe}-compare")
 
 
 def _finite(vals) -> list[float]:
@@ -128,7 +123,7 @@ def _finite(vals) -> list[float]:
             and np.isfinite(v)]
 
 
-def _chart(svg: str, filename: str, caption: str, step: int | None = None) -> dict:
+def chart_html(svg: str, filename: str, caption: str, step: int | None = None) -> dict:
     """An inline SVG chart (its points carry hover titles) with a download link that the page's script
     fills with the chart's own markup when clicked (not a second copy of it in the page: a data: URI
     would double the page's size)."""
@@ -149,22 +144,22 @@ def _download_name(name: str) -> str:
     return re.sub(r"[^\w.-]", "_", markup_text(name), flags=re.ASCII)
 
 
-def _slider(figures: dict, name: str, marked: list | None = None) -> dict:
+def slider_html(figures: dict, name: str, marked: list | None = None) -> dict:
     """One figure per step behind a slider that reaches every step; ``marked``: the steps of the numbers
     table, listed beside the slider as links. The slider starts at the last step."""
     steps = sorted(figures)
-    shown = [_chart(figures[s], f"{name}-step{s}.svg", f"step {s}", s) for s in steps]
+    shown = [chart_html(figures[s], f"{name}-step{s}.svg", f"step {s}", s) for s in steps]
     return {"kind": "slider", "name": name, "figures": shown,
             "marks": [{"i": steps.index(s), "step": s} for s in (marked or []) if s in figures]}
 
 
-def _groups(src: Source) -> list[dict]:
+def groups_html(src: Source) -> list[dict]:
     if not src.groups:
-        return [_note("no token groups")]
+        return [note_html("no token groups")]
     body = []
     for name, (ids, texts) in src.groups.items():
         shown = texts if texts is not None else [str(int(i)) for i in ids]
         more = f" … (+{len(shown) - 40})" if len(shown) > 40 else ""
-        body.append(_row([name, len(ids), " ".join(repr(t) if texts is not None else t for t in shown[:40]) + more]))
+        body.append(row_html([name, len(ids), " ".join(repr(t) if texts is not None else t for t in shown[:40]) + more]))
     kind = "text" if any(t is not None for _, t in src.groups.values()) else "ids"
-    return [_table(["group", "tokens", kind], body, f"{src.label}-groups", (None, None, "tokens"))]
+    return [table_html(["group", "tokens", kind], body, f"{src.label}-groups", (None, None, "tokens"))]

@@ -10,18 +10,8 @@ from .. import registry
 from ..errors import ProbeError, captured, failure
 from . import MAX_STEPS, SLIDER_MAX, charts
 from .html import (
-    REFRESH_S,
-    _chart,
-    _compare_table,
-    _default_tokens,
-    _groups,
-    _note,
-    _numbers_table,
-    _render,
-    _row,
-    _section,
-    _slider,
-    _table,
+    REFRESH_S, chart_html, compare_table, groups_html, note_html, numbers_table,
+    render_page, row_html, section_html, slider_html, table_html,
 )
 from .sources import PENDING, Budget, Section, Source, open_source, pick_steps
 
@@ -191,7 +181,7 @@ class Report:
         for k, probe in enumerate(self.probes, 1):
             secs = [self.section(s, probe, budget, f" ({k}/{len(self.probes)})") for s in srcs]
             sections.append(self._probe_section(probe, srcs, secs))
-        sections.append(_section("groups", "Token groups", srcs, [_groups(s) for s in srcs]))
+        sections.append(section_html("groups", "Token groups", srcs, [groups_html(s) for s in srcs]))
         page = {
             "title": self._title(), "live": live, "refresh_s": REFRESH_S,
             "status": [{"label": s.label, "step": s.steps[-1] if s.steps else "–", "final": s.final_step}
@@ -202,7 +192,7 @@ class Report:
             "config": self._config(),
             "sections": sections,
         }
-        return _render("report.html.j2", page=page)
+        return render_page("report.html.j2", page=page)
 
     def _curves(self, srcs: list[Source]) -> dict:
         """Loss and accuracy per split, one column per run, on the same axes."""
@@ -212,9 +202,9 @@ class Report:
         cells = []
         for s in srcs:
             svg = charts.curves(s.curve_steps, s.curves, xlim, ylims, len(srcs)) if s.curves else None
-            cells.append([_chart(svg, f"{s.label}-curves.svg", "loss and accuracy per split")] if svg else
-                         [_note("no logged metrics")])
-        return _section("curves", "Loss and accuracy per split", srcs, cells)
+            cells.append([chart_html(svg, f"{s.label}-curves.svg", "loss and accuracy per split")] if svg else
+                         [note_html("no logged metrics")])
+        return section_html("curves", "Loss and accuracy per split", srcs, cells)
 
     def _title(self) -> str:
         return "Run report: " + ", ".join(s.label for s in self.sources) if self.sources else "Run report"
@@ -239,8 +229,8 @@ class Report:
         else:
             first = sorted(((k, vs) for k, vs in shown if k in HEADLINE_FIELDS), key=lambda r: HEADLINE_FIELDS.index(r[0]))
         return {"compared": compared, "n": len(shown),
-                "first": _table(head, [_row([k] + vs) for k, vs in first], "config-differs") if first else None,
-                "table": _table(head, [_row([k] + vs, diff=compared and len(set(vs)) > 1) for k, vs in shown],
+                "first": table_html(head, [row_html([k] + vs) for k, vs in first], "config-differs") if first else None,
+                "table": table_html(head, [row_html([k] + vs, diff=compared and len(set(vs)) > 1) for k, vs in shown],
                                 "config")}
 
     def _probe_section(self, probe: str, srcs: list[Source], secs: list[Section]) -> dict:
@@ -256,25 +246,25 @@ class Report:
         cells = []
         for s, sec in zip(srcs, secs):
             if not sec.results:
-                cells.append([_note(PENDING, "note pending") if sec.pending else
-                              _note(f"not applicable: {sec.note or 'no result'}", "note na")])
+                cells.append([note_html(PENDING, "note pending") if sec.pending else
+                              note_html(f"not applicable: {sec.note or 'no result'}", "note na")])
                 continue
-            parts = [_note(PENDING, "note pending")] if sec.pending else []
+            parts = [note_html(PENDING, "note pending")] if sec.pending else []
             chosen = Report._tokens(s, probe)
             if chosen:
-                parts.append(_note(f"tokens: {chosen} (the run has no {_default_tokens(probe)} group)"))
+                parts.append(note_html(f"tokens: {chosen} (the run has no {registry.default_tokens(probe)} group)"))
             if sec.note:
-                parts.append(_note(sec.note))
-            parts += [_note(w, "warn") for w in sec.warnings[:5]]
-            parts.append(_numbers_table(sec, f"{s.label}-{probe}"))
+                parts.append(note_html(sec.note))
+            parts += [note_html(w, "warn") for w in sec.warnings[:5]]
+            parts.append(numbers_table(sec, f"{s.label}-{probe}"))
             steps = sorted(sec.results)
             traj = charts.trajectory(steps, [sec.results[st].summary() for st in steps], xlim, ylims, len(srcs))
             if traj:
-                parts.append(_chart(traj, f"{s.label}-{probe}-trajectory.svg",
+                parts.append(chart_html(traj, f"{s.label}-{probe}-trajectory.svg",
                                     f"over training ({len(steps)} steps; hover a point for its value)"))
             if sec.figures:
-                parts.append(_slider(sec.figures, f"{s.label}-{probe}", sec.table_steps))
+                parts.append(slider_html(sec.figures, f"{s.label}-{probe}", sec.table_steps))
             cells.append(parts)
-        sec = _section(probe, registry.get(probe).title, srcs, cells)
-        sec["compare"] = _compare_table(probe, srcs, secs) if len(srcs) > 1 else None
+        sec = section_html(probe, registry.get(probe).title, srcs, cells)
+        sec["compare"] = compare_table(probe, srcs, secs) if len(srcs) > 1 else None
         return sec
