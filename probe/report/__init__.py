@@ -19,7 +19,7 @@ One module per concept: :mod:`.sources` (what a report shows, and the watch's CP
 MAX_STEPS = 6                       # steps shown per probe (the CLI's default too: this module is cheap to import)
 SLIDER_MAX = 64                     # figures behind a probe's step slider at most, log-spaced (0: every snapshot)
 
-_LAZY = {"Report": "page", "Section": "sources", "Budget": "sources", "Source": "sources", "pick_steps": "sources",
+_LAZY = {"Report": "page", "Section": "sources", "Budget": "sources", "RunSource": "sources", "pick_steps": "sources",
          "check_out": "watch", "report": "watch", "watch": "watch"}
 __all__ = ["MAX_STEPS", "SLIDER_MAX", *_LAZY]
 

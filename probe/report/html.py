@@ -9,7 +9,7 @@ import numpy as np
 
 from .._text import markup_text
 from .charts import family
-from .sources import Section, Source
+from .sources import Section, RunSource
 
 REFRESH_S = 3
 
@@ -50,7 +50,7 @@ def note_html(text: str, cls: str = "note") -> dict:
     return {"kind": "note", "text": text, "cls": cls}
 
 
-def section_html(anchor: str, title: str, srcs: list[Source], cells: list[list[dict]]) -> dict:
+def section_html(anchor: str, title: str, srcs: list[RunSource], cells: list[list[dict]]) -> dict:
     """A section with a column per run; a cell is a list of parts (notes, tables, figures, a slider)."""
     return {"anchor": anchor, "title": title, "compare": None,
             "runs": [{"label": s.label, "cell": c} for s, c in zip(srcs, cells)]}
@@ -102,7 +102,7 @@ def _differs(vals: list, floor: float = 1e-6) -> bool:
     return big >= DIFF_FACTOR * small
 
 
-def compare_table(probe: str, srcs: list[Source], secs: list[Section]) -> dict | None:
+def compare_table(probe: str, srcs: list[RunSource], secs: list[Section]) -> dict | None:
     finals = [sec.results[max(sec.results)] if sec.results else None for sec in secs]
     keys = list(dict.fromkeys(k for r in finals if r is not None for k in r.summary()))
     if not keys:
@@ -153,7 +153,7 @@ def slider_html(figures: dict, name: str, marked: list | None = None) -> dict:
             "marks": [{"i": steps.index(s), "step": s} for s in (marked or []) if s in figures]}
 
 
-def groups_html(src: Source) -> list[dict]:
+def groups_html(src: RunSource) -> list[dict]:
     if not src.groups:
         return [note_html("no token groups")]
     body = []

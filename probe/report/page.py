@@ -13,7 +13,7 @@ from .html import (
     REFRESH_S, chart_html, compare_table, groups_html, note_html, numbers_table,
     render_page, row_html, section_html, slider_html, table_html,
 )
-from .sources import PENDING, Budget, Section, Source, open_source, pick_steps
+from .sources import PENDING, Budget, Section, RunSource, open_run, pick_steps
 
 HEADLINE_FIELDS = ("kind", "snapshots", "task", "model", "gamma", "layers", "d_model", "heads", "steps", "lr",
                    "batch_size", "seed", "data_seed")   # one run: what defines it, the rest behind the toggle
@@ -48,7 +48,7 @@ class Report:
         self._cache: dict = {}          # (path, probe, step) -> (Result | None, note, warnings)
         self._figs: dict = {}           # (path, probe, step) -> the step's chart (SVG) or None (no figure)
         self.pending = False            # the last html() left work for later (its budget ran out)
-        self.sources: list[Source] = []
+        self.sources: list[RunSource] = []
         self.errors: dict[str, str] = {}
 
     # ------------------------------------------------------------------------------------------
@@ -57,7 +57,7 @@ class Report:
         self.sources, self.errors = [], {}
         for spec in self.specs:
             try:
-                self.sources.append(open_source(spec, self.revisions))
+                self.sources.append(open_run(spec, self.revisions))
             except ProbeError as exc:
                 self.errors[spec] = str(exc)
         return tuple((s.path, tuple(s.steps)) for s in self.sources) + tuple(sorted(self.errors.items()))
@@ -67,7 +67,7 @@ class Report:
         return bool(self.sources) and not self.errors and all(s.done for s in self.sources)
 
     # ------------------------------------------------------------------------------------------
-    def _call(self, src: Source, probe: str, steps: list[int], budget: Budget | None = None) -> dict:
+    def _call(self, src: RunSource, probe: str, steps: list[int], budget: Budget | None = None) -> dict:
         """Results of ``probe`` at ``steps`` (cached) as step -> (Result | None, figure, note, warnings);
         a step whose call failed has the error as note. With a ``budget``, work it does not allow is
         left out (the step is missing, or its figure is :data:`PENDING`) and ``self.pending`` set."""
@@ -114,7 +114,7 @@ class Report:
         return got
 
     @staticmethod
-    def _tokens(src: Source, probe: str) -> str | None:
+    def _tokens(src: RunSource, probe: str) -> str | None:
         """The probe's own token selection where the run has it; else the run's groups (a composite
         run has no 'reasoning' group), else the first 64 token ids (a checkpoint has no groups; fewer
         if its config says the vocabulary is smaller)."""
@@ -135,7 +135,7 @@ class Report:
         shows its numbers)."""
         return charts.step_figure(registry.get(probe), r, max(1, len(self.specs)))
 
-    def section(self, src: Source, probe: str, budget: Budget | None = None, at: str = "") -> Section:
+    def section(self, src: RunSource, probe: str, budget: Budget | None = None, at: str = "") -> Section:
         """``probe``'s section for ``src`` (``at``: where it stands among the sections, for the status line)."""
         if src.kind == "checkpoints" and registry.get(probe).reads != registry.WEIGHTS:
             return Section(note="needs a snapshot file written by probe-train (a checkpoint holds weights only)")
@@ -194,7 +194,7 @@ class Report:
         }
         return render_page("report.html.j2", page=page)
 
-    def _curves(self, srcs: list[Source]) -> dict:
+    def _curves(self, srcs: list[RunSource]) -> dict:
         """Loss and accuracy per split, one column per run, on the same axes."""
         xlim = charts.extent([x for s in srcs for x in s.curve_steps])
         ylims = {kind: charts.extent([v for s in srcs for ms in s.curves.values() if kind in ms
@@ -233,7 +233,7 @@ class Report:
                 "table": table_html(head, [row_html([k] + vs, diff=compared and len(set(vs)) > 1) for k, vs in shown],
                                 "config")}
 
-    def _probe_section(self, probe: str, srcs: list[Source], secs: list[Section]) -> dict:
+    def _probe_section(self, probe: str, srcs: list[RunSource], secs: list[Section]) -> dict:
         # the trajectories of all runs on the same axes: one family's panel reads across the columns
         steps_all = [st for sec in secs for st in sec.results]
         xlim = charts.extent(steps_all)

@@ -14,7 +14,7 @@ from ..errors import ProbeError
 
 
 @dataclass
-class Source:
+class RunSource:
     """One run as the report sees it: a snapshot file or a series of checkpoints, one per step."""
 
     label: str
@@ -52,7 +52,7 @@ def _label(path: str) -> str:
     return base or path
 
 
-def open_source(spec: str, revisions: str | None = None) -> Source:
+def open_run(spec: str, revisions: str | None = None) -> RunSource:
     """Read what the page needs of one run (cheap: no tensors); a file still being written works."""
     from ..format import Run, is_snapshot_file
 
@@ -64,7 +64,7 @@ def open_source(spec: str, revisions: str | None = None) -> Source:
             strings = run.token_strings()
             groups = {k: (v, _texts(strings, v)) for k, v in run.groups.items()}
             final = run.config.get("steps")    # the file's word: a whole number, or not known
-            return Source(_label(spec), spec, "snapshot", steps, {}, dict(run.config), dict(run.task),
+            return RunSource(_label(spec), spec, "snapshot", steps, {}, dict(run.config), dict(run.task),
                           {s: {m: np.asarray(v) for m, v in ms.items()} for s, ms in metrics.items()}, steps, groups,
                           final if isinstance(final, int) and not isinstance(final, bool) else None)
     return _checkpoint_series(spec, revisions)
@@ -77,7 +77,7 @@ def _texts(strings: list[str] | None, ids) -> list[str] | None:
     return [strings[i] if 0 <= i < len(strings) else "?" for i in (int(i) for i in ids)]
 
 
-def _checkpoint_series(spec: str, revisions: str | None) -> Source:
+def _checkpoint_series(spec: str, revisions: str | None) -> RunSource:
     from ..batch import discover
     from ..readers.names import step_from_name
 
@@ -89,7 +89,7 @@ def _checkpoint_series(spec: str, revisions: str | None) -> Source:
     if not by_step:
         raise ProbeError(f"{spec}: no checkpoints found")
     steps = sorted(by_step)
-    src = Source(_label(spec), spec, "checkpoints", steps, by_step)
+    src = RunSource(_label(spec), spec, "checkpoints", steps, by_step)
     src.config = _config_of(by_step[steps[-1]])
     src.curve_steps, src.curves = _trainer_log(by_step[steps[-1]])
     return src
