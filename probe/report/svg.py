@@ -62,9 +62,10 @@ class Panel:
 
 
 def _esc(value) -> str:
-    text = markup_text(str(value))
-    return (text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("'", "&#39;")
-            .replace('"', "&quot;"))
+    """Text for markup: the page's own escaper (markupsafe, Jinja2's autoescape), after :func:`markup_text`."""
+    from markupsafe import escape
+
+    return str(escape(markup_text(str(value))))
 
 
 def _el(tag: str, text=None, children: str = "", **attrs) -> str:
