@@ -212,3 +212,16 @@ def test_architecture_md_names_every_room():
                 continue
             name = p.name + "/" if p.is_dir() else p.name
             assert name in block, f"{pkg}/{name} missing from ARCHITECTURE.md's layout"
+
+
+def test_no_underscore_name_is_imported_from_another_module():
+    """A name another module needs is public where it lives (or moves): ``from .x import _y`` hides a
+    dependency behind a name that says "nobody else uses this"."""
+    found = []
+    for folder in ("probe", "train"):
+        for p in sorted((ROOT / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(p.read_text())):
+                if isinstance(node, ast.ImportFrom) and node.module != "__future__":
+                    found += [f"{p.relative_to(ROOT)}:{node.lineno}: {a.name}" for a in node.names
+                              if a.name.startswith("_") and not a.name.startswith("__")]
+    assert found == []

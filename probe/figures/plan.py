@@ -9,7 +9,7 @@ from typing import Mapping
 
 from ..errors import ProbeError
 from .context import FigureContext, seed_count, specs
-from .scripts import _known, declarations, load_scripts
+from .scripts import check_known, declarations, load_scripts
 
 # Drawing a figure (probing its runs, matplotlib, PNG + PDF) on the measured machine class: about
 # DRAW_BASE_S per figure and DRAW_PER_RUN_S per run it draws (bench/bench_figures.py: the 17 figures
@@ -83,7 +83,7 @@ def plan_figures(names: list[str], ctx: FigureContext, folder: Path, seeds: Mapp
     from probe_train.runs import default_jobs
 
     scripts = load_scripts(folder)
-    _known(names, scripts)
+    check_known(names, scripts)
     return _plan(names, scripts, ctx, seeds, default_jobs(1 if ctx._gpu() else ctx.jobs))
 
 
@@ -117,7 +117,7 @@ def seeds_for_budget(names: list[str], ctx: FigureContext, folder: Path, minutes
     from probe_train.runs import default_jobs
 
     scripts = load_scripts(folder)
-    _known(names, scripts)
+    check_known(names, scripts)
     jobs = default_jobs(1 if ctx._gpu() else ctx.jobs)
     cache: dict = {}
 

@@ -57,7 +57,7 @@ def load_scripts(folder: Path) -> dict[str, FigureScript]:
     return out
 
 
-def _known(names: list[str], scripts: Mapping[str, FigureScript]) -> None:
+def check_known(names: list[str], scripts: Mapping[str, FigureScript]) -> None:
     unknown = [n for n in names if n not in scripts]
     if unknown:
         raise ProbeError(f"unknown figure(s) {', '.join(unknown)}; known: {', '.join(scripts)}")
@@ -93,7 +93,7 @@ def _each_figure(names: list[str], ctx: FigureContext, folder: Path, action: Cal
     import threading
 
     scripts = load_scripts(folder)
-    _known(names, scripts)
+    check_known(names, scripts)
     declared, failed = declarations(names, scripts, ctx, seeds)
     for n, msg in failed.items():
         ctx.log(f"figure {n} failed: {msg}")

@@ -171,7 +171,7 @@ class Run:
     def __enter__(self) -> "Run":
         return self
 
-    def __exit__(self, exc_type, exc, tb) -> None:
+    def __exit__(self, _type, exc, _tb) -> None:
         self.close()
         damaged = damaged_file_error(exc, self.path)
         if damaged is not None:

@@ -1,0 +1,21 @@
+"""What vulture (tests/test_dead_code.py) cannot see used: public API that only users call, names that
+Python, Click, dataclasses or importlib reach by protocol. Each line says why."""
+# ruff: noqa
+from probe import api, registry
+from probe.analyses.base import Result, Results
+from probe.analyses.dynamics import DynamicsResult
+from probe.analyses.spectrum import LayerSpectrum
+from probe.cli import Commands
+from probe_train.config import RunConfig
+
+Result.to_frame, Results.to_frame             # the notebook API (docs, examples/tutorial.ipynb)
+api.token_text, api.token_vectors             # public API: a probe in another package starts from token_vectors
+Commands.get_command                          # Click calls it (its lazy-group protocol)
+DynamicsResult.steps_logged, DynamicsResult.spike_steps   # result fields: to_dict() / JSON output
+LayerSpectrum.num_evals                       # a result field: the spectrum table and its JSON
+RunConfig.gamma_embed, RunConfig.gamma_attn, RunConfig.gamma_mlp, RunConfig.gamma_head   # config fields, read by name
+_.__dir__                                     # PEP 562 module __dir__ (probe, probe.api, probe.report)
+_.__signature__                               # read by Typer: probe-train's generated options (train/cli.py)
+_.make_anchor_task, _.make_composite_task, _.make_text_task   # found by name (train/tasks/__init__.py)
+_.run_finished                                # used by tests and the figures (train/runs.py)
+_.serve                                       # the fork server's entry (train/forkserver.py starts it by name)
