@@ -179,21 +179,14 @@ def figure(plt, r):
 
 
 
-PROBE = Probe("align",
-          WEIGHTS,
-          "Singular vectors of W_V against the embeddings",
-          function=align,
-          options={"groups": "JSON/YAML file: group name -> token ids or words, the groups W_V's singular vectors are compared with [default: the run's stored groups]",
-                   "layer": "attention layer of the head, 0-based [default: 0]"},
-          result="align.AlignResult",
-          metrics=("sv1", "sv1_share", "ov_sv1", "cos_top1"),
-          example="probe align run.h5 --layer 0 --head 0 --step all",
-          examples=("probe align run.h5 --layer 1 --top-k 5 --plot align.png",),
-          nonfinite="the non-finite entries of W_V and W_O count as 0, and the embedding rows holding one are left "
-                    "out of the group means",
-          help="Singular values of W_V and W_V W_O of one head (default: layer 0, head 0), and |cos| of W_V's "
-               "top singular vectors with each token group.",
-          detail=detail,
-          chart=chart,
-          figure=figure,
-          cheap=True)
+PROBE = Probe("align", WEIGHTS, "Singular vectors of W_V against the embeddings", function=align,
+              options={"groups": "JSON/YAML file: group name -> token ids or words, the groups W_V's singular vectors are compared with [default: the run's stored groups]",
+                       "layer": "attention layer of the head, 0-based [default: 0]"},
+              result="align.AlignResult", metrics=("sv1", "sv1_share", "ov_sv1", "cos_top1"),
+              example="probe align run.h5 --layer 0 --head 0 --step all",
+              examples=("probe align run.h5 --layer 1 --top-k 5 --plot align.png",),
+              nonfinite="the non-finite entries of W_V and W_O count as 0, and the embedding rows holding one are left "
+                        "out of the group means",
+              help="Singular values of W_V and W_V W_O of one head (default: layer 0, head 0), and |cos| of W_V's "
+                   "top singular vectors with each token group.",
+              detail=detail, chart=chart, figure=figure, cheap=True)

@@ -122,19 +122,14 @@ def figure(plt, r):
 
 
 
-PROBE = Probe("attention",
-          SNAPSHOT,
-          "Attention against causal averaging",
-          function=attention,
-          options={"layer": "attention layer, 0-based [default: every layer]"},
-          result="attention.AttentionResult",
-          metrics=("avg_dev", "entropy_ratio", "last_to_key", "last_to_anchors"),
-          example="probe attention run.h5 --layer 0 --step 0:1000",
-          examples=("probe attention run.h5 --plot attention.png",),
-          nonfinite="the probe sequences whose maps hold one are left out",
-          help="Attention on the stored probe batch (default: every layer): distance from causal averaging "
-               "(mean |A_ij - 1/i|, entropy relative to uniform) and where the last position attends (key, "
-               "anchors).",
-          chart=chart,
-          figure=figure,
-          cheap=True)
+PROBE = Probe("attention", SNAPSHOT, "Attention against causal averaging", function=attention,
+              options={"layer": "attention layer, 0-based [default: every layer]"},
+              result="attention.AttentionResult",
+              metrics=("avg_dev", "entropy_ratio", "last_to_key", "last_to_anchors"),
+              example="probe attention run.h5 --layer 0 --step 0:1000",
+              examples=("probe attention run.h5 --plot attention.png",),
+              nonfinite="the probe sequences whose maps hold one are left out",
+              help="Attention on the stored probe batch (default: every layer): distance from causal averaging "
+                   "(mean |A_ij - 1/i|, entropy relative to uniform) and where the last position attends (key, "
+                   "anchors).",
+              chart=chart, figure=figure, cheap=True)

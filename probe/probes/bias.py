@@ -80,14 +80,9 @@ def bias(path: str | os.PathLike, splits: tuple[str, str] | None = None, *, step
 
 
 
-PROBE = Probe("bias",
-          SNAPSHOT,
-          "Reasoning bias ΔL",
-          function=bias,
-          result="bias.BiasResult",
-          metrics=("loss", "delta_L"),
-          example="probe bias run.h5 --step all",
-          examples=("probe bias run.h5 --splits rsn_train --splits rsn_test",),
-          nonfinite="the steps whose losses hold one are left out",
-          help="Reasoning bias Delta L = (L_A - L_B) / L_B from the stored per-split losses (--step all for "
-               "the trajectory).")
+PROBE = Probe("bias", SNAPSHOT, "Reasoning bias ΔL", function=bias, result="bias.BiasResult",
+              metrics=("loss", "delta_L"), example="probe bias run.h5 --step all",
+              examples=("probe bias run.h5 --splits rsn_train --splits rsn_test",),
+              nonfinite="the steps whose losses hold one are left out",
+              help="Reasoning bias Delta L = (L_A - L_B) / L_B from the stored per-split losses (--step all for "
+                   "the trajectory).")

@@ -98,17 +98,16 @@ def cka(path: str | os.PathLike, other: str | os.PathLike | None = None, tokens=
     return with_warnings(out)
 
 
-PROBE = Probe("cka", WEIGHTS, "Linear CKA of two runs' token vectors",
-              function=cka, tokens="reasoning", batch=False, report=False, sweeps=False,
+PROBE = Probe("cka", WEIGHTS, "Linear CKA of two runs' token vectors", function=cka, tokens="reasoning",
+              batch=False, report=False, sweeps=False,
               options={"path": "run A: a snapshot file, or a checkpoint: Hugging Face folder, .safetensors, "
-                               ".pt/.pth/.bin state dict, nanoGPT ckpt.pt, or a hub model hf:ORG/NAME[@REVISION]",
+                       ".pt/.pth/.bin state dict, nanoGPT ckpt.pt, or a hub model hf:ORG/NAME[@REVISION]",
                        "other": "run B, any kind FILE can be (default: FILE again, at --step-b)",
                        "step": "steps of run A: latest, all, a step number, A:B (steps in [A, B)) or a comma list "
-                               "of these",
+                       "of these",
                        "step_b": "steps of run B: one for every step of A, or as many, paired in order (default: "
-                                 "B's latest, or with --step other than latest the same step numbers as A)"},
-              result="cka.CKAResult", metrics=("cka", "n"),
-              example="probe cka a.h5 b.h5 --tokens reasoning",
+                       "B's latest, or with --step other than latest the same step numbers as A)"},
+              result="cka.CKAResult", metrics=("cka", "n"), example="probe cka a.h5 b.h5 --tokens reasoning",
               examples=("probe cka run.h5 --step all --step-b latest",
                         "probe cka seed0.h5 seed1.h5 --step all --plot cka.png"),
               nonfinite="a token whose row holds one in either run is left out",

@@ -91,18 +91,12 @@ def chart(r) -> list[Panel]:
 
 
 
-PROBE = Probe("cohesion",
-          WEIGHTS,
-          "Cohesion of token groups",
-          function=cohesion,
-          tokens=EVERY_GROUP,
-          result="cohesion.CohesionResult",
-          metrics=("within", "between", "separation"),
-          example="probe cohesion run.h5 --step all",
-          examples=("probe cohesion run.h5 --tokens reasoning,memory --format json",),
-          nonfinite="the token rows holding one are left out",
-          help="Mean cosine of token vectors within each token group (default: every stored group) and between "
-               "every pair of groups, and their separation; O(k d), so whole vocabularies split into groups "
-               "are cheap.",
-          chart=chart,
-          cheap=True)
+PROBE = Probe("cohesion", WEIGHTS, "Cohesion of token groups", function=cohesion, tokens=EVERY_GROUP,
+              result="cohesion.CohesionResult", metrics=("within", "between", "separation"),
+              example="probe cohesion run.h5 --step all",
+              examples=("probe cohesion run.h5 --tokens reasoning,memory --format json",),
+              nonfinite="the token rows holding one are left out",
+              help="Mean cosine of token vectors within each token group (default: every stored group) and between "
+                   "every pair of groups, and their separation; O(k d), so whole vocabularies split into groups "
+                   "are cheap.",
+              chart=chart, cheap=True)

@@ -192,22 +192,14 @@ def figure(plt, r):
 
 
 
-PROBE = Probe("condense",
-          WEIGHTS,
-          "Covariance eigenvalues",
-          function=condense,
-          tokens=EVERY_ROW,
-          api_only=("top_shares",),
-          result="condense.CondenseResult",
-          metrics=("eig1", "eig2", "top{N}_share", "effective_rank", "stable_rank", "largest_neuron_group", "neuron_groups", "sv1"),
-          example="probe condense run.h5 --tokens keys --step all",
-          examples=("probe condense run.h5 --neurons layer0/W_in --threshold 0.9",),
-          nonfinite="the rows and neurons holding one are left out, and so is a weight matrix holding one from the "
-                    "singular values",
-          help="Condensation: covariance eigenvalues of token vectors (default: every row; centred, unscaled, "
-               "/ (k-1)), effective and stable rank, neuron groups, and the singular values of every weight "
-               "matrix.",
-          detail=detail,
-          chart=chart,
-          figure=figure,
-          cheap=True)
+PROBE = Probe("condense", WEIGHTS, "Covariance eigenvalues", function=condense, tokens=EVERY_ROW,
+              api_only=("top_shares",), result="condense.CondenseResult",
+              metrics=("eig1", "eig2", "top{N}_share", "effective_rank", "stable_rank", "largest_neuron_group", "neuron_groups", "sv1"),
+              example="probe condense run.h5 --tokens keys --step all",
+              examples=("probe condense run.h5 --neurons layer0/W_in --threshold 0.9",),
+              nonfinite="the rows and neurons holding one are left out, and so is a weight matrix holding one from the "
+                        "singular values",
+              help="Condensation: covariance eigenvalues of token vectors (default: every row; centred, unscaled, "
+                   "/ (k-1)), effective and stable rank, neuron groups, and the singular values of every weight "
+                   "matrix.",
+              detail=detail, chart=chart, figure=figure, cheap=True)

@@ -169,19 +169,13 @@ def figure(plt, r):
 
 
 
-PROBE = Probe("norms",
-          ACTIVATIONS,
-          "Norm saturation (ε share)",
-          function=norms,
-          layout="detail", tables=tables, figures=saturation_map,
-          result="norms.NormsResult",
-          metrics=("max_eps_share", "saturated_sites", "eps_share", "effective_gain", "mean_square"),
-          example="probe norms run.h5 --step all",
-          examples=("probe norms model/ --text corpus.txt --saturation 0.05",),
-          nonfinite="a norm site whose statistics or gain hold one is left out",
-          help="ε-saturation of every norm site: ε share s = ε / (m + ε), m the mean over tokens of mean(x²) "
-               "(var(x) for LayerNorm), and the effective gain; flags the saturated sites (--step all: a row per step, "
-               "a column per site).",
-          detail=detail,
-          chart=chart,
-          figure=figure)
+PROBE = Probe("norms", ACTIVATIONS, "Norm saturation (ε share)", function=norms, layout="detail", tables=tables,
+              figures=saturation_map, result="norms.NormsResult",
+              metrics=("max_eps_share", "saturated_sites", "eps_share", "effective_gain", "mean_square"),
+              example="probe norms run.h5 --step all",
+              examples=("probe norms model/ --text corpus.txt --saturation 0.05",),
+              nonfinite="a norm site whose statistics or gain hold one is left out",
+              help="ε-saturation of every norm site: ε share s = ε / (m + ε), m the mean over tokens of mean(x²) "
+                   "(var(x) for LayerNorm), and the effective gain; flags the saturated sites (--step all: a row per step, "
+                   "a column per site).",
+              detail=detail, chart=chart, figure=figure)

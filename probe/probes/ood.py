@@ -178,20 +178,12 @@ def figure(plt, r):
 
 
 
-PROBE = Probe("ood",
-          SNAPSHOT,
-          "Accuracy per split and held-out combination",
-          function=ood,
-          options={"threads": "snapshots evaluated at once, one torch thread each (0: one per CPU core); the numbers do not depend on it"},
-          report_options=(("threads", 1),),
-          result="ood.OODResult",
-          metrics=("acc", "loss"),
-          example="probe ood run.h5 --step all",
-          examples=("probe ood run.h5 --full --format json",),
-          nonfinite="the model runs with the weights as stored, and the sequences whose logits are not finite are "
-                    "left out of each split's loss and accuracy",
-          help="Rebuild the model from the stored weights; accuracy and loss per split and per held-out anchor "
-               "combination (composite task: inferential vs symmetric accuracy on the unseen pair).",
-          detail=detail,
-          chart=chart,
-          figure=figure)
+PROBE = Probe("ood", SNAPSHOT, "Accuracy per split and held-out combination", function=ood,
+              options={"threads": "snapshots evaluated at once, one torch thread each (0: one per CPU core); the numbers do not depend on it"},
+              report_options=(("threads", 1),), result="ood.OODResult", metrics=("acc", "loss"),
+              example="probe ood run.h5 --step all", examples=("probe ood run.h5 --full --format json",),
+              nonfinite="the model runs with the weights as stored, and the sequences whose logits are not finite are "
+                        "left out of each split's loss and accuracy",
+              help="Rebuild the model from the stored weights; accuracy and loss per split and per held-out anchor "
+                   "combination (composite task: inferential vs symmetric accuracy on the unseen pair).",
+              detail=detail, chart=chart, figure=figure)

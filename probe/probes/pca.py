@@ -134,19 +134,11 @@ def figure(plt, r):
 
 
 
-PROBE = Probe("pca",
-          WEIGHTS,
-          "PCA of token embeddings",
-          function=pca,
-          tokens="keys,reasoning,memory",
-          result="pca.PCAResult",
-          metrics=("explained_pc{N}", "order_pc1", "order_arc"),
-          example="probe pca run.h5 --tokens keys,reasoning,memory --plot pca.png",
-          examples=("probe pca run.h5 --n-components 5 --step all",),
-          nonfinite="the token rows holding one are left out",
-          help="PCA of token vectors (default tokens: keys,reasoning,memory): explained variance, coordinates, "
-               "and how ordered each group lies (the number line).",
-          detail=detail,
-          chart=chart,
-          figure=figure,
-          cheap=True)
+PROBE = Probe("pca", WEIGHTS, "PCA of token embeddings", function=pca, tokens="keys,reasoning,memory",
+              result="pca.PCAResult", metrics=("explained_pc{N}", "order_pc1", "order_arc"),
+              example="probe pca run.h5 --tokens keys,reasoning,memory --plot pca.png",
+              examples=("probe pca run.h5 --n-components 5 --step all",),
+              nonfinite="the token rows holding one are left out",
+              help="PCA of token vectors (default tokens: keys,reasoning,memory): explained variance, coordinates, "
+                   "and how ordered each group lies (the number line).",
+              detail=detail, chart=chart, figure=figure, cheap=True)

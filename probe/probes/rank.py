@@ -122,24 +122,15 @@ def figure(plt, r):
     return fig
 
 
-PROBE = Probe("rank",
-          WEIGHTS,
-          "Effective rank of weights",
-          function=rank,
-          options={"groups": "JSON/YAML file: group name -> token ids or words (checked; the ranks do not depend on groups)"},
-          layout="detail",
-          result="rank.RankResult",
-          metrics=("effective_rank", "stable_rank", "top{N}_energy"),
-          example="probe rank run.h5 --step all",
-          examples=("probe rank model/ --format csv",),
-          nonfinite="the embedding rows holding one are left out (the rest centred), and so is a weight matrix "
-                    "holding one",
-          help="Effective rank, stable rank and top-1/top-5 energy of the centred token embedding and of every "
-               "weight matrix; with --step all a trajectory, with --minima the step where each one bottoms "
-               "out.",
-          detail=detail,
-          chart=chart,
-          figure=figure,
-          cheap=True)
+PROBE = Probe("rank", WEIGHTS, "Effective rank of weights", function=rank,
+              options={"groups": "JSON/YAML file: group name -> token ids or words (checked; the ranks do not depend on groups)"},
+              layout="detail", result="rank.RankResult", metrics=("effective_rank", "stable_rank", "top{N}_energy"),
+              example="probe rank run.h5 --step all", examples=("probe rank model/ --format csv",),
+              nonfinite="the embedding rows holding one are left out (the rest centred), and so is a weight matrix "
+                        "holding one",
+              help="Effective rank, stable rank and top-1/top-5 energy of the centred token embedding and of every "
+                   "weight matrix; with --step all a trajectory, with --minima the step where each one bottoms "
+                   "out.",
+              detail=detail, chart=chart, figure=figure, cheap=True)
 
 

@@ -104,22 +104,13 @@ def figure(plt, r):
     return fig
 
 
-PROBE = Probe("rank_trajectory",
-          WEIGHTS,
-          "Rank minima over training",
-          function=rank_trajectory,
-          command="rank --minima", layout="detail",
-          whole_run="all",
-          api_only=("metric",),
-          batch=False,
-          sweeps=False,
-          result="rank.RankTrajectoryResult",
-          metrics=("min_step", "minimum", "dip", "rebound", "condense_then_expand"),
-          example="probe rank run.h5 --minima",
-          nonfinite="the embedding rows holding one are left out (the rest centred), and so is a weight matrix "
-                    "holding one",
-          help="Where each matrix's effective rank bottoms out over training: its minimum, the step of it, "
-               "the dip and the rebound.",
-          detail=detail,
-          chart=chart,
-          figure=figure)
+PROBE = Probe("rank_trajectory", WEIGHTS, "Rank minima over training", function=rank_trajectory,
+              command="rank --minima", layout="detail", whole_run="all", api_only=("metric",), batch=False,
+              sweeps=False, result="rank.RankTrajectoryResult",
+              metrics=("min_step", "minimum", "dip", "rebound", "condense_then_expand"),
+              example="probe rank run.h5 --minima",
+              nonfinite="the embedding rows holding one are left out (the rest centred), and so is a weight matrix "
+                        "holding one",
+              help="Where each matrix's effective rank bottoms out over training: its minimum, the step of it, "
+                   "the dip and the rebound.",
+              detail=detail, chart=chart, figure=figure)

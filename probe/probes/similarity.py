@@ -114,21 +114,13 @@ def chart(r) -> list[Panel]:
 
 
 
-PROBE = Probe("similarity",
-          WEIGHTS,
-          "Cosine similarity of token embeddings",
-          function=similarity,
-          figures=similarity_heatmaps,
-          tokens="reasoning",
-          result="similarity.SimilarityResult",
-          metrics=("mean_offdiag", "std_offdiag", "distance_corr", "by_distance"),
-          example="probe similarity run.h5 --tokens reasoning",
-          examples=("probe similarity run.h5 --tokens memory --step all --plot similarity.png",
-                   "probe similarity model/ --words cat,dog,fish,bird"),
-          nonfinite="the token rows holding one are left out",
-          matrix="cosine",
-          help="Cosine-similarity matrix of token vectors (default tokens: reasoning), with its mean and its "
-               "fall-off with |i - j|; above 4096 tokens only the summaries, accumulated in blocks.",
-          detail=detail,
-          chart=chart,
-          cheap=True)
+PROBE = Probe("similarity", WEIGHTS, "Cosine similarity of token embeddings", function=similarity,
+              figures=similarity_heatmaps, tokens="reasoning", result="similarity.SimilarityResult",
+              metrics=("mean_offdiag", "std_offdiag", "distance_corr", "by_distance"),
+              example="probe similarity run.h5 --tokens reasoning",
+              examples=("probe similarity run.h5 --tokens memory --step all --plot similarity.png",
+                        "probe similarity model/ --words cat,dog,fish,bird"),
+              nonfinite="the token rows holding one are left out", matrix="cosine",
+              help="Cosine-similarity matrix of token vectors (default tokens: reasoning), with its mean and its "
+                   "fall-off with |i - j|; above 4096 tokens only the summaries, accumulated in blocks.",
+              detail=detail, chart=chart, cheap=True)

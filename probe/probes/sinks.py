@@ -152,18 +152,12 @@ def figure(plt, r):
 
 
 
-PROBE = Probe("sinks",
-          ACTIVATIONS,
-          "Attention sinks",
-          function=sinks,
-          result="sinks.SinksResult",
-          metrics=("sink_head_fraction", "mean_sink_mass", "uniform_mass", "sink_mass", "first_norm_ratio"),
-          example="probe sinks run.h5 --step all",
-          examples=("probe sinks model/ --text corpus.txt --window 256",),
-          nonfinite="the sequences (windows) whose maps or residual norms hold one are left out",
-          help="Attention sinks per layer and head: mean attention on the first position (queries past the "
-               "first few), the fraction of sink heads, and the first position's residual norm over the "
-               "median position's.",
-          detail=detail,
-          chart=chart,
-          figure=figure)
+PROBE = Probe("sinks", ACTIVATIONS, "Attention sinks", function=sinks, result="sinks.SinksResult",
+              metrics=("sink_head_fraction", "mean_sink_mass", "uniform_mass", "sink_mass", "first_norm_ratio"),
+              example="probe sinks run.h5 --step all",
+              examples=("probe sinks model/ --text corpus.txt --window 256",),
+              nonfinite="the sequences (windows) whose maps or residual norms hold one are left out",
+              help="Attention sinks per layer and head: mean attention on the first position (queries past the "
+                   "first few), the fraction of sink heads, and the first position's residual norm over the "
+                   "median position's.",
+              detail=detail, chart=chart, figure=figure)

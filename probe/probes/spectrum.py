@@ -201,22 +201,14 @@ def figure(plt, r):
 
 
 
-PROBE = Probe("spectrum",
-          WEIGHTS,
-          "Weight spectra (power-law alpha)",
-          function=spectrum,
-          options={"threads": "layers analysed at once, one BLAS thread each (0: one per CPU core)"},
-          layout="steps",
-          sweeps=False,
-          result="spectrum.SpectrumResult",
-          metrics=("layers", "mean_alpha", "mean_log_norm"),
-          example="probe spectrum run.h5 --precision float32",
-          examples=("probe spectrum run.h5 --step all --plot spectrum.png",
-                   "probe spectrum model.safetensors --threads 4"),
-          nonfinite="a matrix holding one is left out of the table",
-          help="Per linear layer: spectral norm, Frobenius norm, stable rank, entropy rank, and the power-law "
-               "exponent alpha of the eigenvalue density with its fit range (WeightWatcher's metrics).",
-          detail=detail,
-          chart=chart,
-          figure=figure,
-          cheap=True)
+PROBE = Probe("spectrum", WEIGHTS, "Weight spectra (power-law alpha)", function=spectrum,
+              options={"threads": "layers analysed at once, one BLAS thread each (0: one per CPU core)"},
+              layout="steps", sweeps=False, result="spectrum.SpectrumResult",
+              metrics=("layers", "mean_alpha", "mean_log_norm"),
+              example="probe spectrum run.h5 --precision float32",
+              examples=("probe spectrum run.h5 --step all --plot spectrum.png",
+                        "probe spectrum model.safetensors --threads 4"),
+              nonfinite="a matrix holding one is left out of the table",
+              help="Per linear layer: spectral norm, Frobenius norm, stable rank, entropy rank, and the power-law "
+                   "exponent alpha of the eigenvalue density with its fit range (WeightWatcher's metrics).",
+              detail=detail, chart=chart, figure=figure, cheap=True)

@@ -182,22 +182,14 @@ def figure(plt, r):
 
 
 
-PROBE = Probe("theory",
-          SNAPSHOT,
-          "Theory: P^s reconstruction of the embedding",
-          function=theory,
-          options={"words": "comma-separated words instead of --tokens, looked up in a text run's vocabulary (multi-token words are left out with a warning)"},
-          tokens="reasoning",
-          result="theory.TheoryResult",
-          metrics=("pearson_r", "max_abs_diff", "profile_r"),
-          example="probe theory run.h5 --tokens reasoning --anchor 15",
-          examples=("probe theory run.h5 --step all --plot theory.png",),
-          nonfinite="the tokens whose embedding row or row of P^s holds one are left out (the default anchor moves to"
-                    " the middle of those left)",
-          help="Paper 1's theory (default tokens: reasoning): cos of P^s - 1/d_vob against the measured "
-               "embedding cosines, and the eq. 14 reconstruction's cos(w(s0), w(s_j)) profile against the "
-               "measured one.",
-          detail=detail,
-          chart=chart,
-          figure=figure,
-          cheap=True)
+PROBE = Probe("theory", SNAPSHOT, "Theory: P^s reconstruction of the embedding", function=theory,
+              options={"words": "comma-separated words instead of --tokens, looked up in a text run's vocabulary (multi-token words are left out with a warning)"},
+              tokens="reasoning", result="theory.TheoryResult", metrics=("pearson_r", "max_abs_diff", "profile_r"),
+              example="probe theory run.h5 --tokens reasoning --anchor 15",
+              examples=("probe theory run.h5 --step all --plot theory.png",),
+              nonfinite="the tokens whose embedding row or row of P^s holds one are left out (the default anchor moves to"
+                        " the middle of those left)",
+              help="Paper 1's theory (default tokens: reasoning): cos of P^s - 1/d_vob against the measured "
+                   "embedding cosines, and the eq. 14 reconstruction's cos(w(s0), w(s_j)) profile against the "
+                   "measured one.",
+              detail=detail, chart=chart, figure=figure, cheap=True)

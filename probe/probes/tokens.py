@@ -234,27 +234,18 @@ def figure(plt, r):
 
 
 
-PROBE = Probe("tokens",
-          ACTIVATIONS,
-          "Per-token loss difference",
-          function=tokens,
-          options={"path": "run A: a snapshot file, or (with --text) a Hugging Face model folder or a hub model hf:ORG/NAME[@REVISION]",
-                   "other": "run B (default: FILE again, at --step-b)",
-                   "step": "step of run A: latest, all, a step number, A:B (steps in [A, B)) or a comma list of these",
-                   "text": "for two checkpoints: a text file to run both models on, with their tokenizer files (snapshot files store their token-probe windows)"},
-          layout="detail",
-          report=False,
-          batch=False,
-          sweeps=False,
-          result="tokens.TokensResult",
-          metrics=("n", "mean_loss_a", "mean_loss_b", "mean_delta", "total_gain", "gain_share"),
-          example="probe tokens a.h5 b.h5",
-          examples=("probe tokens run.h5 --step 1000 --step-b 3000 --buckets 5",
-                   "probe tokens a/ b/ --text corpus.txt"),
-          nonfinite="the tokens whose loss, entropy or n-gram surprisal is not finite (in either model) are left out",
-          help="Per-token loss difference ΔL = L_A − L_B on identical held-out tokens, bucketed by token "
-               "frequency, n-gram surprisal, how much the context lowers the loss and the predictive "
-               "entropy: mean ΔL and share of the total gain per bucket.",
-          detail=detail,
-          chart=chart,
-          figure=figure)
+PROBE = Probe("tokens", ACTIVATIONS, "Per-token loss difference", function=tokens,
+              options={"path": "run A: a snapshot file, or (with --text) a Hugging Face model folder or a hub model hf:ORG/NAME[@REVISION]",
+                       "other": "run B (default: FILE again, at --step-b)",
+                       "step": "step of run A: latest, all, a step number, A:B (steps in [A, B)) or a comma list of these",
+                       "text": "for two checkpoints: a text file to run both models on, with their tokenizer files (snapshot files store their token-probe windows)"},
+              layout="detail", report=False, batch=False, sweeps=False, result="tokens.TokensResult",
+              metrics=("n", "mean_loss_a", "mean_loss_b", "mean_delta", "total_gain", "gain_share"),
+              example="probe tokens a.h5 b.h5",
+              examples=("probe tokens run.h5 --step 1000 --step-b 3000 --buckets 5",
+                        "probe tokens a/ b/ --text corpus.txt"),
+              nonfinite="the tokens whose loss, entropy or n-gram surprisal is not finite (in either model) are left out",
+              help="Per-token loss difference ΔL = L_A − L_B on identical held-out tokens, bucketed by token "
+                   "frequency, n-gram surprisal, how much the context lowers the loss and the predictive "
+                   "entropy: mean ΔL and share of the total gain per bucket.",
+              detail=detail, chart=chart, figure=figure)
