@@ -4,7 +4,8 @@ An option is named like the API parameter it feeds (``--top-k`` -> ``top_k``). A
 each parameter of its API function as :data:`OPTIONS` declares it, with the function's own default
 (so a flag has one default everywhere: the API's); its help is the declaration's, or the probe's own
 text for it (:class:`probe.registry.Probe` ``options``). The commands written by hand (:mod:`probe.cli`)
-take the same declarations through :func:`option`, with their own help where it differs.
+take the shared ones through the decorators at the end (:func:`fmt`, :func:`step`, ...), with their own
+help where it differs.
 """
 from __future__ import annotations
 
@@ -135,12 +136,6 @@ def click_option(name: str, default, help: str) -> click.Option:
                         show_default=default is not None and not opt.multiple, help=help)
 
 
-def option(name: str, *decls: str, **kw):
-    """A decorator adding option ``name`` to a hand-written command (``decls``, ``kw``: Click's, over
-    the declaration's)."""
-    return click.option(*(decls or ("--" + name.replace("_", "-"), name)), **kw)
-
-
 def converted(options: dict, absolute: bool = False) -> dict:
     """Option values as the API takes them (with ``absolute``, file names made absolute)."""
     import os
@@ -171,14 +166,6 @@ def jobs(help: str):
 
 def step(help: str = STEPS):
     return click.option("--step", "-s", "step", default="latest", show_default=True, help=help)
-
-
-def allow_nonfinite(help: str):
-    return click.option("--allow-nonfinite", "allow_nonfinite", is_flag=True, default=False, help=help)
-
-
-def max_memory(help: str = MEMORY):
-    return click.option("--max-memory", "max_memory", default=None, metavar="SIZE", help=help)
 
 
 REVISIONS = ("hub sources (hf:ORG/NAME): a comma list of revisions (step1000,step2000) or all (every branch and tag, "
