@@ -112,18 +112,19 @@ def test_resume_refuses_config_changes(tmp_path, reference):
 
 def test_the_cuda_optimizer_path_resumes_exactly(tmp_path, monkeypatch):
     """On CUDA the trainer takes torch's fused AdamW (its fast path there), whose step counts live beside
-    the parameters. Forced on the CPU (PROBE_TORCH_ADAMW=1: no GPU here), a run stopped at a safe point
-    resumes to the numbers of the run that never stopped."""
+    the parameters. Forced on the CPU (torch >= 2.4 has it there; no GPU here), a run stopped at a safe
+    point resumes to the numbers of the run that never stopped."""
     import torch
 
     from probe.errors import Interrupted
     from probe.signals import STOP
     from probe_train import Trainer, preset
 
-    monkeypatch.setenv("PROBE_TORCH_ADAMW", "1")
+    adamw = torch.optim.AdamW
+    monkeypatch.setattr(torch.optim, "AdamW", lambda *args, **kw: adamw(*args, **{**kw, "fused": True}))
     cfg = preset("tiny", steps=60, snapshot_every=10, snapshot_log=False, threads=1)
     whole = Trainer(cfg, tmp_path / "whole.h5", progress=False)
-    assert isinstance(whole.opt, torch.optim.AdamW) and whole.opt.defaults["fused"]
+    assert isinstance(whole.opt, adamw) and whole.opt.defaults["fused"]
     whole.run()
 
     def stop_after_step_30(step):   # what Ctrl-C does: the flag, read at the next safe point

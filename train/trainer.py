@@ -20,7 +20,6 @@ from .config import RunConfig, snapshot_steps
 from .device import pick_device, set_threads
 from .evaluate import evaluate, evaluate_lm
 from .models import build_model
-from .optim import adamw, step_device
 from .tasks import make_task
 
 
@@ -135,9 +134,9 @@ class Trainer:
         self.model = build_model(cfg, gen).to(self.device)
         decay = [p for p in self.model.parameters() if p.ndim >= 2 or cfg.decay == "all"]
         no_decay = [p for p in self.model.parameters() if p.ndim < 2 and cfg.decay != "all"]
-        self.opt = adamw(   # torch's fused AdamW on CUDA, elsewhere its arithmetic without torch._dynamo
+        self.opt = torch.optim.AdamW(   # fused on CUDA (one kernel for every parameter), elsewhere torch's choice
             [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-            lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), device=self.device)
+            lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), fused=self.device.type == "cuda" or None)
         dev = self.device
         t = self.task
         self.tokens = torch.as_tensor(t.tokens, device=dev)
@@ -190,7 +189,9 @@ class Trainer:
             step = float(state[f"optim/{n}/step"])
             if step > 0:
                 self.opt.state[p] = {
-                    "step": torch.tensor(step, dtype=torch.float32, device=step_device(self.opt, p)),
+                    # the fused optimizer's kernels read the step count beside the parameter
+                    "step": torch.tensor(step, dtype=torch.float32, device=p.device if self.opt.defaults["fused"]
+                                         else "cpu"),
                     "exp_avg": torch.as_tensor(state[f"optim/{n}/exp_avg"]).to(self.device),
                     "exp_avg_sq": torch.as_tensor(state[f"optim/{n}/exp_avg_sq"]).to(self.device),
                 }
