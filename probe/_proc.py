@@ -19,7 +19,7 @@ import os
 import sys
 from functools import lru_cache
 
-PARENT_ENV = "PROBE_PARENT"   # "PID:SIGNAL": the process that started this one, and the signal at its death
+from . import environment
 
 DISTRIBUTION = "gamma-probe"
 
@@ -71,13 +71,13 @@ def _python(code: str) -> list[str]:
 def child_env(signum: int, env: dict | None = None) -> dict:
     """``env`` (default: this process's environment) for a child of the toolkit that gets ``signum``
     when this process ends (read by :func:`adopt_parent` in the child's command line)."""
-    return {**(os.environ if env is None else env), PARENT_ENV: f"{os.getpid()}:{int(signum)}"}
+    return {**(os.environ if env is None else env), environment.PARENT: f"{os.getpid()}:{int(signum)}"}
 
 
 def adopt_parent() -> None:
     """In a child started with :func:`child_env`: stop with the parent. The variable is removed, so the
     child's own children name their own parent."""
-    value = os.environ.pop(PARENT_ENV, "")
+    value = environment.take_parent()
     try:
         parent, signum = (int(x) for x in value.split(":"))
     except ValueError:   # not set (or not ours)

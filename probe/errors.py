@@ -15,6 +15,7 @@ import sys
 import warnings
 from typing import Callable, NoReturn
 
+from . import environment
 from ._proc import adopt_parent
 from ._text import ERRORS as _SHOWN, terminal  # terminal: probe-train's door too (train imports errors)
 from .signals import STOP, say, signal_name
@@ -320,7 +321,7 @@ def _run_cli(app, **kw) -> None:
         print(terminal(f"Error: {msg}"), file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
     except Exception as exc:  # a bug, not bad input: still no traceback unless asked for
-        if os.environ.get("PROBE_DEBUG"):
+        if environment.debug():
             raise
         print(terminal(f"Error: unexpected {type(exc).__name__}: {exc} (set PROBE_DEBUG=1 for the traceback)"),
               file=sys.stderr)

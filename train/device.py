@@ -2,10 +2,9 @@
 by :mod:`.evaluate`, which the trainer imports: a module of its own keeps them out of a circle)."""
 from __future__ import annotations
 
-import os
-
 import torch
 
+from probe import environment
 from probe.errors import ProbeError
 
 
@@ -19,7 +18,7 @@ def set_threads(threads: int = 0, device: torch.device | None = None) -> None:
     machine is doing. The environment
     variable PROBE_THREADS sets another count, or 'torch' to keep torch's own choice.
     """
-    env = os.environ.get("PROBE_THREADS", "").strip()
+    env = environment.threads()
     if threads <= 0 and env == "torch":
         return
     if threads <= 0 and env:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from .. import environment
 from .._files import regular_file
 from ..errors import Interrupted, ProbeError, terminal
 from ..signals import STOP
@@ -115,9 +116,7 @@ def _each_figure(names: list[str], ctx: FigureContext, folder: Path, action: Cal
         except ProbeError as exc:
             failed[n] = exc.cli_message()
         except Exception as exc:   # a bug in one script must not cost the other figures
-            import os
-
-            if os.environ.get("PROBE_DEBUG"):
+            if environment.debug():
                 raise
             failed[n] = f"unexpected {type(exc).__name__}: {exc}"
         if n in failed:

@@ -1,0 +1,28 @@
+"""Every environment variable the toolkit reads is read here; docs/reference/environment.md lists them,
+beside the libraries' own that matter (``HF_HUB_OFFLINE``, ``OMP_NUM_THREADS``, ...).
+
+Importing it costs nothing: train/ and every layer of probe/ may use it.
+"""
+from __future__ import annotations
+
+import os
+
+DEBUG = "PROBE_DEBUG"        # set (to anything): a bug's traceback instead of its one "Error: unexpected" line
+THREADS = "PROBE_THREADS"    # torch threads of a training or evaluation process: a number, or "torch" for its own
+PARENT = "PROBE_PARENT"      # set by the toolkit for its children, "PID:SIGNAL": stop with that signal when PID ends
+
+
+def debug() -> bool:
+    """Whether a bug should show its traceback (``PROBE_DEBUG`` set)."""
+    return bool(os.environ.get(DEBUG))
+
+
+def threads() -> str:
+    """``PROBE_THREADS`` as given ('' when unset): a number of torch threads, or 'torch'."""
+    return os.environ.get(THREADS, "").strip()
+
+
+def take_parent() -> str:
+    """``PROBE_PARENT`` ('' when unset), removed from this process's environment so that its own children
+    do not inherit it (:func:`probe._proc.adopt_parent`)."""
+    return os.environ.pop(PARENT, "")
