@@ -80,7 +80,7 @@ def matrix_ranks(matrices: dict[str, np.ndarray], embedding: np.ndarray | None =
 class RankTrajectoryResult(Result):
     """Per matrix, where its rank bottoms out over the selected steps.
 
-    Returned by [`probe.rank_trajectory`][probe.probes.rank.rank_trajectory]. One result for the whole trajectory:
+    Returned by [`probe.rank_trajectory`][probe.probes.rank_trajectory.rank_trajectory]. One result for the whole trajectory:
     its ``step`` is ``None``. Besides the attributes below, every result has ``step`` and ``warnings``
     ([`Result`][probe.analyses.base.Result]).
 
