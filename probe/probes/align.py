@@ -180,7 +180,8 @@ def figure(plt, r):
 
 
 PROBE = Probe("align", WEIGHTS, "Singular vectors of W_V against the embeddings", function=align,
-              options={"groups": "JSON/YAML file: group name -> token ids or words, the groups W_V's singular vectors are compared with [default: the run's stored groups]",
+              options={"groups": "JSON/YAML file: group name -> token ids or words, the groups W_V's singular "
+                                 "vectors are compared with [default: the run's stored groups]",
                        "layer": "attention layer of the head, 0-based [default: 0]"},
               result="align.AlignResult", metrics=("sv1", "sv1_share", "ov_sv1", "cos_top1"),
               example="probe align run.h5 --layer 0 --head 0 --step all",

@@ -83,7 +83,8 @@ def dynamics(path: str | os.PathLike, *, step: str | int = "latest", delta: floa
 
 
 PROBE = Probe("dynamics", SNAPSHOT, "Loss dynamics", function=dynamics,
-              options={"step": "the snapshots up to which the loss log is read: latest, all, a step number, A:B (steps in [A, B)) or a comma list of these"},
+              options={"step": "the snapshots up to which the loss log is read: latest, all, a step number, A:B "
+                               "(steps in [A, B)) or a comma list of these"},
               whole_run="latest", result="dynamics.DynamicsResult",
               metrics=("escape_step", "spikes", "initial_loss", "final_loss", "plateau"),
               example="probe dynamics run.h5",

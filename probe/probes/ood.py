@@ -179,7 +179,8 @@ def figure(plt, r):
 
 
 PROBE = Probe("ood", SNAPSHOT, "Accuracy per split and held-out combination", function=ood,
-              options={"threads": "snapshots evaluated at once, one torch thread each (0: one per CPU core); the numbers do not depend on it"},
+              options={"threads": "snapshots evaluated at once, one torch thread each (0: one per CPU core); the "
+                                  "numbers do not depend on it"},
               report_options=(("threads", 1),), result="ood.OODResult", metrics=("acc", "loss"),
               example="probe ood run.h5 --step all", examples=("probe ood run.h5 --full --format json",),
               nonfinite="the model runs with the weights as stored, and the sequences whose logits are not finite are "

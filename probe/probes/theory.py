@@ -183,7 +183,8 @@ def figure(plt, r):
 
 
 PROBE = Probe("theory", SNAPSHOT, "Theory: P^s reconstruction of the embedding", function=theory,
-              options={"words": "comma-separated words instead of --tokens, looked up in a text run's vocabulary (multi-token words are left out with a warning)"},
+              options={"words": "comma-separated words instead of --tokens, looked up in a text run's vocabulary "
+                                "(multi-token words are left out with a warning)"},
               tokens="reasoning", result="theory.TheoryResult", metrics=("pearson_r", "max_abs_diff", "profile_r"),
               example="probe theory run.h5 --tokens reasoning --anchor 15",
               examples=("probe theory run.h5 --step all --plot theory.png",),

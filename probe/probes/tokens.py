@@ -235,10 +235,13 @@ def figure(plt, r):
 
 
 PROBE = Probe("tokens", ACTIVATIONS, "Per-token loss difference", function=tokens,
-              options={"path": "run A: a snapshot file, or (with --text) a Hugging Face model folder or a hub model hf:ORG/NAME[@REVISION]",
+              options={"path": "run A: a snapshot file, or (with --text) a Hugging Face model folder or a hub "
+                               "model hf:ORG/NAME[@REVISION]",
                        "other": "run B (default: FILE again, at --step-b)",
-                       "step": "step of run A: latest, all, a step number, A:B (steps in [A, B)) or a comma list of these",
-                       "text": "for two checkpoints: a text file to run both models on, with their tokenizer files (snapshot files store their token-probe windows)"},
+                       "step": "step of run A: latest, all, a step number, A:B (steps in [A, B)) or a comma list "
+                               "of these",
+                       "text": "for two checkpoints: a text file to run both models on, with their tokenizer files"
+                               " (snapshot files store their token-probe windows)"},
               layout="detail", report=False, batch=False, sweeps=False, result="tokens.TokensResult",
               metrics=("n", "mean_loss_a", "mean_loss_b", "mean_delta", "total_gain", "gain_share"),
               example="probe tokens a.h5 b.h5",
