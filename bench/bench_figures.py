@@ -1,20 +1,24 @@
 """`probe figures --all --quick` from an empty folder: the whole command's wall time, each run's time,
 each figure's drawing time and, per figure, the effect it states with the fraction of seeds that show it.
 
-    python bench/bench_figures.py [--size quick] [--repeats 2] [--out DIR] [--jobs 0]
+    python bench/bench_figures.py [--size quick] [--repeats 2] [--out DIR] [--jobs 0] [--baseline COMMAND]
 
 Each repeat starts from an empty folder and runs the installed ``probe`` exactly as a user would
 (``probe figures --all --quick -o DIR``); its stderr lines are timestamped as they arrive. The baseline
 is the goal itself (10 minutes) and the estimate ``probe figures --dry-run`` gives for the same call
-beforehand (each preset's measured speed, train/speeds.py): the script prints measured / estimated.
-After the last repeat, ``probe figures --all --quick --check`` (every run reused) gives the claims.
-Prints markdown tables for bench/RESULTS.md and docs/figures.md.
+beforehand (each preset's speed, measured on this machine: train/speeds.py): the script prints
+measured / estimated. ``--baseline COMMAND`` (another checkout's ``probe``, e.g. ``env
+PYTHONPATH=... /path/to/old/probe``) runs that command too in every repeat, the two alternating (the
+order flips each repeat), and prints this one's time / the baseline's per repeat: on a shared machine
+only such pairs compare. After the last repeat, ``probe figures --all --quick --check`` (every run
+reused) gives the claims. Prints markdown tables for bench/RESULTS.md and docs/figures.md.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import re
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -47,9 +51,28 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--out", default="bench-figures")
     ap.add_argument("--jobs", default="0")
+    ap.add_argument("--baseline", help="another probe command to alternate with this one's")
     a = ap.parse_args()
     root = Path(a.out)
     print(f"# {machine()}; probe figures --all --{a.size} --jobs {a.jobs}, from an empty folder", flush=True)
+    if a.baseline:
+        ratios = []
+        for k in range(a.repeats):
+            took = {}
+            for which in ("this", "baseline") if k % 2 == 0 else ("baseline", "this"):
+                out = root / f"{which}{k}"
+                shutil.rmtree(out, ignore_errors=True)
+                cmd = [*(shlex.split(a.baseline) if which == "baseline" else probe()), "figures", "--all",
+                       f"--{a.size}", "--jobs", a.jobs, "-o", str(out)]
+                took[which], lines, code = timed_run(cmd)
+                if code:
+                    sys.exit(f"{which}: probe figures exited {code}:\n" + "\n".join(ln for _, ln in lines[-20:]))
+                print(f"repeat {k} {which}: {took[which]:.1f} s", flush=True)
+            ratios.append(took["this"] / took["baseline"])
+            print(f"repeat {k}: this / baseline = {ratios[-1]:.3f}", flush=True)
+        print(f"\nthis / baseline: median {statistics.median(ratios):.3f}, "
+              f"{', '.join(f'{r:.3f}' for r in ratios)}")
+        return
     walls, last = [], None
     for k in range(a.repeats):
         out = root / f"r{k}"

@@ -15,6 +15,7 @@ its file resumable; a report watcher writes its last page.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from functools import lru_cache
@@ -25,7 +26,7 @@ DISTRIBUTION = "gamma-probe"
 
 
 @lru_cache(maxsize=None)
-def _entry_point(name: str) -> tuple[str, str]:
+def entry_point(name: str) -> tuple[str, str]:
     from importlib.metadata import PackageNotFoundError, distribution
 
     try:
@@ -47,22 +48,12 @@ def entry_command(name: str) -> list[str]:
     :func:`start`, the child holds them blocked until then): a parent that asks its child to stop
     while the child still starts (a trainer stopped at once, a report watcher asked for its last page)
     is heard at the child's first safe point, not lost in an import or killed by the default action."""
-    module, attr = _entry_point(name)
+    module, attr = entry_point(name)
     code = (f"import sys; sys.argv[0] = {name!r}\n"
             "from probe.signals import STOP\n"
             f"with STOP.caught(): STOP.unblock(); from {module} import {attr} as main; main()")
-    return _python(code)
-
-
-def module_command(module: str, attr: str) -> list[str]:
-    """The argv that calls ``module.attr()`` of this installation in this interpreter, with the working
-    directory kept off the import path (as :func:`entry_command`; the function handles signals itself)."""
-    return _python(f"from {module} import {attr} as main; main()")
-
-
-def _python(code: str) -> list[str]:
-    """The argv that runs ``code`` in this interpreter with the working directory off the import path
-    (a user's own module of a toolkit module's name cannot replace it)."""
+    # -P (Python 3.11): the working directory off the import path (a user's own module of a toolkit
+    # module's name cannot replace it); on 3.10 the first entry, which -c makes the working directory
     if sys.version_info >= (3, 11):
         return [sys.executable, "-P", "-c", code]
     return [sys.executable, "-c", "import sys; del sys.path[0]; " + code]
@@ -111,16 +102,26 @@ def stop_signals() -> list:
 
 def start(command: list[str], **kw):
     """``subprocess.Popen(command, **kw)`` of a toolkit child (:func:`entry_command`), started with the
-    stop signals blocked (a signal mask survives fork and exec; this thread's mask is restored at once):
-    one sent while the child's interpreter starts waits until the child handles it as a flag."""
-    import signal
+    stop signals blocked (:func:`signals_blocked`): one sent while the child's interpreter starts waits
+    until the child handles it as a flag."""
     import subprocess
 
-    if not hasattr(signal, "pthread_sigmask"):   # not POSIX: no masks to inherit
+    with signals_blocked():
         return subprocess.Popen(command, **kw)
+
+
+@contextlib.contextmanager
+def signals_blocked():
+    """A block in which this thread holds the stop signals blocked: a child started inside it (a signal
+    mask survives fork and exec) starts with them blocked, and this thread's mask is restored at once."""
+    import signal
+
+    if not hasattr(signal, "pthread_sigmask"):   # not POSIX: no masks to inherit
+        yield
+        return
     old = signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals())
     try:
-        return subprocess.Popen(command, **kw)
+        yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
@@ -136,20 +137,15 @@ def idle_priority() -> None:
 
 
 def normal_priority(pid: int = 0) -> None:
-    """Every thread of process ``pid`` (0: this one) back from SCHED_IDLE to the normal policy, where
-    this user may do that (else nothing changes). A watcher's last page must not wait for idle CPU:
-    its trainer killed outright (SIGKILL), a watcher left at SCHED_IDLE beside two busy processes got
-    4 s of CPU in 9 minutes (seen in a proof run under load). Both sides call this: the trainer when
-    training is over, the watcher when it is asked for its last page (its trainer may be gone)."""
-    if not hasattr(os, "sched_getscheduler"):
-        return
+    """Process ``pid`` (0: this one) back from SCHED_IDLE to the normal policy, where this user may do
+    that (else nothing changes). A watcher's last page must not wait for idle CPU: its trainer killed
+    outright (SIGKILL), a watcher left at SCHED_IDLE beside two busy processes got 4 s of CPU in 9
+    minutes (seen in a proof run under load). Both sides call this: the trainer when training is over,
+    the watcher when it is asked for its last page (its trainer may be gone). A policy is a thread's:
+    this is the main thread's, which writes the page (a watcher's one other thread, its stop watchdog,
+    used no CPU in 15 s of watching)."""
     try:
-        threads = [int(t) for t in os.listdir(f"/proc/{pid or 'self'}/task")]
-    except OSError:   # no /proc, or the process has ended
-        threads = [pid]
-    for tid in threads:
-        try:
-            if os.sched_getscheduler(tid) == os.SCHED_IDLE:
-                os.sched_setscheduler(tid, os.SCHED_OTHER, os.sched_param(0))
-        except OSError:
-            pass
+        if os.sched_getscheduler(pid) == os.SCHED_IDLE:
+            os.sched_setscheduler(pid, os.SCHED_OTHER, os.sched_param(0))
+    except (AttributeError, OSError):   # not Linux, not allowed, or the process has ended
+        pass

