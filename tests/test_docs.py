@@ -166,3 +166,27 @@ def test_the_api_page_documents_every_probe_and_its_result():
         assert any(s.endswith(f".{spec.name}") and s.startswith("probe.probes.") for s in shown), \
             f"docs/reference/api.md has no ::: probe.probes.*.{spec.name}"
         assert f"probe.analyses.{spec.result}" in shown, f"docs/reference/api.md has no ::: probe.analyses.{spec.result}"
+
+
+def test_the_environment_page_lists_every_variable_the_toolkit_reads():
+    """probe/environment.py reads every PROBE_* variable (no other module names one), and
+    docs/reference/environment.md's first table lists exactly those."""
+    import ast
+    import re
+
+    from probe import environment
+
+    declared = {v for k, v in vars(environment).items() if k.isupper() and isinstance(v, str)}
+    page = (ROOT / "docs" / "reference" / "environment.md").read_text()
+    first_table = page.split("\n\n")[2]
+    assert set(re.findall(r"^\| `(PROBE_\w+)` \|", first_table, re.M)) == declared
+    elsewhere = []
+    for folder in ("probe", "train"):
+        for p in sorted((ROOT / folder).rglob("*.py")):
+            if p.name == "environment.py" and p.parent.name == "probe":
+                continue
+            for node in ast.walk(ast.parse(p.read_text())):
+                if isinstance(node, ast.Constant) and isinstance(node.value, str) and \
+                        re.fullmatch(r"PROBE_[A-Z_]+", node.value):
+                    elsewhere.append(f"{p.relative_to(ROOT)}:{node.lineno}: {node.value}")
+    assert elsewhere == []
