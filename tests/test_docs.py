@@ -3,6 +3,7 @@ site, in the order of mkdocs.yml's nav, each page in a scratch folder of its own
 what a page can state and how it is checked). The suite runs each page up to its first block titled ⏱
 (minutes) or GPU; the slow set runs the whole page: ``pytest -m slow tests/test_docs.py``."""
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -88,6 +89,13 @@ def test_site_builds_strictly(tmp_path):
                        capture_output=True, text=True, timeout=600, env=env)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-5000:]
     assert (tmp_path / "site" / "index.html").exists()
+    # Formulas are MathML from the build (docs/hooks.py), not TeX for a script from a CDN: offline, a
+    # page would show raw LaTeX.
+    pages = {q: q.read_text() for q in (tmp_path / "site").rglob("*.html")}
+    assert "<math" in pages[tmp_path / "site" / "how-to" / "probes" / "index.html"]
+    for q, text in pages.items():
+        assert not re.search(r'class="arithmatex">\\[(\[]', text), f"raw TeX left in {q}"
+        assert not re.search(r'<script[^>]+src="https?://', text), f"{q} loads a script from the network"
 
 
 # --- the runner itself can fail ------------------------------------------------------------------
