@@ -80,7 +80,7 @@ def presets() -> str:
            "A preset is a set of `probe-train` flag values; any flag given beside `--preset` overrides it "
            "(`probe-train --preset quick --gamma 0.3 --steps 5000 --out run.h5`). "
            "`probe-train presets` prints this table; `probe-train --preset NAME --print-config` prints "
-           "every field of one, with the flags applied.", "",
+           "every field of one, with the flags applied. The papers named below: [the papers](papers.md).", "",
            "| preset | what it is for | " + " | ".join(c for c, _ in cols) + " |", "|" + "---|" * (len(cols) + 2)]
     for name in PRESETS:
         cfg = preset(name)
@@ -116,7 +116,8 @@ def schema() -> str:
            f"Format `{s['format']}`, schema version **{s['version']}**. The schema file is the single source "
            "of every path, dtype and dimension name: `probe/format/` writes (for the trainer), reads and "
            "validates (`probe validate`) by it. What the file is and how it stays safe to read while it is "
-           "written: [The snapshot file](../explanation/snapshot-file.md).", "",
+           "written: [The snapshot file](../explanation/snapshot-file.md). The symbols (P^s, W^V, …): "
+           "[notation](notation.md); the papers: [the papers](papers.md).", "",
            f"> {s['$comment']}", "", "## Root attributes", "", "| attribute | meaning |", "|---|---|"]
     out += [f"| `{k}` | {_md(v)} |" for k, v in s["root_attrs"].items()]
     out += [f"| `{k}` (optional) | {_md(v)} |" for k, v in s.get("optional_root_attrs", {}).items()]
