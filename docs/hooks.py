@@ -1,17 +1,66 @@
-"""MkDocs hook: every formula becomes MathML when the site is built, so the pages show it without
-network (a math library from a CDN would leave raw LaTeX offline) and without JavaScript; browsers
-draw MathML themselves (Chromium since 109, Firefox, Safari)."""
+"""MkDocs hooks: measured numbers inserted from their result files, and formulas as MathML.
+
+Numbers. A number the docs quote from a measurement is never typed into a page: the page names it,
+``[[demo:g0.8/acc/rsn_test|.2f]]``, and the build inserts the value at that key of
+``docs/results/demo.json`` (formatted with ``.2f``), a file the measuring command wrote (``"values"``)
+with what it was measured on (``"meta"``: command, date, machine, commit, seeds). ``[[demo:@meta]]``
+inserts that provenance as a sentence. Two pages quoting one measurement can then never disagree, and a
+name with no value in its file stops the build (tests/test_docs.py).
+
+Formulas. Every formula becomes MathML when the site is built, so the pages show it without network (a
+math library from a CDN would leave raw LaTeX offline) and without JavaScript; browsers draw MathML
+themselves (Chromium since 109, Firefox, Safari).
+"""
 from __future__ import annotations
 
 import html
+import json
 import re
+from pathlib import Path
 
 from latex2mathml.converter import convert
+from mkdocs.exceptions import PluginError
+
+RESULTS = Path(__file__).resolve().parent / "results"
+_NUMBER = re.compile(r"\[\[([\w-]+):([^\]|]+)(?:\|([^\]]*))?\]\]")
 
 # pymdownx.arithmatex (generic mode) wraps inline math as <span class="arithmatex">\(..\)</span> and
 # display math as <div class="arithmatex">\[..\]</div>, the TeX HTML-escaped.
 # The wrapper stays: docs/stylesheets/extra.css lets a wide display formula scroll inside it.
 _MATH = re.compile(r'(<(span|div) class="arithmatex">)\\[(\[](.*?)\\[)\]](</\2>)', re.S)
+
+
+def provenance(meta: dict) -> str:
+    seeds = meta["seeds"]
+    who = f"one seed (seed {seeds[0]})" if len(seeds) == 1 else f"{len(seeds)} seeds ({', '.join(map(str, seeds))})"
+    text = f"{who}, measured {meta['date']} on {meta['machine']}, commit {meta['commit']} (`{meta['command']}`)"
+    if len(seeds) == 1:
+        text += "; one seed's numbers vary from machine to machine"
+    return text
+
+
+def number(name: str, key: str, fmt: str | None) -> str:
+    """The value at ``key`` (``a/b/c``) of ``docs/results/NAME.json``, formatted."""
+    data = json.loads((RESULTS / f"{name}.json").read_text())
+    if key == "@meta":
+        return provenance(data["meta"])
+    node = data["meta"] if key.startswith("meta/") else data["values"]
+    for part in key.removeprefix("meta/").split("/"):
+        node = node[part]
+    if isinstance(node, (dict, list)):
+        raise KeyError(f"{key} is not one number")
+    text = format(node, fmt or "")
+    return "\u2212" + text[1:] if text.startswith("-") else text   # the pages' minus sign, not a hyphen
+
+
+def on_page_markdown(markdown: str, page, **_) -> str:
+    def insert(match: re.Match) -> str:
+        try:
+            return number(*match.groups())
+        except (OSError, KeyError, TypeError, ValueError) as e:
+            raise PluginError(f"{page.file.src_path}: {match.group(0)} has no source ({type(e).__name__}: {e})")
+
+    return _NUMBER.sub(insert, markdown)
 
 
 def mathml(match: re.Match) -> str:

@@ -5,13 +5,20 @@
 Both runs train at once, one CPU thread each, through the real ``probe-train``
 CLI (:mod:`probe_train.runs`: finished runs are reused, killed ones resumed); the probes
 go through the Python API. Prints the accuracy table and the
-similarity numbers, writes heat maps, and says whether the paper-1 effect shows.
+similarity numbers, writes heat maps, and says whether the paper-1 effect shows. Every number it
+prints goes to ``OUT/results.json`` too, with the date, the machine, the commit and the seed: the docs
+quote the demo from a copy of that file (``docs/results/demo.json``, inserted when the site is built).
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import platform
+import subprocess
 import sys
+import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import probe
@@ -28,6 +35,32 @@ def train_all(out: Path, steps: int, retrain: bool) -> dict[float, Path]:
     return {g: paths[f"quick-g{g}"] for g in GAMMAS}
 
 
+def machine() -> str:
+    cpu = platform.machine()
+    try:
+        cpu = next(ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"{os.cpu_count()} cores ({cpu}), Python {platform.python_version()}"
+
+
+def commit() -> str:
+    here = Path(__file__).resolve().parent
+    p = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True, text=True)
+    return p.stdout.strip() if p.returncode == 0 else "unknown"
+
+
+def write_results(path: Path, values: dict, seconds: float | None) -> None:
+    """The demo's numbers with what they were measured on; written whole (a temporary file renamed)."""
+    meta = {"command": "python examples/demo.py " + " ".join(sys.argv[1:]),
+            "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"), "machine": machine(), "commit": commit(),
+            "seeds": [0], "train_seconds": None if seconds is None else round(seconds, 1),
+            "load_average_5min": round(os.getloadavg()[1], 1)}   # a shared machine's time means little alone
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"meta": meta, "values": values}, indent=1) + "\n")
+    os.replace(tmp, path)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="demo-out", help="folder for runs and heat maps")
@@ -37,7 +70,13 @@ def main() -> None:
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    before = {p: p.stat().st_mtime_ns for p in out.glob("*.h5")}
+    t0 = time.perf_counter()
     paths = train_all(out, args.steps, args.retrain)
+    # the training time only when both runs trained here from the start: a reused or resumed run says
+    # nothing of it
+    fresh = not any(p in before for p in paths.values())
+    seconds = time.perf_counter() - t0 if fresh else None
 
     print("\nfinal accuracy (held-out = rsn_test: anchor pairs (11,13), (13,11) never trained)")
     print(f"{'gamma':>6}  {'mem':>6}  {'rsn_train':>9}  {'rsn_test':>8}")
@@ -72,6 +111,11 @@ def main() -> None:
         ("memory anchors at gamma 0.8 are uniformly similar early (mean > 0.2, |rho| < 0.3) and never ordered",
          mem_early.mean_offdiag > 0.2 and abs(mem_early.distance_corr) < 0.3 and abs(mem_last.distance_corr) < 0.3),
     ]
+    values = {f"g{g}": {"acc": acc[g], **{group: {
+        when: {"step": r.step, "mean": r.mean_offdiag, "std": r.std_offdiag, "rho": r.distance_corr,
+               "d1": r.by_distance[1], "d9": r.by_distance[9]} for when, r in zip(("early", "last"), sims[g, group])}
+        for group in ("reasoning", "memory")}} for g in GAMMAS}
+    write_results(out / "results.json", values, seconds)
     print()
     for text, ok in checks:
         print(f"[{'ok' if ok else 'NOT SHOWN'}] {text}")

@@ -2,13 +2,17 @@
 site, in the order of mkdocs.yml's nav, each page in a scratch folder of its own (tests/docpages.py says
 what a page can state and how it is checked). The suite runs each page up to its first block titled ⏱
 (minutes) or GPU; the slow set runs the whole page: ``pytest -m slow tests/test_docs.py``."""
+import importlib.util
+import json
 import os
 import re
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
+from mkdocs.exceptions import PluginError
 
 import docpages
 from docpages import ROOT, blocks, check_output, commands, gpu_blocks, is_slow, nav_pages, run_page
@@ -96,6 +100,20 @@ def test_site_builds_strictly(tmp_path):
     for q, text in pages.items():
         assert not re.search(r'class="arithmatex">\\[(\[]', text), f"raw TeX left in {q}"
         assert not re.search(r'<script[^>]+src="https?://', text), f"{q} loads a script from the network"
+
+
+def test_a_quoted_number_comes_from_its_result_file_or_stops_the_build():
+    spec = importlib.util.spec_from_file_location("docs_hooks", ROOT / "docs" / "hooks.py")
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+    page = types.SimpleNamespace(file=types.SimpleNamespace(src_path="page.md"))
+    demo = json.loads((ROOT / "docs" / "results" / "demo.json").read_text())
+    text = hooks.on_page_markdown("acc [[demo:g0.8/acc/rsn_test|.3f]], [[demo:@meta]].", page=page)
+    assert text.startswith(f"acc {demo['values']['g0.8']['acc']['rsn_test']:.3f}, one seed (seed 0), measured ")
+    assert demo["meta"]["commit"] in text and demo["meta"]["machine"] in text and "vary from machine" in text
+    for missing in ("[[demo:g0.8/acc/nothing]]", "[[demo:g0.8/acc]]", "[[no-such-file:x]]"):
+        with pytest.raises(PluginError, match=r"page\.md: .* has no source"):
+            hooks.on_page_markdown(f"a {missing} b", page=page)
 
 
 # --- the runner itself can fail ------------------------------------------------------------------
