@@ -67,6 +67,13 @@ def test_blocks_shown_but_not_run_say_why(block):
     pytest.skip(f"shown, not run: {why}")
 
 
+def test_every_output_block_follows_the_block_that_prints_it():
+    # a text block not right after a command block is shown to the reader but checked against nothing
+    # (a files comment goes after the output, not between)
+    loose = [b.where for p in PAGES if p.name != "cli.md" for b in blocks(p) if b.lang == "text"]
+    assert not loose, f"text blocks that are no block's output: {loose}"
+
+
 def test_every_page_is_in_the_nav_and_every_nav_page_exists():
     listed = {p.resolve() for p in PAGES[1:]}
     for p in listed:
