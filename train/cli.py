@@ -6,17 +6,23 @@ the preset's value (``--print-config`` shows the result).
 """
 from __future__ import annotations
 
+import csv
 import json
+import os
+import signal
+import subprocess
 import sys
+import tempfile
 from dataclasses import fields
 from typing import Optional
 
 import click
 
+from probe._proc import child_env, entry_command, idle_priority, normal_priority, start
 from probe.errors import fail, param, run_cli, terminal
 from probe.signals import STOP
 
-from .config import PRESETS, PURPOSES, RunConfig
+from .config import PRESETS, PURPOSES, RunConfig, preset as make_preset
 
 CONTEXT = {"help_option_names": ["--help"], "max_content_width": 100}   # probe's (probe/cli)
 
@@ -70,13 +76,6 @@ class _LiveReport:
     def __call__(self, step: int) -> None:
         if self.proc is not None:
             return
-        import os
-        import signal
-        import subprocess
-        import tempfile
-
-        from probe._proc import child_env, entry_command, idle_priority, start
-
         # SIGTERM from the kernel if this trainer dies without a word (SIGKILL): the watcher writes its
         # last page and ends, instead of watching a run that no longer grows
         env = child_env(signal.SIGTERM, {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
@@ -88,11 +87,6 @@ class _LiveReport:
             preexec_fn=idle_priority)
 
     def finish(self, completed: bool) -> None:
-        import signal
-        import subprocess
-
-        from probe._proc import normal_priority
-
         if self.proc is None:
             return
         # a finished run: the watcher sees the last step within its --interval and writes the last page
@@ -109,8 +103,6 @@ class _LiveReport:
             self.proc.kill()
             self.proc.wait()
             raise
-        import os
-
         # stopped by a signal (ours, or the terminal's Ctrl-C / hangup, which reach it too), it wrote its
         # last page and says so with the signal's exit code
         stopped = code in {128 + int(s) for s in STOP.signals()} and os.path.exists(self.page)
@@ -133,8 +125,6 @@ class _TensorBoard:
     --step all --tensorboard DIR`` process: probe's probes, and a folder per run named as batch names it."""
 
     def __init__(self, folder: str, out: str, probes: Optional[str], resume: bool, overwrite: bool):
-        import os
-
         from probe import registry
         from probe.format import tensorboard as tb
 
@@ -183,12 +173,6 @@ class _TensorBoard:
 
     def _probes(self) -> str:
         """Run probe batch for the probes; its warnings and error rows as warning lines. What it added."""
-        import csv
-        import signal
-        import subprocess
-
-        from probe._proc import child_env, entry_command, start
-
         cmd = [*entry_command("probe"), "batch", self.out, *[a for p in self.probes for a in ("--probe", p)],
                "--step", "all", "--tensorboard", self.folder, "--format", "csv"]
         proc = start(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -212,8 +196,6 @@ class _TensorBoard:
 def _train(preset: str, out: Optional[str], resume: bool, overwrite: bool, quiet: bool, report: Optional[str] = None,
            tensorboard: Optional[str] = None, tensorboard_probes: Optional[str] = None,
            print_config: bool = False, fmt: str = "json", **overrides) -> None:
-    from .config import preset as make_preset
-
     if fmt != "json" and not print_config:
         fail(f"{param('format', fmt)} is the format of {param('print_config')}; give both")
     if out is None and (resume or not print_config):
@@ -222,8 +204,6 @@ def _train(preset: str, out: Optional[str], resume: bool, overwrite: bool, quiet
              "the snapshot file to write (or --print-config to show the configuration only)")
              + "; see 'probe-train --help'")
     if report is not None and not print_config:
-        import os
-
         if not report.endswith((".html", ".htm")):
             fail(f"{param('report', report)}: use a .html name")
         folder = os.path.dirname(os.path.abspath(report))
@@ -406,11 +386,9 @@ def preset_rows() -> list[dict]:
     """One row per preset: its purpose (config.PURPOSES), task, model size and steps. No torch: the
     parameter count is left out, since a text run's vocabulary (and so its embedding) is known only once
     its data is built."""
-    from .config import preset
-
     rows = []
     for name in PRESETS:
-        c = preset(name)
+        c = make_preset(name)
         rows.append({"preset": name, "task": c.task, "model": c.model, "layers": c.layers, "d_model": c.d_model,
                      "heads": c.heads, "d_ff": c.d_ff, "steps": c.steps, "batch_size": c.batch_size,
                      "purpose": PURPOSES[name]})
@@ -435,8 +413,6 @@ def presets(fmt: str) -> None:
         print(json.dumps(rows, indent=2))
         return
     if fmt == "csv":
-        import csv
-
         w = csv.writer(sys.stdout, lineterminator="\n")
         w.writerow(PRESET_COLUMNS)
         w.writerows([["" if r[k] is None else r[k] for k in PRESET_COLUMNS] for r in rows])
