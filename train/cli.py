@@ -347,14 +347,16 @@ def sweep(grid: tuple[str, ...], preset: str, out: str, jobs: int, scheduler: Op
         raise click.exceptions.Exit(1)
 
 
+def _log(msg: str) -> None:
+    print(terminal(msg), file=sys.stderr, flush=True)
+
+
 class _sweep_progress:
     """A progress line (done / running / failed of total) on stderr when it is a terminal."""
 
     def __enter__(self):
         if not sys.stderr.isatty():
-            from .runs import _stderr
-
-            return None, _stderr
+            return None, _log
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
