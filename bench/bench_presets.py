@@ -10,9 +10,9 @@ steps) and B (2S steps), each with snapshots at the first and last step only, an
 preset's own snapshot cadence): step = (B - A) / S, snapshot = (C - A) / (snapshots of C - 2),
 start-up = D - step - 2 snapshots. Each measurement is a pair of identical runs at once (the second
 core busy, as in ``probe figures``), timed from its start in the queue to its end; ``--repeats`` times,
-interleaved, median. Prints the table and the ``MEASURED`` literal for train/speeds.py, and checks the
-model on a fifth measurement it was not fitted to: E (3S steps at the preset's cadence), predicted vs
-measured.
+interleaved, median. Prints the table (train/speeds.py measures each preset on the user's machine at its
+first use, in one short run), and checks the model on a fifth measurement it was not fitted to: E (3S
+steps at the preset's cadence), predicted vs measured.
 """
 from __future__ import annotations
 
@@ -78,18 +78,12 @@ def main() -> None:
           f"{a.repeats}", flush=True)
     print(f"{'preset':<16} {'S':>5} {'start s':>8} {'ms/step':>8} {'s/snapshot':>10}   "
           f"{'E (3S) s':>8} {'model s':>8} {'model/E':>7}")
-    rows = {}
     with tempfile.TemporaryDirectory() as d:
         for name in names:
             base = overrides(name, a.set) if a.set else {}
             m = measure(name, a.steps or DEFAULT.get(name, 200), base, a.repeats, Path(d))
             print(f"{name:<16} {m['S']:>5} {m['start_s']:>8.2f} {1e3 * m['step_s']:>8.2f} {m['snapshot_s']:>10.3f}   "
                   f"{m['E']:>8.2f} {m['E_model']:>8.2f} {m['E_model'] / m['E']:>7.3f}", flush=True)
-            rows[name] = m
-    print("\nMEASURED = {")
-    for name, m in rows.items():
-        print(f'    "{name}": Speed({m["start_s"]:.2f}, {m["step_s"]:.5f}, {m["snapshot_s"]:.3f}),')
-    print("}")
 
 
 if __name__ == "__main__":

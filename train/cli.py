@@ -1,27 +1,30 @@
 """``probe-train``: train a run and write its snapshot file; ``probe-train sweep`` trains a grid of
-runs, ``probe-train presets`` lists the presets.
+runs, ``probe-train presets`` lists the presets. Plain Click, like ``probe``.
 
 Every :class:`~probe_train.config.RunConfig` field is a flag; a flag left out keeps
 the preset's value (``--print-config`` shows the result).
 """
 from __future__ import annotations
 
-import inspect
+import csv
 import json
+import os
+import signal
+import subprocess
 import sys
+import tempfile
 from dataclasses import fields
-from enum import Enum
 from typing import Optional
 
-import typer
+import click
 
+from probe._proc import child_env, entry_command, idle_priority, normal_priority, start
 from probe.errors import fail, param, run_cli, terminal
 from probe.signals import STOP
 
-from .config import PRESETS, PURPOSES, RunConfig
+from .config import PRESETS, PURPOSES, RunConfig, preset as make_preset
 
-app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None,
-                  help="Train an anchor-function run and write periodic HDF5 snapshots.")
+CONTEXT = {"help_option_names": ["--help"], "max_content_width": 100}   # probe's (probe/cli)
 
 # The commands besides training; main() dispatches on the first word, so that training keeps its
 # plain form (probe-train --preset quick --out run.h5) with no command word.
@@ -41,15 +44,10 @@ def _version_line() -> str:
         return "probe-train (version unknown: the gamma-probe distribution is not installed)"
 
 
-def _show_version(value: bool) -> None:
+def _show_version(ctx, _param, value: bool) -> None:
     if value:
-        print(_version_line())
-        raise typer.Exit()
-
-
-class ConfigFormat(str, Enum):
-    json = "json"
-    yaml = "yaml"
+        click.echo(_version_line())
+        ctx.exit()
 
 
 def config_text(cfg: RunConfig, fmt: str = "json") -> str:
@@ -78,13 +76,6 @@ class _LiveReport:
     def __call__(self, step: int) -> None:
         if self.proc is not None:
             return
-        import os
-        import signal
-        import subprocess
-        import tempfile
-
-        from probe._proc import child_env, entry_command, idle_priority, start
-
         # SIGTERM from the kernel if this trainer dies without a word (SIGKILL): the watcher writes its
         # last page and ends, instead of watching a run that no longer grows
         env = child_env(signal.SIGTERM, {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
@@ -96,11 +87,6 @@ class _LiveReport:
             preexec_fn=idle_priority)
 
     def finish(self, completed: bool) -> None:
-        import signal
-        import subprocess
-
-        from probe._proc import normal_priority
-
         if self.proc is None:
             return
         # a finished run: the watcher sees the last step within its --interval and writes the last page
@@ -117,8 +103,6 @@ class _LiveReport:
             self.proc.kill()
             self.proc.wait()
             raise
-        import os
-
         # stopped by a signal (ours, or the terminal's Ctrl-C / hangup, which reach it too), it wrote its
         # last page and says so with the signal's exit code
         stopped = code in {128 + int(s) for s in STOP.signals()} and os.path.exists(self.page)
@@ -141,8 +125,6 @@ class _TensorBoard:
     --step all --tensorboard DIR`` process: probe's probes, and a folder per run named as batch names it."""
 
     def __init__(self, folder: str, out: str, probes: Optional[str], resume: bool, overwrite: bool):
-        import os
-
         from probe import registry
         from probe.format import tensorboard as tb
 
@@ -191,12 +173,6 @@ class _TensorBoard:
 
     def _probes(self) -> str:
         """Run probe batch for the probes; its warnings and error rows as warning lines. What it added."""
-        import csv
-        import signal
-        import subprocess
-
-        from probe._proc import child_env, entry_command, start
-
         cmd = [*entry_command("probe"), "batch", self.out, *[a for p in self.probes for a in ("--probe", p)],
                "--step", "all", "--tensorboard", self.folder, "--format", "csv"]
         proc = start(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -219,20 +195,15 @@ class _TensorBoard:
 
 def _train(preset: str, out: Optional[str], resume: bool, overwrite: bool, quiet: bool, report: Optional[str] = None,
            tensorboard: Optional[str] = None, tensorboard_probes: Optional[str] = None,
-           print_config: bool = False, fmt: ConfigFormat = ConfigFormat.json, version: bool = False,
-           **overrides) -> None:
-    from .config import preset as make_preset
-
-    if fmt is not ConfigFormat.json and not print_config:
-        fail(f"{param('format', fmt.value)} is the format of {param('print_config')}; give both")
+           print_config: bool = False, fmt: str = "json", **overrides) -> None:
+    if fmt != "json" and not print_config:
+        fail(f"{param('format', fmt)} is the format of {param('print_config')}; give both")
     if out is None and (resume or not print_config):
         # Click's wording for a missing option, as before --out became optional
         fail("Missing option '--out' / '-o': " + ("the run to continue" if resume else
              "the snapshot file to write (or --print-config to show the configuration only)")
              + "; see 'probe-train --help'")
     if report is not None and not print_config:
-        import os
-
         if not report.endswith((".html", ".htm")):
             fail(f"{param('report', report)}: use a .html name")
         folder = os.path.dirname(os.path.abspath(report))
@@ -257,7 +228,7 @@ def _train(preset: str, out: Optional[str], resume: bool, overwrite: bool, quiet
     else:
         cfg = make_preset(preset, **given)
     if print_config:   # what would be trained, and nothing else: no file is opened for writing
-        sys.stdout.write(config_text(cfg, fmt.value))
+        sys.stdout.write(config_text(cfg, fmt))
         return
     board = _TensorBoard(tensorboard, out, tensorboard_probes, resume, overwrite) if tensorboard else None
     from .trainer import Trainer   # torch: only once there is something to train
@@ -282,103 +253,73 @@ def _train(preset: str, out: Optional[str], resume: bool, overwrite: bool, quiet
         print(f"{split}\tloss {m['loss']:.4f}\tacc {m['acc']:.4f}")
 
 
-def _build_command():
-    params = [
-        inspect.Parameter("preset", inspect.Parameter.KEYWORD_ONLY, annotation=str,
-                          default=typer.Option("quick", help=_PRESET_HELP)),
-        inspect.Parameter("out", inspect.Parameter.KEYWORD_ONLY, annotation=Optional[str],
-                          default=typer.Option(None, "--out", "-o", show_default=False,
-                                               help="snapshot file to write (.h5); required unless --print-config")),
-        inspect.Parameter("resume", inspect.Parameter.KEYWORD_ONLY, annotation=bool,
-                          default=typer.Option(False, help="continue OUT from its last snapshot")),
-        inspect.Parameter("overwrite", inspect.Parameter.KEYWORD_ONLY, annotation=bool,
-                          default=typer.Option(False, help="replace OUT if it exists")),
-        inspect.Parameter("quiet", inspect.Parameter.KEYWORD_ONLY, annotation=bool,
-                          default=typer.Option(False, "--quiet", "-q", help="no progress bar")),
-        inspect.Parameter("report", inspect.Parameter.KEYWORD_ONLY, annotation=Optional[str],
-                          default=typer.Option(None, help="keep this HTML run report up to date while "
-                                                          "training (probe report --watch)")),
-        inspect.Parameter("tensorboard", inspect.Parameter.KEYWORD_ONLY, annotation=Optional[str],
-                          default=typer.Option(None, metavar="DIR", help=(
-                              "write what training logs as TensorBoard scalars into DIR/RUN (RUN: OUT's name "
-                              "without .h5) at every snapshot: loss/SPLIT and acc/SPLIT, train/loss, and per "
-                              "update train/batch_loss and train/lr; --resume adds to them, --overwrite "
-                              "replaces them (needs pip install 'gamma-probe\\[tensorboard]')"))),
-        inspect.Parameter("tensorboard_probes", inspect.Parameter.KEYWORD_ONLY, annotation=Optional[str],
-                          default=typer.Option(None, metavar="PROBES", show_default=False, help=(
-                              "with --tensorboard, these probes' numbers too, PROBE/METRIC[KEY] at every "
-                              "snapshot: a comma list of probe batch's probes (similarity,pca), computed once "
-                              "training is done (probe batch OUT --step all --tensorboard DIR); default: "
-                              "none"))),
-        inspect.Parameter("print_config", inspect.Parameter.KEYWORD_ONLY, annotation=bool,
-                          default=typer.Option(False, "--print-config", help=(
-                              "print the configuration the preset and the flags give (every field, as JSON; "
-                              "--format yaml for YAML) and exit: nothing is trained or written"))),
-        inspect.Parameter("fmt", inspect.Parameter.KEYWORD_ONLY, annotation=ConfigFormat,
-                          default=typer.Option(ConfigFormat.json, "--format", help="format of --print-config")),
-        inspect.Parameter("version", inspect.Parameter.KEYWORD_ONLY, annotation=bool,
-                          default=typer.Option(False, "--version", callback=_show_version, is_eager=True,
-                                               help="print the version and exit")),
-    ]
-    for f in fields(RunConfig):
-        flag = "--" + f.name.replace("_", "-")
-        decls = [f"{flag}/--no-{f.name.replace('_', '-')}"] if f.type in (bool, "bool") else [flag]
-        typ = {"int": int, "float": float, "str": str, "bool": bool}.get(f.type, f.type) if isinstance(f.type, str) else f.type
-        params.append(inspect.Parameter(
-            f.name, inspect.Parameter.KEYWORD_ONLY, annotation=Optional[typ],
-            default=typer.Option(None, *decls, help=f.metadata.get("help", ""), show_default=False,
-                                 rich_help_panel=CONFIG_PANEL)))
-
-    def command(**kwargs):
-        _train(**kwargs)
-
-    command.__signature__ = inspect.Signature(params)
-    # \b: Click keeps the lines of the paragraph it starts, so the blocks stay lists; lines under 78
-    # characters, so that an 80-column help (a pipe's) does not wrap a command in two
-    width = max(map(len, COMMANDS))
-    command.__doc__ = "\n\n".join([
-        "Train a run and write its snapshot file (.h5). Snapshots are appended under SWMR, so probes "
-        "can read OUT while it is written. The configuration options after --print-config default to "
-        "the preset's value; --print-config shows them all.",
-        "\b\nCommands (the first word; without one, probe-train trains):\n"
-        + "\n".join(f"  {name.ljust(width)}  {text}" for name, text in COMMANDS.items()),
-        "\b\nExamples:\n"
-        "  probe-train --preset quick --gamma 0.8 --out run.h5 --tensorboard tb\n"
-        "  probe-train presets\n"
-        "  probe-train --preset quick --gamma 0.8 --print-config\n"
-        "  probe-train --resume --out run.h5 --steps 8000\n"
-        "  probe-train sweep --preset tiny --grid gamma=0.3,0.8 --grid seed=0:3 -o demo",
-    ])
-    return command
+# \b: Click keeps the lines of the paragraph it starts, so the blocks stay lists; lines under 78
+# characters, so that an 80-column help (a pipe's) does not wrap a command in two
+_TRAIN_HELP = "\n\n".join([
+    "Train a run and write its snapshot file (.h5). Snapshots are appended under SWMR, so probes "
+    "can read OUT while it is written. The configuration options after --print-config default to "
+    "the preset's value; --print-config shows them all.",
+    "\b\nCommands (the first word; without one, probe-train trains):\n"
+    + "\n".join(f"  {name.ljust(max(map(len, COMMANDS)))}  {text}" for name, text in COMMANDS.items()),
+    "\b\nExamples:\n"
+    "  probe-train --preset quick --gamma 0.8 --out run.h5 --tensorboard tb\n"
+    "  probe-train presets\n"
+    "  probe-train --preset quick --gamma 0.8 --print-config\n"
+    "  probe-train --resume --out run.h5 --steps 8000\n"
+    "  probe-train sweep --preset tiny --grid gamma=0.3,0.8 --grid seed=0:3 -o demo",
+])
 
 
-CONFIG_PANEL = "Configuration (default: the preset's value; --print-config shows them all)"
+def _config_option(f) -> click.Option:
+    """The flag of RunConfig field ``f``, default None: a flag left out keeps the preset's value."""
+    flag = "--" + f.name.replace("_", "-")
+    if f.type == "bool":
+        return click.Option([f"{flag}/--no-{flag[2:]}", f.name], default=None, help=f.metadata["help"])
+    return click.Option([flag, f.name], type={"int": int, "float": float, "str": str}[f.type],
+                        help=f.metadata["help"])
 
 
-app.command()(_build_command())
+train_command = click.Command("probe-train", callback=_train, help=_TRAIN_HELP, context_settings=CONTEXT, params=[
+    click.Option(["--preset"], default="quick", show_default=True, help=_PRESET_HELP),
+    click.Option(["--out", "-o", "out"], help="snapshot file to write (.h5); required unless --print-config"),
+    click.Option(["--resume/--no-resume"], default=False, show_default=True,
+                 help="continue OUT from its last snapshot"),
+    click.Option(["--overwrite/--no-overwrite"], default=False, show_default=True, help="replace OUT if it exists"),
+    click.Option(["--quiet", "-q"], is_flag=True, help="no progress bar"),
+    click.Option(["--report"], help="keep this HTML run report up to date while training (probe report --watch)"),
+    click.Option(["--tensorboard"], metavar="DIR", help=(
+        "write what training logs as TensorBoard scalars into DIR/RUN (RUN: OUT's name without .h5) at every "
+        "snapshot: loss/SPLIT and acc/SPLIT, train/loss, and per update train/batch_loss and train/lr; --resume "
+        "adds to them, --overwrite replaces them (needs pip install 'gamma-probe[tensorboard]')")),
+    click.Option(["--tensorboard-probes"], metavar="PROBES", help=(
+        "with --tensorboard, these probes' numbers too, PROBE/METRIC[KEY] at every snapshot: a comma list of "
+        "probe batch's probes (similarity,pca), computed once training is done (probe batch OUT --step all "
+        "--tensorboard DIR); default: none")),
+    click.Option(["--print-config"], is_flag=True, help=(
+        "print the configuration the preset and the flags give (every field, as JSON; --format yaml for YAML) "
+        "and exit: nothing is trained or written")),
+    click.Option(["--format", "fmt"], type=click.Choice(["json", "yaml"]), default="json", show_default=True,
+                 help="format of --print-config"),
+    click.Option(["--version"], is_flag=True, expose_value=False, is_eager=True, callback=_show_version,
+                 help="print the version and exit"),
+    *(_config_option(f) for f in fields(RunConfig))])
 
 
-sweep_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
-
-
-@sweep_app.command()
-def sweep(
-    grid: list[str] = typer.Option(..., "--grid", "-g", help="config field and its values: gamma=0.3,0.5,0.8, "
-                                   "layers=2,3, seed=0:5 (a half-open range); repeat for a product. The fields: "
-                                   "probe-train --print-config", show_default=False),
-    preset: str = typer.Option("quick", help=_PRESET_HELP),
-    out: str = typer.Option(..., "--out", "-o", help="folder for the runs and the manifest sweep.json",
-                            show_default=False),
-    jobs: int = typer.Option(0, "--jobs", "-j", min=0, help="runs trained at once, one torch thread each "
-                             "(0: one per CPU core)"),
-    scheduler: Optional[str] = typer.Option(None, help="address of a running Dask scheduler (tcp://host:8786): "
-                                            "one task per run, written to OUT, which the workers must reach"),
-    tensorboard: Optional[str] = typer.Option(None, help="TensorBoard event files of every run in DIR/RUN, "
-                                              "written as each trains (probe-train --tensorboard); runs "
-                                              "reused from an earlier sweep are filled in from their files "
-                                              "(needs pip install 'gamma-probe\\[tensorboard]')",
-                                              metavar="DIR"),
-) -> None:
+@click.command(context_settings=CONTEXT)
+@click.option("--grid", "-g", multiple=True, required=True, help=(
+    "config field and its values: gamma=0.3,0.5,0.8, layers=2,3, seed=0:5 (a half-open range); repeat for a "
+    "product. The fields: probe-train --print-config"))
+@click.option("--preset", default="quick", show_default=True, help=_PRESET_HELP)
+@click.option("--out", "-o", required=True, help="folder for the runs and the manifest sweep.json")
+@click.option("--jobs", "-j", type=click.IntRange(min=0), default=0, show_default=True,
+              help="runs trained at once, one torch thread each (0: one per CPU core)")
+@click.option("--scheduler", help="address of a running Dask scheduler (tcp://host:8786): one task per run, "
+              "written to OUT, which the workers must reach")
+@click.option("--tensorboard", metavar="DIR", help=(
+    "TensorBoard event files of every run in DIR/RUN, written as each trains (probe-train --tensorboard); runs "
+    "reused from an earlier sweep are filled in from their files (needs pip install 'gamma-probe[tensorboard]')"))
+def sweep(grid: tuple[str, ...], preset: str, out: str, jobs: int, scheduler: Optional[str],
+          tensorboard: Optional[str]) -> None:
     """Train one run per point of a grid of config values (any field of probe-train's configuration):
     finished runs are reused, killed ones resumed, changed ones retrained; failed runs are recorded in
     OUT/sweep.json and the others go on. Summarise with probe sweep-summary OUT.
@@ -403,7 +344,7 @@ def sweep(
     for r in manifest["runs"]:   # tab-separated fields, each escaped (an error quotes names from files)
         print("\t".join(terminal(str(r[k])) for k in ("label", "status", "path", "error") if k in r))
     if "failed" in status:
-        raise typer.Exit(1)
+        raise click.exceptions.Exit(1)
 
 
 def _log(msg: str) -> None:
@@ -436,15 +377,6 @@ class _sweep_progress:
             self._p.__exit__(*exc)
 
 
-presets_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
-
-
-class ListFormat(str, Enum):
-    table = "table"
-    json = "json"
-    csv = "csv"
-
-
 PRESET_COLUMNS = ("preset", "task", "model", "layers", "d_model", "heads", "d_ff", "steps", "batch_size",
                   "purpose")
 _TABLE_COLUMNS = ("preset", "task", "model", "layers", "d_model", "steps", "purpose")
@@ -454,20 +386,19 @@ def preset_rows() -> list[dict]:
     """One row per preset: its purpose (config.PURPOSES), task, model size and steps. No torch: the
     parameter count is left out, since a text run's vocabulary (and so its embedding) is known only once
     its data is built."""
-    from .config import preset
-
     rows = []
     for name in PRESETS:
-        c = preset(name)
+        c = make_preset(name)
         rows.append({"preset": name, "task": c.task, "model": c.model, "layers": c.layers, "d_model": c.d_model,
                      "heads": c.heads, "d_ff": c.d_ff, "steps": c.steps, "batch_size": c.batch_size,
                      "purpose": PURPOSES[name]})
     return rows
 
 
-@presets_app.command()
-def presets(fmt: ListFormat = typer.Option(ListFormat.table, "--format", "-f",
-                                           help="table, json or csv; data on stdout, notes on stderr")) -> None:
+@click.command(context_settings=CONTEXT)
+@click.option("--format", "-f", "fmt", type=click.Choice(["table", "json", "csv"]), default="table",
+              show_default=True, help="table, json or csv; data on stdout, notes on stderr")
+def presets(fmt: str) -> None:
     """Every preset of probe-train --preset: what it is for, its task, model and size, and its steps.
     Every value of one preset: probe-train --preset NAME --print-config.
 
@@ -478,12 +409,10 @@ def presets(fmt: ListFormat = typer.Option(ListFormat.table, "--format", "-f",
       probe-train --preset lm-quick --print-config
     """
     rows = preset_rows()
-    if fmt is ListFormat.json:
+    if fmt == "json":
         print(json.dumps(rows, indent=2))
         return
-    if fmt is ListFormat.csv:
-        import csv
-
+    if fmt == "csv":
         w = csv.writer(sys.stdout, lineterminator="\n")
         w.writerow(PRESET_COLUMNS)
         w.writerows([["" if r[k] is None else r[k] for k in PRESET_COLUMNS] for r in rows])
@@ -500,12 +429,12 @@ def main() -> None:
     with STOP.caught():   # from the first moment: a stop signal during torch's import is read at a safe point
         first = sys.argv[1] if len(sys.argv) > 1 else ""
         if first == "sweep":
-            run_cli(sweep_app, args=sys.argv[2:], prog_name="probe-train sweep")
+            run_cli(sweep, args=sys.argv[2:], prog_name="probe-train sweep")
         elif first == "presets":
-            run_cli(presets_app, args=sys.argv[2:], prog_name="probe-train presets")
+            run_cli(presets, args=sys.argv[2:], prog_name="probe-train presets")
         elif first and not first.startswith("-"):
             # training takes options only: a word here is a mistyped command, not a stray argument
             run_cli(lambda: fail(f"unknown command '{first}' (commands: {', '.join(COMMANDS)}; training takes "
                                  "options only, e.g. probe-train --preset quick --out run.h5)"))
         else:
-            run_cli(app)
+            run_cli(train_command)

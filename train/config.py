@@ -184,7 +184,9 @@ class RunConfig:
         need(self.task in ("anchor", "composite", "lm"),
              f"unknown {param('task')} '{self.task}' (known: anchor, composite, lm)")
         need(self.model in MODELS, f"unknown {param('model')} '{self.model}' (known: {', '.join(MODELS)})")
-        need(self.precision in ("fp32", "bf16"), f"{param('precision')} must be 'fp32' or 'bf16', not '{self.precision}'")
+        for name, (a, b) in CHOICES.items():
+            v = getattr(self, name)
+            need(v in (a, b), f"{param(name)} must be '{a}' or '{b}', not '{v}'")
         need(self.norm_eps > 0, f"{param('norm_eps', self.norm_eps)}: need a positive epsilon")
         need(self.rope_theta > 0, f"{param('rope_theta', self.rope_theta)}: need a positive base")
         need(not (self.init_std > 0 and any(getattr(self, g) > 0 for g in GAMMA_FIELDS)),
@@ -196,9 +198,6 @@ class RunConfig:
         else:
             for name, default in (("kv_heads", 0), ("tie_embeddings", False), ("gated_attention", False)):
                 need(getattr(self, name) == default, f"{param(name)} is a llama option ({param('model', 'llama')})")
-        need(self.norm in ("pre", "post"), f"{param('norm')} must be 'pre' or 'post', not '{self.norm}'")
-        need(self.activation in ("relu", "gelu"),
-             f"{param('activation')} must be 'relu' or 'gelu', not '{self.activation}'")
         need(self.key_min <= self.key_max, f"{param('key_min')} must be <= {param('key_max')}")
         need(self.mem_anchor_min <= self.mem_anchor_max,
              f"{param('mem_anchor_min')} must be <= {param('mem_anchor_max')}")
@@ -245,7 +244,6 @@ class RunConfig:
              f"give {param('min_lr')} or {param('min_lr_ratio')}, not both")
         need(0 <= self.min_lr <= self.lr and 0 <= self.warmup_from <= self.lr,
              f"{param('min_lr')} and {param('warmup_from')} must be between 0 and {param('lr')}")
-        need(self.decay in ("matrices", "all"), f"{param('decay')} must be 'matrices' or 'all', not '{self.decay}'")
         need(self.probe_per_split >= 1, f"{param('probe_per_split')} must be positive")
         need(self.snapshot_every >= 0, f"{param('snapshot_every')} must be >= 0")
         need(self.gamma > 0, f"{param('gamma')} must be positive")
@@ -291,6 +289,9 @@ class RunConfig:
 
 
 MODELS = ("transformer", "llama", "emb-mlp")
+# fields with two values (lm_vocab: the lm task's own, checked with it)
+CHOICES = {"precision": ("fp32", "bf16"), "norm": ("pre", "post"), "activation": ("relu", "gelu"),
+           "decay": ("matrices", "all")}
 GAMMA_FIELDS = ("gamma_embed", "gamma_attn", "gamma_mlp", "gamma_head")
 
 
@@ -451,8 +452,8 @@ PRESETS: dict[str, dict] = {
 }
 
 
-# What each preset is for, in one line (`probe-train presets` shows it beside the preset's size and
-# its measured time, train/speeds.py); tests/test_train_cli_help.py checks every preset has one.
+# What each preset is for, in one line (`probe-train presets` shows it beside the preset's task, model
+# size and steps); tests/test_train_cli_help.py checks every preset has one.
 PURPOSES: dict[str, str] = {
     "paper1": "paper 1's anchor task at the paper's sizes (paper 2's model and optimiser); for a GPU",
     "quick": "paper 1's anchor task sized for a CPU, still showing the effect",

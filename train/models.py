@@ -175,58 +175,64 @@ class MLP(nn.Module):
         return y if self.b_out is None else y + self.b_out
 
 
+def _norm(cfg: RunConfig) -> nn.Module:
+    """A block's or the final norm: RMSNorm (llama), else LayerNorm (biases with --bias or --norm-bias)."""
+    if cfg.model == "llama":
+        return RMSNorm(cfg.d_model, cfg.norm_eps)
+    return nn.LayerNorm(cfg.d_model, eps=cfg.norm_eps, bias=cfg.bias or cfg.norm_bias)
+
+
 class Block(nn.Module):
-    """GPT-style block: LayerNorm before (pre) or after (post) each residual sublayer."""
+    """GPT-style block: LayerNorm before (pre) or after (post) each residual sublayer. LLaMA-style
+    block: pre-RMSNorm, rotary attention (grouped K/V, optional output gate), SwiGLU, no biases."""
 
     def __init__(self, cfg: RunConfig):
         super().__init__()
-        self.pre = cfg.norm == "pre"
-        self.ln1 = nn.LayerNorm(cfg.d_model, eps=cfg.norm_eps, bias=cfg.bias or cfg.norm_bias)
-        self.attn = Attention(cfg.d_model, cfg.heads, cfg.head_dim, cfg.bias)
-        self.ln2 = nn.LayerNorm(cfg.d_model, eps=cfg.norm_eps, bias=cfg.bias or cfg.norm_bias)
-        self.mlp = MLP(cfg.d_model, cfg.d_ff, cfg.bias, cfg.activation)
+        llama = cfg.model == "llama"
+        self.pre = llama or cfg.norm == "pre"
+        bias = cfg.bias and not llama
+        self.ln1 = _norm(cfg)
+        self.attn = Attention(cfg.d_model, cfg.heads, cfg.head_dim, bias, cfg.n_kv_heads, cfg.gated_attention)
+        self.ln2 = _norm(cfg)
+        self.mlp = MLP(cfg.d_model, cfg.d_ff, bias, "silu" if llama else cfg.activation, gated=llama)
 
     def forward(self, x: torch.Tensor, last_only: bool = False, return_attn: bool = False, rope=None):
         if self.pre:
-            a, attn = self.attn(self.ln1(x), last_only, return_attn)
+            a, attn = self.attn(self.ln1(x), last_only, return_attn, rope)
             x = (x[:, -1:] if last_only else x) + a
-            x = x + self.mlp(self.ln2(x))
-        else:
-            a, attn = self.attn(x, last_only, return_attn)
-            x = self.ln1((x[:, -1:] if last_only else x) + a)
-            x = self.ln2(x + self.mlp(x))
-        return x, attn
-
-
-class LlamaBlock(nn.Module):
-    """LLaMA-style block: pre-RMSNorm, rotary attention (grouped K/V, optional output gate), SwiGLU."""
-
-    def __init__(self, cfg: RunConfig):
-        super().__init__()
-        self.ln1 = RMSNorm(cfg.d_model, cfg.norm_eps)
-        self.attn = Attention(cfg.d_model, cfg.heads, cfg.head_dim, False, cfg.n_kv_heads, cfg.gated_attention)
-        self.ln2 = RMSNorm(cfg.d_model, cfg.norm_eps)
-        self.mlp = MLP(cfg.d_model, cfg.d_ff, False, "silu", gated=True)
-
-    def forward(self, x: torch.Tensor, last_only: bool = False, return_attn: bool = False, rope=None):
-        a, attn = self.attn(self.ln1(x), last_only, return_attn, rope)
-        x = (x[:, -1:] if last_only else x) + a
-        return x + self.mlp(self.ln2(x)), attn
+            return x + self.mlp(self.ln2(x)), attn
+        a, attn = self.attn(x, last_only, return_attn, rope)
+        x = self.ln1((x[:, -1:] if last_only else x) + a)
+        return self.ln2(x + self.mlp(x)), attn
 
 
 class Decoder(GammaInit, nn.Module):
-    """What the GPT- and LLaMA-style decoders share: forward for the last position (the synthetic
-    tasks), next-token logits at every position (text), attention maps and the norm statistics a
-    snapshot stores. Subclasses build ``W_E``, ``blocks``, ``ln_f`` and the head."""
+    """The decoders: GPT-style (``transformer``: learned positions, LayerNorm pre or post, a plain MLP)
+    or LLaMA-style (``llama``: no position table, rotary positions in attention, pre-RMSNorm blocks
+    with SwiGLU MLPs, a final RMSNorm, no biases; optionally tied embeddings, grouped K/V heads and
+    gated attention). Forward for the last position (the synthetic tasks), next-token logits at every
+    position (text), attention maps and the norm statistics a snapshot stores."""
 
     head_bias_name = "b_U"
-    rope: bool = False
+
+    def __init__(self, cfg: RunConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.rope = cfg.model == "llama"
+        self.W_E = nn.Parameter(torch.empty(cfg.vocab_size, cfg.d_model))
+        self.W_pos = None if self.rope else nn.Parameter(torch.empty(cfg.seq_len, cfg.d_model))
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.layers))
+        self.ln_f = _norm(cfg) if self.rope or cfg.norm == "pre" else None
+        self.W_U = None if cfg.tie_embeddings else nn.Parameter(torch.empty(cfg.d_model, cfg.vocab_size))
+        head_bias = cfg.head_bias or (cfg.bias and not self.rope)
+        self.b_U = nn.Parameter(torch.zeros(cfg.vocab_size)) if head_bias else None
 
     def head_fan_in(self) -> int:
         return self.cfg.d_model
 
     def _embed(self, tokens: torch.Tensor) -> torch.Tensor:
-        raise NotImplementedError
+        x = self.W_E[tokens]
+        return x if self.W_pos is None else x + self.W_pos[: tokens.shape[1]]
 
     def _rope(self, T: int, device):
         if not self.rope:
@@ -255,7 +261,7 @@ class Decoder(GammaInit, nn.Module):
         return self._logits(self._run(tokens)[0])
 
     def _unembed(self) -> torch.Tensor:
-        return self.W_U
+        return self.W_E.T if self.W_U is None else self.W_U
 
     def _logits(self, h: torch.Tensor) -> torch.Tensor:
         if self.ln_f is not None:
@@ -333,10 +339,10 @@ class Decoder(GammaInit, nn.Module):
             out["final_norm"] = "ln_f.weight"
         return out
 
-    def _fans(self, embeddings: tuple[str, ...]) -> dict[str, tuple[int, str]]:
+    def fan_in(self) -> dict[str, tuple[int, str]]:
         c = self.cfg
-        fans = {e: (c.d_model, "embed") for e in embeddings}
-        if "W_U" in dict(self.named_parameters()):
+        fans = {e: (c.d_model, "embed") for e in ("W_E", "W_pos") if getattr(self, e) is not None}
+        if self.W_U is not None:
             fans["W_U"] = (c.d_model, "head")
         for i, b in enumerate(self.blocks):
             p = f"blocks.{i}."
@@ -350,64 +356,12 @@ class Decoder(GammaInit, nn.Module):
         return fans
 
 
-class Transformer(Decoder):
-    """GPT-style decoder: learned positions, LayerNorm (pre or post), a plain MLP; predicts the label
-    from the last position (forward) or every next token (lm_logits)."""
-
-    kind = "transformer"
-
-    def __init__(self, cfg: RunConfig):
-        super().__init__()
-        self.cfg = cfg
-        self.W_E = nn.Parameter(torch.empty(cfg.vocab_size, cfg.d_model))
-        self.W_pos = nn.Parameter(torch.empty(cfg.seq_len, cfg.d_model))
-        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.layers))
-        self.ln_f = nn.LayerNorm(cfg.d_model, eps=cfg.norm_eps, bias=cfg.bias or cfg.norm_bias) \
-            if cfg.norm == "pre" else None
-        self.W_U = nn.Parameter(torch.empty(cfg.d_model, cfg.vocab_size))
-        self.b_U = nn.Parameter(torch.zeros(cfg.vocab_size)) if cfg.bias or cfg.head_bias else None
-
-    def fan_in(self) -> dict[str, tuple[int, str]]:
-        return self._fans(("W_E", "W_pos"))
-
-    def _embed(self, tokens: torch.Tensor) -> torch.Tensor:
-        return self.W_E[tokens] + self.W_pos[: tokens.shape[1]]
-
-
-class Llama(Decoder):
-    """LLaMA-style decoder: no position table (rotary positions in attention), pre-RMSNorm blocks
-    with SwiGLU MLPs, a final RMSNorm, no biases; optionally tied embeddings, grouped K/V heads and
-    gated attention."""
-
-    kind = "llama"
-    rope = True
-
-    def __init__(self, cfg: RunConfig):
-        super().__init__()
-        self.cfg = cfg
-        self.W_E = nn.Parameter(torch.empty(cfg.vocab_size, cfg.d_model))
-        self.blocks = nn.ModuleList(LlamaBlock(cfg) for _ in range(cfg.layers))
-        self.ln_f = RMSNorm(cfg.d_model, cfg.norm_eps)
-        self.W_U = None if cfg.tie_embeddings else nn.Parameter(torch.empty(cfg.d_model, cfg.vocab_size))
-        self.b_U = nn.Parameter(torch.zeros(cfg.vocab_size)) if cfg.head_bias else None
-
-    def fan_in(self) -> dict[str, tuple[int, str]]:
-        return self._fans(("W_E",))
-
-    def _embed(self, tokens: torch.Tensor) -> torch.Tensor:
-        return self.W_E[tokens]
-
-    def _unembed(self) -> torch.Tensor:
-        return self.W_E.T if self.W_U is None else self.W_U
-
-
 class EmbMLP(GammaInit, nn.Module):
     """Paper 1 Definition 1: G(X) = act(sum_{s in X} w_emb(s) W1) W2 on X = [z, a1..aq].
 
     forward(tokens (B, L), key_pos (B,)) reads the key and the q anchors after it.
     """
 
-    kind = "emb-mlp"
     head_bias_name = "b_2"
 
     def head_fan_in(self) -> int:
@@ -447,7 +401,7 @@ class EmbMLP(GammaInit, nn.Module):
         return None
 
 
-MODELS = {"transformer": Transformer, "llama": Llama, "emb-mlp": EmbMLP}
+MODELS = {"transformer": Decoder, "llama": Decoder, "emb-mlp": EmbMLP}
 
 
 def build_model(cfg: RunConfig, generator: torch.Generator | None = None) -> nn.Module:

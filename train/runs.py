@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import itertools
 import json
 import multiprocessing
 import os
@@ -50,6 +51,16 @@ def config_hash(config: Mapping) -> str:
     defaults = {f.name: f.default for f in fields(RunConfig)}
     kept = {k: v for k, v in dict(config).items() if k not in defaults or defaults[k] != v}
     return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()[:10]
+
+
+def _folder(path: str | os.PathLike) -> Path:
+    """``path`` as a folder, created if missing; one line if it cannot be."""
+    path = Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ProbeError(f"cannot create {path}: {exc.strerror}") from None
+    return path
 
 
 def run_finished(path: str | os.PathLike, steps: int) -> bool:
@@ -164,11 +175,15 @@ def train_jobs(todo: list[Job], jobs: int = 0, log: Log = _stderr, *, keep_going
         finally:   # stopped, failed or interrupted: every trainer still running stops at a step and is waited for
             _stop(running)
         if STOP.asked:
-            raise Interrupted(f"Interrupted: {state['done']} of {len(todo)} run(s) finished; the others stopped at "
-                              "a snapshot and resume when the same command runs again")
+            raise _interrupted(state["done"], len(todo))
     log(f"trained {state['done']} run(s) in {time.perf_counter() - t0:.0f} s"
         + (f"; {len(state['failed'])} failed" if state["failed"] else ""))
     return state["failed"]
+
+
+def _interrupted(done: int, total: int) -> Interrupted:
+    return Interrupted(f"Interrupted: {done} of {total} run(s) finished; the others stopped at a snapshot and "
+                       "resume when the same command runs again")
 
 
 def _stop(running, wait_s: float = 60.0) -> None:
@@ -310,11 +325,7 @@ def ensure(wanted: Mapping[str, tuple[str, dict]], runs_dir: str | os.PathLike, 
     >>> paths = ensure({f"g{g}": ("quick", {"gamma": g}) for g in (0.3, 0.8)}, "runs", jobs=2)
     >>> paths["g0.8"]
     """
-    runs_dir = Path(runs_dir)
-    try:
-        runs_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ProbeError(f"cannot create {runs_dir}: {exc.strerror}") from None
+    runs_dir = _folder(runs_dir)
     paths, todo = plan(wanted, runs_dir, threads=threads, retrain=retrain)
     if todo:
         train_jobs(todo, jobs, log)
@@ -378,13 +389,6 @@ def _typed(kind: type, text: str):
     return kind(text)
 
 
-def grid_points(grid: Mapping[str, list]) -> list[dict]:
-    import itertools
-
-    keys = list(grid)
-    return [dict(zip(keys, combo)) for combo in itertools.product(*(grid[k] for k in keys))]
-
-
 def point_label(point: Mapping) -> str:
     return "-".join(f"{k.replace('_', '')}{v}" for k, v in point.items())
 
@@ -399,13 +403,9 @@ def sweep(preset_name: str, grid: Mapping[str, list], out: str | os.PathLike, *,
     written by each trainer as it goes (``probe-train --tensorboard``); the runs reused from an earlier
     sweep, and what a trainer on another machine could not write, are filled in from their files at
     the end (a folder only grows: nothing is written twice)."""
-    out = Path(out)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ProbeError(f"cannot create {out}: {exc.strerror}") from None
+    out = _folder(out)
     writable_folder(out, "runs")   # before any training: a read-only folder fails now, in one line
-    points = grid_points(grid)
+    points = [dict(zip(grid, combo)) for combo in itertools.product(*grid.values())]
     wanted = {point_label(p): (preset_name, p) for p in points}
     for label, (name, p) in wanted.items():   # every configuration is checked before anything trains
         preset(name, **p)
@@ -416,11 +416,6 @@ def sweep(preset_name: str, grid: Mapping[str, list], out: str | os.PathLike, *,
         tensorboard = tb.prepare(tensorboard)
     paths, todo = plan(wanted, out, threads=1, extra=["--tensorboard", tensorboard] if tensorboard else [])
     failed: dict[str, str] = {}
-
-    def write(status_of):
-        write_manifest(out, preset_name, grid, [{"label": label, "point": p, "path": paths[label].name,
-                                                 **status_of(label)} for label, (_, p) in wanted.items()])
-
     try:
         if todo and scheduler:
             failed = train_on_dask(todo, scheduler, log, progress)
@@ -434,7 +429,8 @@ def sweep(preset_name: str, grid: Mapping[str, list], out: str | os.PathLike, *,
             cfg = preset(wanted[label][0], **wanted[label][1])
             return {"status": "done" if done == cfg.steps else ("partial" if done is not None else "missing")}
 
-        write(status)
+        write_manifest(out, preset_name, grid, [{"label": label, "point": p, "path": paths[label].name,
+                                                 **status(label)} for label, (_, p) in wanted.items()])
     if tensorboard:
         _tensorboard_backfill(tensorboard, [(paths[label], preset(name, **p)) for label, (name, p) in wanted.items()
                                             if label not in failed])
@@ -537,10 +533,12 @@ def train_on_dask(todo: list[Job], scheduler: str, log: Log = _stderr, progress:
                 # a running task cannot be cancelled: the event stops its trainer at a step boundary,
                 # and a task still queued returns at once; waited for, so the files are resumable
                 stop.set()
-                _wait_stopped(pending, wait)
+                try:   # a running task ends when its trainer stopped, a queued one when it starts
+                    wait(list(pending), timeout=120.0, return_when="ALL_COMPLETED")
+                except (TimeoutError, KeyboardInterrupt):   # 120 s, or a second Ctrl-C, end the wait
+                    pass
                 client.cancel(list(pending))
-                raise Interrupted(f"Interrupted: {done} of {len(todo)} run(s) finished; the others stopped at a "
-                                  "snapshot and resume when the same command runs again")
+                raise _interrupted(done, len(todo))
     finally:
         if pending:   # ended by an error or a second Ctrl-C: the trainers on the cluster stop all the same
             try:
@@ -550,11 +548,3 @@ def train_on_dask(todo: list[Job], scheduler: str, log: Log = _stderr, progress:
         client.close()
     return failed
 
-
-def _wait_stopped(futures, wait, wait_s: float = 120.0) -> None:
-    """Wait for the Dask tasks of a stopped sweep to end (a running one ends when its trainer stopped,
-    a queued one when it starts); a second Ctrl-C, or ``wait_s``, ends the wait."""
-    try:
-        wait(list(futures), timeout=wait_s, return_when="ALL_COMPLETED")
-    except (TimeoutError, KeyboardInterrupt):
-        pass

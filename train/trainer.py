@@ -11,6 +11,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from probe._files import OutputLock
 from probe.errors import Interrupted, ProbeError, param
 from probe.format import Run, Writer
 from probe.format.writer import WriteFailed
@@ -31,12 +32,6 @@ def _killed_in_first_snapshot(path: str) -> bool:
     with Run(path) as run:
         return run.n_snapshots <= 1 and int(run.steps[-1] if run.n_snapshots else 0) == 0 \
             and resumable_step(run) is None
-
-
-def _lock_output(path: str):
-    from probe._files import OutputLock
-
-    return OutputLock(path).acquire()
 
 
 def lr_at(cfg: RunConfig, step: int) -> float:
@@ -86,7 +81,7 @@ class Trainer:
             raise ProbeError(f"cannot write {self.out}: directory {parent} does not exist")
         # One writer per run file, from before the checks below (another trainer may be creating it)
         # to the end of run(): a second trainer, --overwrite and --resume included, is refused.
-        self._lock = _lock_output(self.out) if snapshots else None
+        self._lock = OutputLock(self.out).acquire() if snapshots else None
         try:
             self._setup(resume, overwrite)
         except BaseException:

@@ -114,7 +114,7 @@ def _lost_toy(rng: random.Random, c: dict[str, str]) -> tuple[list[str], str]:
 
 
 def _new_friend(rng: random.Random, c: dict[str, str]) -> tuple[list[str], str]:
-    n, he, He = c["name"], c["he"], c["He"]
+    n, he = c["name"], c["he"]
     animal, place, bad = rng.choice(_ANIMALS), rng.choice(_PLACES), rng.choice(_BAD)
     return [
         f"One day, {he} went to the {place} to {rng.choice(_ACTIVITIES)}.",
@@ -156,7 +156,7 @@ def _brave(rng: random.Random, c: dict[str, str]) -> tuple[list[str], str]:
         f'{his.capitalize()} {adult} held {his} hand and said, "Do not be afraid. I am here with you."',
         _maybe(rng, f"{n} took a deep breath and counted to {rng.choice(('three', 'five', 'ten'))}."),
         f"Then {he} tried, one small step at a time.",
-        f"It was not so bad. It was fun!",
+        "It was not so bad. It was fun!",
         f"{n} laughed and said, \"I am not scared anymore!\"",
         f"{his.capitalize()} {adult} gave {c['him']} {_a(rng.choice(_FOODS))} because {he} was so brave.",
     ], f"{his} {adult}"
@@ -183,11 +183,11 @@ def _rainy_trip(rng: random.Random, c: dict[str, str]) -> tuple[list[str], str]:
     return [
         f"{n} took {his} {rng.choice(_COLORS)} {toy} and went to the {place}.",
         _maybe(rng, rng.choice(_SCENES)),
-        f"Suddenly, big dark clouds came and it started to rain.",
+        "Suddenly, big dark clouds came and it started to rain.",
         f"{n} ran under a big tree to stay dry. A wet {animal} was there too.",
         f'"Hello," said {n}. "Do you want to wait with me?"',
         _maybe(rng, f"The {animal} came closer. They waited together and watched the rain."),
-        f"Soon the rain stopped and the sun came out. There was a big rainbow in the sky!",
+        "Soon the rain stopped and the sun came out. There was a big rainbow in the sky!",
         f"{n} and the {animal} jumped in the puddles. {He} was all wet, but {he} did not mind.",
     ], f"the {animal}"
 
