@@ -80,10 +80,6 @@ def _snapshot(f: h5py.File, index: int) -> str:
         return f" (snapshot {index})"
 
 
-# ----------------------------------------------------------------------------
-# Reading
-# ----------------------------------------------------------------------------
-
 class Run:
     """Read access to one snapshot file, also while the trainer still writes it.
 
@@ -224,9 +220,7 @@ class Run:
 
     def token_strings(self) -> list[str] | None:
         """The text of every token (index = token id) of a text run; ``None`` when not stored (synthetic tasks)."""
-        if P["vocab_strings"] not in self._f:
-            return None
-        return [str(s) for s in self.at(P["vocab_strings"]).asstr()[...]]
+        return self.strings("vocab_strings") if self.has("vocab_strings") else None
 
     @property
     def splits(self) -> list[str]:
