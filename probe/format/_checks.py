@@ -20,7 +20,7 @@ import numpy as np
 from probe_schemas import snapshot_schema, version_tuple
 
 from ..errors import ProbeError
-from ._h5 import P, damaged_file_error
+from ._h5 import P, PARAMS_GROUP, SNAPSHOTS_GROUP, damaged_file_error
 
 
 PLACEHOLDER = re.compile(r"\{(\w+)\}")
@@ -28,8 +28,6 @@ PLACEHOLDER = re.compile(r"\{(\w+)\}")
 _MAX_SOFT_HOPS = 16
 # The dims symbols every file's ``dims`` attribute holds as integers.
 _DIMS = ("vocab", "d_model", "seq", "probe", "layers", "heads", "d_head", "d_hidden")
-_SNAPSHOTS = P["step"].split("/")[0]
-_PARAMS = P["param"].split("{")[0]
 RESUME_SLOTS = tuple(P["resume_tensor"].split("{slot}")[0] + str(slot) for slot in (0, 1))
 
 # Links and storage: nothing may lead out of the file
@@ -424,28 +422,6 @@ class ReadCheck:
             raise damaged_file_error(exc, path, P["step"]) from None
         self.n = int(step.shape[0])
 
-    def _datasets(self, scan: LinkScan) -> None:
-        """Every dataset the scan found, by object: storage first (the extent of a virtual dataset may
-        open its source files), then each of its names against its schema entry."""
-        root, findings = self.f["/"].id, []
-        for addr, names in scan.objects().items():
-            try:
-                ds = self._ids.get(addr) or h5py.h5o.open(root, _b(names[0]))
-            except (KeyError, OSError, RuntimeError) as exc:   # its object header: damaged
-                raise damaged_file_error(exc, self.path, names[0]) from None
-            if not isinstance(ds, h5py.h5d.DatasetID):
-                continue
-            self._ids[addr] = ds
-            problem = storage_problem(ds)
-            if problem is not None:
-                findings.append(f"'{names[0]}' {problem}")
-                continue
-            if self.swmr:
-                ds.refresh()   # its extent as of now, after 'step' was read
-            findings += self._schema(names, h5py.Dataset(ds), self.n)
-            self._done.update(names)
-        refuse(self.path, findings)
-
     def _schema(self, names: list[str], ds: h5py.Dataset, n: int | None) -> list[str]:
         """Findings of ``ds`` against the schema entry of each of its ``names``, and its checksum."""
         findings = []
@@ -476,7 +452,7 @@ class ReadCheck:
         # A parameter is also its canonical weight (a hard link: params/W_E is weights/token_embedding),
         # whose schema entry says more of its shape; a probe may read it by either name.
         names = [path]
-        if path.startswith(_PARAMS):
+        if path.startswith(PARAMS_GROUP + "/"):
             names += [a for a in self._aliases(ds) if a != path and a not in self._done]
         refuse(self.path, self._schema(names, ds, self.n if n == -1 else n))
         self._done.update(names)
@@ -485,7 +461,7 @@ class ReadCheck:
         """Every name of ``ds`` under ``snapshots/`` (its hard links; the links are walked once)."""
         if self._names is None:   # (its links were checked at open: walked here for addresses only)
             links: list[tuple[bytes, int, int]] = []
-            _walk(self.f[_SNAPSHOTS].id, _b(_SNAPSHOTS + "/"), (), links)
+            _walk(self.f[SNAPSHOTS_GROUP].id, _b(SNAPSHOTS_GROUP + "/"), (), links)
             self._names = LinkScan(links).objects()
         return self._names.get(h5py.h5o.get_info(ds.id).addr, [])
 
@@ -513,7 +489,26 @@ class ReadCheck:
 
     def everything(self, resume_slots: bool) -> None:
         """Every dataset of the file now, not each before its first read (``resume_slots``: their links
-        and datasets too, what a resume reads and copies)."""
+        and datasets too, what a resume reads and copies): each dataset the link scan finds, by object,
+        storage first (the extent of a virtual dataset may open its source files), then each of its
+        names against its schema entry."""
         scan = link_findings(self.f, prune=unfinished_slots(self._checked, self.n) if resume_slots else RESUME_SLOTS)
         refuse(self.path, scan.findings)
-        self._datasets(scan)
+        root, findings = self.f["/"].id, []
+        for addr, names in scan.objects().items():
+            try:
+                ds = self._ids.get(addr) or h5py.h5o.open(root, _b(names[0]))
+            except (KeyError, OSError, RuntimeError) as exc:   # its object header: damaged
+                raise damaged_file_error(exc, self.path, names[0]) from None
+            if not isinstance(ds, h5py.h5d.DatasetID):
+                continue
+            self._ids[addr] = ds
+            problem = storage_problem(ds)
+            if problem is not None:
+                findings.append(f"'{names[0]}' {problem}")
+                continue
+            if self.swmr:
+                ds.refresh()   # its extent as of now, after 'step' was read
+            findings += self._schema(names, h5py.Dataset(ds), self.n)
+            self._done.update(names)
+        refuse(self.path, findings)

@@ -13,7 +13,7 @@ from probe_schemas import snapshot_schema, version_tuple
 from .._limits import MAX_DEPTH, parse_json
 from ..errors import ProbeError
 
-from ._h5 import METRICS, P, RESUME_GROUP, WEIGHTS_GROUP, check_header, damaged_file_error, open_h5
+from ._h5 import METRICS, P, RESUME_GROUP, SNAPSHOTS_GROUP, WEIGHTS_GROUP, check_header, damaged_file_error, open_h5
 from ._checks import (
     BLOCK_BYTES, CHECKSUMS_SINCE, RESUME_SLOTS, unfinished_slots, LinkScan, PLACEHOLDER, blocks, checksum_finding,
     dataset_findings, group_findings, link_findings, meta_findings, schema_entry, step_findings, storage_problem,
@@ -204,7 +204,7 @@ class _Checker:
 
     def _where(self, name: str, rows: list[int]) -> str:
         """`` (snapshot at step S)`` / `` (snapshots at steps S, T)`` for damaged rows of a time-first dataset."""
-        if not name.startswith(P["step"].split("/")[0] + "/"):
+        if not name.startswith(SNAPSHOTS_GROUP + "/"):
             return ""
         step = self._objs.get(P["step"])
         try:
@@ -311,8 +311,8 @@ class _Checker:
         obj = self._get(path)
         if obj is None:
             if self._safe(path):   # (a flagged one is reported as such)
-                needed = spec.get("needed_by")
-                self.findings.append(f"missing dataset '{path}' ({entry})" + (f"; needed by {', '.join(needed)}" if needed else ""))
+                needed = f"; needed by {', '.join(spec['needed_by'])}" if spec.get("needed_by") else ""
+                self.findings.append(f"missing dataset '{path}' ({entry}){needed}")
             return
         if not isinstance(obj, h5py.Dataset):
             self.findings.append(f"'{path}' should be a dataset")

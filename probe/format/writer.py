@@ -292,10 +292,10 @@ class Writer:
                 _copy_slot(run, g, slot, sums)
                 g.flush()
         writer = cls(open_then_replace(tmp, path, doing, kept, keep), path)
-        g = writer._f
-        state = {name: np.asarray(ds[...]) for name, ds in datasets(g[f"{RESUME_GROUP}/slot{slot}"])}
+        state = {name: np.asarray(ds[...]) for name, ds in datasets(writer._f[f"{RESUME_GROUP}/slot{slot}"])}
         params = {name: np.asarray(ds[keep - 1]) for name, ds in writer._params.items()}
         return writer, step, state, params
+
 
 def _copy_rows(run: Run, g: h5py.File, base: str, keep: int, checksums: bool) -> None:
     """The first ``keep`` rows of every time-first dataset under ``run``'s ``base`` into ``g[base]``, one
