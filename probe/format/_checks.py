@@ -20,7 +20,7 @@ import numpy as np
 from probe_schemas import snapshot_schema, version_tuple
 
 from ..errors import ProbeError
-from ._h5 import P, damaged_file_error
+from ._h5 import P, PARAMS_GROUP, SNAPSHOTS_GROUP, damaged_file_error
 
 
 PLACEHOLDER = re.compile(r"\{(\w+)\}")
@@ -28,14 +28,9 @@ PLACEHOLDER = re.compile(r"\{(\w+)\}")
 _MAX_SOFT_HOPS = 16
 # The dims symbols every file's ``dims`` attribute holds as integers.
 _DIMS = ("vocab", "d_model", "seq", "probe", "layers", "heads", "d_head", "d_hidden")
-_SNAPSHOTS = P["step"].split("/")[0]
-_PARAMS = P["param"].split("{")[0]
 RESUME_SLOTS = tuple(P["resume_tensor"].split("{slot}")[0] + str(slot) for slot in (0, 1))
 
-# ----------------------------------------------------------------------------
 # Links and storage: nothing may lead out of the file
-# ----------------------------------------------------------------------------
-
 class LinkScan:
     """What :func:`link_findings` found: its findings, the flagged link names (nothing at or below
     them may be touched) and, on demand, every hard-linked name with nothing below it (datasets,
@@ -45,10 +40,6 @@ class LinkScan:
         self.links = links
         self.findings: list[str] = []
         self.paths: set[str] = set()
-
-    @property
-    def leaves(self) -> list[str]:
-        return [name for names in self.objects().values() for name in names]
 
     def objects(self) -> dict[int, list[str]]:
         """The leaves by object (address in the file): a dataset with several hard links, once."""
@@ -177,10 +168,7 @@ def storage_problem(ds: h5py.Dataset | h5py.h5d.DatasetID) -> str | None:
                     "virtual datasets are never read")
     return None
 
-# ----------------------------------------------------------------------------
 # Data: what is stored, what carries a checksum, reads in bounded blocks
-# ----------------------------------------------------------------------------
-
 # At most this many bytes are read at once wherever a whole dataset is read: a file may declare any
 # extent (a 10^9-token vocabulary costs it a few bytes of header), so no read is sized by one.
 BLOCK_BYTES = 16 << 20
@@ -226,14 +214,11 @@ def unwritten_finding(path: str, ds: h5py.Dataset, rows: int | None = None,
         want = -(-rows // chunks[0]) * int(np.prod([-(-s // c) for s, c in zip(ds.shape[1:], chunks[1:])]))
         have = sum(1 for c in (stored_chunks(ds) if stored is None else stored) if c[0] < rows)
         if have < want:
-            return f"'{path}' holds data in {have} of the {want} chunks of its {_rows(rows, ds)}; the rest was never written"
+            part = f"first {rows} rows" if rows < ds.shape[0] else f"shape {ds.shape}"
+            return f"'{path}' holds data in {have} of the {want} chunks of its {part}; the rest was never written"
     elif layout == h5py.h5d.CONTIGUOUS and ds.id.get_storage_size() < ds.nbytes:
         return f"'{path}' holds no data for its shape {ds.shape}; it was never written"
     return None
-
-
-def _rows(rows: int, ds: h5py.Dataset) -> str:
-    return f"first {rows} rows" if rows < ds.shape[0] else f"shape {ds.shape}"
 
 
 def checksum_finding(path: str, ds: h5py.Dataset, version: tuple[int, int]) -> str | None:
@@ -247,10 +232,7 @@ def checksum_finding(path: str, ds: h5py.Dataset, version: tuple[int, int]) -> s
             "dataset that holds data carries one; one added by hand needs h5py's fletcher32=True)")
 
 
-# ----------------------------------------------------------------------------
 # The checks both callers share
-# ----------------------------------------------------------------------------
-
 def meta_findings(meta: dict) -> tuple[list[str], dict, dict]:
     """Findings about the parsed ``config`` / ``task`` / ``dims`` attributes, and (dims, task) as
     the dataset checks use them: dims keeps its integers, with kv_heads = heads where absent (the
@@ -294,7 +276,7 @@ def dataset_findings(path: str, dtype: np.dtype, got: tuple[int, ...] | None, sp
     if want == "utf-8 string":
         if h5py.check_string_dtype(dtype) is None:
             out.append(f"'{path}' has dtype {dtype}, expected {want}")
-    elif want != "any" and dtype != _dtype(want):
+    elif want != "any" and dtype != np.dtype(want):
         out.append(f"'{path}' has dtype {dtype}, expected {want}")
     shape = spec.get("shape", ["..."])
     if got is None:   # an empty (null) dataspace: no shape at all
@@ -321,11 +303,6 @@ def group_findings(groups: dict[str, np.ndarray], dims: dict) -> list[str]:
         return []
     return [f"token group '{name}' has ids outside 0..{vocab - 1}" for name, ids in groups.items()
             if ids.size and (ids.min() < 0 or ids.max() >= vocab)]
-
-
-@lru_cache(maxsize=None)
-def _dtype(name: str) -> np.dtype:
-    return np.dtype(name)
 
 
 @lru_cache(maxsize=None)
@@ -379,10 +356,11 @@ def _is_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def refusal(path: str, findings: list[str]) -> ProbeError:
-    """One line for a file a reader refuses: the first finding, and where to see the others."""
+def refuse(path: str, findings: list[str]) -> None:
+    """Refuse the file where there are ``findings``, in one line: the first, and where to see the others."""
     more = len(findings) - 1
-    return ProbeError(f"{path}: {findings[0]}" + (f" (and {more} more: probe validate lists them)" if more else ""))
+    if findings:
+        raise ProbeError(f"{path}: {findings[0]}" + (f" (and {more} more: probe validate lists them)" if more else ""))
 
 def unfinished_slots(get, n: int) -> tuple[str, ...]:
     """The resume slots no resume reads: marked as being rewritten (a negative step in
@@ -404,12 +382,9 @@ def unfinished_slots(get, n: int) -> tuple[str, ...]:
         return RESUME_SLOTS
 
 
-# ----------------------------------------------------------------------------
 # A reader's side: checked at open, then each dataset before its first read
-# ----------------------------------------------------------------------------
-
 class ReadCheck:
-    """The checks :class:`~.run.Run` makes; each raises :func:`refusal` (a ProbeError).
+    """The checks :class:`~.run.Run` makes; each raises through :func:`refuse` (a ProbeError).
 
     At construction, before anything behind them is read: the links of the file (but those inside
     the resume slots, which only a resume reads: :meth:`everything`), the attributes (``meta``:
@@ -426,12 +401,9 @@ class ReadCheck:
         self.swmr = f.swmr_mode
         # The resume slots (most of a file's links) are read by a resume only, which walks them too
         # (everything); the walk takes ~0.6 ms CPU for a tiny run's 411 links, ~0.3 ms without them.
-        scan = link_findings(f, prune=RESUME_SLOTS)
-        if scan.findings:
-            raise refusal(path, scan.findings)
+        refuse(path, link_findings(f, prune=RESUME_SLOTS).findings)
         findings, self.dims, _ = meta_findings(meta)
-        if findings:
-            raise refusal(path, findings)
+        refuse(path, findings)
         self._done: set[str] = set()
         self._names: dict[int, list[str]] | None = None
         self._ids: dict[int, h5py.h5d.DatasetID] = {}   # by object address: see one()
@@ -443,48 +415,26 @@ class ReadCheck:
         step = self.one(step)
         self.dataset(P["step"], step, None)
         unwritten = unwritten_finding(P["step"], step)   # (its rows would be read whole, however many it declares)
-        if unwritten:
-            raise refusal(path, [unwritten])
+        refuse(path, [unwritten] if unwritten else [])
         try:
             self.steps(np.asarray(step[...], dtype=np.int64))
         except (OSError, RuntimeError) as exc:
             raise damaged_file_error(exc, path, P["step"]) from None
         self.n = int(step.shape[0])
 
-    def _datasets(self, scan: LinkScan) -> None:
-        """Every dataset the scan found, by object: storage first (the extent of a virtual dataset may
-        open its source files), then each of its names against its schema entry."""
-        root, findings = self.f["/"].id, []
-        for addr, names in scan.objects().items():
-            try:
-                ds = self._ids.get(addr) or h5py.h5o.open(root, _b(names[0]))
-            except (KeyError, OSError, RuntimeError) as exc:   # its object header: damaged
-                raise damaged_file_error(exc, self.path, names[0]) from None
-            if not isinstance(ds, h5py.h5d.DatasetID):
-                continue
-            self._ids[addr] = ds
-            problem = storage_problem(ds)
-            if problem is not None:
-                findings.append(f"'{names[0]}' {problem}")
-                continue
-            if self.swmr:
-                ds.refresh()   # its extent as of now, after 'step' was read
-            dtype, shape = ds.dtype, ds.shape
-            for name in names:
-                entry = schema_entry(name, self.version)
-                if entry is not None:
-                    findings += dataset_findings(name, dtype, shape, entry[1], self.dims, self.n)
-            missing = checksum_finding(names[0], h5py.Dataset(ds), self.version)
-            findings += [missing] if missing else []
-            self._done.update(names)
-        if findings:
-            raise refusal(self.path, findings)
+    def _schema(self, names: list[str], ds: h5py.Dataset, n: int | None) -> list[str]:
+        """Findings of ``ds`` against the schema entry of each of its ``names``, and its checksum."""
+        findings = []
+        for name in names:
+            entry = schema_entry(name, self.version)
+            if entry is not None:
+                findings += dataset_findings(name, ds.dtype, ds.shape, entry[1], self.dims, n)
+        missing = checksum_finding(names[0], ds, self.version)
+        return findings + ([missing] if missing else [])
 
     def steps(self, steps: np.ndarray) -> np.ndarray:
         """``steps`` if they increase strictly (the live writer appends more: checked at each read)."""
-        findings = step_findings(steps)
-        if findings:
-            raise refusal(self.path, findings)
+        refuse(self.path, step_findings(steps))
         return steps
 
     def dataset(self, path: str, ds: h5py.Dataset, n: int | None = -1) -> None:
@@ -492,42 +442,31 @@ class ReadCheck:
         ``n``: the committed steps its time axis must cover (-1: those seen at open). Checked once per
         path; under SWMR its extent is refreshed each time (after the storage check: the extent of a
         virtual dataset may open its source files)."""
-        if path in self._done:
-            if self.swmr:
-                ds.refresh()
-            return
-        problem = storage_problem(ds)
-        if problem is not None:
-            raise refusal(self.path, [f"'{path}' {problem}"])
+        if path not in self._done:
+            problem = storage_problem(ds)
+            refuse(self.path, [f"'{path}' {problem}"] if problem else [])
         if self.swmr:
             ds.refresh()
+        if path in self._done:
+            return
         # A parameter is also its canonical weight (a hard link: params/W_E is weights/token_embedding),
         # whose schema entry says more of its shape; a probe may read it by either name.
         names = [path]
-        if path.startswith(_PARAMS):
+        if path.startswith(PARAMS_GROUP + "/"):
             names += [a for a in self._aliases(ds) if a != path and a not in self._done]
-        dtype, shape, findings = ds.dtype, ds.shape, []
-        for name in names:
-            entry = schema_entry(name, self.version)
-            if entry is not None:
-                findings += dataset_findings(name, dtype, shape, entry[1], self.dims, self.n if n == -1 else n)
-        findings += [x for x in [checksum_finding(path, ds, self.version)] if x]
-        if findings:
-            raise refusal(self.path, findings)
+        refuse(self.path, self._schema(names, ds, self.n if n == -1 else n))
         self._done.update(names)
 
     def _aliases(self, ds: h5py.Dataset) -> list[str]:
         """Every name of ``ds`` under ``snapshots/`` (its hard links; the links are walked once)."""
         if self._names is None:   # (its links were checked at open: walked here for addresses only)
             links: list[tuple[bytes, int, int]] = []
-            _walk(self.f[_SNAPSHOTS].id, _b(_SNAPSHOTS + "/"), (), links)
+            _walk(self.f[SNAPSHOTS_GROUP].id, _b(SNAPSHOTS_GROUP + "/"), (), links)
             self._names = LinkScan(links).objects()
         return self._names.get(h5py.h5o.get_info(ds.id).addr, [])
 
     def groups(self, groups: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        findings = group_findings(groups, self.dims)
-        if findings:
-            raise refusal(self.path, findings)
+        refuse(self.path, group_findings(groups, self.dims))
         return groups
 
     def _checked(self, path: str) -> h5py.Dataset | None:
@@ -550,8 +489,26 @@ class ReadCheck:
 
     def everything(self, resume_slots: bool) -> None:
         """Every dataset of the file now, not each before its first read (``resume_slots``: their links
-        and datasets too, what a resume reads and copies)."""
+        and datasets too, what a resume reads and copies): each dataset the link scan finds, by object,
+        storage first (the extent of a virtual dataset may open its source files), then each of its
+        names against its schema entry."""
         scan = link_findings(self.f, prune=unfinished_slots(self._checked, self.n) if resume_slots else RESUME_SLOTS)
-        if scan.findings:
-            raise refusal(self.path, scan.findings)
-        self._datasets(scan)
+        refuse(self.path, scan.findings)
+        root, findings = self.f["/"].id, []
+        for addr, names in scan.objects().items():
+            try:
+                ds = self._ids.get(addr) or h5py.h5o.open(root, _b(names[0]))
+            except (KeyError, OSError, RuntimeError) as exc:   # its object header: damaged
+                raise damaged_file_error(exc, self.path, names[0]) from None
+            if not isinstance(ds, h5py.h5d.DatasetID):
+                continue
+            self._ids[addr] = ds
+            problem = storage_problem(ds)
+            if problem is not None:
+                findings.append(f"'{names[0]}' {problem}")
+                continue
+            if self.swmr:
+                ds.refresh()   # its extent as of now, after 'step' was read
+            findings += self._schema(names, h5py.Dataset(ds), self.n)
+            self._done.update(names)
+        refuse(self.path, findings)

@@ -53,31 +53,6 @@ def chunks_for(row_shape: Sequence[int], itemsize: int) -> tuple[int, ...]:
     rows = max(1, min(row_shape[0], _ROW_BLOCK_BYTES // max(per_row, 1)))
     return (1, rows, *row_shape[1:])
 
-# ----------------------------------------------------------------------------
-# Opening
-# ----------------------------------------------------------------------------
-
-def writer_fapl():
-    """File access of a writer: HDF5 1.10 format, and no data sieve buffer. The sieve buffer holds
-    small raw writes back until the dataset is closed, which h5py does when it drops the object:
-    a full disk then fails inside that close, where h5py can only print the error, and HDF5 is left
-    with a half-closed dataset that crashes the process when the file is closed (measured: creation
-    on a 648 KiB tmpfs). Without it every write fails in the call that makes it. The writers write
-    whole datasets and rows, which the sieve buffer does not speed up."""
-    fapl = h5py.h5p.create(h5py.h5p.FILE_ACCESS)
-    fapl.set_libver_bounds(h5py.h5f.LIBVER_V110, h5py.h5f.LIBVER_V110)
-    fapl.set_sieve_buf_size(0)
-    return fapl
-
-
-def open_swmr_writer(path: str) -> h5py.File:
-    fapl = writer_fapl()
-    # Opening straight into SWMR-write mode leaves no window in which the file
-    # is open for a plain write (that state would not survive a SIGKILL).
-    fid = h5py.h5f.open(os.fsencode(path), h5py.h5f.ACC_RDWR | h5py.h5f.ACC_SWMR_WRITE, fapl=fapl)
-    return h5py.File(fid)
-
-
 def is_snapshot_file(path: str | os.PathLike) -> bool:
     """True for an existing file that starts with the HDF5 signature."""
     path = os.fspath(path)
@@ -89,7 +64,7 @@ def is_snapshot_file(path: str | os.PathLike) -> bool:
 
 def open_h5(path: str | os.PathLike) -> h5py.File:
     """Open an HDF5 file read-only, live or killed runs included; a damaged file fails within a
-    second (:func:`_reader_fapl`)."""
+    second (at most :data:`READ_ATTEMPTS` tries per metadata read)."""
     path = os.fspath(path)
     if not os.path.exists(path):
         raise ProbeError(f"{path}: no such file")
@@ -104,15 +79,19 @@ def open_h5(path: str | os.PathLike) -> h5py.File:
         raise ProbeError(f"{path}: cannot read ({exc.strerror})") from None
     if head[:8] != _SIGNATURE:
         raise ProbeError(f"{path}: not an HDF5 file" + (" (empty: 0 bytes)" if not head else ""))
-    # A SWMR writer's flag stays set when it is killed, and in every copy of its file; only a live
+    # A SWMR writer's flag (a version 3 superblock's byte 11 holds the file consistency flags, bit 2 the
+    # SWMR-write one) stays set when it is killed, and in every copy of its file; only a live
     # writer (its lock held) may be ahead of its bytes on disk. Any other file must be whole.
-    flagged = _swmr_writer_flag(head)
+    flagged = len(head) >= 12 and head[8] == 3 and bool(head[11] & 0b100)
     if not (flagged and writer_alive(path)):
         _check_not_truncated(path, head, flagged)
+    fapl = h5py.h5p.create(h5py.h5p.FILE_ACCESS)
+    if _set_read_attempts() is not None:
+        _set_read_attempts()(fapl.id, READ_ATTEMPTS)
     try:
         # A flagged file opens only for a SWMR read (HDF5 refuses a plain one: "already open for write")
         fid = h5py.h5f.open(os.fsencode(path), h5py.h5f.ACC_RDONLY | (h5py.h5f.ACC_SWMR_READ if flagged else 0),
-                            fapl=_reader_fapl())
+                            fapl=fapl)
         return h5py.File(fid)
     except (OSError, ValueError, RuntimeError) as exc:
         msg = str(exc).split("(", 1)[0].strip() or type(exc).__name__
@@ -129,48 +108,17 @@ READ_ATTEMPTS = 24
 @lru_cache(maxsize=None)
 def _set_read_attempts():
     """HDF5's ``H5Pset_metadata_read_attempts`` (its public C API; h5py does not wrap it) from the very
-    library h5py runs on, or None where it cannot be found."""
+    library h5py runs on, or None where it cannot be found. It is looked up through h5py's own extension
+    module, whose handle searches the libraries it was linked against: the one inside h5py's wheel, or
+    the system or conda HDF5 of a build against one."""
     import ctypes
-    import glob
 
-    here = os.path.dirname(h5py.__file__)
-    paths = glob.glob(os.path.join(here, "..", "h5py.libs", "libhdf5-*")) + \
-        glob.glob(os.path.join(here, ".dylibs", "libhdf5.*"))     # inside h5py's Linux and macOS wheels
     try:
-        with open("/proc/self/maps") as fh:   # a build against a system or conda HDF5: the one loaded
-            paths += [line.split()[-1] for line in fh if "/libhdf5" in line and "_hl" not in line]
-    except OSError:
-        pass
-    want = tuple(int(x) for x in h5py.version.hdf5_version.split(".")[:3])
-    for lib_path in dict.fromkeys(paths):
-        if ".so" not in lib_path and ".dylib" not in lib_path:
-            continue
-        try:
-            lib = ctypes.CDLL(lib_path)
-            v = [ctypes.c_uint() for _ in range(3)]
-            if lib.H5get_libversion(*map(ctypes.byref, v)) < 0 or tuple(x.value for x in v) != want:
-                continue
-            func = lib.H5Pset_metadata_read_attempts
-        except (OSError, AttributeError):
-            continue
-        func.argtypes = [ctypes.c_int64, ctypes.c_uint]   # hid_t is 64 bits since HDF5 1.10
-        return func
-    return None
-
-
-def _reader_fapl():
-    """File access of a reader: at most :data:`READ_ATTEMPTS` tries per metadata read."""
-    fapl = h5py.h5p.create(h5py.h5p.FILE_ACCESS)
-    setter = _set_read_attempts()
-    if setter is not None:
-        setter(fapl.id, READ_ATTEMPTS)
-    return fapl
-
-
-def _swmr_writer_flag(head: bytes) -> bool:
-    """True when a version 3 superblock says a SWMR writer has (or had, if killed) the file open:
-    byte 11 holds the file consistency flags, bit 2 the SWMR-write one."""
-    return len(head) >= 12 and head[8] == 3 and bool(head[11] & 0b100)
+        func = ctypes.CDLL(h5py.h5p.__file__).H5Pset_metadata_read_attempts
+    except (OSError, AttributeError):
+        return None
+    func.argtypes = [ctypes.c_int64, ctypes.c_uint]   # hid_t is 64 bits since HDF5 1.10
+    return func
 
 
 def _check_not_truncated(path: str, head: bytes, flagged: bool = False) -> None:

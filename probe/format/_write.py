@@ -13,13 +13,10 @@ import numpy as np
 
 from .._files import sync_file, sync_folder
 from ..errors import ProbeError, is_write_fault, write_cause
-from ._h5 import chunks_for, open_swmr_writer, writer_fapl
+from ._h5 import chunks_for
 
 
-# ----------------------------------------------------------------------------
 # Datasets with checksums
-# ----------------------------------------------------------------------------
-
 def new_dataset(g: h5py.Group, path: str, data: np.ndarray | None = None, *, shape=None, dtype=None, maxshape=None,
              chunks=None, checksums: bool = True) -> h5py.Dataset:
     """A new dataset at ``path`` in ``g`` (filled with ``data``, or of ``shape`` and ``dtype``) whose
@@ -55,10 +52,6 @@ def _compact(g: h5py.Group, path: str, dtype: np.dtype, data: np.ndarray | None)
         dsid.write(h5py.h5s.ALL, h5py.h5s.ALL, np.ascontiguousarray(data, dtype=dtype))
     return h5py.Dataset(dsid)
 
-
-# ----------------------------------------------------------------------------
-# Writing
-# ----------------------------------------------------------------------------
 
 class WriteFailed(ProbeError):
     """The file system refused a write of the run file (full, read-only, no permission, a size limit);
@@ -160,34 +153,42 @@ def temp_names(path: str | os.PathLike) -> str:
     return os.path.join(folder, f".{base}.*.new")
 
 
-class _DeallocFaults:
+@contextlib.contextmanager
+def _dealloc_faults():
     """Write faults HDF5 reports while h5py closes an object that was dropped (a Dataset with data
     still in its chunk cache): h5py can only print them ("Exception ignored in __dealloc__") and
     HDF5 goes on, in a state where a later flush crashes the process. Inside this block they are
-    recorded instead, and :meth:`check` raises the first. (Writers flush each dataset they fill, so
-    this is the net, not the rule.)"""
+    recorded instead, in the list it yields, whose first the caller raises. (Writers flush each
+    dataset they fill, so this is the net, not the rule.)"""
+    import sys
 
-    def __enter__(self) -> "_DeallocFaults":
-        import sys
+    faults: list[BaseException] = []
+    old = sys.unraisablehook
 
-        self.first: BaseException | None = None
-        self._sys, self._old = sys, sys.unraisablehook
+    def hook(unraisable):
+        if is_write_fault(unraisable.exc_value):
+            faults.append(unraisable.exc_value)
+        else:
+            old(unraisable)
 
-        def hook(unraisable):
-            if is_write_fault(unraisable.exc_value):
-                self.first = self.first or unraisable.exc_value
-            else:
-                self._old(unraisable)
+    sys.unraisablehook = hook
+    try:
+        yield faults
+    finally:
+        sys.unraisablehook = old
 
-        sys.unraisablehook = hook
-        return self
 
-    def check(self) -> None:
-        if self.first is not None:
-            raise self.first
-
-    def __exit__(self, *exc) -> None:
-        self._sys.unraisablehook = self._old
+def writer_fapl():
+    """File access of a writer: HDF5 1.10 format, and no data sieve buffer. The sieve buffer holds
+    small raw writes back until the dataset is closed, which h5py does when it drops the object:
+    a full disk then fails inside that close, where h5py can only print the error, and HDF5 is left
+    with a half-closed dataset that crashes the process when the file is closed (measured: creation
+    on a 648 KiB tmpfs). Without it every write fails in the call that makes it. The writers write
+    whole datasets and rows, which the sieve buffer does not speed up."""
+    fapl = h5py.h5p.create(h5py.h5p.FILE_ACCESS)
+    fapl.set_libver_bounds(h5py.h5f.LIBVER_V110, h5py.h5f.LIBVER_V110)
+    fapl.set_sieve_buf_size(0)
+    return fapl
 
 
 @contextlib.contextmanager
@@ -200,11 +201,12 @@ def new_file(path: str, doing: str, kept: str):
     tmp = os.path.join(folder, f".{base}.{os.getpid()}.{secrets.token_hex(4)}.new")
     f = vfd = None
     try:
-        with _DeallocFaults() as faults:
+        with _dealloc_faults() as faults:
             f = h5py.File(h5py.h5f.create(os.fsencode(tmp), h5py.h5f.ACC_EXCL, fapl=writer_fapl()))
             vfd = vfd_name(f)
             yield f, tmp
-            faults.check()
+            if faults:
+                raise faults[0]
             f.flush()   # a full disk fails here, leaving the file whole for abandon_file; in close() it would not
             f.close()
         sync_file(tmp)
@@ -223,29 +225,25 @@ def open_then_replace(tmp: str, path: str, doing: str, kept: str, snapshots: int
     before the writer did held HDF5's file lock, and the writer's open failed "unable to lock file":
     a `probe info` or a report following a starting run killed its trainer.)"""
     try:
-        f = open_swmr_writer(tmp)
+        # Opening straight into SWMR-write mode leaves no window in which the file
+        # is open for a plain write (that state would not survive a SIGKILL).
+        fid = h5py.h5f.open(os.fsencode(tmp), h5py.h5f.ACC_RDWR | h5py.h5f.ACC_SWMR_WRITE, fapl=writer_fapl())
+        f = h5py.File(fid)
     except (OSError, RuntimeError) as exc:
         _remove(tmp)
         if is_write_fault(exc):
             raise WriteFailed(f"{write_cause(exc)} while writing {path} (opening it); {kept}", snapshots) from None
         raise
-    try:
-        _replace(tmp, path, doing, kept)
-    except BaseException:
+    try:   # (and the rename made durable)
+        os.replace(tmp, path)
+        sync_folder(path)
+    except BaseException as exc:
         f.close()
         _remove(tmp)
+        if isinstance(exc, OSError):
+            raise WriteFailed(f"{write_cause(exc)} while writing {path} ({doing}); {kept}") from None
         raise
     return f
-
-
-def _replace(tmp: str, path: str, doing: str, kept: str) -> None:
-    """Rename the finished ``tmp`` over ``path`` (and make the rename durable)."""
-    try:
-        os.replace(tmp, path)
-    except OSError as exc:
-        _remove(tmp)
-        raise WriteFailed(f"{write_cause(exc)} while writing {path} ({doing}); {kept}") from None
-    sync_folder(path)
 
 
 def snapshots_kept(n: int) -> str:

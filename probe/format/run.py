@@ -80,10 +80,6 @@ def _snapshot(f: h5py.File, index: int) -> str:
         return f" (snapshot {index})"
 
 
-# ----------------------------------------------------------------------------
-# Reading
-# ----------------------------------------------------------------------------
-
 class Run:
     """Read access to one snapshot file, also while the trainer still writes it.
 
@@ -136,15 +132,13 @@ class Run:
         self._f = open_h5(self.path)
         try:
             self.schema_version = check_header(self._f, self.path)
-            self.config = json_attr(self._f, "config", self.path)
-            self.task = json_attr(self._f, "task", self.path)
-            self.dims = json_attr(self._f, "dims", self.path)
+            meta = {key: json_attr(self._f, key, self.path) for key in ("config", "task", "dims")}
+            self.config, self.task, self.dims = meta["config"], meta["task"], meta["dims"]
             # What the probes rely on, in the words of `probe validate`: links, attributes and steps now,
             # each dataset before its first read (self.at).
             from ._checks import ReadCheck
 
-            self._check = ReadCheck(self._f, self.path, self.schema_version,
-                                    {"config": self.config, "task": self.task, "dims": self.dims})
+            self._check = ReadCheck(self._f, self.path, self.schema_version, meta)
         except BaseException as exc:
             self._f.close()
             damaged = damaged_file_error(exc, self.path)
@@ -224,9 +218,7 @@ class Run:
 
     def token_strings(self) -> list[str] | None:
         """The text of every token (index = token id) of a text run; ``None`` when not stored (synthetic tasks)."""
-        if P["vocab_strings"] not in self._f:
-            return None
-        return [str(s) for s in self.at(P["vocab_strings"]).asstr()[...]]
+        return self.strings("vocab_strings") if self.has("vocab_strings") else None
 
     @property
     def splits(self) -> list[str]:
@@ -395,9 +387,7 @@ class Run:
         ds = self.tensor(name)
         if not 0 <= index < self.n_snapshots:
             raise ProbeError(f"{self.path}: snapshot index {index} out of range")
-        if rows is None:
-            return np.asarray(ds[index])
-        return read_rows(ds, index, rows)
+        return np.asarray(ds[index]) if rows is None else read_rows(ds, index, rows)
 
     def read_many(self, name: str, indices: Sequence[int]) -> np.ndarray:
         """Tensor ``name`` at several snapshots, stacked on a new first axis in the order given.

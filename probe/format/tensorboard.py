@@ -164,23 +164,17 @@ class Events:
         self.close()
 
 
-def snapshot_scalars(metrics: Mapping[str, Mapping[str, float]], train_loss: float) -> dict[str, float]:
-    """The tags of one snapshot: ``METRIC/SPLIT`` of each split's loss and accuracy, and ``train/loss``."""
-    out = {f"{metric}/{split}": value for split, m in metrics.items() for metric, value in m.items()}
-    out["train/loss"] = train_loss
-    return out
-
-
 def add_snapshot(events: Events, step: int, metrics: Mapping[str, Mapping[str, float]], train_loss: float,
                  losses: Iterable[float] = (), lr: Callable[[int], float] | None = None) -> None:
     """One snapshot's numbers: first the batch loss (and learning rate, ``lr(t)``) of each update before
     it, ``losses`` being those of the updates ``step - len(losses)`` to ``step - 1``; then the snapshot's
-    metrics and mean train loss at ``step``."""
+    metrics (``METRIC/SPLIT`` of each split's loss and accuracy) and mean train loss at ``step``."""
     losses = [float(x) for x in losses]
     first = int(step) - len(losses)
     for t, loss in enumerate(losses, first):
         events.add(t, {"train/batch_loss": loss, **({"train/lr": lr(t)} if lr is not None else {})})
-    events.add(step, snapshot_scalars(metrics, train_loss))
+    scalars = {f"{metric}/{split}": value for split, m in metrics.items() for metric, value in m.items()}
+    events.add(step, {**scalars, "train/loss": train_loss})
 
 
 def add_run(events: Events, path: str | os.PathLike, lr: Callable[[int], float] | None = None) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import re
 
 import h5py
 import numpy as np
@@ -14,7 +13,7 @@ from probe_schemas import snapshot_schema, version_tuple
 from .._limits import MAX_DEPTH, parse_json
 from ..errors import ProbeError
 
-from ._h5 import METRICS, P, RESUME_GROUP, WEIGHTS_GROUP, check_header, damaged_file_error, open_h5
+from ._h5 import METRICS, P, RESUME_GROUP, SNAPSHOTS_GROUP, WEIGHTS_GROUP, check_header, damaged_file_error, open_h5
 from ._checks import (
     BLOCK_BYTES, CHECKSUMS_SINCE, RESUME_SLOTS, unfinished_slots, LinkScan, PLACEHOLDER, blocks, checksum_finding,
     dataset_findings, group_findings, link_findings, meta_findings, schema_entry, step_findings, storage_problem,
@@ -59,10 +58,6 @@ def validate(path: str | os.PathLike) -> Findings:
             raise damaged from None
 
 
-# ----------------------------------------------------------------------------
-# validate: every finding
-# ----------------------------------------------------------------------------
-
 class _Checker:
     """Every finding of a file (``scan``: what :func:`link_findings` found; nothing at or below a
     flagged link is touched, nor a dataset whose data lives in another file)."""
@@ -83,9 +78,6 @@ class _Checker:
         self.notes: list[str] = []
         self._objs: dict[str, object] = {}
         self._stored_elsewhere: dict[int, bool] = {}
-
-    def bad(self, msg: str) -> None:
-        self.findings.append(msg)
 
     def _safe(self, path: str) -> bool:
         return not any(path == u or path.startswith(u + "/") for u in self.flagged)
@@ -212,7 +204,7 @@ class _Checker:
 
     def _where(self, name: str, rows: list[int]) -> str:
         """`` (snapshot at step S)`` / `` (snapshots at steps S, T)`` for damaged rows of a time-first dataset."""
-        if not name.startswith(P["step"].split("/")[0] + "/"):
+        if not name.startswith(SNAPSHOTS_GROUP + "/"):
             return ""
         step = self._objs.get(P["step"])
         try:
@@ -228,7 +220,7 @@ class _Checker:
         meta = {}
         for key in self.schema["root_attrs"]:
             if key not in self.f.attrs:
-                self.bad(f"missing root attribute '{key}'")
+                self.findings.append(f"missing root attribute '{key}'")
             elif key in ("config", "task", "dims"):
                 self._json(key, meta)
         for key in self.schema.get("optional_root_attrs", {}):
@@ -241,9 +233,9 @@ class _Checker:
         try:
             into[key] = parse_json(self.f.attrs[key], self.f.filename, f"root attribute '{key}'")
         except (TypeError, ValueError):
-            self.bad(f"root attribute '{key}' is not valid JSON")
+            self.findings.append(f"root attribute '{key}' is not valid JSON")
         except ProbeError:
-            self.bad(f"root attribute '{key}' is nested deeper than {MAX_DEPTH} levels")
+            self.findings.append(f"root attribute '{key}' is nested deeper than {MAX_DEPTH} levels")
 
     def run(self) -> list[str]:
         meta = self._attrs()
@@ -257,7 +249,7 @@ class _Checker:
                 continue  # added after this file was written
             if spec.get("dtype", "any") == "any" and spec.get("shape", ["..."]) == ["..."]:
                 continue  # (the resume state) nothing to check but where its data live: below
-            for path in self._expand(entry, spec, dims, task):
+            for path in self._expand(spec, dims, task):
                 self._check(entry, spec, path, dims, n)
         self._data(n, last)
         self._semantic(dims, n)
@@ -286,43 +278,27 @@ class _Checker:
         n = int(step.shape[0])
         return n, (step[n - 1] if n else None)
 
-    def _expand(self, entry: str, spec: dict, dims: dict, task: dict) -> list[str]:
+    def _expand(self, spec: dict, dims: dict, task: dict) -> list[str]:
         path = spec["path"]
         fields = PLACEHOLDER.findall(path)
         if not fields:
-            layers = dims.get("layers", 0)
-            required = (spec.get("required") or (spec.get("required_with_layers") and layers > 0)
+            required = (spec.get("required") or (spec.get("required_with_layers") and dims.get("layers", 0) > 0)
                         or task.get("kind") in spec.get("required_for_tasks", ()))
-            if self.model in spec.get("not_for_models", ()):
-                required = False
-            if required or self._has(path):
-                return [path]
-            return []
-        choices: dict[str, list] = {}
-        for fld in fields:
-            if fld == "layer":
-                choices[fld] = list(range(dims.get("layers", 0)))
-            elif fld == "split":
-                splits = task.get("splits")
-                choices[fld] = [s for s in splits if isinstance(s, str)] if isinstance(splits, list) else []
-            elif fld == "metric":
-                choices[fld] = list(METRICS)
-            elif fld == "slot":
-                choices[fld] = [0, 1] if self._has(P["resume_step"]) else []
-            elif fld in ("name", "group"):
-                choices[fld] = None  # discovered below
-        if "name" in fields or "group" in fields:
+            required = required and self.model not in spec.get("not_for_models", ())
+            return [path] if required or self._has(path) else []
+        if "name" in fields or "group" in fields:   # discovered (the resume state, checked apart, never comes here)
             base = path.split("{")[0].rstrip("/")
             found = self._leaf_names(base)
             if not found and spec.get("required"):
-                self.bad(f"no datasets under '{base}'")
-            if entry == "resume_tensor":
-                return [p for p in found if re.fullmatch(r"resume/slot[01]/.+", p)]
+                self.findings.append(f"no datasets under '{base}'")
             names = task.get(spec.get("names_from_task", ""), None)
             if isinstance(names, list):  # the task says which names must exist (its token groups)
                 found += [path.format(group=n, name=n) for n in names
                           if path.format(group=n, name=n) not in found]
             return found
+        splits = task.get("splits")
+        choices = {"layer": range(dims.get("layers", 0)), "metric": METRICS,
+                   "split": [s for s in splits if isinstance(s, str)] if isinstance(splits, list) else []}
         paths = [path.format(**dict(zip(fields, combo)))
                  for combo in itertools.product(*(choices[fld] for fld in fields))]
         return paths if spec.get("required") else [p for p in paths if self._has(p)]
@@ -335,11 +311,11 @@ class _Checker:
         obj = self._get(path)
         if obj is None:
             if self._safe(path):   # (a flagged one is reported as such)
-                needed = spec.get("needed_by")
-                self.bad(f"missing dataset '{path}' ({entry})" + (f"; needed by {', '.join(needed)}" if needed else ""))
+                needed = f"; needed by {', '.join(spec['needed_by'])}" if spec.get("needed_by") else ""
+                self.findings.append(f"missing dataset '{path}' ({entry}){needed}")
             return
         if not isinstance(obj, h5py.Dataset):
-            self.bad(f"'{path}' should be a dataset")
+            self.findings.append(f"'{path}' should be a dataset")
             return
         self.findings += dataset_findings(path, obj.dtype, obj.shape, spec, dims, n)
 
@@ -360,15 +336,15 @@ class _Checker:
             self.findings += group_findings(groups, dims)
         ld = readable(P["label_dist"], lambda d: d.ndim == 2 and d.dtype.kind == "f")
         if ld is not None and not all(np.all((np.abs(s - 1) < 1e-6) | (np.abs(s) < 1e-12)) for s in _row_sums(ld)):
-            self.bad(f"'{P['label_dist']}' has rows that sum to neither 1 nor 0")
+            self.findings.append(f"'{P['label_dist']}' has rows that sum to neither 1 nor 0")
         marks = readable(P["resume_step"], lambda d: d.shape == (2,) and d.dtype.kind in "iu")
         step = readable(P["step"], lambda d: d.ndim == 1)
         if marks is not None and step is not None and n:
             held = [int(s) for s in marks[...] if s >= 0]
             if held and not any(np.isin(held, b).any() for _, b in blocks(step, n)):
-                self.bad(f"resume slots hold steps {held}, none of them a complete snapshot")
+                self.findings.append(f"resume slots hold steps {held}, none of them a complete snapshot")
         if self._has(RESUME_GROUP) and not self._has(P["resume_step"]):
-            self.bad(f"'{RESUME_GROUP}' group without '{P['resume_step']}'")
+            self.findings.append(f"'{RESUME_GROUP}' group without '{P['resume_step']}'")
 
 
 def _damage(exc: BaseException, name: str, where: str = "") -> str:

@@ -6,6 +6,7 @@ import errno
 import json
 import os
 from datetime import datetime, timezone
+from functools import partial
 from typing import Iterable, Mapping
 
 import h5py
@@ -80,53 +81,48 @@ class Writer:
         carries a checksum (schema 1.4: :func:`._write.new_dataset`).
         """
         path = os.fspath(path)
-        series_shapes = series
         kept = "the old file is unchanged" if os.path.exists(path) else "no file was made"
         with new_file(path, "creating it", kept) as (f, tmp):
             f.attrs["format"] = FORMAT
             f.attrs["schema_version"] = SCHEMA_VERSION
             f.attrs["package_version"] = toolkit_version()
             f.attrs["created"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
-            f.attrs["config"] = json.dumps(config, sort_keys=True)
-            f.attrs["task"] = json.dumps(task, sort_keys=True)
-            f.attrs["dims"] = json.dumps(dict(dims), sort_keys=True)
-            if environment is not None:
-                f.attrs["environment"] = json.dumps(dict(environment), sort_keys=True)
-            sums = CHECKSUMS
+            for key, value in (("config", config), ("task", task), ("dims", dims), ("environment", environment)):
+                if value is not None:
+                    f.attrs[key] = json.dumps(dict(value), sort_keys=True)
+            new = partial(new_dataset, f, checksums=CHECKSUMS)
             for name, ids in groups.items():
-                new_dataset(f, path_of("token_group", group=name), np.asarray(list(ids), dtype=np.int64), checksums=sums)
+                new(path_of("token_group", group=name), np.asarray(list(ids), dtype=np.int64))
             for entry, arr in run_arrays.items():
                 if np.asarray(arr).dtype.kind in "OU":  # text: variable-length UTF-8 (HDF5 filters none)
                     f.create_dataset(path_of(entry), data=[str(x) for x in arr], dtype=h5py.string_dtype())
                 else:
-                    new_dataset(f, path_of(entry), np.asarray(arr), checksums=sums)
+                    new(path_of(entry), np.asarray(arr))
 
-            def series(p: str, row_shape=(), dtype="f8"):
-                itemsize = np.dtype(dtype).itemsize
-                return new_dataset(f, p, shape=(0, *row_shape), maxshape=(None, *row_shape), dtype=dtype,
-                                chunks=chunks_for(row_shape, itemsize), checksums=sums)
+            def time_first(p: str, row_shape=(), dtype="f8"):
+                new(p, shape=(0, *row_shape), maxshape=(None, *row_shape), dtype=dtype,
+                    chunks=chunks_for(row_shape, np.dtype(dtype).itemsize))
 
-            series(P["step"], dtype="i8")
+            time_first(P["step"], dtype="i8")
             for entry in ("epoch", "time", "train_loss"):
-                series(P[entry])
+                time_first(P[entry])
             for split in task["splits"]:
                 for metric in METRICS:
-                    series(path_of("metric", split=split, metric=metric))
+                    time_first(path_of("metric", split=split, metric=metric))
             for name, shape in params.items():
-                series(path_of("param", name=name), shape, "f4")
+                time_first(path_of("param", name=name), shape, "f4")
             for role, pname in roles.items():
                 f[f"{WEIGHTS_GROUP}/{role}"] = f[path_of("param", name=pname)]
             if attention_shape is not None:
-                series(P["attention"], attention_shape, "f4")
-            for entry, (shape, dtype) in (series_shapes or {}).items():
-                series(P[entry], shape, dtype)
-            series(P["step_loss"])
+                time_first(P["attention"], attention_shape, "f4")
+            for entry, (shape, dtype) in (series or {}).items():
+                time_first(P[entry], shape, dtype)
+            time_first(P["step_loss"])
             if resume_tensors:
-                new_dataset(f, P["resume_step"], np.full(2, -1, dtype=np.int64), checksums=sums)
+                new(P["resume_step"], np.full(2, -1, dtype=np.int64))
                 for slot in (0, 1):
                     for name, (shape, dtype) in resume_tensors.items():
-                        new_dataset(f, path_of("resume_tensor", slot=slot, name=name), shape=tuple(shape), dtype=dtype,
-                                 checksums=sums)
+                        new(path_of("resume_tensor", slot=slot, name=name), shape=tuple(shape), dtype=dtype)
         return cls(open_then_replace(tmp, path, "creating it", kept, 0), path)
 
     def append(
@@ -168,16 +164,12 @@ class Writer:
                 log.resize(at + len(step_losses), axis=0)
                 log[at:] = np.asarray(step_losses, dtype=np.float64)
                 log.flush()
+            values[P["step"]] = step   # the commit, last: only now does the snapshot count grow
             for p, v in values.items():
                 ds = f[p]
                 ds.resize(n + 1, axis=0)
                 ds[n] = v
                 ds.flush()
-            # The commit: only now does the snapshot count grow.
-            step_ds = f[P["step"]]
-            step_ds.resize(n + 1, axis=0)
-            step_ds[n] = step
-            step_ds.flush()
             self._n = n + 1
             f.flush()
         except (OSError, RuntimeError) as exc:
@@ -190,13 +182,12 @@ class Writer:
     def save_resume(self, step: int, tensors: Mapping[str, np.ndarray]) -> None:
         """Store the state needed to continue from ``step`` in the older of the two slots."""
         f = self._f
-        slot = int(np.argmin(f[P["resume_step"]][...]))
+        marks = f[P["resume_step"]]
+        held = marks[...]
+        slot = int(np.argmin(held))
         unallocated = [ds for _, ds in datasets(f[f"{RESUME_GROUP}/slot{slot}"]) if ds.id.get_storage_size() == 0]
         self._within_limit(sum(ds.nbytes for ds in unallocated), f"resume state at step {step}")
         try:
-            marks = f[P["resume_step"]]
-            held = marks[...]
-            slot = int(np.argmin(held))
             held[slot] = -1
             marks[...] = held
             marks.flush()
@@ -301,10 +292,10 @@ class Writer:
                 _copy_slot(run, g, slot, sums)
                 g.flush()
         writer = cls(open_then_replace(tmp, path, doing, kept, keep), path)
-        g = writer._f
-        state = {name: np.asarray(ds[...]) for name, ds in datasets(g[f"{RESUME_GROUP}/slot{slot}"])}
+        state = {name: np.asarray(ds[...]) for name, ds in datasets(writer._f[f"{RESUME_GROUP}/slot{slot}"])}
         params = {name: np.asarray(ds[keep - 1]) for name, ds in writer._params.items()}
         return writer, step, state, params
+
 
 def _copy_rows(run: Run, g: h5py.File, base: str, keep: int, checksums: bool) -> None:
     """The first ``keep`` rows of every time-first dataset under ``run``'s ``base`` into ``g[base]``, one
@@ -322,7 +313,7 @@ def _copy_rows(run: Run, g: h5py.File, base: str, keep: int, checksums: bool) ->
                        checksums=checksums)
         for i in range(keep):
             new[i] = src[i]
-        new.flush()   # a full disk fails here, not silently when `new` is dropped (see _DeallocFaults)
+        new.flush()   # a full disk fails here, not silently when `new` is dropped (see _dealloc_faults)
         made[key] = full
 
 
