@@ -79,16 +79,11 @@ def cohesion(path: str | os.PathLike, tokens=None, *, words=None, words_file: st
     return with_warnings(out)
 
 
-
-# --- the report: its chart of one step (inline SVG) ---------------------------------------------
-
-
 def chart(r) -> list[Panel]:
     lo, hi, cmap = fitted_range(np.asarray(r.matrix, dtype=float) * (1 - np.eye(len(r.groups))) + np.eye(len(r.groups)) * np.nan)
     return [Panel(f"step {r.step}: separation {r.separation:.2f}", "group", "group", kind="heat",
                   matrix=np.asarray(r.matrix, dtype=float), rows=list(r.groups), cols=list(r.groups),
                   vmin=lo, vmax=hi, cmap=cmap)]
-
 
 
 PROBE = Probe("cohesion", WEIGHTS, "Cohesion of token groups", function=cohesion, tokens=EVERY_GROUP,

@@ -82,18 +82,11 @@ def pca(path: str | os.PathLike, tokens=None, *, words=None, words_file: str | N
     return with_warnings(out)
 
 
-# --- the terminal: its detail table of one step ------------------------------------------------
-
-
 def detail(r, width) -> None:
     table(["token", "group"] + [f"PC{i + 1}" for i in range(r.coords.shape[1])],
           [[lab, g] + list(map(float, c)) for lab, g, c in zip(token_labels(r), r.groups, r.coords)],
           width=width, keep=2)
     print()
-
-
-
-# --- the report: its chart of one step (inline SVG) ---------------------------------------------
 
 
 def chart(r) -> list[Panel]:
@@ -107,10 +100,6 @@ def chart(r) -> list[Panel]:
     ex = list(r.explained) + [0.0, 0.0]
     return [Panel(f"step {r.step}", f"PC1 ({100 * ex[0]:.0f} %)", f"PC2 ({100 * ex[1]:.0f} %)", kind="scatter",
                   series=series, names=names)]
-
-
-
-# --- --plot: its matplotlib figure of one step ------------------------------------------------
 
 
 def pca_panel(ax, r) -> None:
@@ -131,7 +120,6 @@ def figure(plt, r):
     fig, ax = plt.subplots(figsize=(5, 4.5), constrained_layout=True)
     pca_panel(ax, r)
     return fig
-
 
 
 PROBE = Probe("pca", WEIGHTS, "PCA of token embeddings", function=pca, tokens="keys,reasoning,memory",

@@ -161,9 +161,6 @@ def _layer_spectra(names: list[str], read, precision: str, threads: int, progres
     return out
 
 
-# --- the terminal: its detail table of one step ------------------------------------------------
-
-
 def detail(r, width) -> None:
     # the columns are LayerSpectrum's attributes and the CSV's metric names
     table(["layer", "shape", "spectral_norm", "log_norm", "stable_rank", "entropy_rank", "alpha", "xmin", "xmax",
@@ -173,19 +170,11 @@ def detail(r, width) -> None:
     print()
 
 
-
-# --- the report: its chart of one step (inline SVG) ---------------------------------------------
-
-
 def chart(r) -> list[Panel]:
     names = [layer.name for layer in r.layers]
     return [barh(f"step {r.step}: power-law α", "α", "layer", names, {"α": [layer.alpha for layer in r.layers]}),
             barh("log10 ||W||_F^2", "log10 ||W||_F^2", "layer", names,
                   {"log norm": [layer.log_norm for layer in r.layers]})]
-
-
-
-# --- --plot: its matplotlib figure of one step ------------------------------------------------
 
 
 def figure(plt, r):
@@ -198,7 +187,6 @@ def figure(plt, r):
     for ax in axes:
         ax.set_xticks(range(len(names)), names, fontsize=5, rotation=90)
     return fig
-
 
 
 PROBE = Probe("spectrum", WEIGHTS, "Weight spectra (power-law alpha)", function=spectrum,

@@ -126,9 +126,6 @@ def theory(path: str | os.PathLike, tokens=None, *, words=None, words_file: str 
     return with_warnings(out)
 
 
-# --- the terminal: its detail table of one step ------------------------------------------------
-
-
 def detail(r, width) -> None:
     print(f"profile cos(w({r.anchor}), w(s_j))")
     row0 = list(r.ids).index(r.anchor)
@@ -136,10 +133,6 @@ def detail(r, width) -> None:
           [[int(t), float(a), float(b), float(c)] for t, a, b, c in
            zip(r.ids, r.profile_measured, r.profile_reconstructed, r.predicted[row0])], width=width)
     print()
-
-
-
-# --- the report: its chart of one step (inline SVG) ---------------------------------------------
 
 
 def chart(r) -> list[Panel]:
@@ -153,10 +146,6 @@ def chart(r) -> list[Panel]:
                  series={"measured": (ids, list(map(float, r.profile_measured))),
                          "eq. 14": (ids, list(map(float, r.profile_reconstructed)))}, xscale="int")
     return heat + [prof]
-
-
-
-# --- --plot: its matplotlib figure of one step ------------------------------------------------
 
 
 def figure(plt, r):
@@ -179,7 +168,6 @@ def figure(plt, r):
     legend(axes[2], fontsize=8)
     axes[2].set_title(f"Pearson r {r.pearson_r:.2f} (matrix), {r.profile_r:.2f} (profile)", fontsize=9)
     return fig
-
 
 
 PROBE = Probe("theory", SNAPSHOT, "Theory: P^s reconstruction of the embedding", function=theory,

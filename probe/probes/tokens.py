@@ -185,9 +185,6 @@ def _token_runs(path: str, step) -> list[dict]:
             for l, e, i in zip(loss, ent, indices)]
 
 
-# --- the terminal: its detail table of one step ------------------------------------------------
-
-
 def detail(r, width) -> None:
     print(f"A = {terminal(r.label_a)}\nB = {terminal(r.label_b)}")   # paths: may hold any character
     print(f"{r.n} tokens: mean_loss_a {r.mean_loss_a:.4f}, mean_loss_b {r.mean_loss_b:.4f}")
@@ -202,19 +199,11 @@ def detail(r, width) -> None:
             b["gain_share"]] for f, bs in r.buckets.items() for b in bs], width=width)
 
 
-
-# --- the report: its chart of one step (inline SVG) ---------------------------------------------
-
-
 def chart(r) -> list[Panel]:
     return [Panel(str(f), "bucket (quantile of the feature)", "share (A over B)", kind="bar",
                   categories=[f"q{b['bucket']}" for b in bs],
                   series={"share of the gain": [b["gain_share"] for b in bs],
                           "share of the tokens": [b["token_share"] for b in bs]}) for f, bs in r.buckets.items()]
-
-
-
-# --- --plot: its matplotlib figure of one step ------------------------------------------------
 
 
 def figure(plt, r):
@@ -231,7 +220,6 @@ def figure(plt, r):
     legend(axes[0][0], fontsize=7)
     axes[0][0].set_ylabel("share (A over B)")
     return fig
-
 
 
 PROBE = Probe("tokens", ACTIVATIONS, "Per-token loss difference", function=tokens,
