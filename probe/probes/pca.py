@@ -102,7 +102,8 @@ def chart(r) -> list[Panel]:
                   series=series, names=names)]
 
 
-def pca_panel(ax, r) -> None:
+def figure(plt, r):
+    fig, ax = plt.subplots(figsize=(5, 4.5), constrained_layout=True)
     groups = list(dict.fromkeys(r.groups))
     cmap = pyplot().get_cmap("tab10")
     for gi, g in enumerate(groups):
@@ -116,9 +117,6 @@ def pca_panel(ax, r) -> None:
     ax.set_ylabel(f"PC2 ({100 * ex[1]:.0f}%)" if len(ex) > 1 else "")
     ax.set_title(f"step {r.step}", fontsize=9)
     legend(ax, fontsize=7)
-def figure(plt, r):
-    fig, ax = plt.subplots(figsize=(5, 4.5), constrained_layout=True)
-    pca_panel(ax, r)
     return fig
 
 

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import os
 
-
 from .._limits import MAX_MEMORY, budgeted
 from ..analyses.rank import RankTrajectoryResult
-from ..api._common import (
-    with_warnings,
-)
+from ..api._common import with_warnings
 from ..errors import ProbeError, param
 from ..plotting import as_text, legend
 from ..registry import WEIGHTS, Probe

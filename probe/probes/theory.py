@@ -19,7 +19,7 @@ from ..api._common import (
 )
 from ..errors import ProbeError, param
 from ..format import P, Run
-from ..plotting import fitted_range, legend
+from ..plotting import fitted_range, heatmap, legend
 from ..readers.source import open_source
 from ..registry import SNAPSHOT, Probe
 from ..render import table
@@ -153,12 +153,10 @@ def figure(plt, r):
     for ax, m, t in ((axes[0], r.measured, "measured cos(w_i, w_j)"),
                      (axes[1], r.predicted, "theory cos(P^si - 1/d, P^sj - 1/d)")):
         lo, hi, cmap = fitted_range(m)   # each its own: the theory's values sit in a narrow band
-        im = ax.imshow(m, vmin=lo, vmax=hi, cmap=cmap)
-        ax.set_xticks(range(len(r.ids)), r.ids, fontsize=6, rotation=90)
-        ax.set_yticks(range(len(r.ids)), r.ids, fontsize=6)
+        im = heatmap(ax, m, r.ids, r.ids, vmin=lo, vmax=hi, cmap=cmap)
+        ax.tick_params(labelsize=6)
         ax.set_xlabel("token")
         ax.set_ylabel("token")
-        ax.grid(False)
         ax.set_title(t, fontsize=9)
         fig.colorbar(im, ax=ax, shrink=0.8, label=f"cosine (colours fitted: {lo:g} to {hi:g})")
     axes[2].plot(r.ids, r.profile_measured, "o-", label="measured")

@@ -173,12 +173,9 @@ def _token_runs(path: str, step) -> list[dict]:
         if not run.has("token_loss"):
             raise ProbeError(f"{run.path}: stores no per-token losses (train a text run with --token-probe N)")
         indices = run.step_indices(step)
-        fixed = {"tokens": read_whole(run.dataset("token_probe_tokens")),
-                 "targets": read_whole(run.dataset("token_probe_targets")),
-                 "source": read_whole(run.dataset("token_probe_source")),
-                 "unigram": read_whole(run.dataset("token_probe_unigram")),
-                 "bigram": read_whole(run.dataset("token_probe_bigram")),
-                 "counts": read_whole(run.dataset("token_counts")), "splits": run.splits}
+        fixed = {k: read_whole(run.dataset(f"token_probe_{k}"))
+                 for k in ("tokens", "targets", "source", "unigram", "bigram")}
+        fixed.update(counts=read_whole(run.dataset("token_counts")), splits=run.splits)
         loss, ent = read_at(run.dataset("token_loss"), indices), read_at(run.dataset("token_entropy"), indices)
         steps = run.steps
     return [{**fixed, "loss": np.asarray(l), "entropy": np.asarray(e), "step": int(steps[i])}
