@@ -112,10 +112,8 @@ def condense(path: str | os.PathLike, tokens=None, *, words=None, words_file: st
             ok = check(label[neurons], neuron_w[k], at[k], "the neurons holding them left out")
             if ok is not None:
                 nw = nw[finite_rows(neuron_matrix(ok))]
-        layers = {}
-        for n, w in layer_w.items():
-            if check(label[n], w[k], at[k], "left out of the singular values") is None:
-                layers[n] = w[k]
+        layers = {n: w[k] for n, w in layer_w.items()
+                  if check(label[n], w[k], at[k], "left out of the singular values") is None}
         try:
             out.append(_condense(v, top_shares, nw, neurons or None, threshold, layers, step=int(steps[i])))
             out[-1].warnings += notes

@@ -1,4 +1,4 @@
-"""The ``pca`` probe: pCA of token embeddings."""
+"""The ``pca`` probe: PCA of token embeddings."""
 from __future__ import annotations
 
 import os
