@@ -180,11 +180,9 @@ def chart(r) -> list[Panel]:
 def figure(plt, r):
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), constrained_layout=True)
     names = [as_text(l.name) for l in r.layers]
-    axes[0].plot([l.alpha for l in r.layers], "o-")
-    axes[0].set_ylabel("alpha")
-    axes[1].plot([l.log_norm for l in r.layers], "o-")
-    axes[1].set_ylabel("log10 ||W||_F^2")
-    for ax in axes:
+    for ax, key, label in zip(axes, ("alpha", "log_norm"), ("alpha", "log10 ||W||_F^2")):
+        ax.plot([getattr(l, key) for l in r.layers], "o-")
+        ax.set_ylabel(label)
         ax.set_xticks(range(len(names)), names, fontsize=5, rotation=90)
     return fig
 
