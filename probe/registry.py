@@ -94,12 +94,6 @@ class Probe:
         if callable(self.function):
             self.function.__doc__ = fill(self.function.__doc__, self.reads, default, self.nonfinite)
 
-    @property
-    def default_tokens(self) -> str | None:
-        """The selection the probe analyses when no tokens or words are given (None: the API function's
-        own, every row or every stored group)."""
-        return None if self.tokens in (EVERY_ROW, EVERY_GROUP) else self.tokens
-
 
 def declared() -> tuple[str, ...]:
     """The names of every probe, without importing one: the built-in modules' names, then the entry
@@ -163,17 +157,9 @@ def get(name: str) -> Probe:
 def names(where: str | None = None, reads: tuple[str, ...] | None = None) -> tuple[str, ...]:
     """Names of the probes of ``where`` ("batch", "report", "sweeps", "command": its own CLI command;
     None: all), optionally only those that read one of ``reads``, in declaration order."""
-    out = []
-    for p in probes():
-        if where == "command":
-            if p.command != "":
-                continue
-        elif where is not None and not getattr(p, where):
-            continue
-        if reads is not None and p.reads not in reads:
-            continue
-        out.append(p.name)
-    return tuple(out)
+    return tuple(p.name for p in probes()
+                 if (p.command == "" if where == "command" else where is None or getattr(p, where))
+                 and (reads is None or p.reads in reads))
 
 
 def examples(command: str) -> tuple[str, ...]:
@@ -193,10 +179,8 @@ def metric_known(name: str, metric: str) -> bool:
 def default_tokens(name: str) -> str | None:
     """The selection probe ``name`` analyses when no tokens or words are given (None: the API function's
     own, every row or every stored group, or no such probe)."""
-    try:
-        return get(name).default_tokens
-    except KeyError:
-        return None
+    tokens = next((p.tokens for p in probes() if p.name == name), None)
+    return None if tokens in (EVERY_ROW, EVERY_GROUP) else tokens
 
 
 def reference() -> str:

@@ -119,9 +119,6 @@ def align(path: str | os.PathLike, layer: int | None = None, head: int | None = 
     return with_warnings(out)
 
 
-# --- the terminal: its detail table of one step ------------------------------------------------
-
-
 def detail(r, width) -> None:
     wrapped(f"layer {r.layer} head {r.head}: singular values of W_V",
            [f"{v:.3g}" for v in r.singular_values[:8]], width)
@@ -136,10 +133,6 @@ def detail(r, width) -> None:
     print()
 
 
-
-# --- the report: its chart of one step (inline SVG) ---------------------------------------------
-
-
 def chart(r) -> list[Panel]:
     sv = {"W_V": indexed(r.singular_values)}
     if len(r.ov_singular_values):
@@ -152,10 +145,6 @@ def chart(r) -> list[Panel]:
                             series={g: list(map(float, v)) for g, v in r.group_mean.items()},
                             categories=[str(i + 1) for i in range(k)]))
     return panels
-
-
-
-# --- --plot: its matplotlib figure of one step ------------------------------------------------
 
 
 def figure(plt, r):
@@ -176,7 +165,6 @@ def figure(plt, r):
     axes[1].set_ylabel("mean |cos| with the group's embeddings")
     legend(axes[1], fontsize=8)
     return fig
-
 
 
 PROBE = Probe("align", WEIGHTS, "Singular vectors of W_V against the embeddings", function=align,

@@ -89,10 +89,6 @@ def attention(path: str | os.PathLike, *, layer: int | None = None, step: str | 
     return with_warnings(out)
 
 
-
-# --- the report: its chart of one step (inline SVG) ---------------------------------------------
-
-
 def chart(r) -> list[Panel]:
     prof = np.asarray(r.last_profile, dtype=float)
     L, H, T = prof.shape
@@ -100,10 +96,6 @@ def chart(r) -> list[Panel]:
                   "attention of the last position", series={f"head {h}": (list(range(T)), list(prof[l, h]))
                                                             for h in range(H)},
                   xscale="int", hline=(1.0 / T, "uniform")) for l in range(L)]
-
-
-
-# --- --plot: its matplotlib figure of one step ------------------------------------------------
 
 
 def figure(plt, r):
@@ -119,7 +111,6 @@ def figure(plt, r):
         ax.set_title(f"layer {l}: mean |A_ij - 1/i| {r.avg_dev[l].mean():.3f}", fontsize=9)
         legend(ax, fontsize=7)
     return fig
-
 
 
 PROBE = Probe("attention", SNAPSHOT, "Attention against causal averaging", function=attention,

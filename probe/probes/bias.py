@@ -79,7 +79,6 @@ def bias(path: str | os.PathLike, splits: tuple[str, str] | None = None, *, step
     return with_warnings(reasoning_bias(a[keep], b[keep], at[keep], splits[0], splits[1]))
 
 
-
 PROBE = Probe("bias", SNAPSHOT, "Reasoning bias ΔL", function=bias, result="bias.BiasResult",
               metrics=("loss", "delta_L"), example="probe bias run.h5 --step all",
               examples=("probe bias run.h5 --splits rsn_train --splits rsn_test",),

@@ -9,7 +9,6 @@ from .._limits import MAX_MEMORY, budgeted
 from ..analyses.cohesion import CohesionResult
 from ..api._common import TokenRows, with_warnings
 from ..errors import ProbeError, param
-from ..plotting import fitted_range
 from ..readers.source import open_source
 from ..registry import EVERY_GROUP, WEIGHTS, Probe
 from ..report.svg import Panel
@@ -79,16 +78,9 @@ def cohesion(path: str | os.PathLike, tokens=None, *, words=None, words_file: st
     return with_warnings(out)
 
 
-
-# --- the report: its chart of one step (inline SVG) ---------------------------------------------
-
-
 def chart(r) -> list[Panel]:
-    lo, hi, cmap = fitted_range(np.asarray(r.matrix, dtype=float) * (1 - np.eye(len(r.groups))) + np.eye(len(r.groups)) * np.nan)
     return [Panel(f"step {r.step}: separation {r.separation:.2f}", "group", "group", kind="heat",
-                  matrix=np.asarray(r.matrix, dtype=float), rows=list(r.groups), cols=list(r.groups),
-                  vmin=lo, vmax=hi, cmap=cmap)]
-
+                  matrix=np.asarray(r.matrix, dtype=float), rows=list(r.groups), cols=list(r.groups))]
 
 
 PROBE = Probe("cohesion", WEIGHTS, "Cohesion of token groups", function=cohesion, tokens=EVERY_GROUP,

@@ -112,10 +112,8 @@ def condense(path: str | os.PathLike, tokens=None, *, words=None, words_file: st
             ok = check(label[neurons], neuron_w[k], at[k], "the neurons holding them left out")
             if ok is not None:
                 nw = nw[finite_rows(neuron_matrix(ok))]
-        layers = {}
-        for n, w in layer_w.items():
-            if check(label[n], w[k], at[k], "left out of the singular values") is None:
-                layers[n] = w[k]
+        layers = {n: w[k] for n, w in layer_w.items()
+                  if check(label[n], w[k], at[k], "left out of the singular values") is None}
         try:
             out.append(_condense(v, top_shares, nw, neurons or None, threshold, layers, step=int(steps[i])))
             out[-1].warnings += notes
@@ -155,9 +153,6 @@ def _layer_matrices(run, indices: list[int]) -> tuple[dict[str, list[np.ndarray]
     return out, notes
 
 
-# --- the terminal: its detail table of one step ------------------------------------------------
-
-
 def detail(r, width) -> None:
     wrapped("covariance eigenvalues:", [f"{v:.3g}" for v in r.eigenvalues[:10]], width)
     if r.neuron_tensor:
@@ -167,18 +162,10 @@ def detail(r, width) -> None:
     print()
 
 
-
-# --- the report: its chart of one step (inline SVG) ---------------------------------------------
-
-
 def chart(r) -> list[Panel]:
     ev = np.asarray(r.eigenvalues, dtype=float)
     return [Panel(f"step {r.step}: effective rank {r.effective_rank:.1f}", "index", "covariance eigenvalue",
                   series={"eigenvalue": indexed(ev[ev > 0])}, xscale="int", yscale="log")]
-
-
-
-# --- --plot: its matplotlib figure of one step ------------------------------------------------
 
 
 def figure(plt, r):
@@ -189,7 +176,6 @@ def figure(plt, r):
     ax.set_ylabel("covariance eigenvalue")
     ax.set_title(f"step {r.step}: effective rank {r.effective_rank:.1f}", fontsize=9)
     return fig
-
 
 
 PROBE = Probe("condense", WEIGHTS, "Covariance eigenvalues", function=condense, tokens=EVERY_ROW,

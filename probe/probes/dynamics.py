@@ -81,7 +81,6 @@ def dynamics(path: str | os.PathLike, *, step: str | int = "latest", delta: floa
                                 spike_window=spike_window, step=int(steps[i])) for i in indices])
 
 
-
 PROBE = Probe("dynamics", SNAPSHOT, "Loss dynamics", function=dynamics,
               options={"step": "the snapshots up to which the loss log is read: latest, all, a step number, A:B "
                                "(steps in [A, B)) or a comma list of these"},

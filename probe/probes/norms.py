@@ -118,9 +118,6 @@ def norms(path: str | os.PathLike, *, step: str | int = "latest", saturation: fl
     return with_warnings(out)
 
 
-# --- the terminal: its detail table of one step ------------------------------------------------
-
-
 def head(r, step: bool = True) -> None:
     print(f"norm sites{f', step {r.step}' if step else ''}: eps {r.eps:g}; eps_share s = eps / (m + eps); "
           f"saturated from s >= {r.saturation:g}")
@@ -144,17 +141,9 @@ def detail(r, width) -> None:
     print(f"{len(r.saturated)} of {len(r.sites)} sites saturated")
 
 
-
-# --- the report: its chart of one step (inline SVG) ---------------------------------------------
-
-
 def chart(r) -> list[Panel]:
     return [barh(f"step {r.step}: ε share, ε = {r.eps:g}", "ε share s = ε / (m + ε)", "norm site", r.sites,
                   {"ε share": list(r.eps_share)}, xscale="unit", vline=(r.saturation, "saturated from"))]
-
-
-
-# --- --plot: its matplotlib figure of one step ------------------------------------------------
 
 
 def figure(plt, r):
@@ -166,7 +155,6 @@ def figure(plt, r):
     ax.invert_yaxis()
     legend(ax, fontsize=7)
     return fig
-
 
 
 PROBE = Probe("norms", ACTIVATIONS, "Norm saturation (ε share)", function=norms, layout="detail", tables=tables,

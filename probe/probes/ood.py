@@ -139,9 +139,6 @@ def _ood_one(E, model, task, cfg, held_out: str, inputs: dict, step: int, check:
     return res
 
 
-# --- the terminal: its detail table of one step ------------------------------------------------
-
-
 def detail(r, width) -> None:
     table(["split / combination", "n", "loss", "acc"],
           [[s, m["n"], m["loss"], m["acc"]] for s, m in r.splits.items()]
@@ -150,19 +147,11 @@ def detail(r, width) -> None:
     print()
 
 
-
-# --- the report: its chart of one step (inline SVG) ---------------------------------------------
-
-
 def chart(r) -> list[Panel]:
     names = list(r.splits) + [f"held-out {c}" for c in r.combos] + [f"target {t}" for t in r.targets]
     vals = [m["acc"] for m in r.splits.values()] + [m["acc"] for m in r.combos.values()] \
         + [m["acc"] for m in r.targets.values()]
     return [barh(f"step {r.step}", "accuracy", "split", names, {"accuracy": vals}, xscale="unit")]
-
-
-
-# --- --plot: its matplotlib figure of one step ------------------------------------------------
 
 
 def figure(plt, r):
@@ -175,7 +164,6 @@ def figure(plt, r):
     ax.set_xlim(0, 1)
     ax.set_xlabel("accuracy")
     return fig
-
 
 
 PROBE = Probe("ood", SNAPSHOT, "Accuracy per split and held-out combination", function=ood,

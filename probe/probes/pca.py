@@ -1,4 +1,4 @@
-"""The ``pca`` probe: pCA of token embeddings."""
+"""The ``pca`` probe: PCA of token embeddings."""
 from __future__ import annotations
 
 import os
@@ -82,18 +82,11 @@ def pca(path: str | os.PathLike, tokens=None, *, words=None, words_file: str | N
     return with_warnings(out)
 
 
-# --- the terminal: its detail table of one step ------------------------------------------------
-
-
 def detail(r, width) -> None:
     table(["token", "group"] + [f"PC{i + 1}" for i in range(r.coords.shape[1])],
           [[lab, g] + list(map(float, c)) for lab, g, c in zip(token_labels(r), r.groups, r.coords)],
           width=width, keep=2)
     print()
-
-
-
-# --- the report: its chart of one step (inline SVG) ---------------------------------------------
 
 
 def chart(r) -> list[Panel]:
@@ -109,11 +102,8 @@ def chart(r) -> list[Panel]:
                   series=series, names=names)]
 
 
-
-# --- --plot: its matplotlib figure of one step ------------------------------------------------
-
-
-def pca_panel(ax, r) -> None:
+def figure(plt, r):
+    fig, ax = plt.subplots(figsize=(5, 4.5), constrained_layout=True)
     groups = list(dict.fromkeys(r.groups))
     cmap = pyplot().get_cmap("tab10")
     for gi, g in enumerate(groups):
@@ -127,11 +117,7 @@ def pca_panel(ax, r) -> None:
     ax.set_ylabel(f"PC2 ({100 * ex[1]:.0f}%)" if len(ex) > 1 else "")
     ax.set_title(f"step {r.step}", fontsize=9)
     legend(ax, fontsize=7)
-def figure(plt, r):
-    fig, ax = plt.subplots(figsize=(5, 4.5), constrained_layout=True)
-    pca_panel(ax, r)
     return fig
-
 
 
 PROBE = Probe("pca", WEIGHTS, "PCA of token embeddings", function=pca, tokens="keys,reasoning,memory",

@@ -94,24 +94,15 @@ def _rank_names(run) -> list[str]:
     return sorted(names, key=natural)
 
 
-# --- the terminal: its detail table of one step ------------------------------------------------
-
-
 def detail(r, width) -> None:
     metrics = list(next(iter(r.numbers.values()), {}))
     print(f"step {r.step}")
     table(["matrix"] + metrics, [[n] + [r.numbers[n][m] for m in metrics] for n in r.names], width=width)
 
 
-# --- the report: its chart of one step (inline SVG) ---------------------------------------------
-
-
 def chart(r) -> list[Panel]:
     return [barh(f"step {r.step}", "effective rank (exp entropy of σ)", "matrix", r.names,
                   {"effective rank": [r.numbers[n]["effective_rank"] for n in r.names]})]
-
-
-# --- --plot: its matplotlib figure of one step ------------------------------------------------
 
 
 def figure(plt, r):

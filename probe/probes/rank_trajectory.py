@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import os
 
-
 from .._limits import MAX_MEMORY, budgeted
 from ..analyses.rank import RankTrajectoryResult
-from ..api._common import (
-    with_warnings,
-)
+from ..api._common import with_warnings
 from ..errors import ProbeError, param
 from ..plotting import as_text, legend
 from ..registry import WEIGHTS, Probe
@@ -68,9 +65,6 @@ def rank_trajectory(path: str | os.PathLike, *, step: str | int = "all", metric:
     return with_warnings([_rank_trajectory(results, metric)])
 
 
-# --- the terminal: its detail table ---------------------------------------------------------------
-
-
 def detail(r, width) -> None:
     print(f"{r.metric} over steps {r.steps[0]}..{r.steps[-1]} ({len(r.steps)} snapshots)")
     print(f"condense then expand: the minimum strictly inside, dip <= {1 - r.margin:g}, rebound >= {1 + r.margin:g}")
@@ -79,16 +73,10 @@ def detail(r, width) -> None:
             r.condense_then_expand(n)] for n in r.names], width=width)
 
 
-# --- the report: its chart (inline SVG) ------------------------------------------------------------
-
-
 def chart(r) -> list[Panel]:
     return [barh(f"{r.metric}: dip and rebound", f"{r.metric} relative to the first step", "matrix", r.names,
                   {"dip: minimum / initial": [r.dip(n) for n in r.names],
                    "rebound: final / minimum − 1": [r.rebound(n) - 1 for n in r.names]}, vline=(1.0, "no change"))]
-
-
-# --- --plot: its matplotlib figure ----------------------------------------------------------------
 
 
 def figure(plt, r):

@@ -79,9 +79,6 @@ def similarity(path: str | os.PathLike, tokens=None, *, words=None, words_file: 
     return with_warnings(out)
 
 
-# --- the terminal: its detail table of one step ------------------------------------------------
-
-
 def detail(r, width) -> None:
     if r.matrix is None:
         return
@@ -104,14 +101,9 @@ def detail(r, width) -> None:
     print()
 
 
-
-# --- the report: its chart of one step (inline SVG) ---------------------------------------------
-
-
 def chart(r) -> list[Panel]:
     return [Panel(f"step {r.step}: mean {r.mean_offdiag:.2f}, ρ(|i−j|) {r.distance_corr:.2f}", "token", "token",
                   kind="heat", matrix=np.asarray(r.matrix), rows=id_labels(r.ids), cols=id_labels(r.ids))]   # ±1: the papers' scale, the same at every step
-
 
 
 PROBE = Probe("similarity", WEIGHTS, "Cosine similarity of token embeddings", function=similarity,

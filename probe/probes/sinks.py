@@ -107,9 +107,6 @@ def sinks(path: str | os.PathLike, *, step: str | int = "latest", min_query: int
     return with_warnings(out)
 
 
-# --- the terminal: its detail table of one step ------------------------------------------------
-
-
 def detail(r, width) -> None:
     m = r.sink_mass
     H = m.shape[1] if m.ndim == 2 else 0
@@ -126,19 +123,11 @@ def detail(r, width) -> None:
     print()
 
 
-
-# --- the report: its chart of one step (inline SVG) ---------------------------------------------
-
-
 def chart(r) -> list[Panel]:
     m = np.asarray(r.sink_mass, dtype=float)
     return [Panel(f"step {r.step}: attention on position 0", "head", "layer", kind="heat", matrix=m,
                   rows=[f"L{i}" for i in range(m.shape[0])], cols=[f"h{h}" for h in range(m.shape[1])],
                   vmin=0.0, vmax=1.0, cmap="magma")]
-
-
-
-# --- --plot: its matplotlib figure of one step ------------------------------------------------
 
 
 def figure(plt, r):
@@ -149,7 +138,6 @@ def figure(plt, r):
                  vmin=0.0, vmax=1.0, cmap="magma", xrotation=0)
     fig.colorbar(im, ax=ax, label="attention on position 0")
     return fig
-
 
 
 PROBE = Probe("sinks", ACTIVATIONS, "Attention sinks", function=sinks, result="sinks.SinksResult",

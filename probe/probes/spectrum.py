@@ -161,9 +161,6 @@ def _layer_spectra(names: list[str], read, precision: str, threads: int, progres
     return out
 
 
-# --- the terminal: its detail table of one step ------------------------------------------------
-
-
 def detail(r, width) -> None:
     # the columns are LayerSpectrum's attributes and the CSV's metric names
     table(["layer", "shape", "spectral_norm", "log_norm", "stable_rank", "entropy_rank", "alpha", "xmin", "xmax",
@@ -173,10 +170,6 @@ def detail(r, width) -> None:
     print()
 
 
-
-# --- the report: its chart of one step (inline SVG) ---------------------------------------------
-
-
 def chart(r) -> list[Panel]:
     names = [layer.name for layer in r.layers]
     return [barh(f"step {r.step}: power-law α", "α", "layer", names, {"α": [layer.alpha for layer in r.layers]}),
@@ -184,21 +177,14 @@ def chart(r) -> list[Panel]:
                   {"log norm": [layer.log_norm for layer in r.layers]})]
 
 
-
-# --- --plot: its matplotlib figure of one step ------------------------------------------------
-
-
 def figure(plt, r):
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), constrained_layout=True)
     names = [as_text(l.name) for l in r.layers]
-    axes[0].plot([l.alpha for l in r.layers], "o-")
-    axes[0].set_ylabel("alpha")
-    axes[1].plot([l.log_norm for l in r.layers], "o-")
-    axes[1].set_ylabel("log10 ||W||_F^2")
-    for ax in axes:
+    for ax, key, label in zip(axes, ("alpha", "log_norm"), ("alpha", "log10 ||W||_F^2")):
+        ax.plot([getattr(l, key) for l in r.layers], "o-")
+        ax.set_ylabel(label)
         ax.set_xticks(range(len(names)), names, fontsize=5, rotation=90)
     return fig
-
 
 
 PROBE = Probe("spectrum", WEIGHTS, "Weight spectra (power-law alpha)", function=spectrum,

@@ -19,7 +19,7 @@ from ..api._common import (
 )
 from ..errors import ProbeError, param
 from ..format import P, Run
-from ..plotting import fitted_range, legend
+from ..plotting import fitted_range, heatmap, legend
 from ..readers.source import open_source
 from ..registry import SNAPSHOT, Probe
 from ..render import table
@@ -126,9 +126,6 @@ def theory(path: str | os.PathLike, tokens=None, *, words=None, words_file: str 
     return with_warnings(out)
 
 
-# --- the terminal: its detail table of one step ------------------------------------------------
-
-
 def detail(r, width) -> None:
     print(f"profile cos(w({r.anchor}), w(s_j))")
     row0 = list(r.ids).index(r.anchor)
@@ -136,10 +133,6 @@ def detail(r, width) -> None:
           [[int(t), float(a), float(b), float(c)] for t, a, b, c in
            zip(r.ids, r.profile_measured, r.profile_reconstructed, r.predicted[row0])], width=width)
     print()
-
-
-
-# --- the report: its chart of one step (inline SVG) ---------------------------------------------
 
 
 def chart(r) -> list[Panel]:
@@ -155,21 +148,15 @@ def chart(r) -> list[Panel]:
     return heat + [prof]
 
 
-
-# --- --plot: its matplotlib figure of one step ------------------------------------------------
-
-
 def figure(plt, r):
     fig, axes = plt.subplots(1, 3, figsize=(13, 4), constrained_layout=True)
     for ax, m, t in ((axes[0], r.measured, "measured cos(w_i, w_j)"),
                      (axes[1], r.predicted, "theory cos(P^si - 1/d, P^sj - 1/d)")):
         lo, hi, cmap = fitted_range(m)   # each its own: the theory's values sit in a narrow band
-        im = ax.imshow(m, vmin=lo, vmax=hi, cmap=cmap)
-        ax.set_xticks(range(len(r.ids)), r.ids, fontsize=6, rotation=90)
-        ax.set_yticks(range(len(r.ids)), r.ids, fontsize=6)
+        im = heatmap(ax, m, r.ids, r.ids, vmin=lo, vmax=hi, cmap=cmap)
+        ax.tick_params(labelsize=6)
         ax.set_xlabel("token")
         ax.set_ylabel("token")
-        ax.grid(False)
         ax.set_title(t, fontsize=9)
         fig.colorbar(im, ax=ax, shrink=0.8, label=f"cosine (colours fitted: {lo:g} to {hi:g})")
     axes[2].plot(r.ids, r.profile_measured, "o-", label="measured")
@@ -179,7 +166,6 @@ def figure(plt, r):
     legend(axes[2], fontsize=8)
     axes[2].set_title(f"Pearson r {r.pearson_r:.2f} (matrix), {r.profile_r:.2f} (profile)", fontsize=9)
     return fig
-
 
 
 PROBE = Probe("theory", SNAPSHOT, "Theory: P^s reconstruction of the embedding", function=theory,

@@ -173,19 +173,13 @@ def _token_runs(path: str, step) -> list[dict]:
         if not run.has("token_loss"):
             raise ProbeError(f"{run.path}: stores no per-token losses (train a text run with --token-probe N)")
         indices = run.step_indices(step)
-        fixed = {"tokens": read_whole(run.dataset("token_probe_tokens")),
-                 "targets": read_whole(run.dataset("token_probe_targets")),
-                 "source": read_whole(run.dataset("token_probe_source")),
-                 "unigram": read_whole(run.dataset("token_probe_unigram")),
-                 "bigram": read_whole(run.dataset("token_probe_bigram")),
-                 "counts": read_whole(run.dataset("token_counts")), "splits": run.splits}
+        fixed = {k: read_whole(run.dataset(f"token_probe_{k}"))
+                 for k in ("tokens", "targets", "source", "unigram", "bigram")}
+        fixed.update(counts=read_whole(run.dataset("token_counts")), splits=run.splits)
         loss, ent = read_at(run.dataset("token_loss"), indices), read_at(run.dataset("token_entropy"), indices)
         steps = run.steps
     return [{**fixed, "loss": np.asarray(l), "entropy": np.asarray(e), "step": int(steps[i])}
             for l, e, i in zip(loss, ent, indices)]
-
-
-# --- the terminal: its detail table of one step ------------------------------------------------
 
 
 def detail(r, width) -> None:
@@ -202,19 +196,11 @@ def detail(r, width) -> None:
             b["gain_share"]] for f, bs in r.buckets.items() for b in bs], width=width)
 
 
-
-# --- the report: its chart of one step (inline SVG) ---------------------------------------------
-
-
 def chart(r) -> list[Panel]:
     return [Panel(str(f), "bucket (quantile of the feature)", "share (A over B)", kind="bar",
                   categories=[f"q{b['bucket']}" for b in bs],
                   series={"share of the gain": [b["gain_share"] for b in bs],
                           "share of the tokens": [b["token_share"] for b in bs]}) for f, bs in r.buckets.items()]
-
-
-
-# --- --plot: its matplotlib figure of one step ------------------------------------------------
 
 
 def figure(plt, r):
@@ -231,7 +217,6 @@ def figure(plt, r):
     legend(axes[0][0], fontsize=7)
     axes[0][0].set_ylabel("share (A over B)")
     return fig
-
 
 
 PROBE = Probe("tokens", ACTIVATIONS, "Per-token loss difference", function=tokens,
