@@ -190,7 +190,8 @@ def reference() -> str:
              SNAPSHOT: "a snapshot file written by probe-train"}
     out = ["# Probes", "",
            "Made from `probe/probes/` (`python -c \"import probe.registry as r; print(r.reference(), end='')\" "
-           "> docs/probes.md`; `tests/test_registry.py` checks it is current).", ""]
+           "> docs/probes.md`; `tests/test_registry.py` checks it is current). The papers named below: "
+           "[the papers](reference/papers.md); the symbols: [notation](reference/notation.md).", ""]
     for p in probes():
         where = [w for w, on in (("batch", p.batch), ("report", p.report), ("sweep-summary", p.sweeps)) if on]
         figure = ("a figure of each step" if p.figures else "its figure of one step" if p.figure

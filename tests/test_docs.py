@@ -74,6 +74,18 @@ def test_every_output_block_follows_the_block_that_prints_it():
     assert not loose, f"text blocks that are no block's output: {loose}"
 
 
+def test_every_page_that_cites_a_paper_links_it():
+    # the papers are cited by number ("paper 1"); a reader needs the title, the authors and the arXiv
+    # link one click away (docs/reference/papers.md)
+    unlinked = []
+    for p in PAGES:
+        text = p.read_text()
+        prose = re.sub(r"`[^`]*`", "", re.sub(r"```.*?```", "", text, flags=re.S))
+        if re.search(r"\b[Pp]aper [124]\b|arXiv", prose) and not re.search(r"papers\.md|arxiv\.org/abs/", text):
+            unlinked.append(str(p.relative_to(ROOT)))
+    assert not unlinked, f"pages that cite a paper without linking it: {unlinked}"
+
+
 def test_every_page_is_in_the_nav_and_every_nav_page_exists():
     listed = {p.resolve() for p in PAGES[1:]}
     for p in listed:
