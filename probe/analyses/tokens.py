@@ -1,9 +1,9 @@
 """Where a gain comes from, token by token (paper 4): the per-token loss difference between two
 models on identical held-out tokens, split into buckets of token features.
 
-ΔL = L_A − L_B per token (negative: A predicts it better); the gain of A is −ΔL. For each
+Δℓ = ℓ_A − ℓ_B per token (negative: A predicts it better); the gain of A is −Δℓ. For each
 feature the tokens are cut into ``buckets`` quantile bins (bucket 1 the lowest values) and each
-bin reports its token count, its mean ΔL and its share of the total gain Σ(−ΔL). A gain that
+bin reports its token count, its mean Δℓ and its share of the total gain Σ(−Δℓ). A gain that
 concentrates where the context matters puts more than its token share into the top
 ``context_benefit`` bins.
 
@@ -24,7 +24,7 @@ import numpy as np
 from .base import Result
 
 BUCKETS = 4
-#: a total gain under this fraction of Σ|ΔL| is a near-cancellation: a bucket's share of it can be any size
+#: a total gain under this fraction of Σ|Δℓ| is a near-cancellation: a bucket's share of it can be any size
 #: (a share of 20 from a total of 0.05 nats), so the shares are flagged as not meaningful
 CANCEL = 0.05
 
@@ -33,8 +33,8 @@ CANCEL = 0.05
 class TokensResult(Result):
     """Per-token comparison of model A with model B.
 
-    Returned by [`probe.tokens`][probe.probes.tokens.tokens]. ΔL = L_A - L_B per token (nats; negative: A predicts
-    it better); A's gain is -ΔL. Besides the attributes below, every result has ``step`` and ``warnings``
+    Returned by [`probe.tokens`][probe.probes.tokens.tokens]. Δℓ = ℓ_A - ℓ_B per token (nats; negative: A predicts
+    it better); A's gain is -Δℓ. Besides the attributes below, every result has ``step`` and ``warnings``
     ([`Result`][probe.analyses.base.Result]).
 
     Attributes
@@ -46,13 +46,13 @@ class TokensResult(Result):
     n : int
         Tokens compared.
     mean_delta : float
-        Mean ΔL.
+        Mean Δℓ.
     mean_loss_a : float
         Mean loss of A.
     mean_loss_b : float
         Mean loss of B.
     total_gain : float
-        Σ(-ΔL).
+        Σ(-Δℓ).
     buckets : dict of str to list of dict
         Per feature (``frequency``, ``unigram``, ``bigram``, ``context_benefit``, ``entropy``), one dict per
         quantile bin: ``bucket`` (1 = the lowest values), ``lo``, ``hi``, ``n``, ``token_share``,
@@ -112,10 +112,10 @@ def token_gains(loss_a: np.ndarray, loss_b: np.ndarray, features: dict[str, np.n
         warnings.append("the two models' total loss is equal: gain shares are undefined")
     # the words carry no numbers (total_gain is in the result), so a trajectory says each once
     elif total < 0:
-        warnings.append("A's total gain Σ(−ΔL) is negative (A predicts these tokens worse than B): the gain shares "
+        warnings.append("A's total gain Σ(−Δℓ) is negative (A predicts these tokens worse than B): the gain shares "
                         "are shares of a loss and are not meaningful (swap A and B for B's gain)")
     elif total < CANCEL * gross:
-        warnings.append(f"A's total gain Σ(−ΔL) is under {CANCEL:.0%} of Σ|ΔL| (gains and losses nearly cancel): "
+        warnings.append(f"A's total gain Σ(−Δℓ) is under {CANCEL:.0%} of Σ|Δℓ| (gains and losses nearly cancel): "
                         "the gain shares divide by a near-zero total and are not meaningful")
 
     def share(mask):

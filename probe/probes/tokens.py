@@ -37,12 +37,13 @@ def tokens(path: str | os.PathLike, other: str | os.PathLike | None = None, *, s
            max_memory: int | str | None = MAX_MEMORY) -> list[TokensResult]:
     """Where a gain comes from, token by token: the per-token loss difference of two models, bucketed.
 
-    ΔL = L_A - L_B per token between run A (``path`` at ``step``) and run B (``other``, or ``path`` again at
-    ``step_b``) on identical held-out tokens (negative: A predicts the token better). The tokens are cut
-    into ``buckets`` quantile bins of each feature (token frequency, unigram and bigram surprisal, how much
-    the context lowers the loss, the models' predictive entropy); each bin reports its mean ΔL and its
-    share of the total gain Σ(-ΔL). Snapshot files: the stored token-probe windows (a text run trained
-    with ``--token-probe N``); checkpoints (two Hugging Face folders): the models run on ``text``.
+    Δℓ = ℓ_A - ℓ_B per token (not the relative ΔL of ``bias``) between run A (``path`` at ``step``) and
+    run B (``other``, or ``path`` again at ``step_b``) on identical held-out tokens (negative: A
+    predicts the token better). The tokens are cut into ``buckets`` quantile bins of each feature (token
+    frequency, unigram and bigram surprisal, how much the context lowers the loss, the models'
+    predictive entropy); each bin reports its mean Δℓ and its share of the total gain Σ(-Δℓ). Snapshot
+    files: the stored token-probe windows (a text run trained with ``--token-probe N``); checkpoints
+    (two Hugging Face folders): the models run on ``text``.
 
     Parameters
     ----------
@@ -185,7 +186,7 @@ def _token_runs(path: str, step) -> list[dict]:
 def detail(r, width) -> None:
     print(f"A = {terminal(r.label_a)}\nB = {terminal(r.label_b)}")   # paths: may hold any character
     print(f"{r.n} tokens: mean_loss_a {r.mean_loss_a:.4f}, mean_loss_b {r.mean_loss_b:.4f}")
-    print(f"mean_delta (ΔL = L_A − L_B) {r.mean_delta:+.4f}; total_gain of A Σ(−ΔL) {r.total_gain:+.2f}")
+    print(f"mean_delta (Δℓ = ℓ_A − ℓ_B) {r.mean_delta:+.4f}; total_gain of A Σ(−Δℓ) {r.total_gain:+.2f}")
     # the columns are the result's keys (groups[g]["gain_share"], buckets[f][i]["token_share"], ...)
     if r.groups:
         table(["group", "n", "mean_delta", "gain_share"],
@@ -233,7 +234,7 @@ PROBE = Probe("tokens", ACTIVATIONS, "Per-token loss difference", function=token
               examples=("probe tokens run.h5 --step 1000 --step-b 3000 --buckets 5",
                         "probe tokens a/ b/ --text corpus.txt"),
               nonfinite="the tokens whose loss, entropy or n-gram surprisal is not finite (in either model) are left out",
-              help="Per-token loss difference ΔL = L_A − L_B on identical held-out tokens, bucketed by token "
+              help="Per-token loss difference Δℓ = ℓ_A − ℓ_B on identical held-out tokens, bucketed by token "
                    "frequency, n-gram surprisal, how much the context lowers the loss and the predictive "
-                   "entropy: mean ΔL and share of the total gain per bucket.",
+                   "entropy: mean Δℓ and share of the total gain per bucket.",
               detail=detail, chart=chart, figure=figure)
