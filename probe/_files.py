@@ -13,12 +13,10 @@ import shlex
 import stat
 import sys
 import tempfile
-from typing import Callable, Union
+from typing import Callable
 
 from .errors import ProbeError, write_cause, write_error
 from .signals import STOP
-
-Content = Union[str, bytes, Callable[["object"], None]]
 
 _KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
           (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
@@ -28,10 +26,7 @@ def _not_regular(path, mode: int, what: str) -> ProbeError:
     if stat.S_ISDIR(mode):
         return ProbeError(f"{os.fsdecode(path)}: {what} is a directory, not a file")
     kind = next((name for test, name in _KINDS if test(mode)), "a special file")
-    try:
-        via = " (through a symbolic link)" if os.path.islink(path) else ""
-    except (OSError, ValueError):
-        via = ""
+    via = " (through a symbolic link)" if os.path.islink(path) else ""   # islink never raises
     return ProbeError(f"{os.fsdecode(path)}: {what} is {kind}{via}, not a regular file; only regular files are read")
 
 
@@ -150,16 +145,12 @@ def sync_folder(path: str) -> None:
     """Make a rename into the folder of ``path`` durable (fsync of the folder); a file system that
     cannot sync a folder is left as it is (the rename itself is done)."""
     try:
-        fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        sync_file(os.path.dirname(os.path.abspath(path)))
     except OSError:
         pass
 
 
-def write_atomic(path: str | os.PathLike, content: Content, what: str) -> None:
+def write_atomic(path: str | os.PathLike, content: str | bytes | Callable, what: str) -> None:
     """Replace ``path`` with ``content`` (text as UTF-8, a file name's undecodable bytes as they were; bytes; or a function that writes into the
     binary file object it is given) through a temporary file of a unique name in the same folder,
     flushed to disk and renamed over ``path`` (the rename made durable: :func:`sync_folder`). Every
@@ -260,7 +251,8 @@ class OutputLock:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                holder = _read_holder(fd)
+                pid, command = _holder(fd)
+                holder = f"process {pid}" + (f" ({command})" if command else "") if pid else "another process"
                 os.close(fd)
                 raise ProbeError(f"{self.path} is being written by {holder}; wait for it or stop it") from None
             except OSError as exc:   # a file system without locks: say so rather than write unguarded
@@ -363,12 +355,3 @@ def _holder(fd: int) -> tuple[int | None, str]:
     pid, _, command = text.partition("\n")
     pid = pid.strip()
     return (int(pid), command.strip()) if pid.isascii() and pid.isdigit() else (None, "")
-
-
-def _read_holder(fd: int) -> str:
-    """``process 4242 (probe-train --out run.h5 ...)`` from a lock file; ``another process``
-    while its holder has not yet written itself in."""
-    pid, command = _holder(fd)
-    if pid is None:
-        return "another process"
-    return f"process {pid}" + (f" ({command})" if command else "")

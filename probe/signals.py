@@ -74,9 +74,7 @@ class _Stop:
         self._old: dict = {}
         self._cleanups: list = []
 
-    @staticmethod
-    def signals() -> list:
-        return stop_signals()
+    signals = staticmethod(stop_signals)
 
     def at_stop(self, cleanup: Callable[[], None]) -> None:
         """Call ``cleanup`` when a stop signal ends the command at once (:meth:`_now`): a module
@@ -127,31 +125,28 @@ class _Stop:
             say(self.line())
         os._exit(128 + signum)
 
+    @contextlib.contextmanager
     def caught(self):
-        @contextlib.contextmanager
-        def block():
-            main = _main_thread()
+        main = _main_thread()
+        if main and self._depth == 0:
+            self._old = {}
+            for sig in self.signals():
+                old = signal.getsignal(sig)
+                # SIGINT always: a parent stops its children with it, even where a shell started the
+                # parent with SIGINT ignored; the others not where ignored (nohup) or set outside Python
+                if old is None or (old == signal.SIG_IGN and sig != signal.SIGINT):
+                    continue
+                self._old[sig] = signal.signal(sig, self._handle)
+        self._depth += main
+        try:
+            yield self
+        finally:
+            self._depth -= main
             if main and self._depth == 0:
+                for sig, old in self._old.items():
+                    signal.signal(sig, old)
                 self._old = {}
-                for sig in self.signals():
-                    old = signal.getsignal(sig)
-                    # SIGINT always: a parent stops its children with it, even where a shell started the
-                    # parent with SIGINT ignored; the others not where ignored (nohup) or set outside Python
-                    if old is None or (old == signal.SIG_IGN and sig != signal.SIGINT):
-                        continue
-                    self._old[sig] = signal.signal(sig, self._handle)
-            self._depth += main
-            try:
-                yield self
-            finally:
-                self._depth -= main
-                if main and self._depth == 0:
-                    for sig, old in self._old.items():
-                        signal.signal(sig, old)
-                    self._old = {}
-                    self.asked = 0
-
-        return block()
+                self.asked = 0
 
     def stop_outside(self) -> None:
         """A command line's handlers: outside caught() blocks SIGINT, SIGTERM and SIGHUP end the command
@@ -203,12 +198,10 @@ class _Stop:
         """The exit code of a command a stop signal ended: 128 + its number (Ctrl-C 130)."""
         return 128 + (self.received or signal.SIGINT)
 
-    def name(self) -> str:
-        return signal_name(self.received or signal.SIGINT)
-
     def line(self) -> str:
         """What a command a stop signal ended outside a safe point says (nothing to keep there)."""
-        return "Error: interrupted" + ("" if self.name() == "SIGINT" else f" by {self.name()}")
+        name = signal_name(self.received or signal.SIGINT)
+        return "Error: interrupted" + ("" if name == "SIGINT" else f" by {name}")
 
 
 STOP = _Stop()
