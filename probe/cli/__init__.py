@@ -8,6 +8,7 @@ Heavy modules (torch, matplotlib) are imported inside the commands.
 """
 from __future__ import annotations
 
+import inspect
 import sys
 from contextlib import ExitStack
 from pathlib import Path
@@ -17,6 +18,7 @@ import click
 from .. import registry
 from .._text import terminal
 from ..errors import Interrupted, ProbeError, run_cli
+from ..signals import STOP
 from . import options as O
 from .probes import batch_options, command, converted, progress, with_examples
 
@@ -68,8 +70,6 @@ def app() -> None:
 
 def _command(name: str | None = None, *, examples: tuple[str, ...], arguments: dict[str, str] | None = None):
     """``app.command``: the function's docstring, an Arguments and an Examples block as its help."""
-    import inspect
-
     def register(fn):
         doc = inspect.getdoc(fn)
         return app.command(name or fn.__name__, help=with_examples(doc, examples, arguments),
@@ -246,8 +246,6 @@ def _report(paths, out, probes, max_steps, slider_steps, watch, interval, max_sh
         print(terminal(msg), file=sys.stderr)
 
     if watch:
-        from ..signals import STOP
-
         # STOP held open here, so that the signal that ended the watch is still known below. The first page
         # takes as long as a report: its sections say so as they start; each later page is one log line.
         with STOP.caught(), ExitStack() as status:

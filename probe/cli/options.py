@@ -9,6 +9,8 @@ help where it differs.
 """
 from __future__ import annotations
 
+import os
+import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -109,8 +111,6 @@ def help_of(name: str, probe=None) -> str:
     if own or name in OPTIONS:
         text = OPTIONS[name].help if name in OPTIONS else ""
         return own or (text(probe) if callable(text) else text)
-    import re
-
     doc = probe.function.__doc__ or ""
     found = re.search(rf"^\s*{name} :[^\n]*\n((?:\s{{5,}}\S[^\n]*\n?)+)", doc, re.M)
     return " ".join(found.group(1).split()) if found else ""
@@ -131,8 +131,6 @@ def click_option(name: str, default, help: str) -> click.Option:
 
 def converted(options: dict, absolute: bool = False) -> dict:
     """Option values as the API takes them (with ``absolute``, file names made absolute)."""
-    import os
-
     out = {}
     for n, v in options.items():
         opt = OPTIONS.get(n) or Opt("")

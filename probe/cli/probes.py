@@ -9,6 +9,7 @@ Every help ends with the probe's examples.
 """
 from __future__ import annotations
 
+import contextlib
 import inspect
 import sys
 
@@ -160,7 +161,8 @@ QUIET_S = 2.0   # work shorter than this says nothing off a terminal (a fast com
 EVERY_S = 2.0   # then at most one status line per this many seconds
 
 
-class progress:
+@contextlib.contextmanager
+def progress(what: str, each: bool = False):
     """What a command is doing, on stderr while it works; yields a ``tick(label)`` callable.
 
     On a terminal: one rich line (a spinner and the latest label) that goes away when the work ends.
@@ -169,34 +171,25 @@ class progress:
     coarse stages, such as the report's sections); else only once the work has taken ``QUIET_S``
     seconds, then at most one per ``EVERY_S`` (per-snapshot or per-layer ticks: a fast command
     prints nothing, a long one says where it is)."""
+    if not sys.stderr.isatty():
+        import time
 
-    def __init__(self, what: str, each: bool = False):
-        self.what, self.each = what, each
+        start = last = time.monotonic()
 
-    def __enter__(self):
-        if not sys.stderr.isatty():
-            import time
+        def line(label) -> None:
+            nonlocal last
+            now = time.monotonic()
+            if each or (now - start >= QUIET_S and now - last >= EVERY_S):
+                print(terminal(f"{what}: {label}"), file=sys.stderr, flush=True)
+                last = now
+        yield line
+        return
+    from rich.console import Console
+    from rich.progress import Progress, SpinnerColumn, TextColumn
 
-            start = last = time.monotonic()
-
-            def line(label) -> None:
-                nonlocal last
-                now = time.monotonic()
-                if self.each or (now - start >= QUIET_S and now - last >= EVERY_S):
-                    print(terminal(f"{self.what}: {label}"), file=sys.stderr, flush=True)
-                    last = now
-            return line
-        from rich.console import Console
-        from rich.progress import Progress, SpinnerColumn, TextColumn
-
-        # a label names runs and files: its control characters escaped, and no rich markup in it (a
-        # file named 'run[/].h5' would be a MarkupError)
-        self._p = Progress(SpinnerColumn(), TextColumn("{task.description}", markup=False),
-                           console=Console(stderr=True), transient=True)
-        self._p.__enter__()
-        task = self._p.add_task(self.what)
-        return lambda label: self._p.update(task, description=terminal(f"{self.what}: {label}"))
-
-    def __exit__(self, *exc):
-        if hasattr(self, "_p"):
-            self._p.__exit__(*exc)
+    # a label names runs and files: its control characters escaped, and no rich markup in it (a
+    # file named 'run[/].h5' would be a MarkupError)
+    with Progress(SpinnerColumn(), TextColumn("{task.description}", markup=False), console=Console(stderr=True),
+                  transient=True) as bar:
+        task = bar.add_task(what)
+        yield lambda label: bar.update(task, description=terminal(f"{what}: {label}"))
