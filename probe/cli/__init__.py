@@ -191,20 +191,17 @@ def _emit(fmt: str, header: list, rows: list, json, left=()) -> None:
         render.table(header, rows, left=left)
 
 
-def _report_probes_help() -> str:
-    weights = ", ".join(registry.names("report", (registry.WEIGHTS,)))
-    others = ", ".join(registry.names("report", (registry.ACTIVATIONS, registry.SNAPSHOT)))
-    return (f"probe whose section to show (repeat for several): {weights}; on snapshot files also {others} "
-            "[default: every probe that applies to the run]")
-
-
 def _report_command() -> click.Command:
     from ..report import MAX_STEPS, SLIDER_MAX
 
+    weights = ", ".join(registry.names("report", (registry.WEIGHTS,)))
+    others = ", ".join(registry.names("report", (registry.ACTIVATIONS, registry.SNAPSHOT)))
     params = [
         click.Argument(["paths"], nargs=-1, required=True),
         click.Option(["--out", "-o", "out"], default=None, help="the page to write (.html) [default: report.html]"),
-        click.Option(["--probe", "-p", "probes"], multiple=True, help=_report_probes_help()),
+        click.Option(["--probe", "-p", "probes"], multiple=True, help=(
+            f"probe whose section to show (repeat for several): {weights}; on snapshot files also {others} "
+            "[default: every probe that applies to the run]")),
         click.Option(["--max-steps"], type=click.IntRange(min=1), default=MAX_STEPS, show_default=True,
                      help="steps in each probe's table, log-spaced over training (the first and the last among them)"),
         click.Option(["--slider-steps"], type=click.IntRange(min=0), default=SLIDER_MAX, show_default=True,
