@@ -13,6 +13,7 @@ import shlex
 import stat
 import sys
 import tempfile
+from contextlib import suppress
 from typing import Callable
 
 from .errors import ProbeError, write_cause, write_error
@@ -65,10 +66,8 @@ def open_regular(path, mode: str = "r", what: str = "file", **kw):
         os.set_blocking(fd, True)
         return open(fd, mode, **kw)
     except BaseException:
-        try:
+        with suppress(OSError):   # open() had taken the descriptor and closed it
             os.close(fd)
-        except OSError:     # open() had taken the descriptor and closed it
-            pass
         raise
 
 
@@ -99,17 +98,13 @@ def writable_folder(folder: str | os.PathLike, what: str) -> None:
 def _new_file_mode(path: str) -> int:
     """The mode ``open(path, "w")`` would give: the old file's, else 0666 less the umask (a temporary
     file is made 0600, which would leave a plot or page unreadable to the group)."""
-    try:
+    with suppress(OSError):
         return os.stat(path).st_mode & 0o7777
-    except OSError:
-        pass
-    try:   # Linux >= 4.7 shows the umask without changing it (os.umask would, for every thread)
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith("Umask:"):
-                    return 0o666 & ~int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
+    # Linux >= 4.7 shows the umask without changing it (os.umask would, for every thread)
+    with suppress(OSError, ValueError, IndexError), open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("Umask:"):
+                return 0o666 & ~int(line.split()[1], 8)
     mask = os.umask(0o022)
     os.umask(mask)
     return 0o666 & ~mask
@@ -122,10 +117,8 @@ def remove_unfinished() -> None:
     """Remove the temporary files of writes under way: a command a stop signal ends at once
     (:meth:`probe.signals._Stop._now`) leaves nothing half-written behind."""
     for tmp in list(_UNFINISHED):
-        try:
+        with suppress(OSError):
             os.unlink(tmp)
-        except OSError:
-            pass
 
 
 STOP.at_stop(remove_unfinished)
@@ -144,10 +137,8 @@ def sync_file(path: str) -> None:
 def sync_folder(path: str) -> None:
     """Make a rename into the folder of ``path`` durable (fsync of the folder); a file system that
     cannot sync a folder is left as it is (the rename itself is done)."""
-    try:
+    with suppress(OSError):
         sync_file(os.path.dirname(os.path.abspath(path)))
-    except OSError:
-        pass
 
 
 def write_atomic(path: str | os.PathLike, content: str | bytes | Callable, what: str) -> None:
@@ -182,10 +173,8 @@ def write_atomic(path: str | os.PathLike, content: str | bytes | Callable, what:
         os.replace(tmp, path)
         sync_folder(path)
     except BaseException as exc:
-        try:
+        with suppress(OSError):
             os.unlink(tmp)
-        except OSError:
-            pass
         if isinstance(exc, OSError):
             raise write_error(exc, label) from None
         raise
@@ -266,11 +255,10 @@ class OutputLock:
                 break
             os.close(fd)
         if can_write:
-            try:   # who holds it, for the message a second writer gets; a full disk may refuse the text
+            # who holds it, for the message a second writer gets; a full disk may refuse the text
+            with suppress(OSError):
                 os.ftruncate(fd, 0)
                 os.pwrite(fd, f"{os.getpid()}\n{_command_line()}\n".encode("utf-8", "surrogateescape"), 0)
-            except OSError:
-                pass
         _HELD[self.file] = [fd, 1]
         self._held = True
         return self
@@ -287,11 +275,9 @@ class OutputLock:
             return
         del _HELD[self.file]
         fd = held[0]
-        try:   # removed while still locked: whoever opens it next re-checks and makes a new one
+        with suppress(OSError):   # removed while still locked: whoever opens it next re-checks and makes a new one
             if os.path.samestat(os.fstat(fd), os.stat(self.file)):
                 os.unlink(self.file)
-        except OSError:
-            pass
         os.close(fd)
 
     def __enter__(self) -> "OutputLock":

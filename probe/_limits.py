@@ -22,6 +22,7 @@ import inspect
 import math
 import os
 import re
+from contextlib import suppress
 
 from .errors import ProbeError, param
 
@@ -80,18 +81,14 @@ def default_budget() -> int:
     its address-space limit (``ulimit -v``). Half, because the probe's own arrays are not all it holds
     (the interpreter, numpy, torch, the file's buffers, a second tensor read while the first is alive)."""
     limits = []
-    try:
+    with suppress(ValueError, OSError, AttributeError):
         limits.append(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
-    except (ValueError, OSError, AttributeError):
-        pass
     limits.append(_cgroup_limit())
-    try:
+    with suppress(ImportError, OSError, ValueError):
         import resource
 
         soft = resource.getrlimit(resource.RLIMIT_AS)[0]
         limits.append(None if soft == resource.RLIM_INFINITY else soft)
-    except (ImportError, OSError, ValueError):
-        pass
     known = [n for n in limits if n]
     return min(known) // 2 if known else 8 * 2 ** 30
 
@@ -182,12 +179,10 @@ def _depth_ok(doc) -> bool:
 def _within_depth(load, text, where, what: str):
     """``load(text)``, refusing a document nested deeper than MAX_DEPTH levels (the parser's
     RecursionError, or a walk of what it returned)."""
-    try:
+    with suppress(RecursionError):
         doc = load(text)
         if _depth_ok(doc):
             return doc
-    except RecursionError:
-        pass
     raise ProbeError(f"{os.fspath(where)}: {what} nested deeper than {MAX_DEPTH} levels")
 
 

@@ -141,8 +141,6 @@ def normal_priority(pid: int = 0) -> None:
     the watcher when it is asked for its last page (its trainer may be gone). A policy is a thread's:
     this is the main thread's, which writes the page (a watcher's one other thread, its stop watchdog,
     used no CPU in 15 s of watching)."""
-    try:
+    with contextlib.suppress(AttributeError, OSError):   # not Linux, not allowed, or the process has ended
         if os.sched_getscheduler(pid) == os.SCHED_IDLE:
             os.sched_setscheduler(pid, os.SCHED_OTHER, os.sched_param(0))
-    except (AttributeError, OSError):   # not Linux, not allowed, or the process has ended
-        pass

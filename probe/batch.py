@@ -16,6 +16,7 @@ import math
 import os
 import signal
 import time
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
@@ -351,12 +352,10 @@ def _worker_init(parent: int) -> None:
     for sig in STOP.signals():
         signal.signal(sig, signal.SIG_IGN)
     die_with_parent(parent, signal.SIGKILL)
-    try:
+    with suppress(ImportError):
         import torch
 
         torch.set_num_threads(1)
-    except ImportError:
-        pass
 
 
 def _run_dask(tasks: list[Task], scheduler: str, collect) -> None:

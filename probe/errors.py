@@ -14,6 +14,7 @@ import signal
 import sys
 import types
 import warnings
+from contextlib import suppress
 from typing import Callable, NoReturn
 
 from . import environment
@@ -252,10 +253,8 @@ def _printable_streams() -> None:
     reaches a pipe or a file is valid in the stream's encoding (no raw undecodable bytes)."""
     for stream in (sys.stdout, sys.stderr):
         stream = getattr(stream, "_raw", stream)
-        try:
+        with suppress(AttributeError, ValueError, OSError):   # not a text stream of io (a test's capture)
             stream.reconfigure(errors=_SHOWN)
-        except (AttributeError, ValueError, OSError):   # not a text stream of io (a test's capture)
-            pass
 
 
 def run_cli(app, **kw) -> None:

@@ -44,10 +44,8 @@ def signal_name(signum: int) -> str:
 
 def say(line: str) -> None:
     """A last line on stderr, which may be gone (a closed terminal: SIGHUP)."""
-    try:
+    with contextlib.suppress(OSError, ValueError):
         print(terminal(line), file=sys.stderr, flush=True)
-    except (OSError, ValueError):
-        pass
 
 
 def _main_thread() -> bool:
@@ -108,20 +106,14 @@ class _Stop:
         is flushed, the line goes straight to the descriptor."""
         self.received = signum
         for cleanup in self._cleanups:
-            try:
+            with contextlib.suppress(Exception):
                 cleanup()
-            except Exception:
-                pass
         if stuck:
-            try:
+            with contextlib.suppress(OSError):
                 os.write(2, (self.line() + "\n").encode())
-            except OSError:
-                pass
         else:
-            try:
+            with contextlib.suppress(Exception):
                 sys.stdout.flush()   # what was printed before the signal
-            except Exception:
-                pass
             say(self.line())
         os._exit(128 + signum)
 
@@ -188,10 +180,8 @@ class _Stop:
     def _exit(signum, frame):
         _heard()
         for stream in (sys.stdout, sys.stderr):
-            try:
+            with contextlib.suppress(Exception):
                 stream.flush()
-            except Exception:
-                pass
         os._exit(128 + signum)
 
     def exit_code(self) -> int:
@@ -242,10 +232,8 @@ def _forget() -> None:
     global _pipe
     if _pipe is None:
         return
-    try:
+    with contextlib.suppress(ValueError):
         signal.set_wakeup_fd(-1)
-    except ValueError:
-        pass
     for fd in _pipe:
         os.close(fd)
     _pipe = None

@@ -310,7 +310,7 @@ def sweep_summary(folder: str, metric: tuple, outcome: tuple, step: str, fmt: st
 @click.option("--quick", is_flag=True, default=False,
               help="CPU sizes (every figure in minutes on 2 cores) instead of the papers' sizes (a GPU)")
 @click.option("--tiny", is_flag=True, default=False, help="test sizes (seconds); the figures show little")
-@click.option("--out", "-o", help="folder of the figures [default: figures]")
+@click.option("--out", "-o", default=None, help="folder of the figures [default: figures]")
 @click.option("--runs", help="folder of trained runs, reused across calls [default: OUT/runs]")
 @click.option("--jobs", "-j", type=click.IntRange(min=0), default=0, show_default=True,
               help="training runs at once; 0: one per CPU core")
