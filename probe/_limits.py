@@ -66,13 +66,10 @@ def parse_size(value) -> int:
 
 def _cgroup_limit() -> int | None:
     for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
-        try:
-            with open(path) as fh:
-                text = fh.read().strip()
-        except OSError:
-            continue
-        if text.isdigit():
-            return int(text)
+        with suppress(OSError), open(path) as fh:
+            text = fh.read().strip()
+            if text.isdigit():
+                return int(text)
     return None
 
 

@@ -111,7 +111,6 @@ def read_table(path: str) -> list[tuple]:
     """The rows of a results table an earlier batch wrote ([] if there is none)."""
     if not os.path.exists(path):
         return []
-    regular_file(path, "results table")     # read before it is replaced: a FIFO would block
     try:
         if path.endswith(".json"):
             with open_regular(path, what="results table", encoding="utf-8") as fh:

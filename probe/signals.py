@@ -245,14 +245,10 @@ if hasattr(os, "register_at_fork"):
 
 def _drain(fd: int) -> bytes:
     out = b""
-    while True:
-        try:
-            chunk = os.read(fd, 512)
-        except (BlockingIOError, InterruptedError):
-            return out
-        if not chunk:
-            return out
-        out += chunk
+    with contextlib.suppress(BlockingIOError, InterruptedError):
+        while chunk := os.read(fd, 512):
+            out += chunk
+    return out
 
 
 def _watch(fd: int, stops: frozenset) -> None:
