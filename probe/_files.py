@@ -80,8 +80,7 @@ def writable(path: str, what: str) -> None:
     if os.path.isdir(path):
         raise ProbeError(f"cannot write {what} {path}: it is a directory")
     try:
-        with tempfile.TemporaryFile(dir=parent):
-            pass
+        tempfile.TemporaryFile(dir=parent).close()
     except OSError as exc:
         raise ProbeError(f"cannot write {what} {path}: {write_cause(exc)}") from None
 
@@ -89,8 +88,7 @@ def writable(path: str, what: str) -> None:
 def writable_folder(folder: str | os.PathLike, what: str) -> None:
     """Raise a one-line ProbeError unless ``folder`` takes new files (``what`` names them)."""
     try:
-        with tempfile.TemporaryFile(dir=folder):
-            pass
+        tempfile.TemporaryFile(dir=folder).close()
     except OSError as exc:
         raise ProbeError(f"cannot write {what} into {os.fspath(folder)}: {write_cause(exc)}") from None
 
