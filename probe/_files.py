@@ -13,12 +13,11 @@ import shlex
 import stat
 import sys
 import tempfile
-from typing import Callable, Union
+from contextlib import suppress
+from typing import Callable
 
 from .errors import ProbeError, write_cause, write_error
 from .signals import STOP
-
-Content = Union[str, bytes, Callable[["object"], None]]
 
 _KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
           (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
@@ -28,10 +27,7 @@ def _not_regular(path, mode: int, what: str) -> ProbeError:
     if stat.S_ISDIR(mode):
         return ProbeError(f"{os.fsdecode(path)}: {what} is a directory, not a file")
     kind = next((name for test, name in _KINDS if test(mode)), "a special file")
-    try:
-        via = " (through a symbolic link)" if os.path.islink(path) else ""
-    except (OSError, ValueError):
-        via = ""
+    via = " (through a symbolic link)" if os.path.islink(path) else ""   # islink never raises
     return ProbeError(f"{os.fsdecode(path)}: {what} is {kind}{via}, not a regular file; only regular files are read")
 
 
@@ -70,10 +66,8 @@ def open_regular(path, mode: str = "r", what: str = "file", **kw):
         os.set_blocking(fd, True)
         return open(fd, mode, **kw)
     except BaseException:
-        try:
+        with suppress(OSError):   # open() had taken the descriptor and closed it
             os.close(fd)
-        except OSError:     # open() had taken the descriptor and closed it
-            pass
         raise
 
 
@@ -86,8 +80,7 @@ def writable(path: str, what: str) -> None:
     if os.path.isdir(path):
         raise ProbeError(f"cannot write {what} {path}: it is a directory")
     try:
-        with tempfile.TemporaryFile(dir=parent):
-            pass
+        tempfile.TemporaryFile(dir=parent).close()
     except OSError as exc:
         raise ProbeError(f"cannot write {what} {path}: {write_cause(exc)}") from None
 
@@ -95,8 +88,7 @@ def writable(path: str, what: str) -> None:
 def writable_folder(folder: str | os.PathLike, what: str) -> None:
     """Raise a one-line ProbeError unless ``folder`` takes new files (``what`` names them)."""
     try:
-        with tempfile.TemporaryFile(dir=folder):
-            pass
+        tempfile.TemporaryFile(dir=folder).close()
     except OSError as exc:
         raise ProbeError(f"cannot write {what} into {os.fspath(folder)}: {write_cause(exc)}") from None
 
@@ -104,17 +96,13 @@ def writable_folder(folder: str | os.PathLike, what: str) -> None:
 def _new_file_mode(path: str) -> int:
     """The mode ``open(path, "w")`` would give: the old file's, else 0666 less the umask (a temporary
     file is made 0600, which would leave a plot or page unreadable to the group)."""
-    try:
+    with suppress(OSError):
         return os.stat(path).st_mode & 0o7777
-    except OSError:
-        pass
-    try:   # Linux >= 4.7 shows the umask without changing it (os.umask would, for every thread)
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith("Umask:"):
-                    return 0o666 & ~int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
+    # Linux >= 4.7 shows the umask without changing it (os.umask would, for every thread)
+    with suppress(OSError, ValueError, IndexError), open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("Umask:"):
+                return 0o666 & ~int(line.split()[1], 8)
     mask = os.umask(0o022)
     os.umask(mask)
     return 0o666 & ~mask
@@ -127,10 +115,8 @@ def remove_unfinished() -> None:
     """Remove the temporary files of writes under way: a command a stop signal ends at once
     (:meth:`probe.signals._Stop._now`) leaves nothing half-written behind."""
     for tmp in list(_UNFINISHED):
-        try:
+        with suppress(OSError):
             os.unlink(tmp)
-        except OSError:
-            pass
 
 
 STOP.at_stop(remove_unfinished)
@@ -149,17 +135,11 @@ def sync_file(path: str) -> None:
 def sync_folder(path: str) -> None:
     """Make a rename into the folder of ``path`` durable (fsync of the folder); a file system that
     cannot sync a folder is left as it is (the rename itself is done)."""
-    try:
-        fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    except OSError:
-        pass
+    with suppress(OSError):
+        sync_file(os.path.dirname(os.path.abspath(path)))
 
 
-def write_atomic(path: str | os.PathLike, content: Content, what: str) -> None:
+def write_atomic(path: str | os.PathLike, content: str | bytes | Callable, what: str) -> None:
     """Replace ``path`` with ``content`` (text as UTF-8, a file name's undecodable bytes as they were; bytes; or a function that writes into the
     binary file object it is given) through a temporary file of a unique name in the same folder,
     flushed to disk and renamed over ``path`` (the rename made durable: :func:`sync_folder`). Every
@@ -191,10 +171,8 @@ def write_atomic(path: str | os.PathLike, content: Content, what: str) -> None:
         os.replace(tmp, path)
         sync_folder(path)
     except BaseException as exc:
-        try:
+        with suppress(OSError):
             os.unlink(tmp)
-        except OSError:
-            pass
         if isinstance(exc, OSError):
             raise write_error(exc, label) from None
         raise
@@ -260,7 +238,8 @@ class OutputLock:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                holder = _read_holder(fd)
+                pid, command = _holder(fd)
+                holder = f"process {pid}" + (f" ({command})" if command else "") if pid else "another process"
                 os.close(fd)
                 raise ProbeError(f"{self.path} is being written by {holder}; wait for it or stop it") from None
             except OSError as exc:   # a file system without locks: say so rather than write unguarded
@@ -274,11 +253,10 @@ class OutputLock:
                 break
             os.close(fd)
         if can_write:
-            try:   # who holds it, for the message a second writer gets; a full disk may refuse the text
+            # who holds it, for the message a second writer gets; a full disk may refuse the text
+            with suppress(OSError):
                 os.ftruncate(fd, 0)
                 os.pwrite(fd, f"{os.getpid()}\n{_command_line()}\n".encode("utf-8", "surrogateescape"), 0)
-            except OSError:
-                pass
         _HELD[self.file] = [fd, 1]
         self._held = True
         return self
@@ -295,11 +273,9 @@ class OutputLock:
             return
         del _HELD[self.file]
         fd = held[0]
-        try:   # removed while still locked: whoever opens it next re-checks and makes a new one
+        with suppress(OSError):   # removed while still locked: whoever opens it next re-checks and makes a new one
             if os.path.samestat(os.fstat(fd), os.stat(self.file)):
                 os.unlink(self.file)
-        except OSError:
-            pass
         os.close(fd)
 
     def __enter__(self) -> "OutputLock":
@@ -363,12 +339,3 @@ def _holder(fd: int) -> tuple[int | None, str]:
     pid, _, command = text.partition("\n")
     pid = pid.strip()
     return (int(pid), command.strip()) if pid.isascii() and pid.isdigit() else (None, "")
-
-
-def _read_holder(fd: int) -> str:
-    """``process 4242 (probe-train --out run.h5 ...)`` from a lock file; ``another process``
-    while its holder has not yet written itself in."""
-    pid, command = _holder(fd)
-    if pid is None:
-        return "another process"
-    return f"process {pid}" + (f" ({command})" if command else "")

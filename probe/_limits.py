@@ -22,7 +22,7 @@ import inspect
 import math
 import os
 import re
-from contextlib import contextmanager
+from contextlib import suppress
 
 from .errors import ProbeError, param
 
@@ -66,13 +66,10 @@ def parse_size(value) -> int:
 
 def _cgroup_limit() -> int | None:
     for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
-        try:
-            with open(path) as fh:
-                text = fh.read().strip()
-        except OSError:
-            continue
-        if text.isdigit():
-            return int(text)
+        with suppress(OSError), open(path) as fh:
+            text = fh.read().strip()
+            if text.isdigit():
+                return int(text)
     return None
 
 
@@ -81,18 +78,14 @@ def default_budget() -> int:
     its address-space limit (``ulimit -v``). Half, because the probe's own arrays are not all it holds
     (the interpreter, numpy, torch, the file's buffers, a second tensor read while the first is alive)."""
     limits = []
-    try:
+    with suppress(ValueError, OSError, AttributeError):
         limits.append(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
-    except (ValueError, OSError, AttributeError):
-        pass
     limits.append(_cgroup_limit())
-    try:
+    with suppress(ImportError, OSError, ValueError):
         import resource
 
         soft = resource.getrlimit(resource.RLIMIT_AS)[0]
         limits.append(None if soft == resource.RLIM_INFINITY else soft)
-    except (ImportError, OSError, ValueError):
-        pass
     known = [n for n in limits if n]
     return min(known) // 2 if known else 8 * 2 ** 30
 
@@ -103,32 +96,26 @@ def budget() -> int:
     return default_budget() if value is None else value
 
 
-@contextmanager
-def memory_budget(max_memory=MAX_MEMORY):
-    """The budget ``max_memory`` (``None``: :func:`default_budget`) for the reads inside the block."""
-    token = _BUDGET.set(None if max_memory is None else parse_size(max_memory))
-    try:
-        yield
-    finally:
-        _BUDGET.reset(token)
-
-
 def budgeted(fn):
-    """A probe whose reads check its ``max_memory`` argument (see the module's docstring)."""
+    """A probe whose reads check its ``max_memory`` argument (see the module's docstring): the budget
+    ``max_memory`` (``None``: :func:`default_budget`) holds for the reads inside the call."""
     signature = inspect.signature(fn)
     default = signature.parameters["max_memory"].default
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
         given = signature.bind(*args, **kwargs).arguments
-        with memory_budget(given.get("max_memory", default)):
-            try:
-                return fn(*args, **kwargs)
-            except MemoryError as exc:   # more than the machine gives, within the budget: still one line
-                detail = " ".join(str(exc).split()) or "MemoryError"
-                raise ProbeError(f"{os.fspath(given.get('path', '?'))}: out of memory ({detail}) within the memory "
-                                 f"budget of {human(budget())}; lower it with {param('max_memory')} to be "
-                                 "refused before reading") from None
+        max_memory = given.get("max_memory", default)
+        token = _BUDGET.set(None if max_memory is None else parse_size(max_memory))
+        try:
+            return fn(*args, **kwargs)
+        except MemoryError as exc:   # more than the machine gives, within the budget: still one line
+            detail = " ".join(str(exc).split()) or "MemoryError"
+            raise ProbeError(f"{os.fspath(given.get('path', '?'))}: out of memory ({detail}) within the memory "
+                             f"budget of {human(budget())}; lower it with {param('max_memory')} to be "
+                             "refused before reading") from None
+        finally:
+            _BUDGET.reset(token)
     return call
 
 
@@ -140,11 +127,11 @@ def in_context(fn):
 
 def human(n: float) -> str:
     """Bytes as a person reads them: ``4.0 TiB``, ``59.6 GiB``, ``512 B``."""
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
-        if n < 1024 or unit == "PiB":
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024:
             return f"{int(n)} B" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
-    raise AssertionError   # (the loop returns)
+    return f"{n:.1f} PiB"
 
 
 def check(where, name: str, shape, dtype: str, itemsize: int, *, need: int = 0, why: str = "", at: str = "") -> None:
@@ -170,10 +157,6 @@ def check_total(where, what: str, need: int) -> None:
 
 # --- nesting ---------------------------------------------------------------------------------------
 
-def _too_deep(where, what: str) -> ProbeError:
-    return ProbeError(f"{os.fspath(where)}: {what} nested deeper than {MAX_DEPTH} levels")
-
-
 def _depth_ok(doc) -> bool:
     """Whether ``doc`` nests at most MAX_DEPTH containers deep: a walk level by level, without recursion, in
     which a container reached twice (a YAML alias) is walked once."""
@@ -190,18 +173,22 @@ def _depth_ok(doc) -> bool:
     return False
 
 
+def _within_depth(load, text, where, what: str):
+    """``load(text)``, refusing a document nested deeper than MAX_DEPTH levels (the parser's
+    RecursionError, or a walk of what it returned)."""
+    with suppress(RecursionError):
+        doc = load(text)
+        if _depth_ok(doc):
+            return doc
+    raise ProbeError(f"{os.fspath(where)}: {what} nested deeper than {MAX_DEPTH} levels")
+
+
 def parse_json(text: str | bytes, where, what: str = "JSON", **kw):
     """``json.loads(text, **kw)``, refusing a document nested deeper than MAX_DEPTH levels (the parser's
     RecursionError, or a walk of what it returned); a syntax error is json's ``ValueError``."""
     import json
 
-    try:
-        doc = json.loads(text, **kw)
-    except RecursionError:
-        raise _too_deep(where, what) from None
-    if not _depth_ok(doc):
-        raise _too_deep(where, what)
-    return doc
+    return _within_depth(lambda t: json.loads(t, **kw), text, where, what)
 
 
 def parse_yaml(text: str, where, what: str = "YAML"):
@@ -209,13 +196,7 @@ def parse_yaml(text: str, where, what: str = "YAML"):
     ``YAMLError``."""
     import yaml
 
-    try:
-        doc = yaml.safe_load(text)
-    except RecursionError:
-        raise _too_deep(where, what) from None
-    if not _depth_ok(doc):
-        raise _too_deep(where, what)
-    return doc
+    return _within_depth(yaml.safe_load, text, where, what)
 
 
 def load_json(fh, where, what: str = "JSON"):

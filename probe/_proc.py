@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import sys
 from functools import lru_cache
 
@@ -95,8 +96,6 @@ def die_with_parent(parent: int, signum: int) -> None:
 
 def stop_signals() -> list:
     """The signals that ask a command to stop: SIGINT (Ctrl-C), SIGTERM, SIGHUP (those this platform has)."""
-    import signal
-
     return [s for s in (getattr(signal, n, None) for n in ("SIGINT", "SIGTERM", "SIGHUP")) if s is not None]
 
 
@@ -114,8 +113,6 @@ def start(command: list[str], **kw):
 def signals_blocked():
     """A block in which this thread holds the stop signals blocked: a child started inside it (a signal
     mask survives fork and exec) starts with them blocked, and this thread's mask is restored at once."""
-    import signal
-
     if not hasattr(signal, "pthread_sigmask"):   # not POSIX: no masks to inherit
         yield
         return
@@ -144,8 +141,6 @@ def normal_priority(pid: int = 0) -> None:
     the watcher when it is asked for its last page (its trainer may be gone). A policy is a thread's:
     this is the main thread's, which writes the page (a watcher's one other thread, its stop watchdog,
     used no CPU in 15 s of watching)."""
-    try:
+    with contextlib.suppress(AttributeError, OSError):   # not Linux, not allowed, or the process has ended
         if os.sched_getscheduler(pid) == os.SCHED_IDLE:
             os.sched_setscheduler(pid, os.SCHED_OTHER, os.sched_param(0))
-    except (AttributeError, OSError):   # not Linux, not allowed, or the process has ended
-        pass

@@ -16,29 +16,21 @@ import math
 import os
 import signal
 import time
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from . import registry
-from ._files import open_regular, regular_file
+from ._files import open_regular, regular_file, writable, write_atomic
 from ._limits import load_json
+from ._proc import die_with_parent
 from ._text import shown
-from .errors import Interrupted, ProbeError, captured, failure, param
+from .errors import Interrupted, ProbeError, captured, failure, param, warn
 from .readers.names import FOLDER_FILES, step_from_name
 from .signals import STOP
 
 COLUMNS = ("path", "step", "probe", "key", "metric", "value")
 _CHECKPOINT_EXT = (".h5", ".hdf5", ".safetensors", ".pt", ".pth", ".bin", ".ckpt")
-
-
-def probe_options(probe: str, options: dict) -> dict:
-    """The entries of ``options`` that probe's API function takes (by its signature)."""
-    import inspect
-
-    from . import api
-
-    takes = inspect.signature(api.probe_function(probe)).parameters
-    return {k: v for k, v in options.items() if k in takes and k != "path"}
 
 
 def _model_folder(path: str) -> bool:
@@ -64,12 +56,12 @@ def discover(paths: Iterable[str], revisions: str | None = None) -> list[str]:
             if not os.path.exists(m):
                 raise ProbeError(f"{m}: no such file or folder")
             if os.path.isdir(m) and not _model_folder(m):
-                inner = sorted(os.path.join(m, x) for x in os.listdir(m))
-                for x in inner:   # a FIFO or device named like a checkpoint is refused, not skipped
+                for x in sorted(os.path.join(m, x) for x in os.listdir(m)):
                     if x.endswith(_CHECKPOINT_EXT) and os.path.exists(x) and not os.path.isdir(x):
-                        regular_file(x, "checkpoint file")
-                found += [x for x in inner if (os.path.isfile(x) and x.endswith(_CHECKPOINT_EXT))
-                          or _model_folder(x)]
+                        regular_file(x, "checkpoint file")   # a FIFO or device: refused, not skipped
+                        found.append(x)
+                    elif _model_folder(x):
+                        found.append(x)
             else:
                 if not os.path.isdir(m):
                     regular_file(m, "checkpoint file")
@@ -88,14 +80,18 @@ class Task:
 
 def run_task(task: Task) -> list[tuple]:
     """Rows of one probe on one checkpoint; a failure becomes an ``error`` row, a warning (a zero
-    vector, a word left out) a ``warning`` row."""
+    vector, a word left out) a ``warning`` row. The probe gets the options its API function takes."""
+    import inspect
+
     from . import api
     from .format import is_snapshot_file
 
     def call():
         if registry.get(task.probe).reads == registry.SNAPSHOT and not is_snapshot_file(task.path):
             raise ProbeError(f"probe {task.probe} needs a snapshot file written by probe-train")
-        return api.probe_function(task.probe)(task.path, **probe_options(task.probe, dict(task.options)))
+        fn = api.probe_function(task.probe)
+        takes = inspect.signature(fn).parameters
+        return fn(task.path, **{k: v for k, v in task.options if k in takes and k != "path"})
 
     results, error, notes = captured(call)
     if error is not None:
@@ -115,7 +111,6 @@ def read_table(path: str) -> list[tuple]:
     """The rows of a results table an earlier batch wrote ([] if there is none)."""
     if not os.path.exists(path):
         return []
-    regular_file(path, "results table")     # read before it is replaced: a FIFO would block
     try:
         if path.endswith(".json"):
             with open_regular(path, what="results table", encoding="utf-8") as fh:
@@ -140,8 +135,6 @@ def _strict(row: tuple) -> tuple:
 
 def write_table(path: str, rows: list[tuple]) -> None:
     """Atomically replace ``path`` with the rows, sorted by step (then path, probe, key, metric)."""
-    from ._files import write_atomic
-
     rows = sorted(rows, key=_sort_key)
     fh = io.StringIO()
     if path.endswith(".json"):
@@ -175,8 +168,6 @@ def batch(paths: Iterable[str], probes: Iterable[str], options: dict | None = No
     if out and not out.endswith((".csv", ".json")):
         raise ProbeError(f"output {out}: use a .csv or .json name")
     if out:
-        from ._files import writable
-
         writable(out, "results")
     if tensorboard is not None:
         from .format import tensorboard as tb
@@ -288,7 +279,6 @@ def write_tensorboard(folder: str, rows: list[tuple]) -> dict[str, int]:
     cells of a matrix (the registry's ``matrix``) are left out. A run folder only grows forward
     (:mod:`probe.format.tensorboard`): a second batch adds the steps after those it holds, and says in a
     warning how many points at or before them it left out. Returns run -> points written."""
-    from .errors import warn
     from .format import tensorboard as tb
 
     points: dict[str, dict[int, dict[str, float]]] = {}
@@ -358,17 +348,13 @@ _THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 def _worker_init(parent: int) -> None:
     """A worker: one torch thread; the stop signals left to the parent, which stops the workers itself;
     killed by the kernel if the parent dies without a word."""
-    from ._proc import die_with_parent
-
     for sig in STOP.signals():
         signal.signal(sig, signal.SIG_IGN)
     die_with_parent(parent, signal.SIGKILL)
-    try:
+    with suppress(ImportError):
         import torch
 
         torch.set_num_threads(1)
-    except ImportError:
-        pass
 
 
 def _run_dask(tasks: list[Task], scheduler: str, collect) -> None:

@@ -12,7 +12,9 @@ import os
 import re
 import signal
 import sys
+import types
 import warnings
+from contextlib import suppress
 from typing import Callable, NoReturn
 
 from . import environment
@@ -196,12 +198,8 @@ def _usage_errors() -> tuple[type, ...]:
     """Typer/Click's usage-error classes among the modules already imported (Typer >= 0.20 vendors
     Click as ``typer._click``; plain Click, 30 ms to import, can only raise once something imported it).
     Called in the ``except`` clause, so only when an exception is on its way out."""
-    found = []
-    for name in ("typer._click.exceptions", "click.exceptions"):
-        module = sys.modules.get(name)
-        if module is not None:
-            found.append(module.ClickException)
-    return tuple(found)
+    modules = (sys.modules.get(name) for name in ("typer._click.exceptions", "click.exceptions"))
+    return tuple(module.ClickException for module in modules if module is not None)
 
 
 def _usage_message(exc) -> str:
@@ -240,19 +238,13 @@ class _Stdout:
 
 
 def _invoke(app, **kw) -> int:
-    """Call ``app``; a Typer app runs without Click's own error printing, so usage errors reach us."""
-    try:
-        import typer
-    except ImportError:  # pragma: no cover - typer is a dependency
-        typer = None
-    if typer is not None and isinstance(app, typer.Typer):
-        rc = app(standalone_mode=False, **kw)
-        return rc if isinstance(rc, int) else 0
-    if hasattr(app, "main"):   # a click command (the lean build of a Typer app)
-        rc = app.main(standalone_mode=False, **kw)
-        return rc if isinstance(rc, int) else 0
-    app()
-    return 0
+    """Call ``app``: a Typer app or a Click command runs without Click's own error printing, so usage
+    errors reach us; a plain function is called as it is."""
+    if isinstance(app, types.FunctionType):
+        app()
+        return 0
+    rc = app(standalone_mode=False, **kw)
+    return rc if isinstance(rc, int) else 0
 
 
 def _printable_streams() -> None:
@@ -261,23 +253,14 @@ def _printable_streams() -> None:
     reaches a pipe or a file is valid in the stream's encoding (no raw undecodable bytes)."""
     for stream in (sys.stdout, sys.stderr):
         stream = getattr(stream, "_raw", stream)
-        try:
+        with suppress(AttributeError, ValueError, OSError):   # not a text stream of io (a test's capture)
             stream.reconfigure(errors=_SHOWN)
-        except (AttributeError, ValueError, OSError):   # not a text stream of io (a test's capture)
-            pass
 
 
 def run_cli(app, **kw) -> None:
     """Run a command-line entry point (a Typer app or a function): bad input ends in one ``Error: ...``
     line on stderr and exit 2; a stop signal in one line saying what was kept and exit 128 + the
     signal's number (Ctrl-C 130, SIGTERM 143, SIGHUP 129)."""
-    try:
-        _run_cli(app, **kw)
-    finally:
-        STOP.late()
-
-
-def _run_cli(app, **kw) -> None:
     warnings.showwarning = _show_warning
     _printable_streams()
     if not isinstance(sys.stdout, _Stdout):
@@ -314,8 +297,7 @@ def _run_cli(app, **kw) -> None:
         sys.exit(0)
     except OSError as exc:  # h5py raises OSError for unreadable or corrupted data
         if os_errno(exc) in _ONLY_WRITES_FAIL:   # e.g. stdout redirected to a full disk
-            where = exc.filename if getattr(exc, "filename", None) else "the output (stdout)"
-            msg = f"{write_cause(exc)} while writing {where}"
+            msg = f"{write_cause(exc)} while writing {exc.filename or 'the output (stdout)'}"
         else:
             msg = " ".join(str(exc).split()) or type(exc).__name__
         print(terminal(f"Error: {msg}"), file=sys.stderr)
@@ -326,3 +308,5 @@ def _run_cli(app, **kw) -> None:
         print(terminal(f"Error: unexpected {type(exc).__name__}: {exc} (set PROBE_DEBUG=1 for the traceback)"),
               file=sys.stderr)
         sys.exit(1)
+    finally:
+        STOP.late()

@@ -44,10 +44,8 @@ def signal_name(signum: int) -> str:
 
 def say(line: str) -> None:
     """A last line on stderr, which may be gone (a closed terminal: SIGHUP)."""
-    try:
+    with contextlib.suppress(OSError, ValueError):
         print(terminal(line), file=sys.stderr, flush=True)
-    except (OSError, ValueError):
-        pass
 
 
 def _main_thread() -> bool:
@@ -74,9 +72,7 @@ class _Stop:
         self._old: dict = {}
         self._cleanups: list = []
 
-    @staticmethod
-    def signals() -> list:
-        return stop_signals()
+    signals = staticmethod(stop_signals)
 
     def at_stop(self, cleanup: Callable[[], None]) -> None:
         """Call ``cleanup`` when a stop signal ends the command at once (:meth:`_now`): a module
@@ -110,48 +106,39 @@ class _Stop:
         is flushed, the line goes straight to the descriptor."""
         self.received = signum
         for cleanup in self._cleanups:
-            try:
+            with contextlib.suppress(Exception):
                 cleanup()
-            except Exception:
-                pass
         if stuck:
-            try:
+            with contextlib.suppress(OSError):
                 os.write(2, (self.line() + "\n").encode())
-            except OSError:
-                pass
         else:
-            try:
+            with contextlib.suppress(Exception):
                 sys.stdout.flush()   # what was printed before the signal
-            except Exception:
-                pass
             say(self.line())
         os._exit(128 + signum)
 
+    @contextlib.contextmanager
     def caught(self):
-        @contextlib.contextmanager
-        def block():
-            main = _main_thread()
+        main = _main_thread()
+        if main and self._depth == 0:
+            self._old = {}
+            for sig in self.signals():
+                old = signal.getsignal(sig)
+                # SIGINT always: a parent stops its children with it, even where a shell started the
+                # parent with SIGINT ignored; the others not where ignored (nohup) or set outside Python
+                if old is None or (old == signal.SIG_IGN and sig != signal.SIGINT):
+                    continue
+                self._old[sig] = signal.signal(sig, self._handle)
+        self._depth += main
+        try:
+            yield self
+        finally:
+            self._depth -= main
             if main and self._depth == 0:
+                for sig, old in self._old.items():
+                    signal.signal(sig, old)
                 self._old = {}
-                for sig in self.signals():
-                    old = signal.getsignal(sig)
-                    # SIGINT always: a parent stops its children with it, even where a shell started the
-                    # parent with SIGINT ignored; the others not where ignored (nohup) or set outside Python
-                    if old is None or (old == signal.SIG_IGN and sig != signal.SIGINT):
-                        continue
-                    self._old[sig] = signal.signal(sig, self._handle)
-            self._depth += main
-            try:
-                yield self
-            finally:
-                self._depth -= main
-                if main and self._depth == 0:
-                    for sig, old in self._old.items():
-                        signal.signal(sig, old)
-                    self._old = {}
-                    self.asked = 0
-
-        return block()
+                self.asked = 0
 
     def stop_outside(self) -> None:
         """A command line's handlers: outside caught() blocks SIGINT, SIGTERM and SIGHUP end the command
@@ -193,22 +180,18 @@ class _Stop:
     def _exit(signum, frame):
         _heard()
         for stream in (sys.stdout, sys.stderr):
-            try:
+            with contextlib.suppress(Exception):
                 stream.flush()
-            except Exception:
-                pass
         os._exit(128 + signum)
 
     def exit_code(self) -> int:
         """The exit code of a command a stop signal ended: 128 + its number (Ctrl-C 130)."""
         return 128 + (self.received or signal.SIGINT)
 
-    def name(self) -> str:
-        return signal_name(self.received or signal.SIGINT)
-
     def line(self) -> str:
         """What a command a stop signal ended outside a safe point says (nothing to keep there)."""
-        return "Error: interrupted" + ("" if self.name() == "SIGINT" else f" by {self.name()}")
+        name = signal_name(self.received or signal.SIGINT)
+        return "Error: interrupted" + ("" if name == "SIGINT" else f" by {name}")
 
 
 STOP = _Stop()
@@ -249,10 +232,8 @@ def _forget() -> None:
     global _pipe
     if _pipe is None:
         return
-    try:
+    with contextlib.suppress(ValueError):
         signal.set_wakeup_fd(-1)
-    except ValueError:
-        pass
     for fd in _pipe:
         os.close(fd)
     _pipe = None
@@ -264,14 +245,10 @@ if hasattr(os, "register_at_fork"):
 
 def _drain(fd: int) -> bytes:
     out = b""
-    while True:
-        try:
-            chunk = os.read(fd, 512)
-        except (BlockingIOError, InterruptedError):
-            return out
-        if not chunk:
-            return out
-        out += chunk
+    with contextlib.suppress(BlockingIOError, InterruptedError):
+        while chunk := os.read(fd, 512):
+            out += chunk
+    return out
 
 
 def _watch(fd: int, stops: frozenset) -> None:

@@ -8,6 +8,7 @@ Heavy modules (torch, matplotlib) are imported inside the commands.
 """
 from __future__ import annotations
 
+import inspect
 import sys
 from contextlib import ExitStack
 from pathlib import Path
@@ -17,6 +18,7 @@ import click
 from .. import registry
 from .._text import terminal
 from ..errors import Interrupted, ProbeError, run_cli
+from ..signals import STOP
 from . import options as O
 from .probes import batch_options, command, converted, progress, with_examples
 
@@ -27,19 +29,16 @@ HELP = with_examples("Probe training snapshots and checkpoints for reasoning vs 
 CONTEXT = {"help_option_names": ["--help"], "max_content_width": 100}
 
 
-def _version_line() -> str:
+def _show_version(ctx, param, value: bool) -> None:
+    if not value:
+        return
     from importlib.metadata import PackageNotFoundError, version
 
     try:
-        return f"probe {version('gamma-probe')}"
+        click.echo(f"probe {version('gamma-probe')}")
     except PackageNotFoundError:   # run from a checkout that was never installed
-        return "probe (version unknown: the gamma-probe distribution is not installed)"
-
-
-def _show_version(ctx, param, value: bool) -> None:
-    if value:
-        click.echo(_version_line())
-        ctx.exit()
+        click.echo("probe (version unknown: the gamma-probe distribution is not installed)")
+    ctx.exit()
 
 
 class Commands(click.Group):
@@ -71,8 +70,6 @@ def app() -> None:
 
 def _command(name: str | None = None, *, examples: tuple[str, ...], arguments: dict[str, str] | None = None):
     """``app.command``: the function's docstring, an Arguments and an Examples block as its help."""
-    import inspect
-
     def register(fn):
         doc = inspect.getdoc(fn)
         return app.command(name or fn.__name__, help=with_examples(doc, examples, arguments),
@@ -178,30 +175,33 @@ def _batch_command() -> click.Command:
 
 def _batch_rows(rows, fmt: str) -> None:
     from .. import batch as B
+
+    _emit(fmt, list(B.COLUMNS), rows, [dict(zip(B.COLUMNS, r)) for r in rows])
+
+
+def _emit(fmt: str, header: list, rows: list, json, left=()) -> None:
+    """``rows`` on stdout in ``fmt``: a table (``left``: its text columns), CSV, or ``json`` as JSON."""
     from .. import render
 
     if fmt == "json":
-        render.write_json([dict(zip(B.COLUMNS, r)) for r in rows])
+        render.write_json(json)
     elif fmt == "csv":
-        render.write_csv(B.COLUMNS, rows)
+        render.write_csv(header, rows)
     else:
-        render.table(list(B.COLUMNS), rows)
-
-
-def _report_probes_help() -> str:
-    weights = ", ".join(registry.names("report", (registry.WEIGHTS,)))
-    others = ", ".join(registry.names("report", (registry.ACTIVATIONS, registry.SNAPSHOT)))
-    return (f"probe whose section to show (repeat for several): {weights}; on snapshot files also {others} "
-            "[default: every probe that applies to the run]")
+        render.table(header, rows, left=left)
 
 
 def _report_command() -> click.Command:
     from ..report import MAX_STEPS, SLIDER_MAX
 
+    weights = ", ".join(registry.names("report", (registry.WEIGHTS,)))
+    others = ", ".join(registry.names("report", (registry.ACTIVATIONS, registry.SNAPSHOT)))
     params = [
         click.Argument(["paths"], nargs=-1, required=True),
         click.Option(["--out", "-o", "out"], default=None, help="the page to write (.html) [default: report.html]"),
-        click.Option(["--probe", "-p", "probes"], multiple=True, help=_report_probes_help()),
+        click.Option(["--probe", "-p", "probes"], multiple=True, help=(
+            f"probe whose section to show (repeat for several): {weights}; on snapshot files also {others} "
+            "[default: every probe that applies to the run]")),
         click.Option(["--max-steps"], type=click.IntRange(min=1), default=MAX_STEPS, show_default=True,
                      help="steps in each probe's table, log-spaced over training (the first and the last among them)"),
         click.Option(["--slider-steps"], type=click.IntRange(min=0), default=SLIDER_MAX, show_default=True,
@@ -243,8 +243,6 @@ def _report(paths, out, probes, max_steps, slider_steps, watch, interval, max_sh
         print(terminal(msg), file=sys.stderr)
 
     if watch:
-        from ..signals import STOP
-
         # STOP held open here, so that the signal that ended the watch is still known below. The first page
         # takes as long as a report: its sections say so as they start; each later page is one log line.
         with STOP.caught(), ExitStack() as status:
@@ -289,7 +287,8 @@ def _report(paths, out, probes, max_steps, slider_steps, watch, interval, max_sh
 @click.option("--outcome", multiple=True, help=(
     "binary outcome per run (repeat): A>B, A<B, A>=B or A<=B with metrics or numbers [default: composite "
     "acc[ood_inferential]>acc[ood_symmetric]; anchor acc[rsn_test]>0.5]"))
-@O.step("the step each run is read at: latest (finished runs only) or a step number every run has")
+@click.option("--step", "-s", default="latest", show_default=True,
+              help="the step each run is read at: latest (finished runs only) or a step number every run has")
 @O.fmt("table (per cell: each metric's mean, std and interval, then each outcome's fraction), json (strict: no "
        "NaN) or csv (tidy: step,metric,key,value)")
 def sweep_summary(folder: str, metric: tuple, outcome: tuple, step: str, fmt: str) -> None:
@@ -311,9 +310,10 @@ def sweep_summary(folder: str, metric: tuple, outcome: tuple, step: str, fmt: st
 @click.option("--quick", is_flag=True, default=False,
               help="CPU sizes (every figure in minutes on 2 cores) instead of the papers' sizes (a GPU)")
 @click.option("--tiny", is_flag=True, default=False, help="test sizes (seconds); the figures show little")
-@O.out("folder of the figures [default: figures]")
+@click.option("--out", "-o", default=None, help="folder of the figures [default: figures]")
 @click.option("--runs", help="folder of trained runs, reused across calls [default: OUT/runs]")
-@O.jobs("training runs at once; 0: one per CPU core")
+@click.option("--jobs", "-j", type=click.IntRange(min=0), default=0, show_default=True,
+              help="training runs at once; 0: one per CPU core")
 @click.option("--seeds", type=click.IntRange(min=0), default=0, show_default=True,
               help="seeds per γ in the figures that compare γ (bands, intervals); 0: --tiny 1, --quick 3, paper sizes 1")
 @click.option("--budget", type=click.FloatRange(min=0.1), help=(
@@ -338,14 +338,12 @@ def figures(names: tuple, all_: bool, quick: bool, tiny: bool, out, runs, jobs: 
         for name, sc in scripts.items():
             print(f"{terminal(name)}\t{terminal(sc.title)}")
         return
-    if all_ == bool(names):
-        raise ProbeError("name the figures to make, or pass --all (see --list)")
-    if quick and tiny:
-        raise ProbeError("--quick and --tiny exclude each other")
-    if budget is not None and seeds:
-        raise ProbeError("--budget chooses the seeds: give it or --seeds, not both")
-    if dry_run and check:
-        raise ProbeError("--dry-run and --check exclude each other")
+    for wrong, msg in ((all_ == bool(names), "name the figures to make, or pass --all (see --list)"),
+                       (quick and tiny, "--quick and --tiny exclude each other"),
+                       (budget is not None and seeds, "--budget chooses the seeds: give it or --seeds, not both"),
+                       (dry_run and check, "--dry-run and --check exclude each other")):
+        if wrong:
+            raise ProbeError(msg)
     unknown = [n for n in names or [] if n not in scripts]
     if unknown:   # before any folder is made
         raise ProbeError(f"unknown figure(s) {', '.join(unknown)}; known: {', '.join(scripts)}")
@@ -364,38 +362,24 @@ def figures(names: tuple, all_: bool, quick: bool, tiny: bool, out, runs, jobs: 
                   f"of {budget:g} min; going on with one seed each", file=sys.stderr)
     ctx = F.FigureContext(Path(out or "figures"), size, runs, jobs, seeds, create=not dry_run)
     if dry_run:
-        from .. import render
-
         plan = plan if budget is not None else F.plan_figures(names, ctx, folder)
         header = ["figure", "run", "preset", "action", "estimate_s", "file"]
         rows = [[r.figure, r.label, r.preset, r.action, None if r.seconds is None else round(r.seconds),
                  str(r.path) if r.path else "-"] for r in plan.rows]
-        if fmt == "json":   # estimates unrounded
-            exact = [[*row[:4], r.seconds, row[5]] for row, r in zip(rows, plan.rows)]
-            render.write_json({"runs": [dict(zip(header, row)) for row in exact], "seeds": plan.seeds,
-                               "jobs": plan.jobs, "train_seconds": plan.train_seconds,
-                               "draw_seconds": plan.draw_seconds, "seconds": plan.seconds})
-        elif fmt == "csv":
-            render.write_csv(header, rows)
-        else:
-            render.table(header, rows)
+        exact = [[*row[:4], r.seconds, row[5]] for row, r in zip(rows, plan.rows)]   # JSON: estimates unrounded
+        _emit(fmt, header, rows, {"runs": [dict(zip(header, row)) for row in exact], "seeds": plan.seeds,
+                                  "jobs": plan.jobs, "train_seconds": plan.train_seconds,
+                                  "draw_seconds": plan.draw_seconds, "seconds": plan.seconds})
         if budget is None:
             _say_plan(plan, "")
         return
     if check:
-        from .. import render
-
         claims, failed = F.check_figures(names, ctx, folder, per_figure)
         header = ["figure", "shown", "fraction", "ci_lo", "ci_hi", "values", "claim"]
         rows = [[n, f"{d['k']}/{d['n']}", d["fraction"], d["ci_lo"], d["ci_hi"],
                  " ".join(f"{v:.3g}" for v in d["values"]), d["claim"]]
                 for n, cs in claims.items() for d in (c.summary() for c in cs)]
-        if fmt == "json":
-            render.write_json({n: [c.summary() for c in cs] for n, cs in claims.items()})
-        elif fmt == "csv":
-            render.write_csv(header, rows)
-        else:
-            render.table(header, rows, left=(0, 5, 6))
+        _emit(fmt, header, rows, {n: [c.summary() for c in cs] for n, cs in claims.items()}, left=(0, 5, 6))
     else:
         made, failed = F.make_figures(names, ctx, folder, per_figure)
         for paths in made.values():

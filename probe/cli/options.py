@@ -9,12 +9,15 @@ help where it differs.
 """
 from __future__ import annotations
 
+import os
+import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import click
 
 FORMATS = ("table", "json", "csv")
+FORMAT = "table, json (strict: no NaN) or csv (tidy: step,metric,key,value); data on stdout, logs on stderr"
 STEPS = "latest, all, a step number, A:B (steps in [A, B)) or a comma list of these"
 TOKENS = "group names (reasoning, memory, keys), ids 3,5,7 or a half-open range 11:21"
 SOURCE = ("snapshot file, or a checkpoint: Hugging Face folder, .safetensors, .pt/.pth/.bin state dict, nanoGPT "
@@ -23,14 +26,6 @@ SNAPSHOT_FILE = "snapshot file (.h5) written by probe-train"
 MEMORY = ("memory budget of what the probe reads and computes (512MB, 8GiB or bytes): a tensor that needs more is "
           "refused before it is read [default: half of the memory this process can have: physical memory, or a "
           "lower cgroup or ulimit -v limit]")
-
-
-def _or_none(value):
-    return value or None
-
-
-def _tuple(value):
-    return tuple(value) if value else None
 
 
 @dataclass(frozen=True)
@@ -73,14 +68,14 @@ OPTIONS: dict[str, Opt] = {
     "head": Opt("attention head of --layer, 0-based [default: 0]", type=int),
     "top_k": Opt("top singular vectors of W_V compared with the embeddings", type=click.IntRange(min=1)),
     "n_components": Opt("principal components to report", type=click.IntRange(min=1)),
-    "neurons": Opt("weight whose neurons are grouped by cosine ('': none)", convert=_or_none),
+    "neurons": Opt("weight whose neurons are grouped by cosine ('': none)", convert=lambda v: v or None),
     "threshold": Opt("cosine above which two neurons of --neurons are grouped"),
     "anchor": Opt("s0 of the cos(w(s0), w(s_j)) profile [default: the middle token]", type=int),
     "dim": Opt("length of the eq. 14 vectors [default: vocabulary size]", type=int),
     "seed": Opt("seed of the eq. 14 noise"),
     "full": Opt("every sequence of each split, not the subset the trainer logged its metrics on"),
     "splits": Opt("split A then split B (give twice) [default: the task's pair: anchor mem, rsn_train; lm story, "
-                  "logic]", multiple=True, convert=_tuple),
+                  "logic]", multiple=True, convert=lambda v: tuple(v) if v else None),
     "saturation": Opt("ε share s = ε / (m + ε) from which a norm site counts as saturated (0.1: its output rms is "
                       "<= 95 % of a clean norm's)"),
     "min_query": Opt("first query position counted (earlier queries see little besides position 0)",
@@ -116,8 +111,6 @@ def help_of(name: str, probe=None) -> str:
     if own or name in OPTIONS:
         text = OPTIONS[name].help if name in OPTIONS else ""
         return own or (text(probe) if callable(text) else text)
-    import re
-
     doc = probe.function.__doc__ or ""
     found = re.search(rf"^\s*{name} :[^\n]*\n((?:\s{{5,}}\S[^\n]*\n?)+)", doc, re.M)
     return " ".join(found.group(1).split()) if found else ""
@@ -138,8 +131,6 @@ def click_option(name: str, default, help: str) -> click.Option:
 
 def converted(options: dict, absolute: bool = False) -> dict:
     """Option values as the API takes them (with ``absolute``, file names made absolute)."""
-    import os
-
     out = {}
     for n, v in options.items():
         opt = OPTIONS.get(n) or Opt("")
@@ -150,22 +141,9 @@ def converted(options: dict, absolute: bool = False) -> dict:
 
 # --- the options of the commands written by hand ------------------------------------------------
 
-def fmt(help: str = "table, json (strict: no NaN) or csv (tidy: step,metric,key,value); data on stdout, logs on "
-                    "stderr"):
+def fmt(help: str = FORMAT):
     return click.option("--format", "-f", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
                         help=help)
-
-
-def out(help: str):
-    return click.option("--out", "-o", "out", default=None, help=help)
-
-
-def jobs(help: str):
-    return click.option("--jobs", "-j", "jobs", type=click.IntRange(min=0), default=0, show_default=True, help=help)
-
-
-def step(help: str = STEPS):
-    return click.option("--step", "-s", "step", default="latest", show_default=True, help=help)
 
 
 REVISIONS = ("hub sources (hf:ORG/NAME): a comma list of revisions (step1000,step2000) or all (every branch and tag, "

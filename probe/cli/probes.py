@@ -9,6 +9,7 @@ Every help ends with the probe's examples.
 """
 from __future__ import annotations
 
+import contextlib
 import inspect
 import sys
 
@@ -17,7 +18,7 @@ import click
 from .. import registry
 from .._text import terminal
 from ..errors import ProbeError
-from .options import FORMATS, LAST, OPTIONS, PLOT, SNAPSHOT_FILE, SOURCE, WIDE, click_option, converted, help_of
+from .options import FORMAT, FORMATS, LAST, OPTIONS, PLOT, SNAPSHOT_FILE, SOURCE, WIDE, click_option, converted, help_of
 
 NOT_OFFERED = ("path", "progress")   # the FILE argument; the progress line
 
@@ -44,14 +45,6 @@ def _file_help(probe: registry.Probe) -> str:
                      "hf:ORG/NAME[@REVISION]")
 
 
-def _output_options() -> list[click.Option]:
-    return [click.Option(["--format", "-f", "fmt"], type=click.Choice(FORMATS), default="table", show_default=True,
-                         help="table, json (strict: no NaN) or csv (tidy: step,metric,key,value); data on stdout, "
-                              "logs on stderr"),
-            click.Option(["--plot"], default=None, help=PLOT),
-            click.Option(["--wide"], is_flag=True, default=False, help=WIDE)]
-
-
 def command(probe: registry.Probe) -> click.Command:
     """``probe NAME``: the command of ``probe``, and the flags of the probes declared on it."""
     sig = inspect.signature(probe.function).parameters
@@ -66,7 +59,10 @@ def command(probe: registry.Probe) -> click.Command:
     for p in flagged:   # their options too, after the command's own
         names[-len(LAST):-len(LAST)] = [n for n in offered(p) if n not in names]
     params += [click_option(n, _default(n, probe, flagged), help_of(n, probe)) for n in names]
-    params += _output_options()
+    params += [click.Option(["--format", "-f", "fmt"], type=click.Choice(FORMATS), default="table", show_default=True,
+                            help=FORMAT),
+               click.Option(["--plot"], default=None, help=PLOT),
+               click.Option(["--wide"], is_flag=True, default=False, help=WIDE)]
 
     def run(file, fmt, plot, wide, other=None, **options):
         flags = {p.name: options.pop(p.command.split()[1].lstrip("-").replace("-", "_")) for p in flagged}
@@ -94,7 +90,10 @@ def _default(name: str, probe: registry.Probe, flagged) -> object:
 
 
 def run_probe(probe: registry.Probe, file: str, options: dict, fmt: str, plot: str | None, wide: bool) -> None:
-    """Run ``probe`` on ``file``, then its figure (``plot``) and its results on stdout."""
+    """Run ``probe`` on ``file``, then its figure (``plot``) and its results on stdout (``wide``: tables
+    at full width)."""
+    from .. import render
+
     if plot:
         from ..plotting import check_writable
 
@@ -105,22 +104,15 @@ def run_probe(probe: registry.Probe, file: str, options: dict, fmt: str, plot: s
             results = fn(file, progress=tick, **options)
     else:
         results = fn(file, **options)
-    show(results, fmt, file, probe.name, plot, wide)
-
-
-def show(results, fmt: str, file: str, probe: str, plot: str | None, wide: bool = False) -> None:
-    """The figure (``plot``), then the results on stdout (``wide``: tables at full width)."""
-    from .. import render
-
     if plot:  # the figure first: if it cannot be written, the error comes alone
         from .. import plotting
 
         try:
-            plotting.plot_results(probe, results, plot, title=f"{file}: {probe}")
+            plotting.plot_results(probe.name, results, plot, title=f"{file}: {probe.name}")
         except OSError as exc:
             raise ProbeError(f"cannot write plot {plot}: {exc.strerror or exc}") from None
         print(terminal(f"wrote {plot}"), file=sys.stderr)
-    render.emit(results, fmt, file, probe, wide)
+    render.emit(results, fmt, file, probe.name, wide)
 
 
 # --- probe batch -----------------------------------------------------------------------------------
@@ -169,7 +161,8 @@ QUIET_S = 2.0   # work shorter than this says nothing off a terminal (a fast com
 EVERY_S = 2.0   # then at most one status line per this many seconds
 
 
-class progress:
+@contextlib.contextmanager
+def progress(what: str, each: bool = False):
     """What a command is doing, on stderr while it works; yields a ``tick(label)`` callable.
 
     On a terminal: one rich line (a spinner and the latest label) that goes away when the work ends.
@@ -178,34 +171,25 @@ class progress:
     coarse stages, such as the report's sections); else only once the work has taken ``QUIET_S``
     seconds, then at most one per ``EVERY_S`` (per-snapshot or per-layer ticks: a fast command
     prints nothing, a long one says where it is)."""
+    if not sys.stderr.isatty():
+        import time
 
-    def __init__(self, what: str, each: bool = False):
-        self.what, self.each = what, each
+        start = last = time.monotonic()
 
-    def __enter__(self):
-        if not sys.stderr.isatty():
-            import time
+        def line(label) -> None:
+            nonlocal last
+            now = time.monotonic()
+            if each or (now - start >= QUIET_S and now - last >= EVERY_S):
+                print(terminal(f"{what}: {label}"), file=sys.stderr, flush=True)
+                last = now
+        yield line
+        return
+    from rich.console import Console
+    from rich.progress import Progress, SpinnerColumn, TextColumn
 
-            start = last = time.monotonic()
-
-            def line(label) -> None:
-                nonlocal last
-                now = time.monotonic()
-                if self.each or (now - start >= QUIET_S and now - last >= EVERY_S):
-                    print(terminal(f"{self.what}: {label}"), file=sys.stderr, flush=True)
-                    last = now
-            return line
-        from rich.console import Console
-        from rich.progress import Progress, SpinnerColumn, TextColumn
-
-        # a label names runs and files: its control characters escaped, and no rich markup in it (a
-        # file named 'run[/].h5' would be a MarkupError)
-        self._p = Progress(SpinnerColumn(), TextColumn("{task.description}", markup=False),
-                           console=Console(stderr=True), transient=True)
-        self._p.__enter__()
-        task = self._p.add_task(self.what)
-        return lambda label: self._p.update(task, description=terminal(f"{self.what}: {label}"))
-
-    def __exit__(self, *exc):
-        if hasattr(self, "_p"):
-            self._p.__exit__(*exc)
+    # a label names runs and files: its control characters escaped, and no rich markup in it (a
+    # file named 'run[/].h5' would be a MarkupError)
+    with Progress(SpinnerColumn(), TextColumn("{task.description}", markup=False), console=Console(stderr=True),
+                  transient=True) as bar:
+        task = bar.add_task(what)
+        yield lambda label: bar.update(task, description=terminal(f"{what}: {label}"))
