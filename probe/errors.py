@@ -195,11 +195,10 @@ class Interrupted(Exception):
 
 
 def _usage_errors() -> tuple[type, ...]:
-    """Typer/Click's usage-error classes among the modules already imported (Typer >= 0.20 vendors
-    Click as ``typer._click``; plain Click, 30 ms to import, can only raise once something imported it).
-    Called in the ``except`` clause, so only when an exception is on its way out."""
-    modules = (sys.modules.get(name) for name in ("typer._click.exceptions", "click.exceptions"))
-    return tuple(module.ClickException for module in modules if module is not None)
+    """Click's usage-error class if Click is imported (30 ms to import; it can only raise once something
+    imported it). Called in the ``except`` clause, so only when an exception is on its way out."""
+    module = sys.modules.get("click.exceptions")
+    return () if module is None else (module.ClickException,)
 
 
 def _usage_message(exc) -> str:

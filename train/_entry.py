@@ -1,5 +1,5 @@
 """The ``probe-train`` console script: the stop signals (Ctrl-C, SIGTERM, SIGHUP) are turned into a
-flag before anything heavy is imported (typer, torch), so a signal while the program starts is read
+flag before anything heavy is imported (click, torch), so a signal while the program starts is read
 at a safe point and reported in one line, never as a traceback out of an import."""
 
 
