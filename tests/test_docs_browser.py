@@ -113,6 +113,10 @@ def test_every_page_reads_well_in_a_browser(site, tmp_path):
             n = len(browser.log)
             browser.open(url + page.relative_to(site).as_posix())
             bad = browser.eval(LOOK_JS) + errors(browser.log[n:])
+            if page.parent.name == "cli":   # help text is read whole: none of it may hide behind a scroll bar
+                bad += browser.eval("Array.from(document.querySelectorAll('article pre > code'))"
+                                    ".filter(c => c.scrollWidth > c.clientWidth + 1)"
+                                    ".map(c => 'help wider than its box: ' + c.textContent.slice(0, 60))")
             if bad:
                 findings[str(page.relative_to(site))] = bad[:5]
             rel = str(page.relative_to(site))

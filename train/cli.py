@@ -326,10 +326,10 @@ def sweep(grid: tuple[str, ...], preset: str, out: str, jobs: int, scheduler: Op
 
     \b
     Examples:
-      probe-train sweep --preset tiny --grid gamma=0.3,0.8 --grid seed=0:3 --out sweeps/demo
-      probe-train sweep --preset composite-quick --grid gamma=0.3,0.5,0.8 --grid seed=0:5 --out sweeps/g -j 2
-      probe-train sweep --preset quick --grid layers=1,2 --grid seed=0:3 --out sweeps/depth --tensorboard tb
-      probe sweep-summary sweeps/demo --metric "acc[rsn_test]" --outcome "acc[rsn_test]>0.5"
+      probe-train sweep --preset tiny --grid gamma=0.3,0.8 --grid seed=0:3 -o demo
+      probe-train sweep --preset composite-quick --grid seed=0:5 -o seeds -j 2
+      probe-train sweep --preset quick --grid layers=1,2 -o depth --tensorboard tb
+      probe sweep-summary demo --outcome "acc[rsn_test]>0.5"
     """
     from .runs import parse_grid, sweep as run_sweep
 

@@ -168,7 +168,7 @@ def _batch_command() -> click.Command:
         help, ("probe batch checkpoints/ --probe spectrum --probe rank -o table.csv",
                "probe batch run.h5 --probe similarity --probe ood --step all",
                "probe batch 'ckpt/*.pt' --probe rank --jobs 4 --format json",
-               "probe batch run.h5 --probe similarity --probe pca --step all --tensorboard tb"),
+               "probe batch run.h5 --probe similarity --step all --tensorboard tb"),
         {"PATHS": "checkpoints: files, folders (a model folder, or a folder of checkpoints such as checkpoint-500/), "
                   "globs, and hub models hf:ORG/NAME[@REV]"}))
 
@@ -276,8 +276,8 @@ def _report(paths, out, probes, max_steps, slider_steps, watch, interval, max_sh
 
 @_command("sweep-summary", examples=(
     "probe sweep-summary sweep/",
-    "probe sweep-summary sweep/ --metric 'acc[rsn_test]' --metric similarity:mean_offdiag",
-    "probe sweep-summary sweep/sweep.json --outcome 'acc[rsn_test]>0.5' --format csv"),
+    "probe sweep-summary sweep/ --metric similarity:mean_offdiag",
+    "probe sweep-summary sweep/sweep.json --outcome 'acc[rsn_test]>0.5'"),
     arguments={"FOLDER": "a sweep's folder (probe-train sweep --out) or its sweep.json"})
 @click.argument("folder")
 @click.option("--metric", multiple=True, help=(
