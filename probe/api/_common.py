@@ -221,13 +221,13 @@ class Finite:
     def rows(self, name: str, X: np.ndarray, step, ids=None) -> np.ndarray | None:
         """None when X (k, ...) is finite; else the (k,) mask of its finite rows (the tokens ``ids``, else
         rows 0..k-1, holding a non-finite value are named as left out)."""
-        ok = nonfinite(X)[0]
+        ok, nan, inf = nonfinite(X)
         if ok is None:
             return None
         keep = finite_rows(ok)
         gone = np.flatnonzero(~keep) if ids is None else np.asarray(ids)[~keep]
         shown = ", ".join(str(int(i)) for i in gone[:8]) + (", ..." if gone.size > 8 else "")
-        self(name, X, step, f"token(s) {shown} left out")
+        self.report(name, step, nan, inf, f"token(s) {shown} left out")   # one pass over X, not two
         return keep
 
     def warn(self) -> None:
