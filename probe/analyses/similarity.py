@@ -100,8 +100,9 @@ def cosine_similarity(vectors: np.ndarray, ids: np.ndarray | None = None, step: 
     means = np.bincount(inv, weights=pairs, minlength=len(uniq)) / np.bincount(inv, minlength=len(uniq))
     by_distance = {int(d): float(v) for d, v in zip(uniq, means)}
     return _result(vectors, ids, step, groups, pairs.size, matrix=m, by_distance=by_distance,
+                   distance_corr=spearman(dist, pairs),
                    mean_offdiag=float(pairs.mean()) if pairs.size else float("nan"),
-                   std_offdiag=float(pairs.std()) if pairs.size else float("nan"), distance_corr=spearman(dist, pairs))
+                   std_offdiag=float(pairs.std()) if pairs.size else float("nan"))
 
 
 BLOCKED_ABOVE = 4096  # selections larger than this are summarised block by block
