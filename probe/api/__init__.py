@@ -14,6 +14,7 @@ probes share in :mod:`._common`.
 """
 from __future__ import annotations
 
+import functools
 import os
 
 import numpy as np
@@ -245,8 +246,6 @@ def sweep_summary(path: str | os.PathLike, metric=None, outcome=None, *, step: s
 
 def _told(progress):
     """:func:`probe_function` whose functions call ``progress`` as they start (same signatures)."""
-    import functools
-
     def function(name: str):
         fn = probe_function(name)
 
