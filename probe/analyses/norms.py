@@ -58,9 +58,8 @@ class NormsResult(Result):
     def summary(self) -> dict[str, float | int]:
         out = {"max_eps_share": float(self.eps_share.max()) if self.eps_share.size else float("nan"),
                "saturated_sites": len(self.saturated)}
-        out.update({f"eps_share[{s}]": float(v) for s, v in zip(self.sites, self.eps_share)})
-        out.update({f"effective_gain[{s}]": float(v) for s, v in zip(self.sites, self.effective_gain)})
-        out.update({f"mean_square[{s}]": float(v) for s, v in zip(self.sites, self.mean_square)})
+        for m in ("eps_share", "effective_gain", "mean_square"):
+            out.update({f"{m}[{s}]": float(v) for s, v in zip(self.sites, getattr(self, m))})
         return out
 
 
