@@ -26,12 +26,7 @@ def average_ranks(x: np.ndarray) -> np.ndarray:
 
 def spearman(x: np.ndarray, y: np.ndarray) -> float:
     """Spearman rank correlation with average ranks for ties (NaN if either side is constant)."""
-    if len(x) < 2:
-        return float("nan")
-    rx, ry = average_ranks(np.asarray(x)), average_ranks(np.asarray(y))
-    rx, ry = rx - rx.mean(), ry - ry.mean()
-    den = np.sqrt((rx * rx).sum() * (ry * ry).sum())
-    return float((rx * ry).sum() / den) if den > 0 else float("nan")
+    return pearson(average_ranks(np.asarray(x)), average_ranks(np.asarray(y)))
 
 
 def pearson(a: np.ndarray, b: np.ndarray) -> float:

@@ -56,7 +56,7 @@ class AlignResult(Result):
     singular_values: np.ndarray = field(default_factory=lambda: np.zeros(0))
     ov_singular_values: np.ndarray = field(default_factory=lambda: np.zeros(0))
     sv1_share: float = float("nan")
-    cos: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    cos: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)), metadata={"json": False})   # vocab-sized
     group_mean: dict[str, list[float]] = field(default_factory=dict)
 
     def summary(self) -> dict[str, float]:
@@ -65,11 +65,6 @@ class AlignResult(Result):
         for g, v in self.group_mean.items():
             out[f"cos_top1[{g}]"] = v[0]
         return out
-
-    def to_dict(self) -> dict:
-        d = super().to_dict()
-        d.pop("cos")  # vocab-sized; summarised by group_mean (the API object keeps it)
-        return d
 
 
 def align(W_V: np.ndarray, W_O: np.ndarray | None, embeddings: np.ndarray, groups: dict[str, np.ndarray],

@@ -40,7 +40,7 @@ class AttentionResult(Result):
     last_to_key: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
     last_to_anchors: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
     last_profile: np.ndarray = field(default_factory=lambda: np.zeros((0, 0, 0)))
-    mean_map: np.ndarray = field(default_factory=lambda: np.zeros((0, 0, 0, 0)))
+    mean_map: np.ndarray = field(default_factory=lambda: np.zeros((0, 0, 0, 0)), metadata={"json": False})
     map_key_pos: int = 0
 
     def summary(self) -> dict[str, float]:
@@ -54,11 +54,6 @@ class AttentionResult(Result):
                 out[f"last_to_key[{tag}]"] = float(self.last_to_key[l, h])
                 out[f"last_to_anchors[{tag}]"] = float(self.last_to_anchors[l, h])
         return out
-
-    def to_dict(self) -> dict:
-        d = super().to_dict()
-        d.pop("mean_map")  # layers x heads x T x T; the API object keeps it
-        return d
 
 
 def attention_stats(A: np.ndarray, key_pos: np.ndarray, n_anchors: int = 2, step: int | None = None) -> AttentionResult:

@@ -21,11 +21,6 @@ _KEYED = re.compile(r"([^\[]+)\[(.+)\]", re.DOTALL)
 TIDY = ("step", "metric", "key", "value")   # the columns of every probe's CSV and DataFrame
 
 
-def finite_or_none(v):
-    """A float, or None where it is NaN or infinite (JSON has no such numbers)."""
-    return v if math.isfinite(v) else None
-
-
 def jsonable(v):
     """``v`` as plain JSON data: arrays to lists (floats rounded to 8 decimals), numpy scalars to
     Python ones, NaN and infinities to None, dict keys to strings."""
@@ -39,7 +34,7 @@ def jsonable(v):
     if isinstance(v, np.generic):
         v = v.item()
     if isinstance(v, float):
-        return finite_or_none(v)
+        return tidy_value(v)
     if isinstance(v, dict):
         return {str(k): jsonable(x) for k, x in v.items()}
     if isinstance(v, (list, tuple)):
@@ -62,8 +57,6 @@ class TokenTexts:
 
     def subset(self, keep) -> "TokenTexts":
         """The texts of the tokens at positions ``keep`` (a boolean mask or indices), as lazy as these."""
-        import numpy as np
-
         pick = np.flatnonzero(keep) if np.asarray(keep).dtype == bool else np.asarray(keep, dtype=np.int64)
         if self._load is None:
             return TokenTexts(None if self._texts is None else [self._texts[int(i)] for i in pick])
@@ -223,21 +216,16 @@ def tidy_rows(results) -> list[tuple]:
     return [(r.step, m, k, tidy_value(v)) for r in results for m, k, v in r.rows()]
 
 
-def _pandas():
-    try:
-        import pandas
-    except ImportError:
-        from ..errors import ProbeError
-
-        raise ProbeError("to_frame() needs pandas: pip install 'gamma-probe[notebook]'") from None
-    return pandas
-
-
 def frame(rows: list[tuple]):
     """Tidy rows as a DataFrame: ``step`` a nullable integer (missing: a checkpoint, a whole-run
     result), ``metric`` and ``key`` strings (``key`` '' where the metric has none), ``value`` a float,
     NaN where the CSV cell is empty."""
-    pd = _pandas()
+    try:
+        import pandas as pd
+    except ImportError:
+        from ..errors import ProbeError
+
+        raise ProbeError("to_frame() needs pandas: pip install 'gamma-probe[notebook]'") from None
     return pd.DataFrame({
         "step": pd.array([r[0] for r in rows], dtype="Int64"),
         "metric": [r[1] for r in rows],

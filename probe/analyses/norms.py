@@ -58,9 +58,8 @@ class NormsResult(Result):
     def summary(self) -> dict[str, float | int]:
         out = {"max_eps_share": float(self.eps_share.max()) if self.eps_share.size else float("nan"),
                "saturated_sites": len(self.saturated)}
-        out.update({f"eps_share[{s}]": float(v) for s, v in zip(self.sites, self.eps_share)})
-        out.update({f"effective_gain[{s}]": float(v) for s, v in zip(self.sites, self.effective_gain)})
-        out.update({f"mean_square[{s}]": float(v) for s, v in zip(self.sites, self.mean_square)})
+        for m in ("eps_share", "effective_gain", "mean_square"):
+            out.update({f"{m}[{s}]": float(v) for s, v in zip(self.sites, getattr(self, m))})
         return out
 
 
@@ -78,14 +77,11 @@ def norm_saturation(sites: list[str], mean_square: np.ndarray, eps: float, *, ga
     m = np.asarray(mean_square, dtype=np.float64)
     s = eps_share(m, eps)
     g = np.ones_like(m) if gain is None else np.asarray(gain, dtype=np.float64)
-    warnings = []
-    if np.any(m <= 0):
-        warnings.append("a norm site saw all-zero inputs: its ε share is 1")
     return NormsResult(step=step, sites=list(sites), eps=float(eps), mean_square=m,
                        median_square=None if median_square is None else np.asarray(median_square, np.float64),
                        eps_share=s, gain=None if gain is None else g, effective_gain=g / np.sqrt(m + eps),
                        saturation=saturation, saturated=[x for x, v in zip(sites, s) if v >= saturation],
-                       warnings=warnings)
+                       warnings=["a norm site saw all-zero inputs: its ε share is 1"] if np.any(m <= 0) else [])
 
 
 def gain_rms(weight: np.ndarray) -> float:

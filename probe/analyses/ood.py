@@ -8,16 +8,13 @@ import numpy as np
 from .base import Result
 
 
-def log_softmax(logits: np.ndarray) -> np.ndarray:
-    z = logits - logits.max(axis=-1, keepdims=True)
-    return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
-
-
 def loss_acc(logits: np.ndarray, targets: np.ndarray) -> tuple[float, float]:
     """Mean cross-entropy and accuracy of logits (n, V) against integer targets (n,)."""
     if len(targets) == 0:
         return float("nan"), float("nan")
-    lp = log_softmax(np.asarray(logits, dtype=np.float64))
+    z = np.asarray(logits, dtype=np.float64)
+    z = z - z.max(axis=-1, keepdims=True)
+    lp = z - np.log(np.exp(z).sum(axis=-1, keepdims=True))   # log-softmax
     loss = float(-lp[np.arange(len(targets)), targets].mean())
     acc = float((logits.argmax(-1) == targets).mean())
     return loss, acc

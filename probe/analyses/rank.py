@@ -13,25 +13,23 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ._stats import exp_entropy, named
-from .base import Result
+from .base import Result, jsonable
+from .condense import stable_rank
+from .spectrum import eigenvalues
 
 TOP_K = (1, 5)
 
 
 def singular_values(M: np.ndarray) -> np.ndarray:
     """σ of a 2-D matrix, descending, through the smaller Gram matrix in float64 (no SVD of M)."""
-    M = np.asarray(M, dtype=np.float64)
-    G = M.T @ M if M.shape[0] >= M.shape[1] else M @ M.T
-    ev = np.clip(np.linalg.eigvalsh(G)[::-1], 0.0, None)
-    return np.sqrt(ev)
+    return np.sqrt(eigenvalues(M)[::-1])
 
 
 def rank_numbers(sv: np.ndarray, top_k: tuple[int, ...] = TOP_K) -> dict[str, float]:
     """effective_rank, stable_rank and top{k}_energy of a spectrum σ."""
     energy = sv ** 2
     total = energy.sum()
-    out = {"effective_rank": exp_entropy(sv),
-           "stable_rank": float(total / energy[0]) if sv.size and energy[0] > 0 else float("nan")}
+    out = {"effective_rank": exp_entropy(sv), "stable_rank": stable_rank(energy)}
     for k in top_k:
         out[f"top{k}_energy"] = float(energy[:k].sum() / total) if total > 0 else float("nan")
     return out
@@ -138,8 +136,6 @@ class RankTrajectoryResult(Result):
         d = super().to_dict()
         d["per_matrix"] = {n: {"dip": self.dip(n), "rebound": self.rebound(n),
                                "condense_then_expand": self.condense_then_expand(n)} for n in self.names}
-        from .base import jsonable
-
         return jsonable(d)
 
 

@@ -75,15 +75,16 @@ class SimilarityResult(Result):
         }
 
 
-def _notes(vectors: np.ndarray, ids: np.ndarray, corr: float, n_pairs: int) -> list[str]:
+def _result(vectors: np.ndarray, ids: np.ndarray, step, groups, n_pairs: int, **numbers) -> SimilarityResult:
+    """The result of the structure ``numbers`` from ``n_pairs`` pairs, with what they hide in its warnings."""
     notes = []
     zero = zero_rows(vectors)
     if zero.size:
         shown = ", ".join(str(int(ids[i])) for i in zero[:8]) + (", ..." if zero.size > 8 else "")
         notes.append(f"token(s) {shown} have an all-zero vector: their cosines are set to 0")
-    if n_pairs > 1 and not np.isfinite(corr):   # with one pair there is nothing to correlate
+    if n_pairs > 1 and not np.isfinite(numbers["distance_corr"]):   # with one pair there is nothing to correlate
         notes.append("distance_corr is undefined (null): the cosines or the id distances are all equal")
-    return notes
+    return SimilarityResult(ids=ids, step=step, groups=list(groups or []), warnings=notes, **numbers)
 
 
 def cosine_similarity(vectors: np.ndarray, ids: np.ndarray | None = None, step: int | None = None,
@@ -98,15 +99,10 @@ def cosine_similarity(vectors: np.ndarray, ids: np.ndarray | None = None, step: 
     uniq, inv = np.unique(dist, return_inverse=True)
     means = np.bincount(inv, weights=pairs, minlength=len(uniq)) / np.bincount(inv, minlength=len(uniq))
     by_distance = {int(d): float(v) for d, v in zip(uniq, means)}
-    corr = spearman(dist, pairs)
-    return SimilarityResult(
-        ids=ids, matrix=m,
-        mean_offdiag=float(pairs.mean()) if pairs.size else float("nan"),
-        std_offdiag=float(pairs.std()) if pairs.size else float("nan"),
-        by_distance=by_distance,
-        distance_corr=corr,
-        step=step, groups=list(groups or []), warnings=_notes(vectors, ids, corr, pairs.size),
-    )
+    return _result(vectors, ids, step, groups, pairs.size, matrix=m, by_distance=by_distance,
+                   distance_corr=spearman(dist, pairs),
+                   mean_offdiag=float(pairs.mean()) if pairs.size else float("nan"),
+                   std_offdiag=float(pairs.std()) if pairs.size else float("nan"))
 
 
 BLOCKED_ABOVE = 4096  # selections larger than this are summarised block by block
@@ -153,7 +149,5 @@ def cosine_similarity_blocked(vectors: np.ndarray, ids: np.ndarray | None = None
     a, b = a[keep], b[keep]
     cs = np.concatenate([np.einsum("ij,ij->i", u[a[s:s + 8192]].astype(np.float64), u[b[s:s + 8192]])
                          for s in range(0, len(a), 8192)]) if len(a) else np.zeros(0)
-    corr = spearman(np.abs(ids[a] - ids[b]), cs)
-    return SimilarityResult(ids=ids, matrix=None, mean_offdiag=float(mean), std_offdiag=std,
-                            by_distance=by_distance, distance_corr=corr,
-                            step=step, groups=list(groups or []), warnings=_notes(vectors, ids, corr, len(cs)))
+    return _result(vectors, ids, step, groups, len(cs), matrix=None, mean_offdiag=float(mean), std_offdiag=std,
+                   by_distance=by_distance, distance_corr=spearman(np.abs(ids[a] - ids[b]), cs))

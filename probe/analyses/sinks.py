@@ -53,11 +53,9 @@ class SinksResult(Result):
         out = {"sink_head_fraction": float(self.sink_heads.mean()) if self.sink_heads.size else float("nan"),
                "mean_sink_mass": float(self.sink_mass.mean()) if self.sink_mass.size else float("nan"),
                "uniform_mass": self.uniform_mass}
-        for l, row in enumerate(self.sink_mass):
-            out[f"sink_mass[layer{l}]"] = float(row.mean())
-        for l, row in enumerate(self.sink_mass):
-            for h, v in enumerate(row):
-                out[f"sink_mass[layer{l}.head{h}]"] = float(v)
+        out.update({f"sink_mass[layer{l}]": float(row.mean()) for l, row in enumerate(self.sink_mass)})
+        out.update({f"sink_mass[layer{l}.head{h}]": float(v) for l, row in enumerate(self.sink_mass)
+                    for h, v in enumerate(row)})
         if self.first_norm_ratio is not None:
             last = len(self.first_norm_ratio) - 1
             for b, v in enumerate(self.first_norm_ratio):

@@ -22,8 +22,6 @@ from ._stats import exp_entropy
 from .base import Result, jsonable
 
 EVALS_MIN = 1e-5
-
-
 PRECISIONS = ("float64", "float32")
 
 

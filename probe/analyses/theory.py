@@ -39,10 +39,6 @@ def reconstruct(ids: np.ndarray, kinds: list[str], dim: int, d_m: int, gamma: fl
     return w
 
 
-def _offdiag(m: np.ndarray) -> np.ndarray:
-    return m[np.triu_indices(len(m), 1)]
-
-
 @dataclass
 class TheoryResult(Result):
     """Measured embedding cosines against the P^s prediction and the eq. 14 reconstruction.
@@ -92,7 +88,8 @@ def theory(embeddings: np.ndarray, P: np.ndarray, ids: np.ndarray, kinds: list[s
     ids = np.asarray(ids)
     measured = cosine_matrix(embeddings)
     predicted = label_cosine(P, ids)
-    a, b = _offdiag(measured), _offdiag(predicted)
+    off = np.triu_indices(len(ids), 1)
+    a, b = measured[off], predicted[off]
     j0 = int(np.flatnonzero(ids == anchor)[0])
     rec = reconstruct(ids, kinds, dim or P.shape[1], d_m, gamma, np.random.default_rng(seed))
     rec_cos = cosine_matrix(rec)

@@ -78,10 +78,8 @@ class TokensResult(Result):
             out[f"mean_delta[{g}]"] = v["mean_delta"]
             out[f"gain_share[{g}]"] = v["gain_share"]
         for feat, bs in self.buckets.items():
-            for b in bs:
-                out[f"mean_delta[{feat}:q{b['bucket']}]"] = b["mean_delta"]
-            for b in bs:
-                out[f"gain_share[{feat}:q{b['bucket']}]"] = b["gain_share"]
+            for key in ("mean_delta", "gain_share"):
+                out.update({f"{key}[{feat}:q{b['bucket']}]": b[key] for b in bs})
         return out
 
 
@@ -129,15 +127,10 @@ def token_gains(loss_a: np.ndarray, loss_b: np.ndarray, features: dict[str, np.n
     for name, values in features.items():
         v = np.asarray(values, dtype=np.float64).ravel()[ok]
         q = quantile_buckets(v, buckets)
-        rows = []
-        for k in range(1, buckets + 1):
-            m = q == k
-            if not m.any():
-                continue
-            rows.append({"bucket": k, "lo": float(v[m].min()), "hi": float(v[m].max()), "n": int(m.sum()),
-                         "token_share": float(m.mean()), "mean_delta": float(delta[m].mean()),
-                         "gain_share": share(m)})
-        out.buckets[name] = rows
+        masks = [(k, q == k) for k in range(1, buckets + 1)]
+        out.buckets[name] = [{"bucket": k, "lo": float(v[m].min()), "hi": float(v[m].max()), "n": int(m.sum()),
+                              "token_share": float(m.mean()), "mean_delta": float(delta[m].mean()),
+                              "gain_share": share(m)} for k, m in masks if m.any()]
     if groups is not None:
         g = np.asarray(groups).ravel()[ok]
         for k in np.unique(g):

@@ -109,7 +109,6 @@ class CellSummary(Result):
         return d
 
 
-
 def crossing(xs, samples, level: float = 0.95, n_boot: int = 2000, seed: int = 0) -> dict:
     """Where the mean of ``samples`` (one list of per-seed values per x, xs increasing) first changes
     sign, by linear interpolation between neighbouring x; its interval from resampling the seeds

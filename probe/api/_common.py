@@ -13,12 +13,13 @@ import numpy as np
 from .. import registry
 from .._limits import FLOAT64, WHY, check
 from ..analyses._stats import finite_rows, nonfinite
-from ..analyses.base import Results
+from ..analyses.base import Results, TokenTexts
+from ..docstrings import fill
 from ..errors import ProbeError, ProbeWarning, param
-from ..format import read_rows
-from ..readers.source import open_source, word_ids
+from ..format import Run, read_rows
+from ..readers.source import open_source, token_texts, word_ids
 from ..readers.tokens import parse_tokens
-from ..readers.words import word_list
+from ..readers.words import ids_to_text, word_list
 
 
 def select_tokens(run, tokens=None, *, words=None, words_file: str | None = None,
@@ -32,17 +33,10 @@ def select_tokens(run, tokens=None, *, words=None, words_file: str | None = None
     run : Run or CheckpointRun
         An open source: [`Run`][probe.format.run.Run] for a snapshot file, or what
         ``probe.readers.source.open_source`` gives for a checkpoint.
-    tokens : str or sequence of int or str, optional
-        The tokens: group names, ids (``"3,5,7"``), a half-open range (``"11:21"``) or a list of ids and group
-        names. ``None`` (and no ``words``): the default selection of probe ``probe`` (``None`` where that is every
-        row).
-    words : str or list of str, optional
-        Words instead of ``tokens`` (comma-separated or a list), looked up in a text run's stored vocabulary or a
-        checkpoint's tokenizer files.
-    words_file : str, optional
-        A text file of words, selected after ``words``.
-    tensor : str, default "token_embedding"
-        The tensor whose rows are the token vectors, by canonical name (``token_embedding``) or parameter name.
+    {tokens}
+    {words}
+    {words_file}
+    {tensor}
     probe : str, default "similarity"
         The probe whose default selection applies when nothing is chosen.
 
@@ -91,10 +85,12 @@ def select_tokens(run, tokens=None, *, words=None, words_file: str | None = None
     return parse_tokens(tokens, run.groups, rows, lambda n: check_fits(run.tensor(tensor), 1, range(n)))
 
 
+select_tokens.__doc__ = fill(select_tokens.__doc__, "", "the default selection of probe ``probe`` (``None`` where "
+                             "that is every row)", "")
+
+
 def check_number(name: str, value, lo=None, hi=None, integer: bool = False):
     """``value`` if it is a finite number in [lo, hi]; else a ProbeError naming the parameter."""
-    import math
-
     ok = isinstance(value, (int, np.integer)) if integer else isinstance(value, (int, float, np.number))
     if not ok or isinstance(value, bool) or not math.isfinite(float(value)):
         kind = "an integer" if integer else "a finite number"
@@ -225,13 +221,13 @@ class Finite:
     def rows(self, name: str, X: np.ndarray, step, ids=None) -> np.ndarray | None:
         """None when X (k, ...) is finite; else the (k,) mask of its finite rows (the tokens ``ids``, else
         rows 0..k-1, holding a non-finite value are named as left out)."""
-        ok = nonfinite(X)[0]
+        ok, nan, inf = nonfinite(X)
         if ok is None:
             return None
         keep = finite_rows(ok)
         gone = np.flatnonzero(~keep) if ids is None else np.asarray(ids)[~keep]
         shown = ", ".join(str(int(i)) for i in gone[:8]) + (", ..." if gone.size > 8 else "")
-        self(name, X, step, f"token(s) {shown} left out")
+        self.report(name, step, nan, inf, f"token(s) {shown} left out")   # one pass over X, not two
         return keep
 
     def warn(self) -> None:
@@ -250,9 +246,7 @@ def tensor_name(run, name: str) -> str:
 def step_at(run, i: int) -> int | None:
     """The step of snapshot ``i`` for messages; a checkpoint's own step, or None when it has none."""
     source = getattr(run, "source", None)
-    if source is not None:
-        return source.step
-    return int(run.steps[i])
+    return int(run.steps[i]) if source is None else source.step
 
 
 def _at(step) -> str:
@@ -260,9 +254,8 @@ def _at(step) -> str:
 
 
 def unconverged(path, what: str, step, exc: Exception) -> ProbeError:
-    at = f" at step {step}" if step is not None else ""
     detail = " ".join(str(exc).split()) or type(exc).__name__
-    return ProbeError(f"{os.fspath(path)}: {what}{at} did not converge ({detail})")
+    return ProbeError(f"{os.fspath(path)}: {what} {_at(step)}did not converge ({detail})")
 
 
 def finite_tokens(check: Finite, name: str, X: np.ndarray, step, ids, labels, need: int, what: str):
@@ -304,13 +297,12 @@ def neuron_matrix(W: np.ndarray) -> np.ndarray:
 def finite_sequences(check: Finite, name: str, A: np.ndarray, step, axis: int = 2, also=None) -> np.ndarray | None:
     """None when the maps A (layers, heads, B, T, T) (and ``also``, (blocks, B, T) residual norms, if
     given) are finite; else (allowed) the (B,) mask of the probe sequences finite in both."""
-    ok = check(name, A, step, "the probe sequences holding them left out")
-    keep = None if ok is None else np.moveaxis(ok, axis, 0).reshape(ok.shape[axis], -1).all(axis=1)
-    if also is not None:
-        ok2 = check(also[0], also[1], step, "the probe sequences holding them left out")
-        if ok2 is not None:
-            k2 = np.moveaxis(ok2, 1, 0).reshape(ok2.shape[1], -1).all(axis=1)
-            keep = k2 if keep is None else keep & k2
+    keep = None
+    for n, X, ax in [(name, A, axis)] + ([] if also is None else [(*also, 1)]):
+        ok = check(n, X, step, "the probe sequences holding them left out")
+        if ok is not None:
+            k = np.moveaxis(ok, ax, 0).reshape(ok.shape[ax], -1).all(axis=1)
+            keep = k if keep is None else keep & k
     if keep is not None and not keep.any():
         raise ProbeError(f"{check.path}: {_at(step)}no probe sequence has finite attention maps"
                          f"{' and residual norms' if also is not None else ''}")
@@ -409,20 +401,10 @@ def finite_tokens_of(checks: tuple, arrays: list[tuple], where: str) -> np.ndarr
 def _texts_of(run, ids):
     """The texts of ``ids`` (a :class:`~probe.analyses.base.TokenTexts`) while ``run`` is open: a text
     run's stored vocabulary now; a checkpoint's tokenizer files when the texts are first asked for."""
-    from ..analyses.base import TokenTexts
-    from ..format import Run
-    from ..readers.source import token_texts
-
     if isinstance(run, Run):
         return TokenTexts(token_texts(run, ids))
     path, ids = run.path, [int(i) for i in ids]
-    return TokenTexts(load=lambda: _checkpoint_texts(path, ids))
-
-
-def _checkpoint_texts(path: str, ids: list[int]) -> list[str] | None:
-    from ..readers.words import ids_to_text
-
-    return ids_to_text(path, ids)
+    return TokenTexts(load=lambda: ids_to_text(path, ids))
 
 
 class TokenRows:
