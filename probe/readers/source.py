@@ -58,7 +58,7 @@ class _Tensor:
     """A canonical tensor seen as a one-snapshot, h5py-like dataset (axis 0 = snapshot): its shape
     comes from the checkpoint's header and ``t[0, lo:hi]`` reads only those rows where it can. ``name``
     says it with the raw names it is built from, ``path`` is the checkpoint's, and it is read as float32:
-    what the memory budget's check of a read needs (:func:`probe.api._common._read`)."""
+    what the memory budget's check of a read needs (:func:`probe.api._common.read_at`)."""
 
     dtype = np.dtype(np.float32)
 
