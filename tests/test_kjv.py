@@ -112,8 +112,7 @@ def test_task_holds_out_spread_passages_and_describes_its_text():
     task = make_text_task(preset("lm-tiny", stories="kjv", story_docs=400, logic_docs=40, seq_len=16))
     d = task.describe()
     assert d["stories"] == "kjv" and d["documents"]["story"] == 400
-    assert "King James" in d["story_text"] and "first 400 of 2687 passages" in d["story_text"]
-    assert "Ge1:1-8 to " in d["story_text"]
+    assert "King James" in d["story_text"] and "first 400 of 2687 (Ge1:1-8 to " in d["story_text"]
     # 20 of the 400 passages held out (every 20th); the text repeats itself (Exodus 25-31 and 35-40),
     # so windows of different passages may hold the same tokens: the split is by passage.
     assert task.indices("story").size > 0 and (~task.is_val).any()
@@ -132,6 +131,8 @@ def test_tiny_training_run_on_kjv_records_its_source(tmp_path):
     assert info["config"]["stories"] == "kjv" and info["task"]["stories"] == "kjv"
     assert info["task"]["story_text"].startswith("King James Version (Debian bible-kjv-text)")
     assert info["task"]["documents"]["story"] == 300                # lm-tiny's story_docs
+    res = run_cli("probe", "info", out)
+    assert res.returncode == 0 and "\nstories    King James Version" in res.stdout
     res = run_cli("probe", "bias", out, "--step", "latest")
     assert res.returncode == 0 and "loss[story]" in res.stdout
 

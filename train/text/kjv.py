@@ -146,7 +146,7 @@ def kjv_text_note(n: int) -> str:
     """What ``n`` kjv passages are, for the run file: source, books, cutting and the span used."""
     passages = kjv_passages()
     n = max(1, min(n, len(passages)))
-    return (f"King James Version (Debian bible-kjv-text), narrative books Genesis-Esther and Matthew-Acts "
-            f"in canonical order, cut at verse boundaries within chapters into passages of about "
-            f"{TARGET_WORDS} words: the first {n} of {len(passages)} passages ({passages[0][0]} to "
-            f"{passages[n - 1][0]}); held out: passages spread evenly through them")
+    return (f"King James Version (Debian bible-kjv-text): Genesis-Esther and Matthew-Acts in passages of "
+            f"about {TARGET_WORDS} words cut at verse boundaries within chapters, in canonical order; the "
+            f"first {n} of {len(passages)} ({passages[0][0]} to {passages[n - 1][0]}); held out: passages "
+            f"spread evenly through them")
