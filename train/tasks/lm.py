@@ -3,10 +3,10 @@
 Each source (``logic``: PrOntoQA-style proofs, ``story``: synthetic stories, TinyStories, the King
 James Version's narrative books or any story file) is tokenized with GPT-2's BPE, its documents
 joined by ``<|endoftext|>`` and cut into windows of ``seq_len + 1`` tokens (inputs and shifted
-targets). A ``val_fraction`` of each source's documents
-is held out before packing (:func:`split_documents`: the last ones; for ``stories = "kjv"``, whose
-documents are consecutive passages of one text, ones spread evenly through it), so validation
-windows never share a document with training.
+targets). A ``val_fraction`` of each source's documents is held out before packing
+(:func:`split_documents`: the last ones; for ``stories = "kjv"``, whose documents are consecutive
+passages of one text, ones spread evenly through it), so validation windows never share a document
+with training.
 
 With ``lm_vocab = "compact"`` the model's vocabulary is only the tokenizer ids that occur in the
 data (CPU-sized softmax); the map back to tokenizer ids and every token's string are stored in
