@@ -274,6 +274,8 @@ def info(d: dict, fmt: str) -> None:
     shown = ", ".join(map(str, steps if len(steps) <= 16 else steps[:8] + ["..."] + steps[-4:]))
     _line(f"file       {d['file']}  (schema {d['schema_version']}, written by {d['package_version']})")
     _line(f"task       {d['task'].get('kind')}: splits {', '.join(d['task'].get('splits', []))}")
+    if d["task"].get("stories"):  # a text run: what its story source was (story_text since issue 38)
+        _line(f"stories    {d['task'].get('story_text') or d['task']['stories']}")
     _line(f"model      {c.get('model')}  gamma={c.get('gamma')}  d_model={c.get('d_model')}  layers={c.get('layers')}"
           f"  heads={c.get('heads')}  d_ff={c.get('d_ff')}  norm={c.get('norm')}")
     extra = [f"{k}={c[k]}" for k in ("gamma_embed", "gamma_attn", "gamma_mlp", "gamma_head", "init_std", "kv_heads")

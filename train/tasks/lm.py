@@ -1,9 +1,12 @@
 """Paper 1's real-language experiment: next-token prediction on logic text mixed with stories.
 
-Each source (``logic``: PrOntoQA-style proofs, ``story``: TinyStories or any story file) is
-tokenized with GPT-2's BPE, its documents joined by ``<|endoftext|>`` and cut into windows of
-``seq_len + 1`` tokens (inputs and shifted targets). The last ``val_fraction`` of each source's
-documents is held out before packing, so validation windows never share a document with training.
+Each source (``logic``: PrOntoQA-style proofs, ``story``: synthetic stories, TinyStories, the King
+James Version's narrative books or any story file) is tokenized with GPT-2's BPE, its documents
+joined by ``<|endoftext|>`` and cut into windows of ``seq_len + 1`` tokens (inputs and shifted
+targets). A ``val_fraction`` of each source's documents is held out before packing
+(:func:`split_documents`: the last ones; for ``stories = "kjv"``, whose documents are consecutive
+passages of one text, ones spread evenly through it), so validation windows never share a document
+with training.
 
 With ``lm_vocab = "compact"`` the model's vocabulary is only the tokenizer ids that occur in the
 data (CPU-sized softmax); the map back to tokenizer ids and every token's string are stored in
@@ -81,11 +84,23 @@ def _windows(stream: np.ndarray, length: int) -> np.ndarray:
     return stream[idx]
 
 
-def _split_docs(docs: list[str], val_fraction: float) -> tuple[list[str], list[str]]:
+def split_documents(docs: list[str], val_fraction: float, spread: bool = False
+                    ) -> tuple[list[str], list[str]]:
+    """(training, held-out) documents: ``max(1, round(n * val_fraction))`` of the ``n`` are held out.
+
+    By default the last ones (the synthetic stories, TinyStories and the logic documents are
+    independent of each other and of their order). With ``spread`` (the kjv passages, which follow
+    each other through one text) document ``(j + 1) * n // n_val - 1`` for each ``j < n_val``: one
+    passage in every ``n / n_val`` (every 20th at ``val_fraction`` 0.05), the same count, a rule
+    fixed before any result, drawn from every book instead of the end of the last one.
+    """
     if len(docs) < 2:
         raise ProbeError(f"need at least 2 documents per source, got {len(docs)}")
     n_val = max(1, int(round(len(docs) * val_fraction)))
-    return docs[:-n_val], docs[-n_val:]
+    if not spread:
+        return docs[:-n_val], docs[-n_val:]
+    held = {(j + 1) * len(docs) // n_val - 1 for j in range(n_val)}
+    return ([d for i, d in enumerate(docs) if i not in held], [d for i, d in enumerate(docs) if i in held])
 
 
 def source_documents(cfg: RunConfig) -> dict[str, list[str]]:
@@ -95,6 +110,20 @@ def source_documents(cfg: RunConfig) -> dict[str, list[str]]:
                                               max_hops=cfg.logic_max_hops, seed=cfg.data_seed)]
     stories = load_stories(cfg.stories, limit=cfg.story_docs, seed=cfg.data_seed)
     return {"logic": logic, "story": stories}
+
+
+def story_text(source: str, n: int) -> str:
+    """What the story documents of ``source`` are, in words, for the run file's task description."""
+    if source == "synthetic":
+        return (f"{n} synthetic TinyStories-like stories of the built-in generator "
+                "(probe_train.text.stories, seeded by data_seed)")
+    if source == "tinystories":
+        return f"the first {n} stories of TinyStories' train split (roneneldan/TinyStories)"
+    if source == "kjv":
+        from ..text.kjv import kjv_text_note
+
+        return kjv_text_note(n)
+    return f"{n} stories read from {source}"
 
 
 def source_groups(counts: dict[str, np.ndarray], ratio: float, size: int, min_count: int = 5
@@ -121,6 +150,7 @@ class TextTask(Task):
     vocab_strings: list = field(default_factory=list)
     token_groups: dict = field(default_factory=dict)
     doc_counts: dict = field(default_factory=dict)
+    story_text: str = ""                  # what text the story source is (kept in the run file)
 
     def indices(self, split: str) -> np.ndarray:
         """Validation windows of ``split``; its metrics are measured on held-out documents."""
@@ -185,6 +215,7 @@ class TextTask(Task):
             "tokenizer": c.tokenizer,
             "lm_vocab": c.lm_vocab,
             "stories": c.stories,
+            "story_text": self.story_text,
             "documents": self.doc_counts,
             "train_tokens": tokens,
             "logic_token_fraction": tokens["logic"] / max(1, sum(tokens.values())),
@@ -201,7 +232,8 @@ def make_text_task(cfg: RunConfig) -> TextTask:
     docs = source_documents(cfg)
     streams, counts = {}, {}
     for name in TEXT_SPLITS:
-        train_docs, val_docs = _split_docs(docs[name], cfg.val_fraction)
+        spread = name == "story" and cfg.stories == "kjv"
+        train_docs, val_docs = split_documents(docs[name], cfg.val_fraction, spread)
         streams[name] = (tok.encode_docs(train_docs), tok.encode_docs(val_docs))
     if cfg.lm_vocab == "compact":
         vocab_ids = np.unique(np.concatenate([s for pair in streams.values() for s in pair] + [[tok.eos]]))
@@ -234,4 +266,5 @@ def make_text_task(cfg: RunConfig) -> TextTask:
         vocab_strings=tok.strings(vocab_ids),
         token_groups=source_groups(counts, cfg.group_ratio, cfg.group_size),
         doc_counts={k: len(v) for k, v in docs.items()},
+        story_text=story_text(cfg.stories, len(docs["story"])),
     )

@@ -3,7 +3,8 @@
 The stories are the "memorization" side of the language-model experiment: ordinary text with
 no logical structure, mixed with the logic documents of :mod:`probe_train.text.logic`. The synthetic
 generator needs no download (tests, CPU runs); :func:`load_stories` also reads the real
-TinyStories data set or one's own files.
+TinyStories data set, the King James Version's narrative books (:mod:`probe_train.text.kjv`,
+offline from a distribution package) or one's own files.
 """
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from typing import Callable
 from probe._files import open_regular
 from probe._limits import parse_json
 from probe.errors import ProbeError
+
+from .kjv import kjv_passages
 
 EOS = "<|endoftext|>"
 
@@ -282,13 +285,16 @@ def _tinystories(limit: int | None) -> list[str]:
 
 
 def load_stories(source: str, *, limit: int | None = None, seed: int = 0) -> list[str]:
-    """Stories from the built-in generator, TinyStories, or files.
+    """Stories from the built-in generator, TinyStories, the King James Version, or files.
 
     Parameters
     ----------
     source : str
         ``"synthetic"``: :func:`synthetic_stories` (``limit`` of them, 2000 by default).
         ``"tinystories"``: the TinyStories train split through the ``datasets`` library.
+        ``"kjv"``: the King James Version's narrative books (Genesis-Esther, Matthew-Acts) in
+        passages of about 175 words cut at verse boundaries, in canonical order
+        (:func:`probe_train.text.kjv.kjv_passages`; needs Debian's ``bible-kjv-text``).
         Otherwise a path: a ``.jsonl`` file (one JSON object per line; its ``"text"`` field,
         else ``"story"``, else its first string value), a ``.txt`` file (stories separated
         by lines holding only ``<|endoftext|>``, or, if there are none, by blank lines), or a
@@ -307,7 +313,8 @@ def load_stories(source: str, *, limit: int | None = None, seed: int = 0) -> lis
     ------
     ProbeError
         Unknown path, unreadable or malformed file (bad JSON names the file and line),
-        missing ``datasets`` library or failed download, or no stories at all.
+        missing ``datasets`` library or failed download, missing or failing ``bible`` program,
+        or no stories at all.
     """
     if limit is not None and limit < 1:
         raise ProbeError(f"limit must be >= 1, not {limit}")
@@ -315,6 +322,8 @@ def load_stories(source: str, *, limit: int | None = None, seed: int = 0) -> lis
         stories = synthetic_stories(2000 if limit is None else limit, seed)
     elif source == "tinystories":
         stories = _tinystories(limit)
+    elif source == "kjv":
+        stories = [text for _, text in kjv_passages()]
     else:
         path = Path(source)
         if path.is_dir():
@@ -325,7 +334,7 @@ def load_stories(source: str, *, limit: int | None = None, seed: int = 0) -> lis
         elif path.exists():
             stories = _read_file(path)
         else:
-            raise ProbeError(f"stories '{source}': no such file or folder (or use 'synthetic' or 'tinystories')")
+            raise ProbeError(f"stories '{source}': no such file or folder (or use 'synthetic', 'tinystories' or 'kjv')")
     stories = [s.strip() for s in stories if s and s.strip()]
     if not stories:
         raise ProbeError(f"no stories found in '{source}'")
