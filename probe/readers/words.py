@@ -32,24 +32,22 @@ def load_tokenizer(path: str, required: bool = True, purpose: str = "words"):
     except ImportError:
         raise ProbeError(f"{param(purpose)} needs the 'tokenizers' package: pip install tokenizers") from None
     d = _folder(path)
-    # the tokenizers library opens these itself: any that is not a regular file is refused first
-    for name in ("tokenizer.json", "vocab.json", "merges.txt", "encoder.json", "vocab.bpe", "vocab.txt"):
-        if os.path.exists(os.path.join(d, name)):
-            regular_file(os.path.join(d, name), "tokenizer file")
+    has = {n: os.path.join(d, n) for n in ("tokenizer.json", "vocab.json", "merges.txt", "encoder.json", "vocab.bpe",
+                                           "vocab.txt") if os.path.exists(os.path.join(d, n))}
+    for f in has.values():     # the tokenizers library opens these itself: any not a regular file is refused first
+        regular_file(f, "tokenizer file")
     try:
-        j = os.path.join(d, "tokenizer.json")
-        if os.path.exists(j):
-            tok = Tokenizer.from_file(j)
+        if "tokenizer.json" in has:
+            tok = Tokenizer.from_file(has["tokenizer.json"])
             tok.no_padding()
             tok.no_truncation()
             byte_level = "ByteLevel" in tok.to_str()[:20000]
             return tok, byte_level
         for vocab, merges in (("vocab.json", "merges.txt"), ("encoder.json", "vocab.bpe")):
-            if os.path.exists(os.path.join(d, vocab)) and os.path.exists(os.path.join(d, merges)):
-                return ByteLevelBPETokenizer(os.path.join(d, vocab), os.path.join(d, merges)), True
-        v = os.path.join(d, "vocab.txt")
-        if os.path.exists(v):
-            return BertWordPieceTokenizer(v, lowercase=True), False
+            if vocab in has and merges in has:
+                return ByteLevelBPETokenizer(has[vocab], has[merges]), True
+        if "vocab.txt" in has:
+            return BertWordPieceTokenizer(has["vocab.txt"], lowercase=True), False
     except Exception as exc:  # the tokenizers library raises plain Exceptions on malformed files
         raise ProbeError(f"{d}: cannot read the tokenizer files ({exc})") from None
     if not required:
@@ -103,19 +101,21 @@ def ids_to_text(path: str, ids) -> list[str] | None:
     return None if got is None else [got[0].decode([int(i)]) for i in ids]
 
 
-def read_words_file(path: str) -> list[str]:
-    """Words of a file, one per line or separated by commas or spaces."""
+def read_text(path: str, what: str, **kw) -> str:
+    """The text of the file ``path``, a ``what`` (a regular file only); a one-line ProbeError when it
+    cannot be read."""
     try:
-        with open_regular(path, what="words file") as fh:
-            text = fh.read()
+        with open_regular(path, what=what, **kw) as fh:
+            return fh.read()
     except (OSError, UnicodeDecodeError) as exc:
-        raise ProbeError(f"{path}: cannot read words file ({getattr(exc, 'strerror', None) or exc})") from None
-    return [w for line in text.splitlines() for w in line.replace(",", " ").split()]
+        raise ProbeError(f"{path}: cannot read {what} ({getattr(exc, 'strerror', None) or exc})") from None
 
 
 def word_list(words=None, words_file: str | None = None) -> list[str]:
-    """``words`` (comma-separated text or a list) and the words of ``words_file``, in order."""
+    """``words`` (comma-separated text or a list) and the words of ``words_file`` (one per line or
+    separated by commas or spaces), in order."""
     out = list(words.split(",") if isinstance(words, str) else (words or []))
     if any(not str(w).strip() for w in out):
         raise ProbeError(f"empty item in {param('words', ','.join(map(str, out)))}: remove the extra comma")
-    return out + (read_words_file(words_file) if words_file else [])
+    text = read_text(words_file, "words file") if words_file else ""
+    return out + [w for line in text.splitlines() for w in line.replace(",", " ").split()]
