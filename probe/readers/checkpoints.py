@@ -28,7 +28,6 @@ from ..errors import ProbeError, warn
 from .names import FOLDER_FILES, step_from_name   # (also imported from here)
 from .safetensors_header import MAX_HEADER, header_length, parse
 
-# Only names that say they are a step: a folder named phi-2 or llama-7b is not step 2 or 7.
 _SIGNATURES = {"hdf5": b"\x89HDF\r\n\x1a\n", "zip": b"PK\x03\x04"}
 
 
@@ -51,9 +50,7 @@ def sniff(path: str) -> str:
         return "pickle"
     if head.lstrip()[:1] == b"{":
         return "json"
-    if path.endswith(".safetensors"):
-        return "safetensors"
-    return "unknown"
+    return "safetensors" if path.endswith(".safetensors") else "unknown"
 
 
 def _to_numpy(t) -> np.ndarray:

@@ -16,22 +16,18 @@ from .._files import open_regular, regular_file
 from ..errors import ProbeError, param, warn
 
 
-def _folder(path: str) -> str:
-    from .hub import fetch
-
-    path, _ = fetch(path)    # the tokenizer files; safetensors weights stay on the hub
-    return path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
-
-
 def load_tokenizer(path: str, required: bool = True, purpose: str = "words"):
     """(tokenizer, byte_level) for the checkpoint at ``path``; ``None`` when it has no tokenizer
     files and ``required`` is false. Files that exist but cannot be read are a ProbeError."""
+    from .hub import fetch
+
     try:
         from tokenizers import Tokenizer
         from tokenizers.implementations import BertWordPieceTokenizer, ByteLevelBPETokenizer
     except ImportError:
         raise ProbeError(f"{param(purpose)} needs the 'tokenizers' package: pip install tokenizers") from None
-    d = _folder(path)
+    d, _ = fetch(path)    # the tokenizer files; safetensors weights stay on the hub
+    d = d if os.path.isdir(d) else os.path.dirname(os.path.abspath(d))
     has = {n: os.path.join(d, n) for n in ("tokenizer.json", "vocab.json", "merges.txt", "encoder.json", "vocab.bpe",
                                            "vocab.txt") if os.path.exists(os.path.join(d, n))}
     for f in has.values():     # the tokenizers library opens these itself: any not a regular file is refused first
@@ -41,8 +37,7 @@ def load_tokenizer(path: str, required: bool = True, purpose: str = "words"):
             tok = Tokenizer.from_file(has["tokenizer.json"])
             tok.no_padding()
             tok.no_truncation()
-            byte_level = "ByteLevel" in tok.to_str()[:20000]
-            return tok, byte_level
+            return tok, "ByteLevel" in tok.to_str()[:20000]
         for vocab, merges in (("vocab.json", "merges.txt"), ("encoder.json", "vocab.bpe")):
             if vocab in has and merges in has:
                 return ByteLevelBPETokenizer(has[vocab], has[merges]), True
