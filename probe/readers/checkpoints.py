@@ -266,10 +266,8 @@ class StateDictSource(Source):
         out = {}
         for name, t in self._tensors.items():
             key = (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), tuple(t.stride()))
-            if key in first:
+            if first.setdefault(key, name) != name:
                 out[name] = first[key]
-            else:
-                first[key] = name
         return out
 
 

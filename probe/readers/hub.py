@@ -156,10 +156,17 @@ def _info(spec: str):
     first request to the hub, sent once, without the hub library's retries, under its timeout for
     metadata requests (``HF_HUB_ETAG_TIMEOUT``)."""
     repo, rev = parse(spec)
+    return _call(spec, _hub().HfApi().model_info, repo, revision=rev, timeout=_constants().HF_HUB_ETAG_TIMEOUT,
+                 first=True)
+
+
+def _call(spec: str, request, *args, first: bool = False, **kw):
+    """``request(*args, **kw)``, a request of the hub library for the source ``spec``; whatever it
+    raises becomes one line (:func:`_explain`)."""
     try:
-        return _hub().HfApi().model_info(repo, revision=rev, timeout=_constants().HF_HUB_ETAG_TIMEOUT)
-    except Exception as exc:
-        raise _explain(spec, exc, first=True) from None
+        return request(*args, **kw)
+    except Exception as exc:  # the hub library's errors, network errors
+        raise _explain(spec, exc, first) from None
 
 
 def _weights(files: list[str]) -> tuple[list[str], bool]:
@@ -189,10 +196,8 @@ class RangeReader:
 
     def download(self) -> str:
         """The whole file, into the cache; its local path."""
-        try:
-            self.local = _hub().hf_hub_download(self.repo, self.filename, revision=self.commit)
-        except Exception as exc:
-            raise _explain(f"hf:{self.repo}@{self.commit}", exc) from None
+        self.local = _call(f"hf:{self.repo}@{self.commit}", _hub().hf_hub_download, self.repo, self.filename,
+                           revision=self.commit)
         return self.local
 
     def read(self, offset: int, size: int) -> bytes:
@@ -247,17 +252,13 @@ def fetch(path) -> tuple[str, dict[str, RangeReader]]:
     if offline():
         return local(path), {}
     repo, rev = parse(path)
-    hub = _hub()
     files = [f.rfilename for f in _info(path).siblings]
     weights, safetensors = _weights(files)
     if not safetensors:
         return local(path, files), {}
     small = ["config.json", *_TOKENIZER, *[f for f in weights if f.endswith(".json")]]
-    try:
-        with _quiet():      # a few small files: no progress bars before the command's own output
-            folder = hub.snapshot_download(repo, revision=rev, allow_patterns=small)
-    except Exception as exc:
-        raise _explain(path, exc) from None
+    with _quiet():      # a few small files: no progress bars before the command's own output
+        folder = _call(path, _hub().snapshot_download, repo, revision=rev, allow_patterns=small)
     commit = os.path.basename(os.path.normpath(folder))
     remote = {f: RangeReader(repo, f, commit) for f in weights
               if f.endswith(".safetensors") and not os.path.exists(os.path.join(folder, f))}
@@ -271,18 +272,13 @@ def local(path, files: list[str] | None = None):
         return path
     repo, rev = parse(path)
     hub = _hub()
-    try:
-        if offline():
-            folder = hub.snapshot_download(repo, revision=rev, local_files_only=True)
-        else:
-            files = [f.rfilename for f in _info(path).siblings] if files is None else files
-            # config, tokenizer and weights (safetensors if any, else .bin)
-            folder = hub.snapshot_download(repo, revision=rev, allow_patterns=["config.json", *_weights(files)[0],
-                                                                                *_TOKENIZER])
-    except ProbeError:
-        raise
-    except Exception as exc:  # the hub library's errors, network errors
-        raise _explain(path, exc) from None
+    if offline():
+        folder = _call(path, hub.snapshot_download, repo, revision=rev, local_files_only=True)
+    else:
+        files = [f.rfilename for f in _info(path).siblings] if files is None else files
+        # config, tokenizer and weights (safetensors if any, else .bin)
+        folder = _call(path, hub.snapshot_download, repo, revision=rev,
+                       allow_patterns=["config.json", *_weights(files)[0], *_TOKENIZER])
     if not any(os.path.exists(os.path.join(folder, f)) for f in FOLDER_FILES):
         # (huggingface_hub < 1.0 hands out a cached revision that holds only the config and tokenizer
         # files a range read left there)
@@ -295,7 +291,6 @@ def revisions(spec: str) -> list[str]:
     """Every branch and tag of the repository (the cache's refs when offline), in training order:
     names that state a step (step1000, ...-step1000-...) by step, then the others by name."""
     repo, _ = parse(spec)
-    hub = _hub()
     if offline():
         cache = _constants().HF_HUB_CACHE
         root = os.path.join(cache, "models--" + repo.replace("/", "--"))
@@ -307,10 +302,7 @@ def revisions(spec: str) -> list[str]:
                  for base, _, files in os.walk(refs) for f in files]
     else:
         _info(f"{PREFIX}{repo}")     # first: listing refs has no timeout of its own
-        try:
-            refs = hub.HfApi().list_repo_refs(repo)
-        except Exception as exc:
-            raise _explain(spec, exc) from None
+        refs = _call(spec, _hub().HfApi().list_repo_refs, repo)
         names = [r.name for r in (*refs.branches, *refs.tags)]
     if not names:
         raise ProbeError(f"{spec}: no revisions found")
