@@ -396,7 +396,7 @@ def test_safetensors_are_read_with_numpy_alone(tmp_path):
     assert res.stdout.strip() == "False"
     cut = tmp_path / "cut.safetensors"
     cut.write_bytes(path.read_bytes()[:-40])
-    last = max(src._offsets, key=lambda n: src._offsets[n][1])      # the tensor whose bytes end the file
+    last = max(src._tensors, key=lambda n: src._tensors[n].end)      # the tensor whose bytes end the file
     # refused at open, as the safetensors library refuses it: the header's ranges run past the file
     with pytest.raises(ProbeError, match=f"tensor '{last}' ends at byte .* past the end of the file"):
         open_checkpoint(cut)

@@ -18,10 +18,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._files import open_regular, regular_file
+from .._files import regular_file
 from .._limits import check, check_total
 from ..errors import ProbeError, param, warn
-from .words import load_tokenizer
+from .hub import local
+from .words import load_tokenizer, read_text
 
 WINDOW = 128
 MAX_TOKENS = 4096
@@ -68,11 +69,7 @@ def text_windows(path: str, text_file: str, window: int = WINDOW, max_tokens: in
     and cut into non-overlapping windows, at most ``max_tokens`` tokens in all."""
     if window < 2:
         raise ProbeError(f"{param('window', window)}: need at least 2 tokens")
-    try:
-        with open_regular(text_file, encoding="utf-8", what="the text file") as fh:
-            text = fh.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ProbeError(f"{text_file}: cannot read the text file ({getattr(exc, 'strerror', None) or exc})") from None
+    text = read_text(text_file, "the text file", encoding="utf-8")
     tok, _ = load_tokenizer(path, purpose="text")
     ids = np.asarray(tok.encode(text, add_special_tokens=False).ids, dtype=np.int64)[: max_tokens + 1]
     n = (len(ids) - 1) // window
@@ -91,8 +88,6 @@ def _load_model(path: str, batch: int, window: int, attention: bool):
     except ImportError:
         raise ProbeError("running a checkpoint on text needs the transformers package: pip install transformers") \
             from None
-    from .hub import local
-
     path = local(path)
     if not os.path.isdir(path) or not os.path.exists(os.path.join(path, "config.json")):
         raise ProbeError(f"{path}: running a checkpoint on text needs a Hugging Face model folder (config.json "

@@ -19,7 +19,6 @@ from __future__ import annotations
 import math
 import os
 import re
-from typing import Protocol
 
 import numpy as np
 
@@ -27,8 +26,8 @@ from .._files import open_regular, regular_file
 from .._limits import check, load_json
 from ..errors import ProbeError, warn
 from .names import FOLDER_FILES, step_from_name   # (also imported from here)
+from .safetensors_header import MAX_HEADER, header_length, parse
 
-# Only names that say they are a step: a folder named phi-2 or llama-7b is not step 2 or 7.
 _SIGNATURES = {"hdf5": b"\x89HDF\r\n\x1a\n", "zip": b"PK\x03\x04"}
 
 
@@ -37,8 +36,6 @@ def sniff(path: str) -> str:
     (legacy torch.save), 'json', 'empty' or 'unknown' — no torch imported. The extension is trusted
     only for a ``.safetensors`` file that is nothing else, so that its header's faults are named.
     Only a regular file is opened (a FIFO would block)."""
-    from .safetensors_header import MAX_HEADER
-
     with open_regular(path, "rb", what="checkpoint file") as fh:
         head = fh.read(16)
     if not head:
@@ -53,28 +50,7 @@ def sniff(path: str) -> str:
         return "pickle"
     if head.lstrip()[:1] == b"{":
         return "json"
-    if path.endswith(".safetensors"):
-        return "safetensors"
-    return "unknown"
-
-
-class Source(Protocol):
-    """Raw tensors of one checkpoint, listed without reading them and read one at a time."""
-
-    path: str
-    config: dict
-    step: int | None
-    kind: str
-
-    def shapes(self) -> dict[str, tuple[int, ...]]: ...
-
-    def dtypes(self) -> dict[str, str]: ...
-
-    def read(self, name: str) -> np.ndarray: ...
-
-    def read_rows(self, name: str, lo: int, hi: int) -> np.ndarray: ...
-
-    def aliases(self) -> dict[str, str]: ...
+    return "safetensors" if path.endswith(".safetensors") else "unknown"
 
 
 def _to_numpy(t) -> np.ndarray:
@@ -85,10 +61,21 @@ def _to_numpy(t) -> np.ndarray:
     return t.detach().cpu().numpy()
 
 
-class _Source:
-    """Defaults: rows by reading the whole tensor, no tensor shared by two names."""
+class Source:
+    """Raw tensors of one checkpoint (its ``path``, ``config``, ``step`` and ``kind``), listed by
+    ``shapes()`` and ``dtypes()`` without reading them and read one at a time. Each reader defines
+    ``read`` or ``read_rows``; the defaults: rows by reading the whole tensor, the whole tensor as
+    rows 0:None, no tensor shared by two names."""
 
-    def read_rows(self, name: str, lo: int, hi: int) -> np.ndarray:
+    path: str
+    config: dict
+    step: int | None
+    kind: str
+
+    def read(self, name: str) -> np.ndarray:
+        return self.read_rows(name, 0, None)
+
+    def read_rows(self, name: str, lo: int, hi: int | None) -> np.ndarray:
         return self.read(name)[lo:hi]
 
     def aliases(self) -> dict[str, str]:
@@ -98,17 +85,12 @@ class _Source:
         raise ProbeError(f"{self.path}: no tensor '{name}'")
 
 
-# safetensors dtypes numpy reads as they are; BF16 is read as its 16 raw bits (see _from_bf16)
+# safetensors dtypes numpy reads as they are; BF16 is read as its 16 raw bits
 _ST_DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "BF16": "<u2", "I64": "<i8", "I32": "<i4", "I16": "<i2",
               "I8": "i1", "U64": "<u8", "U32": "<u4", "U16": "<u2", "U8": "u1", "BOOL": "?"}
 
 
-def _from_bf16(bits: np.ndarray) -> np.ndarray:
-    """bfloat16 raw bits -> float32: the same sign, exponent and leading mantissa, 16 zero bits below."""
-    return (bits.astype(np.uint32) << 16).view(np.float32)
-
-
-class SafetensorsSource(_Source):
+class SafetensorsSource(Source):
     """One .safetensors file: names, shapes, dtypes and byte ranges from the JSON header; a tensor (or
     a block of its rows) is read with numpy from exactly its bytes, no torch and no safetensors library
     (bf16 and fp16 become float32); dtypes numpy cannot hold (fp8) go through torch.
@@ -123,8 +105,6 @@ class SafetensorsSource(_Source):
         """``reader``: where the bytes come from instead of the file ``path`` (an object with
         ``read(offset, size) -> bytes``, ``size() -> int`` and a ``label``: a hub file read by HTTP
         ranges)."""
-        from .safetensors_header import header_length, parse
-
         self.path, self.config, self.step, self._reader = path, config or {}, step, reader
         where = reader.label if reader is not None else path
         if reader is None:
@@ -139,14 +119,10 @@ class SafetensorsSource(_Source):
         if len(raw) != n:
             raise ProbeError(f"{where}: not a valid safetensors file: the file ended inside its header (it is "
                              "being written or was cut short)")
-        header = parse(raw, size, where)
-        for name in header.duplicates:
+        self._tensors, duplicates = parse(raw, size, where)
+        for name in duplicates:
             warn(f"{where}: tensor '{name}' is listed more than once in the header; the last entry is read, "
                  "as the safetensors library reads it")
-        self._shapes = {k: t.shape for k, t in header.tensors.items()}
-        self._dtypes = {k: t.dtype.lower() for k, t in header.tensors.items()}
-        self._raw_dtypes = {k: t.dtype for k, t in header.tensors.items()}
-        self._offsets = {k: (t.start, t.end) for k, t in header.tensors.items()}
         self._base = 8 + n
 
     def _bytes(self, offset: int, size: int) -> bytes:
@@ -157,35 +133,31 @@ class SafetensorsSource(_Source):
             return fh.read(size)
 
     def shapes(self) -> dict[str, tuple[int, ...]]:
-        return dict(self._shapes)
+        return {k: t.shape for k, t in self._tensors.items()}
 
     def dtypes(self) -> dict[str, str]:
-        return dict(self._dtypes)
+        return {k: t.dtype.lower() for k, t in self._tensors.items()}
 
-    def _read(self, name: str, lo: int, hi: int) -> np.ndarray:
+    def read_rows(self, name: str, lo: int, hi: int | None) -> np.ndarray:
         """Rows lo:hi along the first axis (the whole tensor for lo, hi = 0, None)."""
-        if name not in self._shapes:
+        if name not in self._tensors:
             self._missing(name)
-        raw = self._raw_dtypes[name]
-        shape = self._shapes[name]
+        t = self._tensors[name]
+        raw, shape = t.dtype, t.shape
         if any(d > np.iinfo(np.intp).max for d in shape):
             raise ProbeError(f"{self.path}: tensor '{name}' has shape {list(shape)}, larger than numpy can hold")
+        lo, hi, _ = slice(lo, hi).indices(shape[0]) if shape else (0, 1, 1)
+        hi = max(hi, lo)
+        rows_shape = (hi - lo, *shape[1:]) if shape else ()
         if raw not in _ST_DTYPES:
-            return self._read_torch(name, lo, hi)
+            return self._read_torch(name, lo, hi, rows_shape)
         dt = np.dtype(_ST_DTYPES[raw])
         wide = raw in ("F16", "BF16")                      # read as float32
-        start, end = self._offsets[name]
-        if not shape:
-            lo, hi, rows_shape = 0, 1, ()
-        else:
-            lo, hi, _ = slice(lo, hi).indices(shape[0])
-            hi = max(hi, lo)
-            rows_shape = (hi - lo, *shape[1:])
-        row = math.prod(shape[1:]) if shape else 1         # Python ints: no overflow
+        row = math.prod(shape[1:])                         # Python ints: no overflow
         count = math.prod(rows_shape)
-        offset = self._base + start + lo * row * dt.itemsize
+        offset = self._base + t.start + lo * row * dt.itemsize
         # the header check made every range exactly its tensor's; this guards the arithmetic above
-        if offset < self._base + start or offset + count * dt.itemsize > self._base + end:
+        if offset < self._base + t.start or offset + count * dt.itemsize > self._base + t.end:
             raise ProbeError(f"{self.path}: tensor '{name}' runs past its byte range (a damaged file)")
         check(self.path, name, rows_shape, "bfloat16" if raw == "BF16" else dt.name, dt.itemsize,
               need=count * 4 if wide else 0, why="as float32")
@@ -202,41 +174,34 @@ class SafetensorsSource(_Source):
         if arr.size != count:
             raise ProbeError(f"{self.path}: tensor '{name}' is cut short (a truncated file)")
         arr = arr.reshape(rows_shape)
-        if raw == "BF16":
-            return _from_bf16(arr)
+        if raw == "BF16":     # raw bits -> float32: the same sign, exponent and leading mantissa, 16 zero bits below
+            return (arr.astype(np.uint32) << 16).view(np.float32)
         return arr.astype(np.float32) if wide else arr
 
-    def _read_torch(self, name: str, lo: int, hi: int) -> np.ndarray:
+    def _read_torch(self, name: str, lo: int, hi: int, rows: tuple[int, ...]) -> np.ndarray:
         import warnings
 
         from safetensors import safe_open
 
-        if self._raw_dtypes[name] == "C64":
+        raw = self._tensors[name].dtype
+        if raw == "C64":
             raise ProbeError(f"{self.path}: tensor '{name}' is complex (C64); the probes read real-valued weights")
-        shape = self._shapes[name]
-        rows = (len(range(*slice(lo, hi).indices(shape[0]))), *shape[1:]) if shape else ()
         # fp8 holds a byte an element (F4 and F6 less: a byte counted), read as float32
-        check(self.path, name, rows, self._raw_dtypes[name], 1, need=4 * math.prod(rows), why="as float32")
+        check(self.path, name, rows, raw, 1, need=4 * math.prod(rows), why="as float32")
         path = self.path if self._reader is None else (self._reader.local or self._reader.download())
         regular_file(path, "checkpoint file")
         try:
             with safe_open(path, framework="pt") as f, warnings.catch_warnings():
                 warnings.simplefilter("ignore")     # torch's own warnings must not precede our answer
-                t = f.get_slice(name)[lo:hi] if self._shapes[name] else f.get_tensor(name)
+                t = f.get_slice(name)[lo:hi] if rows else f.get_tensor(name)
                 return _to_numpy(t.float())
         except Exception as exc:   # a dtype this torch cannot hold or convert (F4, F6, C64...)
-            raise ProbeError(f"{self.path}: cannot read tensor '{name}' of dtype {self._raw_dtypes[name]} "
+            raise ProbeError(f"{self.path}: cannot read tensor '{name}' of dtype {raw} "
                              f"({type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''})") \
                 from None
 
-    def read(self, name: str) -> np.ndarray:
-        return self._read(name, 0, None)
 
-    def read_rows(self, name: str, lo: int, hi: int) -> np.ndarray:
-        return self._read(name, lo, hi)
-
-
-class StateDictSource(_Source):
+class StateDictSource(Source):
     """A PyTorch state dict, or a nanoGPT checkpoint (``model`` + ``model_args``), loaded with
     ``weights_only=True`` (memory-mapped when the file allows): a pickle that would run code is refused."""
 
@@ -284,9 +249,6 @@ class StateDictSource(_Source):
     def dtypes(self) -> dict[str, str]:
         return {k: str(v.dtype).removeprefix("torch.") for k, v in self._tensors.items()}
 
-    def read(self, name: str) -> np.ndarray:
-        return self.read_rows(name, 0, None)
-
     def read_rows(self, name: str, lo: int, hi: int | None) -> np.ndarray:
         if name not in self._tensors:
             self._missing(name)
@@ -304,14 +266,12 @@ class StateDictSource(_Source):
         out = {}
         for name, t in self._tensors.items():
             key = (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), tuple(t.stride()))
-            if key in first:
+            if first.setdefault(key, name) != name:
                 out[name] = first[key]
-            else:
-                first[key] = name
         return out
 
 
-class ShardedSource(_Source):
+class ShardedSource(Source):
     """A model split over several files by an index (``model.safetensors.index.json`` or
     ``pytorch_model.bin.index.json``): each shard is opened when one of its tensors is asked for."""
 
@@ -335,9 +295,9 @@ class ShardedSource(_Source):
                              + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
         safetensors = all(s.endswith(".safetensors") for s in self._weight_map.values())
         self.kind = "sharded " + ("safetensors" if safetensors else "pytorch")
-        self._shards: dict[str, _Source] = {}
+        self._shards: dict[str, Source] = {}
 
-    def _shard(self, name: str) -> _Source:
+    def _shard(self, name: str) -> Source:
         if name not in self._weight_map:
             self._missing(name)
         file = self._weight_map[name]
@@ -350,7 +310,7 @@ class ShardedSource(_Source):
                 self._shards[file] = cls(full)
         return self._shards[file]
 
-    def _all(self) -> list[_Source]:
+    def _all(self) -> list[Source]:
         return [self._shard(n) for n in dict((f, n) for n, f in self._weight_map.items()).values()]
 
     def shapes(self) -> dict[str, tuple[int, ...]]:
@@ -360,17 +320,14 @@ class ShardedSource(_Source):
     def dtypes(self) -> dict[str, str]:
         return {k: v for src in self._all() for k, v in src.dtypes().items() if k in self._weight_map}
 
-    def read(self, name: str) -> np.ndarray:
-        return self._shard(name).read(name)
-
-    def read_rows(self, name: str, lo: int, hi: int) -> np.ndarray:
+    def read_rows(self, name: str, lo: int, hi: int | None) -> np.ndarray:
         return self._shard(name).read_rows(name, lo, hi)
 
     def aliases(self) -> dict[str, str]:
         return {k: v for src in self._all() for k, v in src.aliases().items()}
 
 
-class SnapshotSource(_Source):
+class SnapshotSource(Source):
     """This toolkit's snapshot file at one step, by the canonical names its trainer stored
     (the ``weights/`` links): the file itself says which parameter is which."""
 
@@ -410,16 +367,7 @@ def open_checkpoint(path: str | os.PathLike, step: str | int = "latest") -> Sour
     if not os.path.exists(path):
         raise ProbeError(f"{path}: no such file or folder")
     if os.path.isdir(path):
-        cfg_path = os.path.join(path, "config.json")
-        config = {}
-        if os.path.exists(cfg_path):
-            try:
-                with open_regular(cfg_path, what="checkpoint config") as fh:
-                    config = load_json(fh, cfg_path, "checkpoint config")
-            except ValueError:
-                raise ProbeError(f"{cfg_path}: not valid JSON") from None
-            if not isinstance(config, dict):
-                raise ProbeError(f"{cfg_path}: not a JSON object")
+        config = _config(path, strict=True)
         for fname in FOLDER_FILES:
             full = os.path.join(path, fname)
             if fname in remote:
@@ -430,33 +378,36 @@ def open_checkpoint(path: str | os.PathLike, step: str | int = "latest") -> Sour
                 return _open_file(full, config, name_step, step)
         raise ProbeError(f"{path}: a folder without {', '.join(FOLDER_FILES[:-1])} or {FOLDER_FILES[-1]}")
     regular_file(path, "checkpoint file")
-    return _open_file(path, _sibling_config(path), name_step, step)
+    return _open_file(path, _config(os.path.dirname(os.path.abspath(path)), strict=False), name_step, step)
+
+
+def _config(folder: str, strict: bool) -> dict:
+    """The config.json in ``folder``, if any; one that is not a regular file is refused, as every file the
+    reader opens. ``strict`` (a model folder's own): unreadable JSON, or JSON that is not an object, is an
+    error; else (the config.json beside a checkpoint file) it is no config."""
+    path = os.path.join(folder, "config.json")
+    config = {}
+    if os.path.exists(path):
+        try:
+            with open_regular(path, what="checkpoint config") as fh:
+                config = load_json(fh, path, "checkpoint config")
+        except ValueError:
+            if strict:
+                raise ProbeError(f"{path}: not valid JSON") from None
+        if strict and not isinstance(config, dict):
+            raise ProbeError(f"{path}: not a JSON object")
+    return config if isinstance(config, dict) else {}
 
 
 def _open_file(path: str, config: dict, name_step: int | None, step) -> Source:
     kind = sniff(path)
     if kind == "hdf5":
         return SnapshotSource(path, step)
-    if kind == "safetensors":
-        return SafetensorsSource(path, config, name_step)
-    if kind in ("zip", "pickle"):
-        return StateDictSource(path, config, name_step)
-    if kind == "json":
-        return ShardedSource(path, config, name_step)
+    cls = {"safetensors": SafetensorsSource, "zip": StateDictSource, "pickle": StateDictSource, "json": ShardedSource}
+    if kind in cls:
+        return cls[kind](path, config, name_step)
     if kind == "empty":
         raise ProbeError(f"{path}: empty file (0 bytes)")
     what = "an HDF5 file" if path.endswith((".h5", ".hdf5")) else "a snapshot or checkpoint"
     raise ProbeError(f"{path}: not {what}: its content is neither HDF5, safetensors, a torch.save file "
                      "nor a JSON index")
-def _sibling_config(path: str) -> dict:
-    """The config.json beside a checkpoint file, if any (unreadable JSON: none); one that is not a
-    regular file is refused, as every file the reader opens."""
-    cfg = os.path.join(os.path.dirname(os.path.abspath(path)), "config.json")
-    if os.path.exists(cfg):
-        try:
-            with open_regular(cfg, what="checkpoint config") as fh:
-                config = load_json(fh, cfg, "checkpoint config")
-        except ValueError:
-            return {}
-        return config if isinstance(config, dict) else {}
-    return {}

@@ -22,9 +22,11 @@ import errno
 import os
 import re
 import socket
+from functools import cached_property
 
 from .._files import open_regular
 from ..errors import ProbeError
+from .names import FOLDER_FILES, step_from_name
 
 PREFIX = "hf:"
 _REPO = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
@@ -68,14 +70,6 @@ def _hub():
     import huggingface_hub
 
     return huggingface_hub
-
-
-def _cache_dir() -> str:
-    return _constants().HF_HUB_CACHE
-
-
-def _endpoint() -> str:
-    return _constants().ENDPOINT.rstrip("/")
 
 
 def cli_command(*words: str, scripts: set[str] | None = None) -> str:
@@ -143,18 +137,18 @@ def _explain(spec: str, exc: Exception, first: bool = False) -> ProbeError:
                           f"(`{cli_command('login')}`)")
     if isinstance(exc, U.LocalEntryNotFoundError) or offline():
         where = f"revision {rev}" if rev else "its main revision"
-        return ProbeError(f"{spec}: {where} is not in the hub cache ({_cache_dir()}) and the hub cannot be "
-                          "reached (HF_HUB_OFFLINE=1 reads the cache only); weights read online over HTTP are not "
-                          f"stored: `{_store_command(repo, rev)}` stores them")
+        return ProbeError(f"{spec}: {where} is not in the hub cache ({_constants().HF_HUB_CACHE}) and the hub "
+                          "cannot be reached (HF_HUB_OFFLINE=1 reads the cache only); weights read online over HTTP "
+                          f"are not stored: `{_store_command(repo, rev)}` stores them")
     unreachable = _unreachable(exc)
-    if unreachable and first:
-        no_network, why = unreachable
-        return ProbeError(f"{spec}: {'no network: ' if no_network else ''}cannot reach {_endpoint()} ({why}); to "
-                          f"work offline, store the files with `{_store_command(repo, rev)}` and set HF_HUB_OFFLINE=1")
-    if unreachable:
-        return ProbeError(f"{spec}: lost the connection to {_endpoint()} ({_first_line(exc)}); to work offline, "
-                          f"store the files with `{_store_command(repo, rev)}` and set HF_HUB_OFFLINE=1")
-    return ProbeError(f"{spec}: the hub refused ({_first_line(exc)})")
+    if not unreachable:
+        return ProbeError(f"{spec}: the hub refused ({_first_line(exc)})")
+    no_network, why = unreachable
+    endpoint = _constants().ENDPOINT.rstrip("/")
+    how = f"to work offline, store the files with `{_store_command(repo, rev)}` and set HF_HUB_OFFLINE=1"
+    if first:
+        return ProbeError(f"{spec}: {'no network: ' if no_network else ''}cannot reach {endpoint} ({why}); {how}")
+    return ProbeError(f"{spec}: lost the connection to {endpoint} ({_first_line(exc)}); {how}")
 
 
 def _info(spec: str):
@@ -162,10 +156,17 @@ def _info(spec: str):
     first request to the hub, sent once, without the hub library's retries, under its timeout for
     metadata requests (``HF_HUB_ETAG_TIMEOUT``)."""
     repo, rev = parse(spec)
+    return _call(spec, _hub().HfApi().model_info, repo, revision=rev, timeout=_constants().HF_HUB_ETAG_TIMEOUT,
+                 first=True)
+
+
+def _call(spec: str, request, *args, first: bool = False, **kw):
+    """``request(*args, **kw)``, a request of the hub library for the source ``spec``; whatever it
+    raises becomes one line (:func:`_explain`)."""
     try:
-        return _hub().HfApi().model_info(repo, revision=rev, timeout=_constants().HF_HUB_ETAG_TIMEOUT)
-    except Exception as exc:
-        raise _explain(spec, exc, first=True) from None
+        return request(*args, **kw)
+    except Exception as exc:  # the hub library's errors, network errors
+        raise _explain(spec, exc, first) from None
 
 
 def _weights(files: list[str]) -> tuple[list[str], bool]:
@@ -174,12 +175,6 @@ def _weights(files: list[str]) -> tuple[list[str], bool]:
     if st:
         return st, True
     return [f for f in files if re.fullmatch(r"pytorch_model.*\.bin(\.index\.json)?", f)], False
-
-
-def _patterns(files: list[str]) -> list[str]:
-    """The files of a revision to download: config, tokenizer and weights (safetensors if any, else .bin)."""
-    weights, _ = _weights(files)
-    return ["config.json", *weights, *_TOKENIZER]
 
 
 class RangeReader:
@@ -192,20 +187,17 @@ class RangeReader:
         self.repo, self.filename, self.commit = repo, filename, commit
         self.label = f"hf:{repo}@{commit[:12]}/{filename}"
         self.local: str | None = None      # set once the whole file had to be downloaded
-        self._remote = None                # the file opened on HfFileSystem, once read
 
-    def _open(self):
-        if self._remote is None:
-            self._remote = _hub().HfFileSystem().open(f"{self.repo}/{self.filename}", "rb", revision=self.commit,
-                                                      cache_type="none")
-        return self._remote
+    @cached_property
+    def _remote(self):
+        """The file opened on HfFileSystem, once read."""
+        return _hub().HfFileSystem().open(f"{self.repo}/{self.filename}", "rb", revision=self.commit,
+                                          cache_type="none")
 
     def download(self) -> str:
         """The whole file, into the cache; its local path."""
-        try:
-            self.local = _hub().hf_hub_download(self.repo, self.filename, revision=self.commit)
-        except Exception as exc:
-            raise _explain(f"hf:{self.repo}@{self.commit}", exc) from None
+        self.local = _call(f"hf:{self.repo}@{self.commit}", _hub().hf_hub_download, self.repo, self.filename,
+                           revision=self.commit)
         return self.local
 
     def read(self, offset: int, size: int) -> bytes:
@@ -214,9 +206,8 @@ class RangeReader:
             return b""
         if self.local is None:
             try:
-                remote = self._open()
-                remote.seek(offset)
-                data = remote.read(size)
+                self._remote.seek(offset)
+                data = self._remote.read(size)
             except Exception as exc:   # network errors, the hub's refusals
                 raise ProbeError(f"{self.label}: cannot read from the hub ({_first_line(exc)})") from None
             if len(data) <= size:
@@ -232,7 +223,7 @@ class RangeReader:
         if self.local is not None:
             return os.path.getsize(self.local)
         try:
-            return self._open().size
+            return self._remote.size
         except Exception as exc:
             raise ProbeError(f"{self.label}: cannot read the file's size from the hub ({type(exc).__name__})") \
                 from None
@@ -261,17 +252,13 @@ def fetch(path) -> tuple[str, dict[str, RangeReader]]:
     if offline():
         return local(path), {}
     repo, rev = parse(path)
-    hub = _hub()
     files = [f.rfilename for f in _info(path).siblings]
     weights, safetensors = _weights(files)
     if not safetensors:
         return local(path, files), {}
     small = ["config.json", *_TOKENIZER, *[f for f in weights if f.endswith(".json")]]
-    try:
-        with _quiet():      # a few small files: no progress bars before the command's own output
-            folder = hub.snapshot_download(repo, revision=rev, allow_patterns=small)
-    except Exception as exc:
-        raise _explain(path, exc) from None
+    with _quiet():      # a few small files: no progress bars before the command's own output
+        folder = _call(path, _hub().snapshot_download, repo, revision=rev, allow_patterns=small)
     commit = os.path.basename(os.path.normpath(folder))
     remote = {f: RangeReader(repo, f, commit) for f in weights
               if f.endswith(".safetensors") and not os.path.exists(os.path.join(folder, f))}
@@ -285,18 +272,14 @@ def local(path, files: list[str] | None = None):
         return path
     repo, rev = parse(path)
     hub = _hub()
-    try:
-        if offline():
-            folder = hub.snapshot_download(repo, revision=rev, local_files_only=True)
-        else:
-            files = [f.rfilename for f in _info(path).siblings] if files is None else files
-            folder = hub.snapshot_download(repo, revision=rev, allow_patterns=_patterns(files))
-    except ProbeError:
-        raise
-    except Exception as exc:  # the hub library's errors, network errors
-        raise _explain(path, exc) from None
-    if not any(os.path.exists(os.path.join(folder, f)) for f in ("model.safetensors", "model.safetensors.index.json",
-                                                                   "pytorch_model.bin", "pytorch_model.bin.index.json")):
+    if offline():
+        folder = _call(path, hub.snapshot_download, repo, revision=rev, local_files_only=True)
+    else:
+        files = [f.rfilename for f in _info(path).siblings] if files is None else files
+        # config, tokenizer and weights (safetensors if any, else .bin)
+        folder = _call(path, hub.snapshot_download, repo, revision=rev,
+                       allow_patterns=["config.json", *_weights(files)[0], *_TOKENIZER])
+    if not any(os.path.exists(os.path.join(folder, f)) for f in FOLDER_FILES):
         # (huggingface_hub < 1.0 hands out a cached revision that holds only the config and tokenizer
         # files a range read left there)
         raise ProbeError(f"{path}: the cached revision holds no model weights ({folder}); weights read online "
@@ -304,34 +287,22 @@ def local(path, files: list[str] | None = None):
     return folder
 
 
-def _cached_refs(repo: str) -> list[str]:
-    root = os.path.join(_cache_dir(), "models--" + repo.replace("/", "--"))
-    refs = os.path.join(root, "refs")
-    if not os.path.isdir(root):
-        raise ProbeError(f"hf:{repo}: not in the hub cache ({_cache_dir()}) and the hub cannot be reached "
-                         "(HF_HUB_OFFLINE=1 reads the cache only)")
-    out = []
-    for base, _, files in os.walk(refs):
-        for f in files:
-            out.append(os.path.relpath(os.path.join(base, f), refs).replace(os.sep, "/"))
-    return out
-
-
 def revisions(spec: str) -> list[str]:
     """Every branch and tag of the repository (the cache's refs when offline), in training order:
     names that state a step (step1000, ...-step1000-...) by step, then the others by name."""
-    from .names import step_from_name
-
     repo, _ = parse(spec)
-    hub = _hub()
     if offline():
-        names = _cached_refs(repo)
+        cache = _constants().HF_HUB_CACHE
+        root = os.path.join(cache, "models--" + repo.replace("/", "--"))
+        if not os.path.isdir(root):
+            raise ProbeError(f"hf:{repo}: not in the hub cache ({cache}) and the hub cannot be reached "
+                             "(HF_HUB_OFFLINE=1 reads the cache only)")
+        refs = os.path.join(root, "refs")
+        names = [os.path.relpath(os.path.join(base, f), refs).replace(os.sep, "/")
+                 for base, _, files in os.walk(refs) for f in files]
     else:
         _info(f"{PREFIX}{repo}")     # first: listing refs has no timeout of its own
-        try:
-            refs = hub.HfApi().list_repo_refs(repo)
-        except Exception as exc:
-            raise _explain(spec, exc) from None
+        refs = _call(spec, _hub().HfApi().list_repo_refs, repo)
         names = [r.name for r in (*refs.branches, *refs.tags)]
     if not names:
         raise ProbeError(f"{spec}: no revisions found")

@@ -40,9 +40,6 @@ class Layout:
     layers: int
     rules: Rules
 
-    def names(self) -> list[str]:
-        return list(self.rules)
-
 
 # --- shared pieces ---------------------------------------------------------------------------
 
@@ -73,11 +70,23 @@ def _linear_attention(rules: Rules, i: int, pattern: str, parts: tuple[str, str,
     count known: one head each)."""
     for nm, part, heads in zip(("W_Q", "W_K", "W_V"), parts, (H, KV, KV)):
         rules[f"layer{i}/{nm}"] = ((pattern.format(part),), lambda w, n=heads or 1: _heads_in(w.T, n))
-    rules[f"layer{i}/W_O"] = ((pattern.format(parts[3]),), lambda w, n=H or 1: _heads_out(w.T, n))
+    _output(rules, i, pattern.format(parts[3]), H)
+
+
+def _output(rules: Rules, i: int, raw: str, H: int | None, fix: Build = _T) -> None:
+    """Layer ``i``'s attention output projection ``raw`` (``fix`` makes it x @ W), split into ``H`` heads."""
+    rules[f"layer{i}/W_O"] = ((raw,), lambda w: _heads_out(fix(w), H or 1))
+
+
+def _each(rules: Rules, i: int, prefix: str, fix: Build = _T, **raw: str) -> None:
+    """Layer ``i``'s canonical names -> their raw weights ``prefix + raw``, each made x @ W by ``fix``."""
+    for nm, r in raw.items():
+        rules[f"layer{i}/{nm}"] = ((prefix + r,), fix)
 
 
 def _norms(rules: Rules, shapes: dict, sites: dict[str, str]) -> None:
-    """Norm gains (canonical site -> raw weight name), for the sites the checkpoint holds."""
+    """Norm gains, or a position embedding (canonical site -> raw weight name, read as it is), for the
+    sites the checkpoint holds."""
     for site, raw in sites.items():
         if raw in shapes:
             rules[site] = ((raw,), _same)
@@ -102,18 +111,15 @@ def _ending(names, suffix: str) -> str | None:
 
 
 def _cfg_int(cfg: dict, *keys: str) -> int | None:
+    """The first of ``keys`` config.json (or a nanoGPT checkpoint's ``model_args``) holds as an int; None
+    without one. A head count that is None (a lone weights file) makes the attention weights one head each,
+    the layer's whole map: what the probes of whole matrices read (rank, spectrum) is the same, and a probe
+    of one head says that it needs the count (:func:`needs_heads`)."""
     for k in keys:
         for c in (cfg, cfg.get("nanogpt", {})):
             if isinstance(c.get(k), int):
                 return c[k]
     return None
-
-
-def _heads(cfg: dict, *keys: str) -> int | None:
-    """The head count from config.json; None without one (a lone weights file). The attention weights are
-    then one head each, the layer's whole map: what the probes of whole matrices read (rank, spectrum)
-    is the same, and a probe of one head says that it needs the count (:func:`needs_heads`)."""
-    return _cfg_int(cfg, *(keys or ("num_attention_heads",)))
 
 
 def needs_heads(path: str, family: str, what: str, key: str = "num_attention_heads") -> ProbeError:
@@ -144,25 +150,23 @@ def _gpt2(source: Source, shapes: dict, cfg: dict) -> Layout:
     L = _layer_count(names, r"h\.(\d+)\.attn\.c_attn")
     c_attn = shapes[f"{pre}h.0.attn.c_attn.weight"]
     conv1d = c_attn[1] == 3 * c_attn[0]
-    H = _heads(cfg, "n_head", "num_attention_heads")
+    H = _cfg_int(cfg, "n_head", "num_attention_heads")
     fix = _same if conv1d else _T
     rules: Rules = {"token_embedding": ((f"{pre}wte.weight",), _same)}
-    if f"{pre}wpe.weight" in shapes:
-        rules["position_embedding"] = ((f"{pre}wpe.weight",), _same)
+    _norms(rules, shapes, {"position_embedding": f"{pre}wpe.weight"})
     rules["unembedding"] = ((_ending(names, "lm_head.weight") or f"{pre}wte.weight",), _T)  # tied when absent
+
+    def qkv(w, j):
+        W = fix(w)
+        d = W.shape[0]
+        return _heads_in(W[:, j * d:(j + 1) * d], H or 1)
+
     for i in range(L):
         p = f"{pre}h.{i}."
-
-        def qkv(w, j, H=H or 1, fix=fix):
-            W = fix(w)
-            d = W.shape[0]
-            return _heads_in(W[:, j * d:(j + 1) * d], H)
-
         for j, nm in enumerate(("W_Q", "W_K", "W_V")):
-            rules[f"layer{i}/{nm}"] = ((p + "attn.c_attn.weight",), lambda w, j=j, qkv=qkv: qkv(w, j))
-        rules[f"layer{i}/W_O"] = ((p + "attn.c_proj.weight",), lambda w, H=H or 1, fix=fix: _heads_out(fix(w), H))
-        rules[f"layer{i}/W_in"] = ((p + "mlp.c_fc.weight",), fix)
-        rules[f"layer{i}/W_out"] = ((p + "mlp.c_proj.weight",), fix)
+            rules[f"layer{i}/{nm}"] = ((p + "attn.c_attn.weight",), lambda w, j=j: qkv(w, j))
+        _output(rules, i, p + "attn.c_proj.weight", H, fix)
+        _each(rules, i, p, fix, W_in="mlp.c_fc.weight", W_out="mlp.c_proj.weight")
         _norms(rules, shapes, {f"layer{i}/attn_norm": p + "ln_1.weight", f"layer{i}/mlp_norm": p + "ln_2.weight"})
     _norms(rules, shapes, {"final_norm": f"{pre}ln_f.weight"})
     return Layout("gpt2" if conv1d else "nanogpt", H, L, rules)
@@ -173,7 +177,7 @@ def _neox(source: Source, shapes: dict, cfg: dict) -> Layout:
     names = list(shapes)
     pre = _prefix(names, "layers.0.attention")
     L = _layer_count(names, r"layers\.(\d+)\.attention\.query_key_value")
-    H = _heads(cfg)
+    H = _cfg_int(cfg, "num_attention_heads")
     rules: Rules = {"token_embedding": ((f"{pre}embed_in.weight",), _same)}
     out = _ending(names, "embed_out.weight")
     if out:
@@ -187,25 +191,23 @@ def _neox(source: Source, shapes: dict, cfg: dict) -> Layout:
     for i in range(L):
         p = f"{pre}layers.{i}."
         for j, nm in enumerate(("W_Q", "W_K", "W_V")):   # interleaved per head: no split without the count
-            rules[f"layer{i}/{nm}"] = ((p + "attention.query_key_value.weight",), lambda w, j=j: qkv(w, j)) \
-                if H else ((p + "attention.query_key_value.weight",),
-                           _unsplittable(source.path, "GPT-NeoX", "query_key_value"))
-        rules[f"layer{i}/W_O"] = ((p + "attention.dense.weight",), lambda w, H=H or 1: _heads_out(w.T, H))
-        rules[f"layer{i}/W_in"] = ((p + "mlp.dense_h_to_4h.weight",), _T)
-        rules[f"layer{i}/W_out"] = ((p + "mlp.dense_4h_to_h.weight",), _T)
+            rules[f"layer{i}/{nm}"] = ((p + "attention.query_key_value.weight",), (lambda w, j=j: qkv(w, j)) if H
+                                       else _unsplittable(source.path, "GPT-NeoX", "query_key_value"))
+        _output(rules, i, p + "attention.dense.weight", H)
+        _each(rules, i, p, W_in="mlp.dense_h_to_4h.weight", W_out="mlp.dense_4h_to_h.weight")
         _norms(rules, shapes, {f"layer{i}/attn_norm": p + "input_layernorm.weight",
                                f"layer{i}/mlp_norm": p + "post_attention_layernorm.weight"})
     _norms(rules, shapes, {"final_norm": f"{pre}final_layer_norm.weight"})
     return Layout("gpt-neox", H, L, rules)
 
 
-def _decoder(source: Source, shapes: dict, cfg: dict, family: str, layer_part: str):
+def _decoder(shapes: dict, cfg: dict, layer_part: str):
     """What the Hugging Face decoders with ``model.layers.{i}.self_attn`` share: (prefix, layers,
     heads, K/V heads, rules holding the embedding and the unembedding, tied when lm_head is absent)."""
     names = list(shapes)
     pre = _prefix(names, "layers.0.self_attn")
     L = _layer_count(names, rf"layers\.(\d+)\.self_attn\.{layer_part}")
-    H = _heads(cfg)
+    H = _cfg_int(cfg, "num_attention_heads")
     KV = _cfg_int(cfg, "num_key_value_heads") or H
     emb = _ending(names, "embed_tokens.weight")
     rules: Rules = {"token_embedding": ((emb,), _same),
@@ -220,32 +222,29 @@ def _decoder(source: Source, shapes: dict, cfg: dict, family: str, layer_part: s
 
 def _llama(source: Source, shapes: dict, cfg: dict) -> Layout:
     """LLaMA-style: separate q/k/v/o projections, grouped K/V heads, gated MLP, RMSNorm gains."""
-    pre, L, H, KV, rules = _decoder(source, shapes, cfg, "LLaMA-style", "q_proj")
+    pre, L, H, KV, rules = _decoder(shapes, cfg, "q_proj")
     for i in range(L):
         p = f"{pre}layers.{i}."
         _linear_attention(rules, i, p + "self_attn.{}_proj.weight", ("q", "k", "v", "o"), H, KV)
-        rules[f"layer{i}/W_in"] = ((p + "mlp.up_proj.weight",), _T)
-        rules[f"layer{i}/W_gate"] = ((p + "mlp.gate_proj.weight",), _T)
-        rules[f"layer{i}/W_out"] = ((p + "mlp.down_proj.weight",), _T)
+        _each(rules, i, p, W_in="mlp.up_proj.weight", W_gate="mlp.gate_proj.weight", W_out="mlp.down_proj.weight")
     return Layout("llama", H, L, rules)
 
 
 def _phi(source: Source, shapes: dict, cfg: dict) -> Layout:
     """Phi-1/1.5/2: separate q/k/v projections, output ``dense``, MLP ``fc1``/``fc2``; partial rotary
     embedding changes no weight."""
-    pre, L, H, KV, rules = _decoder(source, shapes, cfg, "Phi", "dense")
+    pre, L, H, KV, rules = _decoder(shapes, cfg, "dense")
     for i in range(L):
         p = f"{pre}layers.{i}."
         _linear_attention(rules, i, p + "self_attn.{}.weight", ("q_proj", "k_proj", "v_proj", "dense"), H, KV)
-        rules[f"layer{i}/W_in"] = ((p + "mlp.fc1.weight",), _T)
-        rules[f"layer{i}/W_out"] = ((p + "mlp.fc2.weight",), _T)
+        _each(rules, i, p, W_in="mlp.fc1.weight", W_out="mlp.fc2.weight")
     return Layout("phi", H, L, rules)
 
 
 def _phi3(source: Source, shapes: dict, cfg: dict) -> Layout:
     """Phi-3: fused ``qkv_proj`` (rows: H query heads, then KV key heads, then KV value heads) and
     fused ``gate_up_proj`` (rows: gate, then up)."""
-    pre, L, H, KV, rules = _decoder(source, shapes, cfg, "Phi-3", "qkv_proj")
+    pre, L, H, KV, rules = _decoder(shapes, cfg, "qkv_proj")
     e = shapes[f"{pre}layers.0.self_attn.qkv_proj.weight"][0] // (H + 2 * KV) if H else 0
     spans = {"W_Q": (0, H * e, H), "W_K": (H * e, (H + KV) * e, KV), "W_V": ((H + KV) * e, (H + 2 * KV) * e, KV)} \
         if H else {}
@@ -256,10 +255,10 @@ def _phi3(source: Source, shapes: dict, cfg: dict) -> Layout:
             rules[f"layer{i}/{nm}"] = ((p + "self_attn.qkv_proj.weight",),
                                        (lambda w, a=a, b=b, n=n: _heads_in(w[a:b].T, n)) if H
                                        else _unsplittable(source.path, "Phi-3", "qkv_proj"))
-        rules[f"layer{i}/W_O"] = ((p + "self_attn.o_proj.weight",), lambda w, H=H or 1: _heads_out(w.T, H))
+        _output(rules, i, p + "self_attn.o_proj.weight", H)
         rules[f"layer{i}/W_gate"] = ((p + "mlp.gate_up_proj.weight",), lambda w: w[: w.shape[0] // 2].T)
         rules[f"layer{i}/W_in"] = ((p + "mlp.gate_up_proj.weight",), lambda w: w[w.shape[0] // 2:].T)
-        rules[f"layer{i}/W_out"] = ((p + "mlp.down_proj.weight",), _T)
+        _each(rules, i, p, W_out="mlp.down_proj.weight")
     return Layout("phi3", H, L, rules)
 
 
@@ -268,16 +267,14 @@ def _bert(source: Source, shapes: dict, cfg: dict) -> Layout:
     names = list(shapes)
     pre = _prefix(names, "embeddings.word_embeddings.weight")
     L = _layer_count(names, r"encoder\.layer\.(\d+)\.attention")
-    H = _heads(cfg)
+    H = _cfg_int(cfg, "num_attention_heads")
     rules: Rules = {"token_embedding": ((f"{pre}embeddings.word_embeddings.weight",), _same)}
-    if f"{pre}embeddings.position_embeddings.weight" in shapes:
-        rules["position_embedding"] = ((f"{pre}embeddings.position_embeddings.weight",), _same)
+    _norms(rules, shapes, {"position_embedding": f"{pre}embeddings.position_embeddings.weight"})
     for i in range(L):
         p = f"{pre}encoder.layer.{i}."
         _linear_attention(rules, i, p + "attention.{}.weight",
                           ("self.query", "self.key", "self.value", "output.dense"), H, H)
-        rules[f"layer{i}/W_in"] = ((p + "intermediate.dense.weight",), _T)
-        rules[f"layer{i}/W_out"] = ((p + "output.dense.weight",), _T)
+        _each(rules, i, p, W_in="intermediate.dense.weight", W_out="output.dense.weight")
     return Layout("bert", H, L, rules)
 
 
@@ -343,12 +340,12 @@ class CanonicalReader:
         self.layout = detect(source, mapping_file)
 
     def names(self) -> list[str]:
-        return self.layout.names()
+        return list(self.layout.rules)
 
     def _rule(self, name: str):
         if name not in self.layout.rules:
             raise ProbeError(f"{self.source.path}: no canonical tensor '{name}' in this {self.layout.name} "
-                             f"checkpoint; it has {', '.join(self.layout.names()[:8])}, ...")
+                             f"checkpoint; it has {', '.join(self.names()[:8])}, ...")
         return self.layout.rules[name]
 
     def read(self, name: str) -> np.ndarray:

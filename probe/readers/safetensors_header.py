@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..errors import ProbeError
 
@@ -47,13 +47,6 @@ class Tensor:
     end: int
 
 
-@dataclass
-class Header:
-    tensors: dict[str, Tensor]         # in the order names first appear in the header
-    metadata: dict[str, str] | None
-    duplicates: list[str] = field(default_factory=list)   # names listed more than once (the last counts)
-
-
 class _Obj(list):
     """A JSON object as its (key, value) pairs, duplicates kept."""
 
@@ -64,9 +57,6 @@ class _Num:
 
     def __init__(self, literal: str):
         self.literal = literal
-
-    def __repr__(self) -> str:
-        return self.literal
 
 
 class _Bad(ValueError):
@@ -188,17 +178,6 @@ def _tensor(name: str, v) -> Tensor:
     return Tensor(dtype, tuple(shape), offsets[0], offsets[1])
 
 
-def _metadata(v) -> dict[str, str] | None:
-    if v is None:
-        return None
-    if not isinstance(v, _Obj):
-        raise _Bad(f"__metadata__ is {_show(v)[:40]}, not an object of strings")
-    for k, x in v:
-        if not isinstance(x, str):
-            raise _Bad(f"__metadata__ entry '{k}' is {_show(x)[:40]}, not a string")
-    return dict(v)
-
-
 def _check_ranges(tensors: dict[str, Tensor], data_size: int) -> None:
     """The crate's Metadata::validate, then the data section's length."""
     pos, prev = 0, None
@@ -254,10 +233,11 @@ def header_length(first8: bytes, file_size: int, where: str) -> int:
     return n
 
 
-def parse(raw: bytes, file_size: int, where: str) -> Header:
+def parse(raw: bytes, file_size: int, where: str) -> tuple[dict[str, Tensor], list[str]]:
     """The header ``raw`` (the N bytes after the length) of a file of ``file_size`` bytes, checked
-    as the safetensors library checks it; a one-line ProbeError naming ``where``, the tensor and the
-    fault for anything the library refuses."""
+    as the safetensors library checks it: (its tensors, in the order names first appear; the names listed
+    more than once, whose last entry counts). A one-line ProbeError naming ``where``, the tensor and the
+    fault for anything the library refuses; the ``__metadata__`` entry (null or strings) is checked, not kept."""
     try:
         try:
             text = raw.decode("utf-8")
@@ -268,22 +248,23 @@ def parse(raw: bytes, file_size: int, where: str) -> Header:
         except _Bad as exc:
             raise _Bad(f"its header is not valid JSON ({exc})") from None
         if not isinstance(doc, _Obj):
-            kind = "an array" if isinstance(doc, list) else "null" if doc is None else \
-                "a string" if isinstance(doc, str) else "a boolean" if isinstance(doc, bool) else "a number"
+            kind = {list: "an array", type(None): "null", str: "a string", bool: "a boolean"}.get(type(doc), "a number")
             raise _Bad(f"its header is {kind}, not a JSON object")
         tensors: dict[str, Tensor] = {}
         seen: dict[str, int] = {}
-        metadata, n_meta = None, 0
         for key, value in doc:
-            if key == "__metadata__":
-                n_meta += 1
-                if n_meta > 1:
-                    raise _Bad("__metadata__ appears twice")
-                metadata = _metadata(value)
-                continue
-            tensors[key] = _tensor(key, value)     # a repeated name: the last entry counts, as in serde
             seen[key] = seen.get(key, 0) + 1
+            if key != "__metadata__":
+                tensors[key] = _tensor(key, value)     # a repeated name: the last entry counts, as in serde
+            elif seen[key] > 1:
+                raise _Bad("__metadata__ appears twice")
+            elif value is not None and not isinstance(value, _Obj):
+                raise _Bad(f"__metadata__ is {_show(value)[:40]}, not an object of strings")
+            else:
+                for k, x in value or ():
+                    if not isinstance(x, str):
+                        raise _Bad(f"__metadata__ entry '{k}' is {_show(x)[:40]}, not a string")
         _check_ranges(tensors, file_size - 8 - len(raw))
     except _Bad as exc:
         raise ProbeError(f"{where}: not a valid safetensors file: {exc}") from None
-    return Header(tensors, metadata, [k for k, c in seen.items() if c > 1])
+    return tensors, [k for k, c in seen.items() if c > 1 and k != "__metadata__"]

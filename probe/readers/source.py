@@ -11,23 +11,20 @@ import os
 
 import numpy as np
 
-from .._files import open_regular, regular_file
+from .._files import regular_file
 from .._limits import parse_json, parse_yaml
 from ..errors import ProbeError, param
 from ..format import Run, is_snapshot_file
 from ..format.steps import step_indices
 from .checkpoints import open_checkpoint
 from .layouts import CanonicalReader
+from .words import ids_to_text, read_text, words_in_vocabulary, words_to_ids
 
 
 def load_groups(path: str, checkpoint: str | None = None) -> dict[str, np.ndarray]:
     """A groups file: JSON (or YAML) mapping group name -> list of token ids or of words
     (words are turned into ids with ``checkpoint``'s tokenizer files)."""
-    try:
-        with open_regular(path, what="groups file") as fh:
-            text = fh.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ProbeError(f"{path}: cannot read groups file ({getattr(exc, 'strerror', None) or exc})") from None
+    text = read_text(path, "groups file")
     try:
         data = parse_json(text, path, "groups file")
     except ValueError:
@@ -44,8 +41,6 @@ def load_groups(path: str, checkpoint: str | None = None) -> dict[str, np.ndarra
         if all(isinstance(i, str) for i in v) and v:
             if checkpoint is None:
                 raise ProbeError(f"{path}: group '{k}' lists words, which need a checkpoint's tokenizer")
-            from .words import words_to_ids
-
             out[str(k)] = words_to_ids(checkpoint, v)
         elif all(isinstance(i, int) and not isinstance(i, bool) for i in v):
             out[str(k)] = np.asarray(v, dtype=np.int64)
@@ -105,13 +100,11 @@ class CheckpointRun:
         self.groups = load_groups(groups, path) if groups else {}
         self._tensors: dict[str, _Tensor] = {}
 
+    n_snapshots = 1
+
     @property
     def steps(self) -> np.ndarray:
         return np.asarray([self.source.step if self.source.step is not None else 0])
-
-    @property
-    def n_snapshots(self) -> int:
-        return 1
 
     def step_indices(self, spec) -> list[int]:
         """The step grammar of snapshot runs (:func:`probe.format.steps.step_indices`) on this one step."""
@@ -125,9 +118,7 @@ class CheckpointRun:
         if name not in self.reader.names():
             raise ProbeError(f"{self.path}: no tensor '{name}' in this {self.reader.layout.name} checkpoint; "
                              f"known: {', '.join(self.reader.names()[:10])}, ...")
-        if name not in self._tensors:
-            self._tensors[name] = _Tensor(self.reader, name)
-        return self._tensors[name]
+        return self._tensors.setdefault(name, _Tensor(self.reader, name))
 
     def tensors(self) -> dict[str, tuple[int, ...]]:
         return {n: self.tensor(n).shape[1:] for n in self.reader.names()}
@@ -167,8 +158,6 @@ def open_source(path: str | os.PathLike, groups: str | None = None, mapping: str
 
 def word_ids(run, words: list[str]) -> np.ndarray:
     """Ids of ``words`` in ``run``: the vocabulary a text run stores, or a checkpoint's tokenizer files."""
-    from .words import words_in_vocabulary, words_to_ids
-
     if isinstance(run, Run):
         strings = run.token_strings()
         if strings is None:
@@ -185,6 +174,4 @@ def token_texts(run, ids) -> list[str] | None:
     if isinstance(run, Run):
         strings = run.token_strings()
         return None if strings is None else [strings[int(i)] for i in ids]
-    from .words import ids_to_text
-
     return ids_to_text(run.path, ids)

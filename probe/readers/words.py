@@ -16,40 +16,33 @@ from .._files import open_regular, regular_file
 from ..errors import ProbeError, param, warn
 
 
-def _folder(path: str) -> str:
-    from .hub import fetch
-
-    path, _ = fetch(path)    # the tokenizer files; safetensors weights stay on the hub
-    return path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
-
-
 def load_tokenizer(path: str, required: bool = True, purpose: str = "words"):
     """(tokenizer, byte_level) for the checkpoint at ``path``; ``None`` when it has no tokenizer
     files and ``required`` is false. Files that exist but cannot be read are a ProbeError."""
+    from .hub import fetch
+
     try:
         from tokenizers import Tokenizer
         from tokenizers.implementations import BertWordPieceTokenizer, ByteLevelBPETokenizer
     except ImportError:
         raise ProbeError(f"{param(purpose)} needs the 'tokenizers' package: pip install tokenizers") from None
-    d = _folder(path)
-    # the tokenizers library opens these itself: any that is not a regular file is refused first
-    for name in ("tokenizer.json", "vocab.json", "merges.txt", "encoder.json", "vocab.bpe", "vocab.txt"):
-        if os.path.exists(os.path.join(d, name)):
-            regular_file(os.path.join(d, name), "tokenizer file")
+    d, _ = fetch(path)    # the tokenizer files; safetensors weights stay on the hub
+    d = d if os.path.isdir(d) else os.path.dirname(os.path.abspath(d))
+    has = {n: os.path.join(d, n) for n in ("tokenizer.json", "vocab.json", "merges.txt", "encoder.json", "vocab.bpe",
+                                           "vocab.txt") if os.path.exists(os.path.join(d, n))}
+    for f in has.values():     # the tokenizers library opens these itself: any not a regular file is refused first
+        regular_file(f, "tokenizer file")
     try:
-        j = os.path.join(d, "tokenizer.json")
-        if os.path.exists(j):
-            tok = Tokenizer.from_file(j)
+        if "tokenizer.json" in has:
+            tok = Tokenizer.from_file(has["tokenizer.json"])
             tok.no_padding()
             tok.no_truncation()
-            byte_level = "ByteLevel" in tok.to_str()[:20000]
-            return tok, byte_level
+            return tok, "ByteLevel" in tok.to_str()[:20000]
         for vocab, merges in (("vocab.json", "merges.txt"), ("encoder.json", "vocab.bpe")):
-            if os.path.exists(os.path.join(d, vocab)) and os.path.exists(os.path.join(d, merges)):
-                return ByteLevelBPETokenizer(os.path.join(d, vocab), os.path.join(d, merges)), True
-        v = os.path.join(d, "vocab.txt")
-        if os.path.exists(v):
-            return BertWordPieceTokenizer(v, lowercase=True), False
+            if vocab in has and merges in has:
+                return ByteLevelBPETokenizer(has[vocab], has[merges]), True
+        if "vocab.txt" in has:
+            return BertWordPieceTokenizer(has["vocab.txt"], lowercase=True), False
     except Exception as exc:  # the tokenizers library raises plain Exceptions on malformed files
         raise ProbeError(f"{d}: cannot read the tokenizer files ({exc})") from None
     if not required:
@@ -103,19 +96,21 @@ def ids_to_text(path: str, ids) -> list[str] | None:
     return None if got is None else [got[0].decode([int(i)]) for i in ids]
 
 
-def read_words_file(path: str) -> list[str]:
-    """Words of a file, one per line or separated by commas or spaces."""
+def read_text(path: str, what: str, **kw) -> str:
+    """The text of the file ``path``, a ``what`` (a regular file only); a one-line ProbeError when it
+    cannot be read."""
     try:
-        with open_regular(path, what="words file") as fh:
-            text = fh.read()
+        with open_regular(path, what=what, **kw) as fh:
+            return fh.read()
     except (OSError, UnicodeDecodeError) as exc:
-        raise ProbeError(f"{path}: cannot read words file ({getattr(exc, 'strerror', None) or exc})") from None
-    return [w for line in text.splitlines() for w in line.replace(",", " ").split()]
+        raise ProbeError(f"{path}: cannot read {what} ({getattr(exc, 'strerror', None) or exc})") from None
 
 
 def word_list(words=None, words_file: str | None = None) -> list[str]:
-    """``words`` (comma-separated text or a list) and the words of ``words_file``, in order."""
+    """``words`` (comma-separated text or a list) and the words of ``words_file`` (one per line or
+    separated by commas or spaces), in order."""
     out = list(words.split(",") if isinstance(words, str) else (words or []))
     if any(not str(w).strip() for w in out):
         raise ProbeError(f"empty item in {param('words', ','.join(map(str, out)))}: remove the extra comma")
-    return out + (read_words_file(words_file) if words_file else [])
+    text = read_text(words_file, "words file") if words_file else ""
+    return out + [w for line in text.splitlines() for w in line.replace(",", " ").split()]
