@@ -10,8 +10,10 @@ Every help ends with the probe's examples.
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import sys
+from collections.abc import Mapping
 
 import click
 
@@ -30,9 +32,15 @@ def with_examples(help: str, examples, arguments: dict[str, str] | None = None) 
     return f"{help}{args}\n\n\b\nExamples:\n" + "\n".join(f"  {x}" for x in examples)
 
 
+@functools.cache
+def takes(fn) -> Mapping[str, inspect.Parameter]:
+    """The parameters of a probe's API function, by name (read once per function)."""
+    return inspect.signature(fn).parameters
+
+
 def offered(probe: registry.Probe) -> list[str]:
     """The API parameters of ``probe`` the command line offers as options, in command order."""
-    sig = inspect.signature(probe.function).parameters
+    sig = takes(probe.function)
     names = [n for n in sig if n not in NOT_OFFERED and n not in probe.api_only and n != "other"]
     return [n for n in names if n not in LAST] + [n for n in LAST if n in names]
 
@@ -47,7 +55,7 @@ def _file_help(probe: registry.Probe) -> str:
 
 def command(probe: registry.Probe) -> click.Command:
     """``probe NAME``: the command of ``probe``, and the flags of the probes declared on it."""
-    sig = inspect.signature(probe.function).parameters
+    sig = takes(probe.function)
     arguments = {"FILE": _file_help(probe)}
     params: list[click.Parameter] = [click.Argument(["file"])]
     if "other" in sig:
@@ -70,9 +78,8 @@ def command(probe: registry.Probe) -> click.Command:
         if chosen is not probe:   # a flag's probe: its own default step unless one was given
             ctx = click.get_current_context()
             if ctx.get_parameter_source("step") is click.core.ParameterSource.DEFAULT:
-                options["step"] = inspect.signature(chosen.function).parameters["step"].default
-        takes = inspect.signature(chosen.function).parameters
-        options = {n: v for n, v in converted(options).items() if n in takes}
+                options["step"] = takes(chosen.function)["step"].default
+        options = {n: v for n, v in converted(options).items() if n in takes(chosen.function)}
         if other is not None:
             options["other"] = other
         run_probe(chosen, file, options, fmt, plot, wide)
@@ -83,9 +90,8 @@ def command(probe: registry.Probe) -> click.Command:
 
 def _default(name: str, probe: registry.Probe, flagged) -> object:
     for p in (probe, *flagged):
-        sig = inspect.signature(p.function).parameters
-        if name in sig:
-            return sig[name].default
+        if name in takes(p.function):
+            return takes(p.function)[name].default
     raise KeyError(name)
 
 
@@ -99,7 +105,7 @@ def run_probe(probe: registry.Probe, file: str, options: dict, fmt: str, plot: s
 
         check_writable(plot)
     fn = probe.function
-    if "progress" in inspect.signature(fn).parameters:
+    if "progress" in takes(fn):
         with progress(probe.name) as tick:
             results = fn(file, progress=tick, **options)
     else:
@@ -146,7 +152,7 @@ def batch_options() -> list[click.Option]:
     out = []
     for n in [n for n in takers if n not in LAST] + [n for n in LAST if n in takers]:
         first = takers[n][0]
-        default = inspect.signature(first.function).parameters[n].default
+        default = takes(first.function)[n].default
         if own.get(n):
             text = own[n]
         elif len(takers[n]) == len(probes):
