@@ -11,6 +11,10 @@ from __future__ import annotations
 import re
 import textwrap
 
+#: the step grammar every ``step`` option takes (the command line's --step help, and the probes that say
+#: more about their own steps)
+STEPS = "latest, all, a step number, A:B (steps in [A, B)) or a comma list of these"
+
 _PATHS = {"weights": "A snapshot file written by ``probe-train``, a checkpoint file or folder, or ``hf:ORG/NAME@REV``.",
           "snapshot": "A snapshot file written by ``probe-train``.",
           "activations": "A snapshot file written by ``probe-train``, or a checkpoint file or folder (with ``text``), "

@@ -16,9 +16,10 @@ from typing import Any, Callable
 
 import click
 
+from ..docstrings import STEPS
+
 FORMATS = ("table", "json", "csv")
 FORMAT = "table, json (strict: no NaN) or csv (tidy: step,metric,key,value); data on stdout, logs on stderr"
-STEPS = "latest, all, a step number, A:B (steps in [A, B)) or a comma list of these"
 TOKENS = "group names (reasoning, memory, keys), ids 3,5,7 or a half-open range 11:21"
 SOURCE = ("snapshot file, or a checkpoint: Hugging Face folder, .safetensors, .pt/.pth/.bin state dict, nanoGPT "
           "ckpt.pt, or a hub model hf:ORG/NAME[@REVISION]")

@@ -9,6 +9,7 @@ from .._limits import MAX_MEMORY, budgeted
 from ..analyses.dynamics import DELTA, SPIKE_FACTOR, SPIKE_WINDOW, DynamicsResult
 from ..analyses.dynamics import WINDOW as SMOOTH
 from ..api._common import Finite, check_number, with_warnings
+from ..docstrings import STEPS
 from ..format import Run
 from ..registry import SNAPSHOT, Probe
 
@@ -82,8 +83,7 @@ def dynamics(path: str | os.PathLike, *, step: str | int = "latest", delta: floa
 
 
 PROBE = Probe("dynamics", SNAPSHOT, "Loss dynamics", function=dynamics,
-              options={"step": "the snapshots up to which the loss log is read: latest, all, a step number, A:B "
-                               "(steps in [A, B)) or a comma list of these"},
+              options={"step": f"the snapshots up to which the loss log is read: {STEPS}"},
               whole_run="latest", result="dynamics.DynamicsResult",
               metrics=("escape_step", "spikes", "initial_loss", "final_loss", "plateau"),
               example="probe dynamics run.h5",

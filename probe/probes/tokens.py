@@ -21,6 +21,7 @@ from ..api._common import (
     text_only_for_checkpoints,
     with_warnings,
 )
+from ..docstrings import STEPS
 from ..errors import ProbeError, ProbeWarning, param
 from ..format import Run, is_snapshot_file
 from ..plotting import as_text, legend
@@ -224,8 +225,7 @@ PROBE = Probe("tokens", ACTIVATIONS, "Per-token loss difference", function=token
               options={"path": "run A: a snapshot file, or (with --text) a Hugging Face model folder or a hub "
                                "model hf:ORG/NAME[@REVISION]",
                        "other": "run B (default: FILE again, at --step-b)",
-                       "step": "step of run A: latest, all, a step number, A:B (steps in [A, B)) or a comma list "
-                               "of these",
+                       "step": f"step of run A: {STEPS}",
                        "text": "for two checkpoints: a text file to run both models on, with their tokenizer files"
                                " (snapshot files store their token-probe windows)"},
               layout="detail", report=False, batch=False, sweeps=False, result="tokens.TokensResult",
