@@ -1,3 +1,4 @@
 from .cli import main
 
-main()
+if __name__ == "__main__":   # not when a tool imports every module (the docs build does)
+    main()
