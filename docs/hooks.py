@@ -31,26 +31,39 @@ _MATH = re.compile(r'(<(span|div) class="arithmatex">)\\[(\[](.*?)\\[)\]](</\2>)
 
 
 def provenance(meta: dict) -> str:
-    seeds = meta["seeds"]
+    seeds, machine = meta["seeds"], meta["machine"]
+    if isinstance(machine, dict):
+        machine = f"{machine['cores']} cores ({machine['cpu']})"
     who = f"one seed (seed {seeds[0]})" if len(seeds) == 1 else f"{len(seeds)} seeds ({', '.join(map(str, seeds))})"
-    text = f"{who}, measured {meta['date']} on {meta['machine']}, commit {meta['commit']} (`{meta['command']}`)"
+    text = f"{who}, measured {meta['date'][:10]} on {machine}, commit {meta['commit'][:7]} (`{meta['command']}`)"
     if len(seeds) == 1:
         text += "; one seed's numbers vary from machine to machine"
     return text
 
 
+def minus(text: str) -> str:
+    return text.replace("-", "\u2212")   # the pages' minus sign, not a hyphen
+
+
 def number(name: str, key: str, fmt: str | None) -> str:
-    """The value at ``key`` (``a/b/c``) of ``docs/results/NAME.json``, formatted."""
+    """The value at ``key`` (``a/b/c``; a list index is a number) of ``docs/results/NAME.json``, formatted:
+    under the file's ``values`` if it has them (its ``meta`` as ``meta/...``), else from its top. Format
+    ``ci`` (``ci.3f``) writes a ``{"mean", "ci95"}`` entry as ``mean [low, high]``."""
     data = json.loads((RESULTS / f"{name}.json").read_text())
+    meta = data.get("meta", data)
     if key == "@meta":
-        return provenance(data["meta"])
-    node = data["meta"] if key.startswith("meta/") else data["values"]
+        return provenance(meta)
+    node = meta if key.startswith("meta/") else data.get("values", data)
     for part in key.removeprefix("meta/").split("/"):
-        node = node[part]
+        node = node[int(part)] if isinstance(node, list) else node[part]
+    if fmt and fmt.startswith("ci"):
+        f = fmt[2:] or ".3f"
+        lo, hi = node["ci95"]
+        return minus(f"{format(node['mean'], f)} [{format(lo, f)}, {format(hi, f)}]")
     if isinstance(node, (dict, list)):
         raise KeyError(f"{key} is not one number")
     text = format(node, fmt or "")
-    return "\u2212" + text[1:] if text.startswith("-") else text   # the pages' minus sign, not a hyphen
+    return minus(text) if isinstance(node, (int, float)) else text
 
 
 def on_page_markdown(markdown: str, page, **_) -> str:

@@ -130,6 +130,10 @@ def test_a_quoted_number_comes_from_its_result_file_or_stops_the_build():
     text = hooks.on_page_markdown("acc [[demo:g0.8/acc/rsn_test|.3f]], [[demo:@meta]].", page=page)
     assert text.startswith(f"acc {demo['values']['g0.8']['acc']['rsn_test']:.3f}, one seed (seed 0), measured ")
     assert demo["meta"]["commit"] in text and demo["meta"]["machine"] in text and "vary from machine" in text
+    cka = json.loads((ROOT / "docs" / "results" / "cka-seeds.json").read_text())["results"]["last (step 3000)"]
+    lo, hi = cka["diff_small_minus_large"]["ci95"]
+    text = hooks.on_page_markdown("[[cka-seeds:results/last (step 3000)/diff_small_minus_large|ci+.2f]]", page=page)
+    assert text == f"{cka['diff_small_minus_large']['mean']:+.2f} [{lo:+.2f}, {hi:+.2f}]".replace("-", "\u2212")
     for missing in ("[[demo:g0.8/acc/nothing]]", "[[demo:g0.8/acc]]", "[[no-such-file:x]]"):
         with pytest.raises(PluginError, match=r"page\.md: .* has no source"):
             hooks.on_page_markdown(f"a {missing} b", page=page)
