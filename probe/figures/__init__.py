@@ -17,12 +17,11 @@ size, declarations, claims, the context), :mod:`.scripts` (finding, drawing, che
 Sizes: ``tiny`` (tests, seconds), ``quick`` (a CPU: every figure in minutes on 2 cores),
 ``full`` (the papers' sizes, for a GPU).
 """
-from .context import (DEFAULT_SEEDS, EXPERIMENTS, SIZES, Claim, FigureContext, RunSpec, claim, cuda_available,
-                      resolved, specs)
+from .context import (DEFAULT_SEEDS, EXPERIMENTS, SIZES, Claim, FigureContext, RunSpec, claim, resolved, specs)
 from .plan import Plan, PlannedRun, plan_figures, reference, seeds_for_budget
 from .scripts import (FigureScript, check_figures, declarations, examples_dir, load_scripts, make_figures,
                       run_script)
 
-__all__ = ["DEFAULT_SEEDS", "EXPERIMENTS", "SIZES", "Claim", "FigureContext", "RunSpec", "claim", "cuda_available",
-           "resolved", "specs", "Plan", "PlannedRun", "plan_figures", "reference", "seeds_for_budget", "FigureScript",
+__all__ = ["DEFAULT_SEEDS", "EXPERIMENTS", "SIZES", "Claim", "FigureContext", "RunSpec", "claim", "resolved",
+           "specs", "Plan", "PlannedRun", "plan_figures", "reference", "seeds_for_budget", "FigureScript",
            "check_figures", "declarations", "examples_dir", "load_scripts", "make_figures", "run_script"]

@@ -252,9 +252,3 @@ class FigureContext:
             plt.close(fig)
         self.log(f"  wrote {paths[0]} (+ .pdf)")
         return paths
-
-
-def cuda_available() -> bool:
-    from probe_train.runs import cuda_available as available
-
-    return available()

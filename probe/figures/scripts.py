@@ -103,26 +103,23 @@ def _each_figure(names: list[str], ctx: FigureContext, folder: Path, action: Cal
     def one(n: str) -> None:
         need = specs(declared[n])
         lost = [s.label for s in need if paths[s.label] in ctx._failed]
+        t0 = time.perf_counter()
         if lost:
             failed[n] = f"training run '{lost[0]}' failed: {ctx._failed[paths[lost[0]]]}"
-            ctx.log(f"figure {n} failed: {failed[n]}")
-            return
-        t0 = time.perf_counter()
-        ctx.log(f"figure {n}: {scripts[n].title}")
-        try:
-            out[n] = action(scripts[n], resolved(declared[n], {s: paths[s.label] for s in need}))
-        except Interrupted:
-            raise
-        except ProbeError as exc:
-            failed[n] = exc.cli_message()
-        except Exception as exc:   # a bug in one script must not cost the other figures
-            if environment.debug():
-                raise
-            failed[n] = f"unexpected {type(exc).__name__}: {exc}"
-        if n in failed:
-            ctx.log(f"figure {n} failed: {failed[n]}")
         else:
-            ctx.log(f"figure {n} {verb} in {time.perf_counter() - t0:.1f} s")
+            ctx.log(f"figure {n}: {scripts[n].title}")
+            try:
+                out[n] = action(scripts[n], resolved(declared[n], {s: paths[s.label] for s in need}))
+            except Interrupted:
+                raise
+            except ProbeError as exc:
+                failed[n] = exc.cli_message()
+            except Exception as exc:   # a bug in one script must not cost the other figures
+                if environment.debug():
+                    raise
+                failed[n] = f"unexpected {type(exc).__name__}: {exc}"
+        ctx.log(f"figure {n} failed: {failed[n]}" if n in failed
+                else f"figure {n} {verb} in {time.perf_counter() - t0:.1f} s")
 
     todo_figures = [n for n in names if n not in failed]
     declared_ones = [n for n in todo_figures if scripts[n].declare is not None]

@@ -2,13 +2,16 @@
 is plain text in these dicts, escaped in exactly one place)."""
 from __future__ import annotations
 
+import functools
 import os
 import re
 
+import jinja2
 import numpy as np
+from markupsafe import Markup
 
 from .._text import markup_text
-from .charts import family
+from .charts import family, plain_number
 from .sources import Section, RunSource
 
 REFRESH_S = 3
@@ -19,31 +22,26 @@ REFRESH_S = 3
 # tensor and metric names, error and warning messages) reaches the page as plain text in these
 # dicts and is escaped in exactly one place: the templates' autoescape (after _shown_text below).
 
-_ENV = _Markup = None
-
-
 def _shown_text(value):
     """Every value a template prints, before autoescape: text from a run made valid in HTML and XML
     (undecodable bytes of a file name and control characters as \\xNN: :func:`probe._text.markup_text`)."""
     if type(value) is str:
         # most values are plain ASCII (numbers, names, base64): skip the search for characters to spell
         return value if value.isascii() and value.isprintable() else markup_text(value)
-    if isinstance(value, _Markup):       # a macro's own output, already escaped
+    if isinstance(value, Markup):       # a macro's own output, already escaped
         return value
     return markup_text(str(value))
 
 
-def render_page(template: str, **values) -> str:
-    global _ENV, _Markup
-    if _ENV is None:
-        import jinja2
-        from markupsafe import Markup as _Markup
+@functools.cache
+def _env() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")),
+        autoescape=True, finalize=_shown_text, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
 
-        _ENV = jinja2.Environment(
-            loader=jinja2.FileSystemLoader(os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")),
-            autoescape=True, finalize=_shown_text, undefined=jinja2.StrictUndefined, trim_blocks=True,
-            lstrip_blocks=True)
-    return _ENV.get_template(template).render(**values)
+
+def render_page(template: str, **values) -> str:
+    return _env().get_template(template).render(**values)
 
 
 def note_html(text: str, cls: str = "note") -> dict:
@@ -57,13 +55,9 @@ def section_html(anchor: str, title: str, srcs: list[RunSource], cells: list[lis
 
 
 def _fmt(v) -> str:
-    if v is None:
+    if v is None or (isinstance(v, (float, np.floating)) and not np.isfinite(v)):
         return "–"
-    if isinstance(v, (float, np.floating)):
-        if not np.isfinite(v):
-            return "–"
-        return f"{v:.4g}"
-    return str(v)
+    return f"{v:.4g}" if isinstance(v, (float, np.floating)) else str(v)
 
 
 def row_html(cells: list, diff: bool = False) -> dict:
@@ -119,23 +113,16 @@ def compare_table(probe: str, srcs: list[RunSource], secs: list[Section]) -> dic
 
 
 def _finite(vals) -> list[float]:
-    return [float(v) for v in vals if isinstance(v, (int, float, np.floating, np.integer)) and not isinstance(v, bool)
-            and np.isfinite(v)]
+    return [x for x in map(plain_number, vals) if x is not None and np.isfinite(x)]
 
 
 def chart_html(svg: str, filename: str, caption: str, step: int | None = None) -> dict:
     """An inline SVG chart (its points carry hover titles) with a download link that the page's script
     fills with the chart's own markup when clicked (not a second copy of it in the page: a data: URI
     would double the page's size)."""
-    return {"kind": "chart", "step": step, "caption": caption, "svg": _Markup_of(svg),
+    # svg.py escaped every value from a run as it built the chart: it is safe for the template
+    return {"kind": "chart", "step": step, "caption": caption, "svg": Markup(svg),
             "filename": _download_name(filename)}
-
-
-def _Markup_of(svg: str):
-    """svg.py escaped every value from a run as it built the chart: mark it safe for the template."""
-    from markupsafe import Markup
-
-    return Markup(svg)
 
 
 def _download_name(name: str) -> str:

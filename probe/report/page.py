@@ -79,16 +79,16 @@ class Report:
         if todo:
             spec = registry.get(probe)
             fn = api.probe_function(probe)
+            kwargs = {"allow_nonfinite": self.allow_nonfinite, "max_memory": self.max_memory,
+                      **dict(spec.report_options)}
+            if self._tokens(src, probe):
+                kwargs["tokens"] = self._tokens(src, probe)
             if src.kind == "snapshot":
                 calls = [(src.path, ",".join(map(str, todo)) if spec.whole_run is None else spec.whole_run, todo)]
             else:
                 calls = [(src.checkpoints[s], "latest", [s]) for s in todo]
             for path, spec_steps, wanted in calls:
-                kwargs = {"step": spec_steps, "allow_nonfinite": self.allow_nonfinite, "max_memory": self.max_memory}
-                kwargs.update(spec.report_options)
-                if self._tokens(src, probe):
-                    kwargs["tokens"] = self._tokens(src, probe)
-                results, error, notes = captured(lambda: fn(path, **kwargs))
+                results, error, notes = captured(lambda: fn(path, step=spec_steps, **kwargs))
                 note = None if error is None else \
                     (failure(error) if isinstance(error, ProbeError) else f"failed: {failure(error)}")
                 if spec.whole_run is not None and results:
@@ -109,7 +109,8 @@ class Report:
                     self.pending = True
                     got[s] = (r, PENDING, note, notes)
                     continue
-                self._figs[key] = self._figure(probe, r)
+                # the probe's chart of one step (inline SVG, milliseconds), or None: the trajectory shows its numbers
+                self._figs[key] = charts.step_figure(registry.get(probe), r, max(1, len(self.specs)))
             got[s] = (r, self._figs.get(key), note, notes)
         return got
 
@@ -119,42 +120,32 @@ class Report:
         run has no 'reasoning' group), else the first 64 token ids (a checkpoint has no groups; fewer
         if its config says the vocabulary is smaller)."""
         default = registry.default_tokens(probe)
-        if default is None:
+        if default is None or probe == "theory" or all(g in src.groups for g in default.split(",")):
             return None
-        wanted = default.split(",")
-        if all(g in src.groups for g in wanted):
-            return None
-        if src.groups and probe != "theory":
+        if src.groups:
             return ",".join(list(src.groups)[:3])
         vocab = src.config.get("vocab_size")
-        n = min(64, vocab) if isinstance(vocab, int) and vocab > 1 else 64
-        return None if probe == "theory" else f"0:{n}"
-
-    def _figure(self, probe: str, r) -> str | None:
-        """The probe's chart of one step (inline SVG, milliseconds), or None (no chart: the trajectory
-        shows its numbers)."""
-        return charts.step_figure(registry.get(probe), r, max(1, len(self.specs)))
+        return f"0:{min(64, vocab) if isinstance(vocab, int) and vocab > 1 else 64}"
 
     def section(self, src: RunSource, probe: str, budget: Budget | None = None, at: str = "") -> Section:
         """``probe``'s section for ``src`` (``at``: where it stands among the sections, for the status line)."""
-        if src.kind == "checkpoints" and registry.get(probe).reads != registry.WEIGHTS:
+        spec = registry.get(probe)
+        if src.kind == "checkpoints" and spec.reads != registry.WEIGHTS:
             return Section(note="needs a snapshot file written by probe-train (a checkpoint holds weights only)")
         if not src.steps:
             return Section(note="no complete snapshot yet")
-        if registry.get(probe).whole_run and src.kind == "snapshot":
+        if spec.whole_run and src.kind == "snapshot":
             steps = table = [src.steps[-1]]
         else:
             table = pick_steps(src.steps, self.max_steps, src.final_step)
             # the slider and the trajectory reach every snapshot where the step's figure is cheap
-            every = registry.get(probe).cheap or registry.get(probe).chart is None
+            every = spec.cheap or spec.chart is None
             slider = (src.steps if self.slider_steps == 0 else pick_steps(src.steps, self.slider_steps, src.final_step)) \
                 if every else ()
             steps = sorted(set(table) | set(slider))
         self.progress(f"{src.label}: {probe}{at}")
         got = self._call(src, probe, steps, budget)
-        sec = Section()
-        if len(got) < len(steps) or any(fig is PENDING for _, fig, _, _ in got.values()):
-            sec.pending = True
+        sec = Section(pending=len(got) < len(steps) or any(fig is PENDING for _, fig, _, _ in got.values()))
         for s, (r, fig, note, notes) in got.items():
             if r is not None:
                 sec.results[s] = r
@@ -240,8 +231,8 @@ class Report:
         fams: dict[str, list] = {}
         for sec in secs:
             for r in sec.results.values():
-                for fam, vals in charts.families(r.summary()).items():
-                    fams.setdefault(fam, []).extend(vals)
+                for k, v in r.summary().items():   # a family's values, for axes shared across runs
+                    fams.setdefault(charts.family(k), []).append(charts.plain_number(v))
         ylims = {fam: charts.extent(vals) for fam, vals in fams.items()}
         cells = []
         for s, sec in zip(srcs, secs):

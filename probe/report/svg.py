@@ -80,9 +80,7 @@ def _n(v: float) -> str:
 
 
 def _limits(values, scale: str, lim):
-    vals = [float(v) for v in values if v is not None and np.isfinite(v) and (scale != "log" or v > 0)]
-    if lim is not None:
-        vals += [float(v) for v in lim if v is not None and np.isfinite(v) and (scale != "log" or v > 0)]
+    vals = [float(v) for v in [*values, *(lim or ())] if v is not None and np.isfinite(v) and (scale != "log" or v > 0)]
     return (min(vals), max(vals)) if vals else None
 
 
@@ -173,7 +171,7 @@ def _panel(p: Panel, ox: float, oy: float, width: float, height: float) -> str:
         x = X(p.vline[0])
         out.append(_el("line", None, _el_title(f"{p.vline[1]}: {p.vline[0]:.4g}"), x1=_n(x), x2=_n(x), y1=_n(box[1]),
                        y2=_n(box[1] + box[3]), stroke="#888", stroke_dasharray="3 3"))
-    draw = {"line": _lines, "scatter": _scatter, "bar": _bars, "barh": _barsh}[p.kind]
+    draw = {"line": _lines, "scatter": _scatter, "bar": _bars, "barh": _bars}[p.kind]
     out += draw(p, labels, sx, sy, box, X, Y)
     if lw:
         lx = box[0] + box[2] + 10
@@ -251,39 +249,23 @@ def _scatter(p, labels, sx, sy, box, X, Y) -> list[str]:
 
 
 def _bars(p, labels, sx, sy, box, X, Y) -> list[str]:
+    """Bars from zero: up over the categories ("bar"), or right beside them, the first at the top ("barh")."""
     out = []
-    k = max(1, len(labels))
-    slot = box[2] / max(1, len(p.categories))
-    bw = 0.8 * slot / k
-    base = Y(max(sy.lo, 0.0)) if sy.kind != "log" else box[1] + box[3]
+    n, flat = len(p.categories), p.kind == "barh"
+    val, V = (sx, X) if flat else (sy, Y)
+    slot = (box[3] if flat else box[2]) / max(1, n)
+    bw = 0.8 * slot / max(1, len(labels))
+    base = V(max(val.lo, 0.0)) if val.kind != "log" else (box[0] if flat else box[1] + box[3])
     for i, lab in enumerate(labels):
         c = _colour(lab, i)
         for j, v in enumerate(p.series[lab]):
-            if not sy.keeps(v):
+            if not val.keeps(v):
                 continue
-            x = X(j) - 0.4 * slot + i * bw
-            top = Y(v)
-            out.append(_el("rect", None, _el_title(f"{lab} · {p.xlabel} {p.categories[j]}: {v:.4g}"), x=_n(x),
-                           y=_n(min(top, base)), width=_n(max(bw, 0.5)), height=_n(max(abs(base - top), 0.5)), fill=c))
-    return out
-
-
-def _barsh(p, labels, sx, sy, box, X, Y) -> list[str]:
-    out = []
-    n = len(p.categories)
-    k = max(1, len(labels))
-    slot = box[3] / max(1, n)
-    bh = 0.8 * slot / k
-    base = X(max(sx.lo, 0.0)) if sx.kind != "log" else box[0]
-    for i, lab in enumerate(labels):
-        c = _colour(lab, i)
-        for j, v in enumerate(p.series[lab]):
-            if not sx.keeps(v):
-                continue
-            y = Y(n - 1 - j) - 0.4 * slot + i * bh
-            right = X(v)
-            out.append(_el("rect", None, _el_title(f"{p.categories[j]} · {lab}: {v:.4g}"), x=_n(min(right, base)),
-                           y=_n(y), width=_n(max(abs(right - base), 0.5)), height=_n(max(bh, 0.5)), fill=c))
+            start, end = (Y(n - 1 - j) if flat else X(j)) - 0.4 * slot + i * bw, V(v)
+            along, across = (min(end, base), max(abs(end - base), 0.5)), (start, max(bw, 0.5))
+            x, w, y, h = (*along, *across) if flat else (*across, *along)
+            tip = f"{p.categories[j]} · {lab}: {v:.4g}" if flat else f"{lab} · {p.xlabel} {p.categories[j]}: {v:.4g}"
+            out.append(_el("rect", None, _el_title(tip), x=_n(x), y=_n(y), width=_n(w), height=_n(h), fill=c))
     return out
 
 
