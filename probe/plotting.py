@@ -12,10 +12,12 @@ titled ``title`` (str), raster formats at ``dpi`` (int, default 150).
 from __future__ import annotations
 
 import os
+import sys
 from typing import Sequence
 
 import numpy as np
 
+from ._files import writable, write_atomic
 from ._text import markup_text
 from .errors import ProbeError, param
 from .report.axes import nice_step
@@ -57,8 +59,6 @@ def pyplot():
     >>> plt = pyplot()
     >>> fig, ax = plt.subplots()
     """
-    import sys
-
     import matplotlib
 
     # Agg: figures are files here, and a command line may have no display. But in a notebook (an
@@ -211,8 +211,6 @@ def points_with_ci(ax, xs, per_x, color, label=None, **kw):
 def check_writable(path: str) -> None:
     """Fail before any work if the file cannot be written: its folder exists, takes a new file
     (tried with a temporary one, removed at once), and the name has a known extension."""
-    from ._files import writable
-
     writable(path, "plot")
     if os.path.splitext(path)[1].lower() not in PLOT_EXTS:
         raise ProbeError(f"cannot write plot {path}: use a {', '.join(PLOT_EXTS[:-1])} or {PLOT_EXTS[-1]} name")
@@ -240,8 +238,6 @@ def save(fig, path, dpi: int = 150) -> None:
         if hasattr(path, "write"):
             fig.savefig(path, dpi=dpi, format="png")
         else:
-            from ._files import write_atomic
-
             ext = os.path.splitext(os.fspath(path))[1].lower().lstrip(".")
             write_atomic(path, lambda fh: fig.savefig(fh, dpi=dpi, format=ext or None), "plot")
     finally:

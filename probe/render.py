@@ -121,7 +121,7 @@ def wrapped(prefix: str, items: Sequence[str], width: int | None) -> None:
     _line(line)
 
 
-def _line(text: str = "") -> None:
+def _line(text: str) -> None:
     """A line of a table's text that may quote a file (a tensor's, a group's or a file's name)."""
     print(terminal(text))
 
@@ -146,15 +146,10 @@ def write_json(obj, out=None) -> None:
     out.write("\n")
 
 
-def _csv_value(v):
-    return "" if v is None or (isinstance(v, float) and not math.isfinite(v)) else v
-
-
 def write_csv(header: Sequence[str], rows: Iterable[Sequence], out=None) -> None:
     w = csv.writer(out or sys.stdout, lineterminator="\n")
     w.writerow(header)
-    for r in rows:
-        w.writerow([_csv_value(v) for v in r])
+    w.writerows(["" if v is None or (isinstance(v, float) and not math.isfinite(v)) else v for v in r] for r in rows)
 
 
 def tidy_rows(results) -> list[tuple]:

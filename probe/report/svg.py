@@ -301,8 +301,7 @@ def _image(m: np.ndarray, cmap: str, vmin: float, vmax: float) -> str:
 def _heat(p: Panel, ox, oy, width, height) -> str:
     m = np.asarray(p.matrix, dtype=float)
     r, c = m.shape
-    tick_w = max([A.text_width(str(s), FONT) for s in p.rows] or [0])
-    ml = 8 + FONT + 6 + tick_w
+    ml = 8 + FONT + 6 + max([A.text_width(str(s), FONT) for s in p.rows] or [0])
     mt, mb, cbw = TITLE + 12, 2 * FONT + 14, 64
     side = min(width - ml - cbw - 8, height - mt - mb)
     box = (ox + ml, oy + mt, side * c / max(r, c), side * r / max(r, c))
