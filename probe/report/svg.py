@@ -163,14 +163,12 @@ def _panel(p: Panel, ox: float, oy: float, width: float, height: float) -> str:
                    stroke="#bbb", class_="plot"))
     out += _ticks(sx, sy, box, X, Y)
     out += _axis_labels(p, ox, oy, height, box)
-    if p.hline is not None and sy.keeps(p.hline[0]):
-        y = Y(p.hline[0])
-        out.append(_el("line", None, _el_title(f"{p.hline[1]}: {p.hline[0]:.4g}"), x1=_n(box[0]), x2=_n(box[0] + box[2]),
-                       y1=_n(y), y2=_n(y), stroke="#888", stroke_dasharray="3 3"))
-    if p.vline is not None and sx.keeps(p.vline[0]):
-        x = X(p.vline[0])
-        out.append(_el("line", None, _el_title(f"{p.vline[1]}: {p.vline[0]:.4g}"), x1=_n(x), x2=_n(x), y1=_n(box[1]),
-                       y2=_n(box[1] + box[3]), stroke="#888", stroke_dasharray="3 3"))
+    for ref, across in ((p.hline, True), (p.vline, False)):   # dashed reference lines, across or up and down
+        if ref is not None and (sy if across else sx).keeps(ref[0]):
+            at = Y(ref[0]) if across else X(ref[0])
+            x1, x2, y1, y2 = (box[0], box[0] + box[2], at, at) if across else (at, at, box[1], box[1] + box[3])
+            out.append(_el("line", None, _el_title(f"{ref[1]}: {ref[0]:.4g}"), x1=_n(x1), x2=_n(x2), y1=_n(y1),
+                           y2=_n(y2), stroke="#888", stroke_dasharray="3 3"))
     draw = {"line": _lines, "scatter": _scatter, "bar": _bars, "barh": _bars}[p.kind]
     out += draw(p, labels, sx, sy, box, X, Y)
     if lw:
