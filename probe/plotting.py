@@ -3,19 +3,28 @@
 matplotlib is imported inside the functions only, so the CLI starts fast. The figure scripts
 in ``examples/`` draw with :func:`pyplot`, :func:`heatmap`, :func:`gamma_color` and
 ``GROUP_COLORS``; ``probe <probe> --plot`` draws with :func:`plot_results`.
+
+Shared parameters: ``ax`` (matplotlib.axes.Axes) is the panel drawn into; ``color`` the colour of a
+panel helper's drawing and ``label`` (str, optional) its legend label, to which the number of seeds is
+added. The figure functions write to ``path`` (str, os.PathLike or binary file: see :func:`save`),
+titled ``title`` (str), raster formats at ``dpi`` (int, default 150).
 """
 from __future__ import annotations
 
 import os
+import sys
 from typing import Sequence
 
 import numpy as np
 
+from ._files import writable, write_atomic
 from ._text import markup_text
 from .errors import ProbeError, param
+from .report.axes import nice_step
 
 MAX_PANELS = 8
 MAX_HEATMAP = 4096
+PLOT_EXTS = (".png", ".pdf", ".svg", ".jpg", ".jpeg")
 GAMMA_CMAP = "viridis"
 SIM_CMAP = "RdBu_r"
 GROUP_COLORS = {"memory": "#d62728", "reasoning": "#1f77b4", "keys": "#7f7f7f", "anchors": "#2ca02c",
@@ -50,8 +59,6 @@ def pyplot():
     >>> plt = pyplot()
     >>> fig, ax = plt.subplots()
     """
-    import sys
-
     import matplotlib
 
     # Agg: figures are files here, and a command line may have no display. But in a notebook (an
@@ -98,8 +105,6 @@ def heatmap(ax, matrix, xticks=None, yticks=None, *, vmin=-1.0, vmax=1.0, cmap=S
 
     Parameters
     ----------
-    ax : matplotlib.axes.Axes
-        The panel.
     matrix : array_like, shape (m, n)
         The values.
     xticks : sequence of str, optional
@@ -145,16 +150,10 @@ def fitted_range(matrix: np.ndarray) -> tuple[float, float, str]:
     if lo < -0.05 * top and hi > 0.05 * top:
         if top >= 0.5:
             return -1.0, 1.0, "RdBu_r"
-        step = _nice_step(top)
+        step = float(nice_step(top, 1))
         return -step, step, "RdBu_r"
-    step = _nice_step((hi - lo) / 4 or abs(hi) or 1.0)
+    step = nice_step((hi - lo) / 4 or abs(hi) or 1.0, 1)
     return float(np.floor(lo / step) * step), float(np.ceil(hi / step) * step), "viridis"
-
-
-def _nice_step(x: float) -> float:
-    """The 1-2-5 value at or above ``x`` > 0."""
-    mag = 10 ** np.floor(np.log10(x))
-    return float(next(m * mag for m in (1, 2, 5, 10) if m * mag >= x * 0.999))
 
 
 def seed_band(ax, steps, curves, color, label=None, **kw):
@@ -162,16 +161,10 @@ def seed_band(ax, steps, curves, color, label=None, **kw):
 
     Parameters
     ----------
-    ax : matplotlib.axes.Axes
-        The panel.
     steps : array_like, shape (n,)
         The x values.
     curves : array_like, shape (seeds, n)
         One curve per seed; one seed draws the plain line.
-    color : color
-        The line's colour.
-    label : str, optional
-        Legend label; the number of seeds is added.
     **kw
         Passed on to ``ax.plot``.
 
@@ -194,16 +187,10 @@ def points_with_ci(ax, xs, per_x, color, label=None, **kw):
 
     Parameters
     ----------
-    ax : matplotlib.axes.Axes
-        The panel.
     xs : array_like, shape (n,)
         The x values.
     per_x : sequence of sequence of float
         The per-seed values at each x (n lists).
-    color : color
-        The colour.
-    label : str, optional
-        Legend label; the number of seeds is added.
     **kw
         Passed on to ``ax.errorbar`` (default: markers joined by a line).
     """
@@ -221,18 +208,15 @@ def points_with_ci(ax, xs, per_x, color, label=None, **kw):
         ax.scatter([x] * len(v), v, s=8, color=color, alpha=0.35, linewidths=0)
 
 
-def check_writable(path: str, what: str = "plot", exts=(".png", ".pdf", ".svg", ".jpg", ".jpeg")) -> None:
+def check_writable(path: str) -> None:
     """Fail before any work if the file cannot be written: its folder exists, takes a new file
     (tried with a temporary one, removed at once), and the name has a known extension."""
-    from ._files import writable
-
-    writable(path, what)
-    ext = os.path.splitext(path)[1].lower()
-    if ext not in exts:
-        raise ProbeError(f"cannot write {what} {path}: use a {', '.join(exts[:-1])} or {exts[-1]} name")
+    writable(path, "plot")
+    if os.path.splitext(path)[1].lower() not in PLOT_EXTS:
+        raise ProbeError(f"cannot write plot {path}: use a {', '.join(PLOT_EXTS[:-1])} or {PLOT_EXTS[-1]} name")
 
 
-def save(fig, path, dpi: int = 150, what: str = "plot") -> None:
+def save(fig, path, dpi: int = 150) -> None:
     """Write and close ``fig``.
 
     To a file name atomically (format from its extension; a full disk leaves no partial file:
@@ -244,10 +228,6 @@ def save(fig, path, dpi: int = 150, what: str = "plot") -> None:
         The figure; closed afterwards, written or not.
     path : str or os.PathLike or binary file
         Where to write it.
-    dpi : int, default 150
-        Resolution of raster formats.
-    what : str, default "plot"
-        What the file is, for the error message.
 
     Raises
     ------
@@ -258,10 +238,8 @@ def save(fig, path, dpi: int = 150, what: str = "plot") -> None:
         if hasattr(path, "write"):
             fig.savefig(path, dpi=dpi, format="png")
         else:
-            from ._files import write_atomic
-
             ext = os.path.splitext(os.fspath(path))[1].lower().lstrip(".")
-            write_atomic(path, lambda fh: fig.savefig(fh, dpi=dpi, format=ext or None), what)
+            write_atomic(path, lambda fh: fig.savefig(fh, dpi=dpi, format=ext or None), "plot")
     finally:
         pyplot().close(fig)
 
@@ -273,12 +251,6 @@ def similarity_heatmaps(results: Sequence, path, title: str, dpi: int = 150) -> 
     ----------
     results : sequence of SimilarityResult
         The results to draw, each with its ``matrix`` (k, k).
-    path : str or os.PathLike or binary file
-        Where to write the figure (see [`save`][probe.plotting.save]).
-    title : str
-        The figure's title.
-    dpi : int, default 150
-        Resolution of raster formats.
 
     Raises
     ------
@@ -303,8 +275,7 @@ def similarity_heatmaps(results: Sequence, path, title: str, dpi: int = 150) -> 
         ax.set_xticks(ticks, [str(r.ids[i]) for i in ticks], fontsize=7, rotation=90)
         ax.set_yticks(ticks, [str(r.ids[i]) for i in ticks], fontsize=7)
         ax.set_title(f"step {r.step}\nmean {r.mean_offdiag:.2f}, ρ(dist) {r.distance_corr:.2f}", fontsize=9)
-        ax.set_xlabel("token")
-        ax.set_ylabel("token")
+        ax.set(xlabel="token", ylabel="token")
     fig.colorbar(im, ax=list(axes[0]), shrink=0.85, label="cosine similarity")
     fig.suptitle(title, fontsize=10)
     save(fig, path, dpi)
@@ -317,12 +288,6 @@ def trajectory(results: Sequence, path, title: str, dpi: int = 150) -> None:
     ----------
     results : sequence of Result
         One result per step.
-    path : str or os.PathLike or binary file
-        Where to write the figure (see [`save`][probe.plotting.save]).
-    title : str
-        The figure's title.
-    dpi : int, default 150
-        Resolution of raster formats.
     """
     plt = pyplot()
     keys = list(dict.fromkeys(k for r in results for k in r.summary()))
@@ -360,12 +325,8 @@ def saturation_map(results: Sequence, path, title: str, ax=None, dpi: int = 150)
         One result per step, all with the same sites.
     path : str or os.PathLike or binary file
         Where to write the figure when it draws its own (``ax`` None).
-    title : str
-        The figure's title.
     ax : matplotlib.axes.Axes, optional
         Draw into this panel instead (nothing is written).
-    dpi : int, default 150
-        Resolution of raster formats.
 
     Returns
     -------
@@ -410,10 +371,6 @@ def plot_results(name: str, results: Sequence, path, title: str, dpi: int = 150)
         What the probe returned, one result per step.
     path : str or os.PathLike or binary file
         A file name (format from its extension: .png, .pdf, .svg, .jpg), or a binary file object (PNG).
-    title : str
-        The figure's title.
-    dpi : int, default 150
-        Resolution of raster formats.
 
     Raises
     ------

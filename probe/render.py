@@ -121,7 +121,7 @@ def wrapped(prefix: str, items: Sequence[str], width: int | None) -> None:
     _line(line)
 
 
-def _line(text: str = "") -> None:
+def _line(text: str) -> None:
     """A line of a table's text that may quote a file (a tensor's, a group's or a file's name)."""
     print(terminal(text))
 
@@ -146,19 +146,10 @@ def write_json(obj, out=None) -> None:
     out.write("\n")
 
 
-def _csv_value(v):
-    if v is None:
-        return ""
-    if isinstance(v, float) and not math.isfinite(v):
-        return ""
-    return v
-
-
 def write_csv(header: Sequence[str], rows: Iterable[Sequence], out=None) -> None:
     w = csv.writer(out or sys.stdout, lineterminator="\n")
     w.writerow(header)
-    for r in rows:
-        w.writerow([_csv_value(v) for v in r])
+    w.writerows(["" if v is None or (isinstance(v, float) and not math.isfinite(v)) else v for v in r] for r in rows)
 
 
 def tidy_rows(results) -> list[tuple]:
@@ -182,9 +173,11 @@ def summary_table(results, wide: bool = False) -> None:
     keys = list(dict.fromkeys(k for s in summaries for k in s))
     if not keys:
         return
-    rows = [[r.step] + [s.get(k) for k in keys] for r, s in zip(results, summaries)]
-    if wide or _fits(["step"] + keys, rows):
-        table(["step"] + keys, rows, width=None if wide else WIDTH)
+    def rows(ks):
+        return [[r.step] + [s.get(k) for k in ks] for r, s in zip(results, summaries)]
+
+    if wide or _fits(["step"] + keys, rows(keys)):
+        table(["step"] + keys, rows(keys), width=None if wide else WIDTH)
         return
     plain = [k for k in keys if not split_key(k)[1]]
     families: dict[str, list[tuple[str, str]]] = {}
@@ -193,16 +186,13 @@ def summary_table(results, wide: bool = False) -> None:
         if key:
             families.setdefault(metric, []).append((k, key))
     if plain:
-        table(["step"] + plain, [[r.step] + [s.get(k) for k in plain] for r, s in zip(results, summaries)],
-              width=WIDTH)
+        table(["step"] + plain, rows(plain), width=WIDTH)
     for n, (metric, ks) in enumerate(families.items()):
         if plain or n:
             print()
         more = f" the first {MAX_KEYS} of {len(ks)} keys ({MORE_HINT})" if len(ks) > MAX_KEYS else ""
         _line(f"{metric}:{more}")
-        ks = ks[:MAX_KEYS]
-        table(["step"] + [key for _, key in ks], [[r.step] + [s.get(k) for k, _ in ks]
-                                                 for r, s in zip(results, summaries)], width=WIDTH)
+        table(["step"] + [key for _, key in ks[:MAX_KEYS]], rows([k for k, _ in ks[:MAX_KEYS]]), width=WIDTH)
 
 
 # --- the per-probe detail shown above the summary when one step is selected ------------------------
@@ -350,7 +340,5 @@ def sweep_summary(res, fmt: str, folder: str) -> None:
 
 
 def _interval(s: dict) -> str:
-    import math
-
     lo, hi = s["ci_lo"], s["ci_hi"]
     return f"[{lo:.3f}, {hi:.3f}]" if math.isfinite(lo) and math.isfinite(hi) else "-"

@@ -313,7 +313,7 @@ def test_budget_gives_each_figure_the_most_seeds_that_fit(tmp_path):
 
 def test_the_figures_reference_page_is_made_from_the_declarations():
     from probe.figures import examples_dir
-    from probe.figures.plan import BEGIN, END, reference
+    from probe.figures.scripts import BEGIN, END, reference
 
     text = (ROOT / "docs" / "figures.md").read_text()
     made = text[text.index(BEGIN):text.index(END) + len(END)] + "\n"

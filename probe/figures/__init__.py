@@ -10,8 +10,8 @@ ends with ``if __name__ == "__main__": run_script(make)``.
 ``probe figures`` collects the declarations of every figure asked for, trains the missing runs in one
 batch, longest first (:mod:`probe_train.runs`: a finished run is reused, an unfinished one resumed, a
 changed configuration trained anew), then draws. Rooms: :mod:`.context` (the experiments at each
-size, declarations, claims, the context), :mod:`.scripts` (finding, drawing, checking),
-:mod:`.plan` (dry run, estimated time, seeds for a budget). The look of every figure lives in
+size, declarations, claims, the context), :mod:`.scripts` (finding, drawing, checking; and the
+plan: dry run, estimated time, seeds for a budget). The look of every figure lives in
 :mod:`probe.plotting`; the time a run takes in :mod:`probe_train.speeds`.
 
 Sizes: ``tiny`` (tests, seconds), ``quick`` (a CPU: every figure in minutes on 2 cores),
@@ -19,9 +19,8 @@ Sizes: ``tiny`` (tests, seconds), ``quick`` (a CPU: every figure in minutes on 2
 """
 from .context import (DEFAULT_SEEDS, EXPERIMENTS, SIZES, Claim, FigureContext, RunSpec, claim, cuda_available,
                       resolved, specs)
-from .plan import Plan, PlannedRun, plan_figures, reference, seeds_for_budget
-from .scripts import (FigureScript, check_figures, declarations, examples_dir, load_scripts, make_figures,
-                      run_script)
+from .scripts import (FigureScript, Plan, PlannedRun, check_figures, declarations, examples_dir, load_scripts,
+                      make_figures, plan_figures, reference, run_script, seeds_for_budget)
 
 __all__ = ["DEFAULT_SEEDS", "EXPERIMENTS", "SIZES", "Claim", "FigureContext", "RunSpec", "claim", "cuda_available",
            "resolved", "specs", "Plan", "PlannedRun", "plan_figures", "reference", "seeds_for_budget", "FigureScript",

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from .._files import writable_folder, write_atomic
 from ..errors import ProbeError, param
 
 SIZES = ("tiny", "quick", "full")
@@ -132,8 +133,6 @@ class FigureContext:
         self.runs_dir = Path(self.runs_dir) if self.runs_dir else self.out / "runs"
         if not self.create:
             return
-        from .._files import writable_folder
-
         for d in (self.out, self.runs_dir):
             try:
                 d.mkdir(parents=True, exist_ok=True)
@@ -240,8 +239,6 @@ class FigureContext:
 
     def save(self, fig, name: str) -> list[Path]:
         """Write ``name``.png and ``name``.pdf into the output folder and close the figure."""
-        from .._files import write_atomic
-
         paths = [self.out / f"{name}.png", self.out / f"{name}.pdf"]
         try:
             for p in paths:   # atomically: a full disk leaves the old figure, never half a new one

@@ -13,7 +13,7 @@ A source is a snapshot file, a checkpoint folder or a folder of them (``checkpoi
 whenever a run gains a snapshot and lets the page reload itself — computes only new steps.
 
 One module per concept: :mod:`.sources` (what a report shows, and the watch's CPU budget),
-:mod:`.page` (the page model), :mod:`.html` and ``templates/`` (the page, autoescaped), :mod:`.svg`
+:mod:`.page` (the page model, and the page's data for ``templates/``, autoescaped), :mod:`.svg`
 (inline charts), :mod:`.watch` (writing it, once or as runs grow).
 """
 MAX_STEPS = 6                       # steps shown per probe (the CLI's default too: this module is cheap to import)

@@ -57,9 +57,8 @@ class Scale:
 
     def unit(self, v: float) -> float:
         """Where ``v`` falls in the domain, 0 at ``lo`` and 1 at ``hi``."""
-        f = self._f
-        a, b = f(self.lo), f(self.hi)
-        return (f(v) - a) / (b - a) if b != a else 0.5
+        a, b = self._f(self.lo), self._f(self.hi)
+        return (self._f(v) - a) / (b - a) if b != a else 0.5
 
     def _f(self, v: float) -> float:
         if self.kind == "log":
@@ -125,12 +124,7 @@ def thin(positions: list[float], widths: list[float], gap: float = 6.0) -> list[
     """Indices of the ticks to keep so that no two labels overlap: ``positions`` the label centres along
     the axis (px, increasing), ``widths`` their extents along it; every k-th, the first always."""
     n = len(positions)
-    if n <= 2:
-        keep = list(range(n))
-        if n == 2 and positions[1] - positions[0] < (widths[0] + widths[1]) / 2 + gap:
-            keep = [0]
-        return keep
-    for stride in range(1, n):
+    for stride in range(1, max(n, 2)):
         keep = list(range(0, n, stride))
         if all(positions[j] - positions[i] >= (widths[i] + widths[j]) / 2 + gap for i, j in zip(keep, keep[1:])):
             return keep

@@ -23,13 +23,9 @@ def _cols(n_panels: int, width: int, runs: int, most: int = 3) -> int:
     return max(1, min(n_panels, most, (PAGE_PX // max(1, runs) - 24) // width))
 
 
-def step_scale(steps) -> str:
-    """symlog for log-spaced snapshots (the early steps get room), else linear."""
-    return "symlog" if A.steps_are_logspaced(steps) else "linear"
-
-
-def step_xlabel(scale: str) -> str:
-    return "step (log scale)" if scale == "symlog" else "step"
+def step_axis(steps) -> tuple[str, str]:
+    """The step axis's scale and label: symlog for log-spaced snapshots (the early steps get room), else linear."""
+    return ("symlog", "step (log scale)") if A.steps_are_logspaced(steps) else ("linear", "step")
 
 
 def extent(values) -> tuple | None:
@@ -42,12 +38,12 @@ def curves(curve_steps: list[int], curves_: dict, xlim=None, ylims: dict | None 
     kinds = [k for k in ("loss", "acc") if any(k in ms for ms in curves_.values())]
     if not kinds:
         return None
-    xscale = step_scale(curve_steps if xlim is None else list(curve_steps) + list(xlim))
+    xscale, xlabel = step_axis(curve_steps if xlim is None else list(curve_steps) + list(xlim))
     panels = []
     for kind in kinds:
         series = {split: (curve_steps[:len(ms[kind])], [float(v) for v in ms[kind]])
                   for split, ms in curves_.items() if kind in ms}
-        panels.append(Panel(CURVE_LABELS[kind], step_xlabel(xscale), CURVE_LABELS[kind], series=series,
+        panels.append(Panel(CURVE_LABELS[kind], xlabel, CURVE_LABELS[kind], series=series,
                             xscale=xscale, yscale="log" if kind == "loss" else "unit", xlim=xlim,
                             ylim=(ylims or {}).get(kind)))
     return render(panels, cols=_cols(len(panels), 320, runs, 2), width=320)
@@ -62,11 +58,11 @@ def trajectory(steps: list[int], summaries: list[dict], xlim=None, ylims: dict |
         families.setdefault(family(k), []).append(k)
     if not families or len(steps) < 2:
         return None
-    xscale = step_scale(list(steps) + list(xlim or ()))
+    xscale, xlabel = step_axis(list(steps) + list(xlim or ()))
     panels = []
     for fam, ks in list(families.items())[:9]:
         series = {k[len(fam):].strip("[]") or fam: (steps, [plain_number(s.get(k)) for s in summaries]) for k in ks[:8]}
-        panels.append(Panel(fam, step_xlabel(xscale), fam, series=series, xscale=xscale, xlim=xlim,
+        panels.append(Panel(fam, xlabel, fam, series=series, xscale=xscale, xlim=xlim,
                             ylim=(ylims or {}).get(fam)))
     return render(panels, cols=_cols(len(panels), 310, runs), width=310, height=220)
 
@@ -74,14 +70,6 @@ def trajectory(steps: list[int], summaries: list[dict], xlim=None, ylims: dict |
 def family(key: str) -> str:
     """The kind of a summary number: ``by_distance`` for ``by_distance[3]`` (one panel, one scale)."""
     return key.split("[")[0]
-
-
-def families(summary: dict) -> dict:
-    """family -> values of one summary (for axes shared across runs)."""
-    out: dict[str, list] = {}
-    for k, v in summary.items():
-        out.setdefault(family(k), []).append(plain_number(v))
-    return out
 
 
 def plain_number(v):

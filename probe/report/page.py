@@ -1,20 +1,28 @@
 """The page model: :class:`Report` runs each probe on each source at the picked steps (cached, so a
-watch computes only new steps) and gathers its numbers, notes and figures into sections."""
+watch computes only new steps) and gathers its numbers, notes and figures into sections; and the page as
+HTML: data for the templates in ``templates/`` (autoescaped: everything from a run is plain text in these
+dicts, escaped in exactly one place)."""
 from __future__ import annotations
 
+import functools
 import json
+import os
+import re
 import time
 from typing import Callable
 
+import jinja2
+import numpy as np
+from markupsafe import Markup
+
 from .. import registry
+from .._limits import parse_size
+from .._text import markup_text
 from ..errors import ProbeError, captured, failure
 from . import MAX_STEPS, SLIDER_MAX, charts
-from .html import (
-    REFRESH_S, chart_html, compare_table, groups_html, note_html, numbers_table,
-    render_page, row_html, section_html, slider_html, table_html,
-)
 from .sources import PENDING, Budget, Section, RunSource, open_run, pick_steps
 
+REFRESH_S = 3
 HEADLINE_FIELDS = ("kind", "snapshots", "task", "model", "gamma", "layers", "d_model", "heads", "steps", "lr",
                    "batch_size", "seed", "data_seed")   # one run: what defines it, the rest behind the toggle
 
@@ -25,8 +33,6 @@ class Report:
     def __init__(self, specs: list[str], probes: list[str] | None = None, max_steps: int = MAX_STEPS,
                  revisions: str | None = None, progress: Callable[[str], None] | None = None,
                  allow_nonfinite: bool = False, slider_steps: int = SLIDER_MAX, max_memory=None):
-        from .._limits import parse_size
-
         if not specs:
             raise ProbeError("give at least one run")
         known = registry.names("report")
@@ -51,7 +57,6 @@ class Report:
         self.sources: list[RunSource] = []
         self.errors: dict[str, str] = {}
 
-    # ------------------------------------------------------------------------------------------
     def refresh(self) -> tuple:
         """Re-read every run's header; returns a signature that changes when a run gains a step."""
         self.sources, self.errors = [], {}
@@ -66,7 +71,6 @@ class Report:
     def done(self) -> bool:
         return bool(self.sources) and not self.errors and all(s.done for s in self.sources)
 
-    # ------------------------------------------------------------------------------------------
     def _call(self, src: RunSource, probe: str, steps: list[int], budget: Budget | None = None) -> dict:
         """Results of ``probe`` at ``steps`` (cached) as step -> (Result | None, figure, note, warnings);
         a step whose call failed has the error as note. With a ``budget``, work it does not allow is
@@ -79,16 +83,16 @@ class Report:
         if todo:
             spec = registry.get(probe)
             fn = api.probe_function(probe)
+            kwargs = {"allow_nonfinite": self.allow_nonfinite, "max_memory": self.max_memory,
+                      **dict(spec.report_options)}
+            if self._tokens(src, probe):
+                kwargs["tokens"] = self._tokens(src, probe)
             if src.kind == "snapshot":
                 calls = [(src.path, ",".join(map(str, todo)) if spec.whole_run is None else spec.whole_run, todo)]
             else:
                 calls = [(src.checkpoints[s], "latest", [s]) for s in todo]
             for path, spec_steps, wanted in calls:
-                kwargs = {"step": spec_steps, "allow_nonfinite": self.allow_nonfinite, "max_memory": self.max_memory}
-                kwargs.update(spec.report_options)
-                if self._tokens(src, probe):
-                    kwargs["tokens"] = self._tokens(src, probe)
-                results, error, notes = captured(lambda: fn(path, **kwargs))
+                results, error, notes = captured(lambda: fn(path, step=spec_steps, **kwargs))
                 note = None if error is None else \
                     (failure(error) if isinstance(error, ProbeError) else f"failed: {failure(error)}")
                 if spec.whole_run is not None and results:
@@ -109,7 +113,8 @@ class Report:
                     self.pending = True
                     got[s] = (r, PENDING, note, notes)
                     continue
-                self._figs[key] = self._figure(probe, r)
+                # the probe's chart of one step (inline SVG, milliseconds), or None: the trajectory shows its numbers
+                self._figs[key] = charts.step_figure(registry.get(probe), r, max(1, len(self.specs)))
             got[s] = (r, self._figs.get(key), note, notes)
         return got
 
@@ -119,42 +124,32 @@ class Report:
         run has no 'reasoning' group), else the first 64 token ids (a checkpoint has no groups; fewer
         if its config says the vocabulary is smaller)."""
         default = registry.default_tokens(probe)
-        if default is None:
+        if default is None or probe == "theory" or all(g in src.groups for g in default.split(",")):
             return None
-        wanted = default.split(",")
-        if all(g in src.groups for g in wanted):
-            return None
-        if src.groups and probe != "theory":
+        if src.groups:
             return ",".join(list(src.groups)[:3])
         vocab = src.config.get("vocab_size")
-        n = min(64, vocab) if isinstance(vocab, int) and vocab > 1 else 64
-        return None if probe == "theory" else f"0:{n}"
-
-    def _figure(self, probe: str, r) -> str | None:
-        """The probe's chart of one step (inline SVG, milliseconds), or None (no chart: the trajectory
-        shows its numbers)."""
-        return charts.step_figure(registry.get(probe), r, max(1, len(self.specs)))
+        return f"0:{min(64, vocab) if isinstance(vocab, int) and vocab > 1 else 64}"
 
     def section(self, src: RunSource, probe: str, budget: Budget | None = None, at: str = "") -> Section:
         """``probe``'s section for ``src`` (``at``: where it stands among the sections, for the status line)."""
-        if src.kind == "checkpoints" and registry.get(probe).reads != registry.WEIGHTS:
+        spec = registry.get(probe)
+        if src.kind == "checkpoints" and spec.reads != registry.WEIGHTS:
             return Section(note="needs a snapshot file written by probe-train (a checkpoint holds weights only)")
         if not src.steps:
             return Section(note="no complete snapshot yet")
-        if registry.get(probe).whole_run and src.kind == "snapshot":
+        if spec.whole_run and src.kind == "snapshot":
             steps = table = [src.steps[-1]]
         else:
             table = pick_steps(src.steps, self.max_steps, src.final_step)
             # the slider and the trajectory reach every snapshot where the step's figure is cheap
-            every = registry.get(probe).cheap or registry.get(probe).chart is None
+            every = spec.cheap or spec.chart is None
             slider = (src.steps if self.slider_steps == 0 else pick_steps(src.steps, self.slider_steps, src.final_step)) \
                 if every else ()
             steps = sorted(set(table) | set(slider))
         self.progress(f"{src.label}: {probe}{at}")
         got = self._call(src, probe, steps, budget)
-        sec = Section()
-        if len(got) < len(steps) or any(fig is PENDING for _, fig, _, _ in got.values()):
-            sec.pending = True
+        sec = Section(pending=len(got) < len(steps) or any(fig is PENDING for _, fig, _, _ in got.values()))
         for s, (r, fig, note, notes) in got.items():
             if r is not None:
                 sec.results[s] = r
@@ -168,7 +163,6 @@ class Report:
         sec.table_steps = [st for st in table if st in sec.results]
         return sec
 
-    # ------------------------------------------------------------------------------------------
     def html(self, live: bool = False, budget: Budget | None = None) -> str:
         """The whole page (``live``: it reloads itself every few seconds, keeping scroll and sliders).
         With a ``budget`` only the work it allows is done; ``self.pending`` says whether some was left.
@@ -240,8 +234,8 @@ class Report:
         fams: dict[str, list] = {}
         for sec in secs:
             for r in sec.results.values():
-                for fam, vals in charts.families(r.summary()).items():
-                    fams.setdefault(fam, []).extend(vals)
+                for k, v in r.summary().items():   # a family's values, for axes shared across runs
+                    fams.setdefault(charts.family(k), []).append(charts.plain_number(v))
         ylims = {fam: charts.extent(vals) for fam, vals in fams.items()}
         cells = []
         for s, sec in zip(srcs, secs):
@@ -268,3 +262,138 @@ class Report:
         sec = section_html(probe, registry.get(probe).title, srcs, cells)
         sec["compare"] = compare_table(probe, srcs, secs) if len(srcs) > 1 else None
         return sec
+
+
+# --- the page: data for the templates in probe/report/templates -----------------------------------
+# Everything from a run (file names, config keys and values, task fields, group names, token texts,
+# tensor and metric names, error and warning messages) reaches the page as plain text in these
+# dicts and is escaped in exactly one place: the templates' autoescape (after _shown_text below).
+
+def _shown_text(value):
+    """Every value a template prints, before autoescape: text from a run made valid in HTML and XML
+    (undecodable bytes of a file name and control characters as \\xNN: :func:`probe._text.markup_text`)."""
+    if type(value) is str:
+        # most values are plain ASCII (numbers, names, base64): skip the search for characters to spell
+        return value if value.isascii() and value.isprintable() else markup_text(value)
+    if isinstance(value, Markup):       # a macro's own output, already escaped
+        return value
+    return markup_text(str(value))
+
+
+@functools.cache
+def _env() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")),
+        autoescape=True, finalize=_shown_text, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+
+
+def render_page(template: str, **values) -> str:
+    return _env().get_template(template).render(**values)
+
+
+def note_html(text: str, cls: str = "note") -> dict:
+    return {"kind": "note", "text": text, "cls": cls}
+
+
+def section_html(anchor: str, title: str, srcs: list[RunSource], cells: list[list[dict]]) -> dict:
+    """A section with a column per run; a cell is a list of parts (notes, tables, figures, a slider)."""
+    return {"anchor": anchor, "title": title, "compare": None,
+            "runs": [{"label": s.label, "cell": c} for s, c in zip(srcs, cells)]}
+
+
+def _fmt(v) -> str:
+    if v is None or (isinstance(v, (float, np.floating)) and not np.isfinite(v)):
+        return "–"
+    return f"{v:.4g}" if isinstance(v, (float, np.floating)) else str(v)
+
+
+def row_html(cells: list, diff: bool = False) -> dict:
+    return {"cells": cells, "diff": diff}
+
+
+def table_html(head: list, rows: list[dict], name: str, classes: tuple = ()) -> dict:
+    """A table with a copy button; ``classes``: a CSS class per column (None: none)."""
+    return {"kind": "table", "head": head, "rows": rows, "name": name,
+            "classes": list(classes) + [None] * (len(head) - len(classes))}
+
+
+def numbers_table(sec: Section, name: str) -> dict:
+    steps = sec.table_steps or sorted(sec.results)
+    keys = list(dict.fromkeys(k for s in steps for k in sec.results[s].summary()))
+    return table_html(["number"] + [f"step {s}" for s in steps],
+                  [row_html([k] + [_fmt(sec.results[s].summary().get(k)) for s in steps]) for k in keys], name)
+
+
+DIFF_FACTOR = 2.0   # the comparison highlights numbers of runs that differ by more than this factor, or in sign,
+FLOOR = 0.1         # by more than this share of the largest number of their kind (by_distance[1..9]: one kind)
+
+
+def _differs(vals: list, floor: float = 1e-6) -> bool:
+    """Whether runs' numbers differ enough to say so: by more than ``floor``, and by a factor of
+    DIFF_FACTOR or more between the largest and the smallest magnitude, or in sign."""
+    nums = _finite(vals)
+    if len(nums) < 2:
+        return False
+    lo, hi = min(nums), max(nums)
+    if hi - lo <= max(floor, 1e-6):
+        return False
+    if lo < 0 < hi:
+        return True
+    small, big = sorted((abs(lo), abs(hi)))
+    return big >= DIFF_FACTOR * small
+
+
+def compare_table(probe: str, srcs: list[RunSource], secs: list[Section]) -> dict | None:
+    finals = [sec.results[max(sec.results)] if sec.results else None for sec in secs]
+    keys = list(dict.fromkeys(k for r in finals if r is not None for k in r.summary()))
+    if not keys:
+        return None
+    head = ["at the last step"] + [f"{s.label} (step {r.step if r is not None else '–'})" for s, r in zip(srcs, finals)]
+    values = {k: [r.summary().get(k) if r is not None else None for r in finals] for k in keys}
+    # a kind of number (by_distance[1..9]) sets its own scale: differences under FLOOR of its largest are noise
+    scale: dict[str, float] = {}
+    for k, vals in values.items():
+        scale[charts.family(k)] = max([scale.get(charts.family(k), 0.0)] + [abs(v) for v in _finite(vals)])
+    body = [row_html([k] + [_fmt(v) for v in vals], diff=_differs(vals, FLOOR * scale[charts.family(k)]))
+            for k, vals in values.items()]
+    return table_html(head, body, f"{probe}-compare")
+
+
+def _finite(vals) -> list[float]:
+    return [x for x in map(charts.plain_number, vals) if x is not None and np.isfinite(x)]
+
+
+def chart_html(svg: str, filename: str, caption: str, step: int | None = None) -> dict:
+    """An inline SVG chart (its points carry hover titles) with a download link that the page's script
+    fills with the chart's own markup when clicked (not a second copy of it in the page: a data: URI
+    would double the page's size)."""
+    # svg.py escaped every value from a run as it built the chart: it is safe for the template
+    return {"kind": "chart", "step": step, "caption": caption, "svg": Markup(svg),
+            "filename": _download_name(filename)}
+
+
+def _download_name(name: str) -> str:
+    """A file name for a download link: letters, digits, '.', '-' and '_' only (a browser saves it
+    as given: no folders, no quotes, nothing a shell or a file system reads specially)."""
+    return re.sub(r"[^\w.-]", "_", markup_text(name), flags=re.ASCII)
+
+
+def slider_html(figures: dict, name: str, marked: list | None = None) -> dict:
+    """One figure per step behind a slider that reaches every step; ``marked``: the steps of the numbers
+    table, listed beside the slider as links. The slider starts at the last step."""
+    steps = sorted(figures)
+    shown = [chart_html(figures[s], f"{name}-step{s}.svg", f"step {s}", s) for s in steps]
+    return {"kind": "slider", "name": name, "figures": shown,
+            "marks": [{"i": steps.index(s), "step": s} for s in (marked or []) if s in figures]}
+
+
+def groups_html(src: RunSource) -> list[dict]:
+    if not src.groups:
+        return [note_html("no token groups")]
+    body = []
+    for name, (ids, texts) in src.groups.items():
+        shown = texts if texts is not None else [str(int(i)) for i in ids]
+        more = f" … (+{len(shown) - 40})" if len(shown) > 40 else ""
+        body.append(row_html([name, len(ids), " ".join(repr(t) if texts is not None else t for t in shown[:40]) + more]))
+    kind = "text" if any(t is not None for _, t in src.groups.values()) else "ids"
+    return [table_html(["group", "tokens", kind], body, f"{src.label}-groups", (None, None, "tokens"))]

@@ -114,10 +114,8 @@ def _config_of(path: str) -> dict:
 
 def _trainer_log(path: str) -> tuple[list[int], dict]:
     """Loss curves from an HF Trainer checkpoint's ``trainer_state.json`` (its ``log_history``)."""
-    if path.startswith("hf:") or not os.path.isdir(path):
-        return [], {}
     state = os.path.join(path, "trainer_state.json")
-    if not os.path.exists(state):
+    if path.startswith("hf:") or not os.path.isdir(path) or not os.path.exists(state):
         return [], {}
     try:
         with open_regular(state, what="Trainer state file", encoding="utf-8") as fh:

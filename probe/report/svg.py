@@ -80,9 +80,7 @@ def _n(v: float) -> str:
 
 
 def _limits(values, scale: str, lim):
-    vals = [float(v) for v in values if v is not None and np.isfinite(v) and (scale != "log" or v > 0)]
-    if lim is not None:
-        vals += [float(v) for v in lim if v is not None and np.isfinite(v) and (scale != "log" or v > 0)]
+    vals = [float(v) for v in [*values, *(lim or ())] if v is not None and np.isfinite(v) and (scale != "log" or v > 0)]
     return (min(vals), max(vals)) if vals else None
 
 
@@ -165,15 +163,13 @@ def _panel(p: Panel, ox: float, oy: float, width: float, height: float) -> str:
                    stroke="#bbb", class_="plot"))
     out += _ticks(sx, sy, box, X, Y)
     out += _axis_labels(p, ox, oy, height, box)
-    if p.hline is not None and sy.keeps(p.hline[0]):
-        y = Y(p.hline[0])
-        out.append(_el("line", None, _el_title(f"{p.hline[1]}: {p.hline[0]:.4g}"), x1=_n(box[0]), x2=_n(box[0] + box[2]),
-                       y1=_n(y), y2=_n(y), stroke="#888", stroke_dasharray="3 3"))
-    if p.vline is not None and sx.keeps(p.vline[0]):
-        x = X(p.vline[0])
-        out.append(_el("line", None, _el_title(f"{p.vline[1]}: {p.vline[0]:.4g}"), x1=_n(x), x2=_n(x), y1=_n(box[1]),
-                       y2=_n(box[1] + box[3]), stroke="#888", stroke_dasharray="3 3"))
-    draw = {"line": _lines, "scatter": _scatter, "bar": _bars, "barh": _barsh}[p.kind]
+    for ref, across in ((p.hline, True), (p.vline, False)):   # dashed reference lines, across or up and down
+        if ref is not None and (sy if across else sx).keeps(ref[0]):
+            at = Y(ref[0]) if across else X(ref[0])
+            x1, x2, y1, y2 = (box[0], box[0] + box[2], at, at) if across else (at, at, box[1], box[1] + box[3])
+            out.append(_el("line", None, _el_title(f"{ref[1]}: {ref[0]:.4g}"), x1=_n(x1), x2=_n(x2), y1=_n(y1),
+                           y2=_n(y2), stroke="#888", stroke_dasharray="3 3"))
+    draw = {"line": _lines, "scatter": _scatter, "bar": _bars, "barh": _bars}[p.kind]
     out += draw(p, labels, sx, sy, box, X, Y)
     if lw:
         lx = box[0] + box[2] + 10
@@ -251,39 +247,23 @@ def _scatter(p, labels, sx, sy, box, X, Y) -> list[str]:
 
 
 def _bars(p, labels, sx, sy, box, X, Y) -> list[str]:
+    """Bars from zero: up over the categories ("bar"), or right beside them, the first at the top ("barh")."""
     out = []
-    k = max(1, len(labels))
-    slot = box[2] / max(1, len(p.categories))
-    bw = 0.8 * slot / k
-    base = Y(max(sy.lo, 0.0)) if sy.kind != "log" else box[1] + box[3]
+    n, flat = len(p.categories), p.kind == "barh"
+    val, V = (sx, X) if flat else (sy, Y)
+    slot = (box[3] if flat else box[2]) / max(1, n)
+    bw = 0.8 * slot / max(1, len(labels))
+    base = V(max(val.lo, 0.0)) if val.kind != "log" else (box[0] if flat else box[1] + box[3])
     for i, lab in enumerate(labels):
         c = _colour(lab, i)
         for j, v in enumerate(p.series[lab]):
-            if not sy.keeps(v):
+            if not val.keeps(v):
                 continue
-            x = X(j) - 0.4 * slot + i * bw
-            top = Y(v)
-            out.append(_el("rect", None, _el_title(f"{lab} · {p.xlabel} {p.categories[j]}: {v:.4g}"), x=_n(x),
-                           y=_n(min(top, base)), width=_n(max(bw, 0.5)), height=_n(max(abs(base - top), 0.5)), fill=c))
-    return out
-
-
-def _barsh(p, labels, sx, sy, box, X, Y) -> list[str]:
-    out = []
-    n = len(p.categories)
-    k = max(1, len(labels))
-    slot = box[3] / max(1, n)
-    bh = 0.8 * slot / k
-    base = X(max(sx.lo, 0.0)) if sx.kind != "log" else box[0]
-    for i, lab in enumerate(labels):
-        c = _colour(lab, i)
-        for j, v in enumerate(p.series[lab]):
-            if not sx.keeps(v):
-                continue
-            y = Y(n - 1 - j) - 0.4 * slot + i * bh
-            right = X(v)
-            out.append(_el("rect", None, _el_title(f"{p.categories[j]} · {lab}: {v:.4g}"), x=_n(min(right, base)),
-                           y=_n(y), width=_n(max(abs(right - base), 0.5)), height=_n(max(bh, 0.5)), fill=c))
+            start, end = (Y(n - 1 - j) if flat else X(j)) - 0.4 * slot + i * bw, V(v)
+            along, across = (min(end, base), max(abs(end - base), 0.5)), (start, max(bw, 0.5))
+            x, w, y, h = (*along, *across) if flat else (*across, *along)
+            tip = f"{p.categories[j]} · {lab}: {v:.4g}" if flat else f"{lab} · {p.xlabel} {p.categories[j]}: {v:.4g}"
+            out.append(_el("rect", None, _el_title(tip), x=_n(x), y=_n(y), width=_n(w), height=_n(h), fill=c))
     return out
 
 
@@ -319,8 +299,7 @@ def _image(m: np.ndarray, cmap: str, vmin: float, vmax: float) -> str:
 def _heat(p: Panel, ox, oy, width, height) -> str:
     m = np.asarray(p.matrix, dtype=float)
     r, c = m.shape
-    tick_w = max([A.text_width(str(s), FONT) for s in p.rows] or [0])
-    ml = 8 + FONT + 6 + tick_w
+    ml = 8 + FONT + 6 + max([A.text_width(str(s), FONT) for s in p.rows] or [0])
     mt, mb, cbw = TITLE + 12, 2 * FONT + 14, 64
     side = min(width - ml - cbw - 8, height - mt - mb)
     box = (ox + ml, oy + mt, side * c / max(r, c), side * r / max(r, c))

@@ -4,18 +4,16 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-from .._files import write_atomic
+from .._files import writable, write_atomic
 from .._proc import normal_priority
 from ..errors import ProbeError
+from ..signals import STOP
 from . import MAX_STEPS, SLIDER_MAX
 from .page import Report
 from .sources import Budget
 
-# --- writing --------------------------------------------------------------------------------------
 
 def check_out(path: str) -> None:
-    from .._files import writable
-
     if not path.endswith((".html", ".htm")):
         raise ProbeError(f"report {path}: use a .html name")
     writable(path, "report")
@@ -48,8 +46,6 @@ def watch(specs: list[str], out: str, *, probes: list[str] | None = None, max_st
     allowed, the rest marked pending and filled in at later updates; the last page has everything.
     A run that does not exist yet is waited for.
     """
-    from ..signals import STOP
-
     if not 0 < max_share <= 1:
         raise ProbeError(f"bad --max-share {max_share}: need 0 < share <= 1")
     if interval <= 0:
