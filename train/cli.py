@@ -388,6 +388,7 @@ class _sweep_progress:
 PRESET_COLUMNS = ("preset", "task", "model", "layers", "d_model", "heads", "d_ff", "steps", "batch_size",
                   "purpose")
 _TABLE_COLUMNS = ("preset", "task", "model", "layers", "d_model", "steps", "purpose")
+TABLE_WIDTH = 100   # every table the command lines print fits 100 columns (issue 37)
 
 
 def preset_rows() -> list[dict]:
@@ -425,12 +426,26 @@ def presets(fmt: str) -> None:
         w.writerow(PRESET_COLUMNS)
         w.writerows([["" if r[k] is None else r[k] for k in PRESET_COLUMNS] for r in rows])
         return
+    for line in preset_table(rows):
+        print(line)
+
+
+def preset_table(rows: list[dict], width: int = TABLE_WIDTH) -> list[str]:
+    """The lines of ``probe-train presets``: a row per preset, its purpose (the last column) wrapped onto
+    lines of its own column so that no line is over ``width`` characters."""
+    import textwrap
+
     cells = [[str(r[k]) for k in _TABLE_COLUMNS] for r in rows]
     widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(_TABLE_COLUMNS)]
+    indent = sum(w + 2 for w in widths[:-1])
     numeric = {"layers", "d_model", "steps"}
+    lines = []
     for line in [list(_TABLE_COLUMNS), *cells]:
-        print("  ".join(c.rjust(w) if h in numeric else c.ljust(w)
-                        for h, c, w in zip(_TABLE_COLUMNS, line, widths)).rstrip())
+        first, *more = textwrap.wrap(line[-1], max(width - indent, 20), break_on_hyphens=False) or [""]
+        lines.append("  ".join(c.rjust(w) if h in numeric else c.ljust(w)
+                               for h, c, w in zip(_TABLE_COLUMNS, [*line[:-1], first], widths)).rstrip())
+        lines += [" " * indent + x for x in more]
+    return lines
 
 
 def main() -> None:
