@@ -77,6 +77,32 @@ def test_help_lists_the_commands_and_examples_that_run():
     assert "probe-train presets says what each is for" in " ".join(res.stdout.replace("│", " ").split())
 
 
+@pytest.mark.parametrize("argv, command", [(("probe-train",), "train_command"), (("probe-train", "sweep"), "sweep"),
+                                           (("probe-train", "presets"), "presets")])
+def test_a_flag_is_shown_as_a_flag_and_a_value_with_its_kind(argv, command):
+    """``-q, --quiet`` alone (no ``<bool>`` or BOOLEAN after it, as Typer once showed), ``--out TEXT``
+    with what it takes."""
+    import re
+
+    import click
+
+    from probe_train import cli
+
+    res = run_cli(*argv, "--help")
+    assert res.returncode == 0, res.stderr
+    shown = [re.split(r"\s{2,}", ln.strip())[0] for ln in res.stdout.splitlines() if ln.startswith("  -")]
+    for p in getattr(cli, command).params:
+        if not isinstance(p, click.Option) or p.hidden:
+            continue
+        line = next(s for s in shown if p.opts[0] in s.replace(",", " ").split())
+        words = line.replace(",", " ").split()
+        if p.is_flag:
+            assert all(w.startswith("-") or w == "/" for w in words), line
+        else:
+            assert not words[-1].startswith("-") and "bool" not in words[-1].lower(), line
+    assert "-q, --quiet" in shown if command == "train_command" else True
+
+
 @pytest.mark.parametrize("command", ["sweep", "presets"])
 def test_each_command_has_its_own_examples(command):
     res = run_cli("probe-train", command, "--help")
