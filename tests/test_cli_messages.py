@@ -1,5 +1,6 @@
-"""A mistyped name gets the closest one suggested, as a mistyped option does (Click's own): commands,
-presets, probes, figures and sweep metrics. One ``Error:`` line, exit 2, nothing made."""
+"""Errors that tell a person what to type instead. A mistyped name gets the closest one suggested, as a
+mistyped option does (Click's own): commands, presets, probes, figures and sweep metrics. A step a run
+lacks: its steps, the first and the last. One ``Error:`` line, exit 2, nothing made."""
 import pytest
 
 from broken import assert_clean_error
@@ -64,3 +65,21 @@ def test_the_suggestion_is_difflibs_closest():
     assert closest("zzz", ["paper1", "quick"]) is None
     assert did_you_mean("simlarity", ("similarity", "cohesion")) == "; did you mean 'similarity'?"
     assert did_you_mean("zzz", ("similarity",)) == ""
+
+
+def test_a_missing_step_lists_the_first_and_the_last_steps(tmp_path):
+    run = tmp_path / "many.h5"
+    res = run_cli("probe-train", "--preset", "tiny", "--steps", "40", "--snapshot-every", "2", "--no-snapshot-log",
+                  "--out", run, "--quiet", "--threads", "1")
+    assert res.returncode == 0, res.stderr
+    res = run_cli("probe", "similarity", run, "--step", "99999")
+    assert_clean_error(res)
+    assert res.stderr.strip() == (f"Error: {run}: no snapshot at step 99999; steps are 0, 2, 4, 6, ..., 38, 40 "
+                                  "(21 snapshots)")
+
+
+def test_the_step_list_elides_the_middle_of_a_long_run():
+    from probe.format.steps import listed
+
+    assert listed([0, 1, 2, 4, 8, 10, 20, 30, 40]) == "0, 1, 2, 4, 8, 10, 20, 30, 40"
+    assert listed(range(0, 3001, 150)) == "0, 150, 300, 450, ..., 2850, 3000 (21 snapshots)"
