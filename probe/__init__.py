@@ -9,6 +9,7 @@ Every probe takes a path and ``step`` and returns one result per selected snapsh
 :class:`Results` list whose ``to_frame()`` is the tidy ``step,metric,key,value`` table of
 ``probe NAME --format csv``. Submodules are imported on first use, so ``import probe`` is cheap
 (no numpy, h5py or torch): ``probe.plotting``, ``probe.figures``, ``probe.report`` too.
+``probe.__version__`` is the installed distribution's version (``probe --version``).
 
 Layers (one folder each): ``format/`` the snapshot file, ``readers/`` everything else a
 path can be, ``analyses/`` the math, ``probes/`` one module per probe (its API function, tables and
@@ -27,6 +28,14 @@ def __getattr__(name):   # PEP 562: the API (numpy, h5py) and the submodules onl
         from . import registry
 
         return ["ProbeError", "ProbeWarning", "Results", *_API, *registry.declared()]
+    if name == "__version__":   # the installed distribution's (probe --version's), read once when asked
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            globals()["__version__"] = version("gamma-probe")
+        except PackageNotFoundError:   # a source tree that was never installed
+            globals()["__version__"] = "0+unknown"
+        return globals()["__version__"]
     if name == "Results":
         from .analyses.base import Results
 

@@ -25,7 +25,7 @@ from ._files import open_regular, regular_file, writable, write_atomic
 from ._limits import load_json
 from ._proc import die_with_parent
 from ._text import shown
-from .errors import Interrupted, ProbeError, captured, failure, param, warn
+from .errors import Interrupted, ProbeError, captured, failure, param, unknown, warn
 from .readers.names import FOLDER_FILES, step_from_name
 from .signals import STOP
 
@@ -164,7 +164,7 @@ def batch(paths: Iterable[str], probes: Iterable[str], options: dict | None = No
     probes = list(dict.fromkeys(probes))
     for p in probes:
         if p not in registry.names("batch"):
-            raise ProbeError(f"unknown probe '{p}' (known: {', '.join(registry.names('batch'))})")
+            raise unknown("probe", p, registry.names("batch"))
     if out and not out.endswith((".csv", ".json")):
         raise ProbeError(f"output {out}: use a .csv or .json name")
     if out:

@@ -117,6 +117,27 @@ def fail(message: str) -> NoReturn:
     raise ProbeError(message)
 
 
+def closest(name: str, known) -> str | None:
+    """The one of ``known`` closest to a mistyped ``name`` (difflib's ratio 0.6 or more), or None."""
+    import difflib
+
+    close = difflib.get_close_matches(str(name), [str(k) for k in known], n=1)
+    return close[0] if close else None
+
+
+def did_you_mean(name: str, known) -> str:
+    """``"; did you mean 'NAME'?"`` with :func:`closest`, else ``""``: the tail of an ``unknown ...
+    'name'`` message, before its list."""
+    match = closest(name, known)
+    return f"; did you mean '{match}'?" if match else ""
+
+
+def unknown(what: str, name: str, known, listed: str = "known") -> ProbeError:
+    """The error for a name that is none of ``known``: ``unknown preset 'quik'; did you mean 'quick'?
+    (known: paper1, quick, ...)``; ``listed`` words the list (``known``, ``probe batch's``)."""
+    return ProbeError(f"unknown {what} '{name}'{did_you_mean(name, known)} ({listed}: {', '.join(known)})")
+
+
 # --- faults while writing --------------------------------------------------------------------------
 # What a user can do something about, named the way they would search for it. EIO and the rest keep
 # the system's own wording (os.strerror).

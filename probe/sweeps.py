@@ -12,7 +12,7 @@ import re
 import warnings
 
 from . import registry
-from .errors import ProbeError, ProbeWarning, param
+from .errors import ProbeError, ProbeWarning, did_you_mean, param
 from .format import Run
 from .format.sweep import read_manifest
 
@@ -30,7 +30,8 @@ def _run_value(file: str, run, name: str, index: int, cache: dict, probe_functio
         call, _, key = name.rpartition(":")   # options may hold colons (tokens=21:41), keys do not
         probe, options = _probe_call(where, call, probe_function)
         if not registry.metric_known(probe, key):   # before any run is probed
-            raise ProbeError(f"{where}: probe {probe} has no metric '{key}' (its metrics: "
+            raise ProbeError(f"{where}: probe {probe} has no metric '{key}'"
+                             f"{did_you_mean(key.split('[', 1)[0], registry.get(probe).metrics)} (its metrics: "
                              f"{', '.join(registry.get(probe).metrics)})")
         if call not in cache:
             _check_default_tokens(where, probe, key, options, file, run)
@@ -78,7 +79,7 @@ def _probe_call(where: str, call: str, probe_function) -> tuple[str, dict]:
     probe = m.group(1) if m else call
     known = registry.names("sweeps")
     if not m or probe not in known:
-        raise ProbeError(f"{where}: unknown probe '{call}' (known: {', '.join(known)};"
+        raise ProbeError(f"{where}: unknown probe '{call}'{did_you_mean(probe, known)} (known: {', '.join(known)};"
                          " options in brackets: similarity(tokens=logic):mean_offdiag)")
     allowed = [p for p in inspect.signature(probe_function(probe)).parameters if p not in ("path", "step")]
     options = {}

@@ -72,6 +72,42 @@ def test_results_are_a_list_that_stays_one(tiny_run):
     json.dumps([r.to_dict() for r in res])
 
 
+def test_a_result_and_a_list_of_results_show_what_they_are_not_their_arrays(tiny_run):
+    """A notebook cell that ends in ``probe.similarity(path, step="all")`` showed every array (46 KB)."""
+    res = probe.similarity(tiny_run, step="all")
+    steps = [r.step for r in res]
+    text = repr(res)
+    lines = text.splitlines()
+    assert lines[0] == (f"Results: {len(res)} SimilarityResult, steps {', '.join(map(str, steps[:4]))}, ..., "
+                        f"{steps[-2]}, {steps[-1]}")
+    assert lines[1].split()[:4] == ["step", "mean_offdiag", "std_offdiag", "distance_corr"]
+    assert [ln.split()[0] for ln in lines[2:]] == [str(s) for s in steps]   # a row per step, in order
+    assert f"{res[-1].distance_corr:.4g}" == lines[-1].split()[3]
+    assert len(text) < 2000 and max(map(len, lines)) <= 100 and "array(" not in text
+
+    one = repr(res[-1])
+    assert one.startswith(f"SimilarityResult(step={steps[-1]}, mean_offdiag={res[-1].mean_offdiag:.4g}, ")
+    assert "matrix (10, 10)" in one and "ids (10,)" in one and "\n" not in one and len(one) < 400
+    assert repr(probe.theory(tiny_run)[0]).startswith("TheoryResult(step=")
+    assert repr(probe.Results()) == "Results: empty" and repr(res[-1:]).splitlines()[0].endswith(f"step {steps[-1]}")
+
+    html = res._repr_html_()   # a table, a row per step, every step
+    assert html.count("<tr>") == len(res) + 1 and "<th>distance_corr</th>" in html
+    assert "<td>distance_corr</td>" in res[-1]._repr_html_()
+    # attribute access as before
+    assert res[-1].matrix.shape == (10, 10) and res[-1].summary()["distance_corr"] == res[-1].distance_corr
+
+
+def test_version_is_the_installed_distributions_without_numpy(tmp_path):
+    from importlib.metadata import version
+
+    got = json.loads(_python("import json, sys, probe\n"
+                             "print(json.dumps([probe.__version__, sorted(sys.modules)]))", cwd=tmp_path))
+    assert got[0] == version("gamma-probe") == probe.__version__
+    assert [m for m in got[1] if m.split(".")[0] in HEAVY] == []
+    assert run_cli("probe", "--version").stdout.strip() == f"probe {probe.__version__}"
+
+
 def test_to_frame_without_pandas_names_the_extra(tiny_run, tmp_path):
     # sys.modules[name] = None is how Python spells "not installed": importing it raises ImportError
     out = _python("import sys\nsys.modules['pandas'] = None\nimport probe\n"

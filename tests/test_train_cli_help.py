@@ -77,6 +77,32 @@ def test_help_lists_the_commands_and_examples_that_run():
     assert "probe-train presets says what each is for" in " ".join(res.stdout.replace("│", " ").split())
 
 
+@pytest.mark.parametrize("argv, command", [(("probe-train",), "train_command"), (("probe-train", "sweep"), "sweep"),
+                                           (("probe-train", "presets"), "presets")])
+def test_a_flag_is_shown_as_a_flag_and_a_value_with_its_kind(argv, command):
+    """``-q, --quiet`` alone (no ``<bool>`` or BOOLEAN after it, as Typer once showed), ``--out TEXT``
+    with what it takes."""
+    import re
+
+    import click
+
+    from probe_train import cli
+
+    res = run_cli(*argv, "--help")
+    assert res.returncode == 0, res.stderr
+    shown = [re.split(r"\s{2,}", ln.strip())[0] for ln in res.stdout.splitlines() if ln.startswith("  -")]
+    for p in getattr(cli, command).params:
+        if not isinstance(p, click.Option) or p.hidden:
+            continue
+        line = next(s for s in shown if p.opts[0] in s.replace(",", " ").split())
+        words = line.replace(",", " ").split()
+        if p.is_flag:
+            assert all(w.startswith("-") or w == "/" for w in words), line
+        else:
+            assert not words[-1].startswith("-") and "bool" not in words[-1].lower(), line
+    assert "-q, --quiet" in shown if command == "train_command" else True
+
+
 @pytest.mark.parametrize("command", ["sweep", "presets"])
 def test_each_command_has_its_own_examples(command):
     res = run_cli("probe-train", command, "--help")
@@ -109,11 +135,22 @@ def test_presets_table_json_and_csv():
     table = run_cli("probe-train", "presets")
     assert table.returncode == 0, table.stderr
     lines = table.stdout.splitlines()
-    assert lines[0].split()[:6] == ["preset", "task", "model", "layers", "d_model", "steps"]
-    assert [ln.split()[0] for ln in lines[1:]] == list(PRESETS)
-    for ln, (name, purpose) in zip(lines[1:], PURPOSES.items()):
+    assert max(map(len, lines)) <= 100   # the purposes wrap in their column (they made it 151 wide)
+    assert lines[0].split() == ["preset", "task", "model", "layers", "d_model", "steps", "purpose"]
+    column = lines[0].index("purpose")
+    rows = []   # a preset's line, then its purpose's further lines, indented to the purpose column
+    for ln in lines[1:]:
+        if ln.startswith(" "):
+            assert ln[:column].strip() == "" and ln[column] != " ", ln
+            rows[-1].append(ln[column:])
+        else:
+            rows.append([ln])
+    assert [r[0].split()[0] for r in rows] == list(PRESETS)
+    for r, (name, purpose) in zip(rows, PURPOSES.items()):
         c = preset(name)
-        assert ln.endswith(purpose) and ln.split()[1:6] == [c.task, c.model, str(c.layers), str(c.d_model), str(c.steps)]
+        assert r[0].split()[1:6] == [c.task, c.model, str(c.layers), str(c.d_model), str(c.steps)]
+        assert " ".join([r[0][column:], *r[1:]]) == purpose   # every word of it, in order
+    assert any(len(r) > 1 for r in rows) and any(len(r) == 1 for r in rows)
     assert table.stderr == ""   # no note: no time is shown (it depends on the machine: figures --dry-run)
 
     rows = json.loads(run_cli("probe-train", "presets", "--format", "json").stdout)

@@ -19,7 +19,7 @@ from typing import Optional
 import click
 
 from probe._proc import child_env, entry_command, idle_priority, normal_priority, start
-from probe.errors import fail, param, run_cli, terminal
+from probe.errors import did_you_mean, fail, param, run_cli, terminal, unknown
 from probe.signals import STOP
 
 from .config import PRESETS, PURPOSES, RunConfig, preset as make_preset
@@ -33,6 +33,13 @@ COMMANDS = {"sweep": "train a grid of runs, one per point (probe-train sweep --h
 
 _PRESET_HELP = (f"starting configuration: {', '.join(PRESETS)} (probe-train presets says what each is for; "
                 "--print-config shows its values)")
+
+
+def _known_preset(_ctx, _param, value: str) -> str:
+    """--preset's check as it is parsed: a mistyped name is the error, before a missing --out."""
+    if value not in PRESETS:
+        raise unknown("preset", value, PRESETS)
+    return value
 
 
 def _version_line() -> str:
@@ -133,7 +140,8 @@ class _TensorBoard:
         known = registry.names("batch")
         for p in self.probes:
             if p not in known:
-                fail(f"{param('tensorboard_probes', probes)}: unknown probe '{p}' (probe batch's: {', '.join(known)})")
+                fail(f"{param('tensorboard_probes', probes)}: unknown probe '{p}'{did_you_mean(p, known)} "
+                     f"(probe batch's: {', '.join(known)})")
         self.folder, self.out = tb.prepare(folder), out
         self.run = os.path.join(folder, os.path.splitext(os.path.basename(out))[0])
         if not resume and not overwrite and tb.event_files(self.run):
@@ -280,7 +288,7 @@ def _config_option(f) -> click.Option:
 
 
 train_command = click.Command("probe-train", callback=_train, help=_TRAIN_HELP, context_settings=CONTEXT, params=[
-    click.Option(["--preset"], default="quick", show_default=True, help=_PRESET_HELP),
+    click.Option(["--preset"], default="quick", show_default=True, help=_PRESET_HELP, callback=_known_preset),
     click.Option(["--out", "-o", "out"], help="snapshot file to write (.h5); required unless --print-config"),
     click.Option(["--resume/--no-resume"], default=False, show_default=True,
                  help="continue OUT from its last snapshot"),
@@ -309,7 +317,7 @@ train_command = click.Command("probe-train", callback=_train, help=_TRAIN_HELP, 
 @click.option("--grid", "-g", multiple=True, required=True, help=(
     "config field and its values: gamma=0.3,0.5,0.8, layers=2,3, seed=0:5 (a half-open range); repeat for a "
     "product. The fields: probe-train --print-config"))
-@click.option("--preset", default="quick", show_default=True, help=_PRESET_HELP)
+@click.option("--preset", default="quick", show_default=True, help=_PRESET_HELP, callback=_known_preset)
 @click.option("--out", "-o", required=True, help="folder for the runs and the manifest sweep.json")
 @click.option("--jobs", "-j", type=click.IntRange(min=0), default=0, show_default=True,
               help="runs trained at once, one torch thread each (0: one per CPU core)")
@@ -380,6 +388,7 @@ class _sweep_progress:
 PRESET_COLUMNS = ("preset", "task", "model", "layers", "d_model", "heads", "d_ff", "steps", "batch_size",
                   "purpose")
 _TABLE_COLUMNS = ("preset", "task", "model", "layers", "d_model", "steps", "purpose")
+TABLE_WIDTH = 100   # every table the command lines print fits 100 columns (issue 37)
 
 
 def preset_rows() -> list[dict]:
@@ -417,12 +426,26 @@ def presets(fmt: str) -> None:
         w.writerow(PRESET_COLUMNS)
         w.writerows([["" if r[k] is None else r[k] for k in PRESET_COLUMNS] for r in rows])
         return
+    for line in preset_table(rows):
+        print(line)
+
+
+def preset_table(rows: list[dict], width: int = TABLE_WIDTH) -> list[str]:
+    """The lines of ``probe-train presets``: a row per preset, its purpose (the last column) wrapped onto
+    lines of its own column so that no line is over ``width`` characters."""
+    import textwrap
+
     cells = [[str(r[k]) for k in _TABLE_COLUMNS] for r in rows]
     widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(_TABLE_COLUMNS)]
+    indent = sum(w + 2 for w in widths[:-1])
     numeric = {"layers", "d_model", "steps"}
+    lines = []
     for line in [list(_TABLE_COLUMNS), *cells]:
-        print("  ".join(c.rjust(w) if h in numeric else c.ljust(w)
-                        for h, c, w in zip(_TABLE_COLUMNS, line, widths)).rstrip())
+        first, *more = textwrap.wrap(line[-1], max(width - indent, 20), break_on_hyphens=False) or [""]
+        lines.append("  ".join(c.rjust(w) if h in numeric else c.ljust(w)
+                               for h, c, w in zip(_TABLE_COLUMNS, [*line[:-1], first], widths)).rstrip())
+        lines += [" " * indent + x for x in more]
+    return lines
 
 
 def main() -> None:
@@ -434,7 +457,8 @@ def main() -> None:
             run_cli(presets, args=sys.argv[2:], prog_name="probe-train presets")
         elif first and not first.startswith("-"):
             # training takes options only: a word here is a mistyped command, not a stray argument
-            run_cli(lambda: fail(f"unknown command '{first}' (commands: {', '.join(COMMANDS)}; training takes "
+            run_cli(lambda: fail(f"unknown command '{first}'{did_you_mean(first, COMMANDS)} (commands: "
+                                 f"{', '.join(COMMANDS)}; training takes "
                                  "options only, e.g. probe-train --preset quick --out run.h5)"))
         else:
             run_cli(train_command)

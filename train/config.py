@@ -9,7 +9,7 @@ import dataclasses
 import math
 from dataclasses import dataclass, field, fields
 
-from probe.errors import ProbeError, param
+from probe.errors import ProbeError, param, unknown
 
 
 def _f(default, help: str):  # noqa: A002 - mirrors argparse
@@ -517,5 +517,5 @@ def preset(name: str, **overrides) -> RunConfig:
     >>> preset("quick", gamma=0.8).steps
     """
     if name not in PRESETS:
-        raise ProbeError(f"unknown preset '{name}' (known: {', '.join(PRESETS)})")
+        raise unknown("preset", name, PRESETS)
     return RunConfig(**{**PRESETS[name], **overrides})

@@ -106,6 +106,33 @@ class Result:
     step: int | None
     warnings: list[str] = field(default_factory=list, kw_only=True)
 
+    def __init_subclass__(cls, **kw):
+        """A subclass keeps the short :meth:`__repr__` (``@dataclass`` would write one that prints every
+        array) unless it defines its own."""
+        super().__init_subclass__(**kw)
+        if "__repr__" not in cls.__dict__:
+            cls.__repr__ = Result.__repr__
+
+    def __repr__(self) -> str:
+        """What it is, in one line: its class, step, first summary numbers and its arrays' shapes, e.g.
+        ``SimilarityResult(step=40, mean_offdiag=0.4132, ...; shapes: ids (10,), matrix (10, 10))``;
+        no array's values (``r.matrix`` has them)."""
+        numbers = _summary(self)
+        said = [f"step={self.step}", *(f"{k}={_number(v)}" for k, v in list(numbers.items())[:MAX_SHOWN])]
+        if len(numbers) > MAX_SHOWN:
+            said.append(f"... ({len(numbers)} numbers: .summary())")
+        sizes = [f"{f.name} {_size(getattr(self, f.name))}" for f in fields(self)
+                 if f.repr and f.name != "warnings" and _size(getattr(self, f.name))]
+        tail = f"; shapes: {', '.join(sizes)}" if sizes else ""
+        tail += f"; {len(self.warnings)} warning(s)" if self.warnings else ""
+        return f"{type(self).__name__}({', '.join(said)}{tail})"
+
+    def _repr_html_(self) -> str:
+        """A notebook's view: the class and step over a table of the summary numbers."""
+        rows = "".join(f"<tr><td>{_html(k)}</td><td>{_number(v)}</td></tr>" for k, v in _summary(self).items())
+        return (f"<b>{_html(type(self).__name__)}</b>, step {self.step}"
+                f"<table><tr><th>metric</th><th>value</th></tr>{rows}</table>")
+
     def summary(self) -> dict[str, float]:
         """The scalar numbers of this step: a row of a trajectory table.
 
@@ -192,6 +219,48 @@ class Results(list):
         """
         return frame(tidy_rows(self))
 
+    def __repr__(self) -> str:
+        """What the list holds: the kind and steps of its results, then a summary row per step (the first
+        :data:`MAX_SHOWN` numbers; a long list's first and last steps), e.g.::
+
+            Results: 9 SimilarityResult, steps 0, 1, 2, 4, ..., 30, 40
+            step  mean_offdiag  std_offdiag  distance_corr  ...
+        """
+        if not self:
+            return "Results: empty"
+        for columns in range(MAX_SHOWN, 0, -1):   # as many numbers as fit 100 columns
+            header, rows = self._table(columns)
+            shown = rows if len(rows) <= 12 else [*rows[:6], ["..."] * len(header), *rows[-5:]]
+            widths = [max(len(str(r[i])) for r in [header, *shown]) for i in range(len(header))]
+            if sum(widths) + 2 * len(widths) <= 100:
+                break
+        lines = ["  ".join(str(c).rjust(w) for c, w in zip(r, widths)).rstrip() for r in [header, *shown]]
+        return "\n".join([self._title(), *lines])
+
+    def _repr_html_(self) -> str:
+        """A notebook's view: the same as a table, every step."""
+        header, rows = self._table()
+        if not rows:
+            return "Results: empty"
+        cells = "".join("<tr>" + "".join(f"<td>{_html(c)}</td>" for c in r) + "</tr>" for r in rows)
+        return (f"{_html(self._title())}<table><tr>{''.join(f'<th>{_html(h)}</th>' for h in header)}</tr>"
+                f"{cells}</table>")
+
+    def _title(self) -> str:
+        kinds = ", ".join(dict.fromkeys(type(r).__name__ for r in self))
+        steps = [str(r.step) for r in self]
+        listed = ", ".join(steps) if len(steps) <= 8 else f"{', '.join(steps[:4])}, ..., {', '.join(steps[-2:])}"
+        return f"Results: {len(self)} {kinds}, step{'s' * (len(steps) > 1)} {listed}"
+
+    def _table(self, columns: int | None = None) -> tuple[list[str], list[list[str]]]:
+        """(header, rows): the step and the first ``columns`` summary numbers (None: all) of each result."""
+        summaries = [_summary(r) for r in self]
+        keys = list(dict.fromkeys(k for s in summaries for k in s))
+        shown = keys[:columns]
+        more = [f"+{len(keys) - len(shown)} more"] if len(shown) < len(keys) else []
+        rows = [[str(r.step), *(_number(s.get(k)) for k in shown), *[""] * len(more)] for r, s in zip(self, summaries)]
+        return ["step", *shown, *more], rows
+
     def __getitem__(self, i):
         got = super().__getitem__(i)
         return Results(got) if isinstance(i, slice) else got
@@ -201,6 +270,39 @@ class Results(list):
 
     def __radd__(self, other):
         return Results(list(other) + list(self))
+
+
+MAX_SHOWN = 6   # summary numbers a repr shows (a spectrum result has one per weight matrix)
+
+
+def _summary(r) -> dict:
+    try:
+        return r.summary()
+    except NotImplementedError:   # a bare Result
+        return {}
+
+
+def _number(v) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, (float, np.floating)):
+        return f"{float(v):.4g}"
+    return str(v)
+
+
+def _size(v) -> str:
+    """An array's shape, a long list's or dict's length; '' for what the repr shows whole or not at all."""
+    if isinstance(v, np.ndarray):
+        return str(v.shape)
+    if isinstance(v, (list, tuple, dict)) and len(v) > 3:
+        return f"[{len(v)}]"
+    return ""
+
+
+def _html(text) -> str:
+    import html
+
+    return html.escape(str(text))
 
 
 def tidy_value(v):

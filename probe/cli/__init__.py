@@ -17,7 +17,7 @@ import click
 
 from .. import registry
 from .._text import terminal
-from ..errors import Interrupted, ProbeError, run_cli
+from ..errors import Interrupted, ProbeError, closest, run_cli, unknown
 from ..signals import STOP
 from . import options as O
 from .probes import batch_options, command, converted, progress, with_examples
@@ -59,6 +59,15 @@ class Commands(click.Group):
             elif name in registry.names("command"):
                 self.add_command(command(registry.get(name)))
         return self.commands.get(name)
+
+    def resolve_command(self, ctx, args):
+        """Click's, with the closest command named when the word is none (``No such command 'simlarity'.
+        Did you mean 'similarity'?``), as Click names the closest option."""
+        name = args[0] if args else ""
+        if name and not name.startswith("-") and not ctx.resilient_parsing and self.get_command(ctx, name) is None:
+            match = closest(name, self.list_commands(ctx))
+            ctx.fail(f"No such command {name!r}." + (f" Did you mean '{match}'?" if match else ""))
+        return super().resolve_command(ctx, args)
 
 
 @click.group(cls=Commands, help=HELP, no_args_is_help=True, context_settings=CONTEXT)
@@ -238,6 +247,10 @@ def _report(paths, out, probes, max_steps, slider_steps, watch, interval, max_sh
     from .. import report as R
 
     out = out or "report.html"
+    known = registry.names("report")
+    for p in probes:   # (probe.report checks them too, without a suggestion)
+        if p not in known:
+            raise unknown("probe", p, known)
 
     def log(msg):   # it names runs, files and what went wrong with them
         print(terminal(msg), file=sys.stderr)
@@ -344,9 +357,12 @@ def figures(names: tuple, all_: bool, quick: bool, tiny: bool, out, runs, jobs: 
                        (dry_run and check, "--dry-run and --check exclude each other")):
         if wrong:
             raise ProbeError(msg)
-    unknown = [n for n in names or [] if n not in scripts]
-    if unknown:   # before any folder is made
-        raise ProbeError(f"unknown figure(s) {', '.join(unknown)}; known: {', '.join(scripts)}")
+    missing = [n for n in names or [] if n not in scripts]
+    if missing:   # before any folder is made
+        if len(missing) == 1:
+            raise unknown("figure", missing[0], list(scripts))
+        said = ", ".join(f"'{n}'" + (f" (did you mean '{m}'?)" if (m := closest(n, scripts)) else "") for n in missing)
+        raise ProbeError(f"unknown figures {said} (known: {', '.join(scripts)})")
     names = list(scripts) if all_ else list(names)
     size = "tiny" if tiny else "quick" if quick else "full"
     if size == "full" and not F.cuda_available() and not dry_run:

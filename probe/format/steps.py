@@ -40,6 +40,14 @@ def step_indices(spec: str | int, steps: np.ndarray, path: str) -> list[int]:
                          "list of these") from None
     hits = np.flatnonzero(steps == want)
     if len(hits) == 0:
-        shown = ", ".join(str(s) for s in steps[:12]) + (", ..." if len(steps) > 12 else "")
-        raise ProbeError(f"{path}: no snapshot at step {want}; steps are {shown}")
+        raise ProbeError(f"{path}: no snapshot at step {want}; steps are {listed(steps)}")
     return [int(hits[0])]
+
+
+def listed(steps, first: int = 4, last: int = 2) -> str:
+    """The steps for a message: every one when they are 10 or fewer, else the ``first`` ones and the ``last``
+    ones with the count (``0, 1, 2, 4, ..., 2750, 3000 (21 snapshots)``)."""
+    steps = [str(int(s)) for s in steps]
+    if len(steps) <= 10:
+        return ", ".join(steps)
+    return f"{', '.join(steps[:first])}, ..., {', '.join(steps[-last:])} ({len(steps)} snapshots)"

@@ -22,7 +22,7 @@ from ..format import P, Run
 from ..plotting import fitted_range, heatmap, legend
 from ..readers.source import open_source
 from ..registry import SNAPSHOT, Probe
-from ..render import table
+from ..render import summary_table, table
 from ..report.charts import id_labels
 from ..report.svg import Panel
 
@@ -126,13 +126,34 @@ def theory(path: str | os.PathLike, tokens=None, *, words=None, words_file: str 
     return with_warnings(out)
 
 
+#: what the summary's columns compare, said above them (the docs' words: how-to/probes.md, notation.md)
+SUMMARY_HEADER = "summary: measured cosines vs P^s theory (pearson_r, max_abs_diff), profile vs eq14 (profile_r)"
+
+
+def _say(text: str, width) -> None:
+    """A block's header line, wrapped at ``width`` (the tables' width; None: not wrapped)."""
+    import textwrap
+
+    print("\n".join(textwrap.wrap(text, width or len(text), break_on_hyphens=False)))
+
+
 def detail(r, width) -> None:
-    print(f"profile cos(w({r.anchor}), w(s_j))")
+    """The profile of the anchor under a line naming its columns in words, then (above the summary row
+    that follows) what the summary compares."""
+    _say(f"profile: cosine of anchor {r.anchor}'s embedding with each token's: measured, eq14 (paper 1's "
+         "closed-form reconstruction, eq. 14, Theorem 1) and P^s theory (Proposition 1)", width)
     row0 = list(r.ids).index(r.anchor)
     table(["token", "measured", "eq14", "P^s theory"],
           [[int(t), float(a), float(b), float(c)] for t, a, b, c in
            zip(r.ids, r.profile_measured, r.profile_reconstructed, r.predicted[row0])], width=width)
     print()
+    _say(SUMMARY_HEADER, width)
+
+
+def tables(results, width) -> None:
+    """Several steps: the summary row of each, under what it compares."""
+    _say(SUMMARY_HEADER, width)
+    summary_table(results, wide=width is None)
 
 
 def chart(r) -> list[Panel]:
@@ -179,4 +200,4 @@ PROBE = Probe("theory", SNAPSHOT, "Theory: P^s reconstruction of the embedding",
               help="Paper 1's theory (default tokens: reasoning): cos of P^s - 1/d_vob against the measured "
                    "embedding cosines, and the eq. 14 reconstruction's cos(w(s0), w(s_j)) profile against the "
                    "measured one.",
-              detail=detail, chart=chart, figure=figure, cheap=True)
+              detail=detail, tables=tables, chart=chart, figure=figure, cheap=True)
