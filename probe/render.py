@@ -288,9 +288,15 @@ def info(d: dict, fmt: str) -> None:
         words = d["group_strings"].get(k)
         shown = " ".join(repr(w) for w in words[:10]) + (" ..." if len(words) > 10 else "") if words else _ids(v)
         _line(f"  {terminal(k):<10} {len(v):>4} tokens  {shown}")   # aligned as shown
-    _line("tensors (per snapshot)")
-    for k, v in d["tensors"].items():
-        _line(f"  {terminal(k):<28} {' x '.join(map(str, v))}")
+    canonical = [k for k in d["tensors"] if k in d["canonical"]]
+    parameters = [k for k in d["tensors"] if k not in d["canonical"]]
+    # one dataset each, listed twice: the canonical names are links to the parameters' datasets
+    for title, names in (("tensors (per snapshot), by canonical name", canonical),
+                         ("every parameter by the model's own name (each tensor above is one of these, stored once)",
+                          parameters)):
+        _line(title)
+        for k in names:
+            _line(f"  {terminal(k):<28} {' x '.join(map(str, d['tensors'][k]))}")
 
 
 def _checkpoint_info(d: dict, fmt: str) -> None:

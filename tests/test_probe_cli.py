@@ -52,3 +52,21 @@ def test_cli_json_equals_python_api(tiny_run, cmd):
     api = getattr(probe, cmd[0])(tiny_run, step="all", **kwargs)
     from_api = json.loads(json.dumps([r.to_dict() for r in api], default=float))
     assert json.loads(res.stdout)["results"] == from_api
+
+
+def test_info_says_the_two_tensor_lists_are_one_set_of_data(tiny_run):
+    import h5py
+
+    import probe
+
+    d = probe.info(tiny_run)
+    assert d["canonical"] and set(d["canonical"]) < set(d["tensors"])
+    out = run_cli("probe", "info", str(tiny_run)).stdout
+    first, second = out.split("tensors (per snapshot), by canonical name\n")[1].split(
+        "every parameter by the model's own name (each tensor above is one of these, stored once)\n")
+    assert {ln.split()[0] for ln in first.splitlines()} == set(d["canonical"])
+    assert {ln.split()[0] for ln in second.splitlines()} == set(d["tensors"]) - set(d["canonical"])
+    with h5py.File(tiny_run, "r") as f:   # what the heading claims: each canonical name is a link to a parameter
+        params = []
+        f["snapshots/params"].visititems(lambda n, o: params.append(o.id) if isinstance(o, h5py.Dataset) else None)
+        assert all(f[f"snapshots/weights/{n}"].id in params for n in d["canonical"])

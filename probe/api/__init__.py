@@ -57,8 +57,9 @@ def info(path: str | os.PathLike) -> dict:
     dict
         For a snapshot file: ``file``, ``schema_version``, ``package_version``, ``created``,
         ``snapshots``, ``steps``, ``config``, ``environment``, ``task``, ``dims``, ``groups`` (name -> token
-        ids), ``group_strings`` (name -> token texts, text runs), ``tensors`` (name -> per-snapshot shape)
-        and ``metrics`` (split -> the latest value of each metric). For a checkpoint: ``file``, ``format``,
+        ids), ``group_strings`` (name -> token texts, text runs), ``tensors`` (name -> per-snapshot shape;
+        the canonical names, then the model's parameter names), ``canonical`` (the canonical names among
+        them: each is the same data as one parameter) and ``metrics`` (split -> the latest value of each metric). For a checkpoint: ``file``, ``format``,
         ``step``, ``layout``, ``layers``, ``heads``, ``canonical`` (canonical name -> its raw names),
         ``config``, ``tensors`` (name -> ``shape``, ``dtype`` and ``tied_to`` for a tied tensor) and
         ``parameters``; a checkpoint of an unknown layout is described too, with ``layout`` ``None`` and
@@ -93,6 +94,7 @@ def info(path: str | os.PathLike) -> dict:
             "groups": {k: [int(i) for i in v] for k, v in groups.items()},
             "group_strings": {} if strings is None else {k: [strings[i] for i in v] for k, v in groups.items()},
             "tensors": {k: list(v) for k, v in run.tensors().items()},
+            "canonical": list(run.weights()),
             "metrics": {s: {m: float(v[-1]) for m, v in ms.items() if len(v)} for s, ms in run.metrics().items()},
         }
 
