@@ -17,7 +17,7 @@ import click
 
 from .. import registry
 from .._text import terminal
-from ..errors import Interrupted, ProbeError, closest, run_cli, unknown
+from ..errors import Interrupted, ProbeError, closest, run_cli
 from ..signals import STOP
 from . import options as O
 from .probes import batch_options, command, converted, progress, with_examples
@@ -247,11 +247,6 @@ def _report(paths, out, probes, max_steps, slider_steps, watch, interval, max_sh
     from .. import report as R
 
     out = out or "report.html"
-    known = registry.names("report")
-    for p in probes:   # (probe.report checks them too, without a suggestion)
-        if p not in known:
-            raise unknown("probe", p, known)
-
     def log(msg):   # it names runs, files and what went wrong with them
         print(terminal(msg), file=sys.stderr)
 
@@ -357,12 +352,7 @@ def figures(names: tuple, all_: bool, quick: bool, tiny: bool, out, runs, jobs: 
                        (dry_run and check, "--dry-run and --check exclude each other")):
         if wrong:
             raise ProbeError(msg)
-    missing = [n for n in names or [] if n not in scripts]
-    if missing:   # before any folder is made
-        if len(missing) == 1:
-            raise unknown("figure", missing[0], list(scripts))
-        said = ", ".join(f"'{n}'" + (f" (did you mean '{m}'?)" if (m := closest(n, scripts)) else "") for n in missing)
-        raise ProbeError(f"unknown figures {said} (known: {', '.join(scripts)})")
+    F.check_known(list(names or []), scripts)   # before any folder is made
     names = list(scripts) if all_ else list(names)
     size = "tiny" if tiny else "quick" if quick else "full"
     if size == "full" and not F.cuda_available() and not dry_run:

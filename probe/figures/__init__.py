@@ -19,9 +19,9 @@ Sizes: ``tiny`` (tests, seconds), ``quick`` (a CPU: every figure in minutes on 2
 """
 from .context import (DEFAULT_SEEDS, EXPERIMENTS, SIZES, Claim, FigureContext, RunSpec, claim, cuda_available,
                       resolved, specs)
-from .scripts import (FigureScript, Plan, PlannedRun, check_figures, declarations, examples_dir, load_scripts,
+from .scripts import (FigureScript, Plan, PlannedRun, check_figures, check_known, declarations, examples_dir, load_scripts,
                       make_figures, plan_figures, reference, run_script, seeds_for_budget)
 
 __all__ = ["DEFAULT_SEEDS", "EXPERIMENTS", "SIZES", "Claim", "FigureContext", "RunSpec", "claim", "cuda_available",
            "resolved", "specs", "Plan", "PlannedRun", "plan_figures", "reference", "seeds_for_budget", "FigureScript",
-           "check_figures", "declarations", "examples_dir", "load_scripts", "make_figures", "run_script"]
+           "check_figures", "check_known", "declarations", "examples_dir", "load_scripts", "make_figures", "run_script"]

@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping
 
 from .. import environment
 from .._files import regular_file
-from ..errors import Interrupted, ProbeError, run_cli, terminal
+from ..errors import Interrupted, ProbeError, closest, run_cli, terminal, unknown
 from ..signals import STOP
 from .context import SIZES, Claim, FigureContext, resolved, seed_count, specs
 
@@ -66,9 +66,13 @@ def load_scripts(folder: Path) -> dict[str, FigureScript]:
 
 
 def check_known(names: list[str], scripts: Mapping[str, FigureScript]) -> None:
-    unknown = [n for n in names if n not in scripts]
-    if unknown:
-        raise ProbeError(f"unknown figure(s) {', '.join(unknown)}; known: {', '.join(scripts)}")
+    """One error for the names that are no figure, each with the closest figure name when one is close."""
+    missing = [n for n in names if n not in scripts]
+    if len(missing) == 1:
+        raise unknown("figure", missing[0], list(scripts))
+    if missing:
+        said = ", ".join(f"'{n}'" + (f" (did you mean '{m}'?)" if (m := closest(n, scripts)) else "") for n in missing)
+        raise ProbeError(f"unknown figures {said} (known: {', '.join(scripts)})")
 
 
 def declarations(names: list[str], scripts: Mapping[str, FigureScript], ctx: FigureContext,

@@ -18,7 +18,7 @@ from markupsafe import Markup
 from .. import registry
 from .._limits import parse_size
 from .._text import markup_text
-from ..errors import ProbeError, captured, failure
+from ..errors import ProbeError, captured, failure, unknown
 from . import MAX_STEPS, SLIDER_MAX, charts
 from .sources import PENDING, Budget, Section, RunSource, open_run, pick_steps
 
@@ -39,7 +39,7 @@ class Report:
         self.probes = list(dict.fromkeys(probes or known))
         for p in self.probes:
             if p not in known:
-                raise ProbeError(f"unknown probe '{p}' (known: {', '.join(known)})")
+                raise unknown("probe", p, known)
         if not isinstance(max_steps, int) or max_steps < 1:
             raise ProbeError(f"bad --max-steps {max_steps}: need a whole number >= 1")
         if not isinstance(slider_steps, int) or slider_steps < 0:
