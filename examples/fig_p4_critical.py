@@ -67,7 +67,7 @@ def make(ctx, runs):
     for ax in axes:
         ax.set_xlabel("γ (larger = smaller init)")
     axes[0].legend(frameon=False, fontsize=6)
-    fig.suptitle(TITLE)
+    fig.suptitle(ctx.title(TITLE, text=True))
     return ctx.save(fig, NAME)
 
 

@@ -64,7 +64,7 @@ def make(ctx, runs):
         ax.set_xlabel("step")
         ax.set_xscale("symlog", linthresh=1)
         ax.legend(frameon=False, fontsize=7)
-    fig.suptitle(TITLE)
+    fig.suptitle(ctx.title(TITLE, text=True))
     return ctx.save(fig, NAME)
 
 

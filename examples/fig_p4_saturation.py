@@ -50,7 +50,7 @@ def make(ctx, runs):
             axes[i][j].set_title(f"γ {g}, ε {e:g}: max s {peak:.3f}", fontsize=9)
             axes[i][j].tick_params(axis="x", labelsize=5)
     fig.colorbar(im, ax=axes, shrink=0.8, label="ε share s = ε / (m + ε) (log; below 1e-4 shown as 1e-4)")
-    fig.suptitle(TITLE)
+    fig.suptitle(ctx.title(TITLE, text=True))
     return ctx.save(fig, NAME)
 
 

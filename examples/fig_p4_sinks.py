@@ -52,7 +52,7 @@ def make(ctx, runs):
         ax.set_xlabel("step")
         ax.set_xscale("symlog", linthresh=10)
         ax.legend(frameon=False, fontsize=7)
-    fig.suptitle(ctx.title(TITLE, CAVEAT))
+    fig.suptitle(ctx.title(TITLE, CAVEAT, text=True))
     return ctx.save(fig, NAME)
 
 

@@ -35,7 +35,11 @@ def effect(ctx, runs):
                   lambda v: v > 0),
             claim("the gain concentrates on hard tokens: the highest predictive-entropy quartile takes more than "
                   "half of it (share > 0.5; a quarter of the tokens)",
-                  [r.buckets["entropy"][-1]["gain_share"] for r in res], lambda v: v > 0.5)]
+                  [r.buckets["entropy"][-1]["gain_share"] for r in res], lambda v: v > 0.5),
+            # mean_delta = L(small) − L(γ 0.5): the logic gain exceeds the story gain when story − logic > 0
+            claim("paper 4: the logic text gains more than the stories (held-out tokens: logic gain − story gain > 0)",
+                  [r.groups["story"]["mean_delta"] - r.groups["logic"]["mean_delta"] for r in res], lambda v: v > 0,
+                  expect=False)]
 
 
 def make(ctx, runs):
@@ -57,7 +61,7 @@ def make(ctx, runs):
     axes[-1].axhline(0, color="grey", lw=0.8)
     axes[-1].set_ylabel(f"mean ΔL = L(γ {g:g}) − L(γ 0.5) (nats)")
     axes[-1].set_title("by source", fontsize=9)
-    fig.suptitle(f"{TITLE} (γ {g:g}, seed 0): mean ΔL {r.mean_delta:+.3f} nats over {r.n} tokens")
+    fig.suptitle(f"{ctx.title(TITLE, text=True)}\n(γ {g:g}, seed 0): mean ΔL {r.mean_delta:+.3f} nats over {r.n} tokens")
     return ctx.save(fig, NAME)
 
 

@@ -327,6 +327,9 @@ def sweep_summary(folder: str, metric: tuple, outcome: tuple, step: str, fmt: st
 @click.option("--budget", type=click.FloatRange(min=0.1), help=(
     "minutes: give each figure the most seeds whose estimated time (each preset's measured speed) fits, said on "
     "stderr; replaces --seeds"))
+@click.option("--stories", help=(
+    "story text of the runs on logic + stories (p1-language, p4-*): kjv, synthetic, tinystories or a file or folder "
+    "(probe-train --stories) [default: --quick kjv when installed, else each preset's own]"))
 @click.option("--examples", help="folder of the fig_*.py scripts [default: examples/ of this checkout]")
 @click.option("--list", "list_", is_flag=True, default=False, help="list the figures and exit")
 @click.option("--dry-run", is_flag=True, default=False, help="list the runs each figure draws, whether each would be trained, resumed "
@@ -334,8 +337,8 @@ def sweep_summary(folder: str, metric: tuple, outcome: tuple, step: str, fmt: st
 @click.option("--check", is_flag=True, default=False, help="instead of drawing: the effect each figure states and the fraction of its "
                                             "seeds that show it (trains what is missing)")
 @O.fmt("of the --dry-run plan and the --check claims: table, json or csv (figures made: their files, a line each)")
-def figures(names: tuple, all_: bool, quick: bool, tiny: bool, out, runs, jobs: int, seeds: int, budget, examples,
-            list_: bool, dry_run: bool, check: bool, fmt: str) -> None:
+def figures(names: tuple, all_: bool, quick: bool, tiny: bool, out, runs, jobs: int, seeds: int, budget, stories,
+            examples, list_: bool, dry_run: bool, check: bool, fmt: str) -> None:
     """Regenerate the papers' figures: train the runs each needs (or reuse finished ones), probe them
     and draw PNG + PDF."""
     from .. import figures as F
@@ -359,14 +362,14 @@ def figures(names: tuple, all_: bool, quick: bool, tiny: bool, out, runs, jobs: 
         print("warning: no GPU found; the papers' sizes take days on a CPU (use --quick)", file=sys.stderr)
     per_figure = None
     if budget is not None:   # planned before any folder is made: a budget that cannot be planned leaves none
-        plan = F.seeds_for_budget(names, F.FigureContext(Path(out or "figures"), size, runs, jobs, seeds, create=False),
-                                  folder, budget)
+        planned = F.FigureContext(Path(out or "figures"), size, runs, jobs, seeds, create=False, stories=stories)
+        plan = F.seeds_for_budget(names, planned, folder, budget)
         per_figure = plan.seeds
         _say_plan(plan, f"budget {budget:g} min: ")
         if plan.seconds > budget * 60:
             print(f"warning: even one seed per figure is estimated at {plan.seconds / 60:.1f} min, over the budget "
                   f"of {budget:g} min; going on with one seed each", file=sys.stderr)
-    ctx = F.FigureContext(Path(out or "figures"), size, runs, jobs, seeds, create=not dry_run)
+    ctx = F.FigureContext(Path(out or "figures"), size, runs, jobs, seeds, create=not dry_run, stories=stories)
     if dry_run:
         plan = plan if budget is not None else F.plan_figures(names, ctx, folder)
         header = ["figure", "run", "preset", "action", "estimate_s", "file"]
@@ -383,7 +386,8 @@ def figures(names: tuple, all_: bool, quick: bool, tiny: bool, out, runs, jobs: 
         claims, failed = F.check_figures(names, ctx, folder, per_figure)
         header = ["figure", "shown", "fraction", "ci_lo", "ci_hi", "values", "claim"]
         rows = [[n, f"{d['k']}/{d['n']}", d["fraction"], d["ci_lo"], d["ci_hi"],
-                 " ".join(f"{v:.3g}" for v in d["values"]), d["claim"]]
+                 " ".join(f"{v:.3g}" for v in d["values"]),
+                 d["claim"] if d["expected"] else f"{d['claim']} (a paper's direction this size was measured not to show)"]
                 for n, cs in claims.items() for d in (c.summary() for c in cs)]
         _emit(fmt, header, rows, {n: [c.summary() for c in cs] for n, cs in claims.items()}, left=(0, 5, 6))
     else:

@@ -213,12 +213,14 @@ def run_script(make: Callable[..., list[Path]]) -> None:
     ap.add_argument("--runs", default=None, help="folder of trained runs (default OUT/runs)")
     ap.add_argument("--jobs", type=int, default=0, help="runs trained at once (0: one per CPU core)")
     ap.add_argument("--seeds", type=int, default=0, help="seeds per γ (0: tiny 1, quick 3, full 1)")
+    ap.add_argument("--stories", default=None, help="story text of the runs on logic + stories (probe-train "
+                    "--stories; default: at --size quick kjv when installed, else each preset's own)")
     a = ap.parse_args()
     ns = make.__globals__    # the script's module: its runs() and names
     script = _script(ns.get("NAME", Path(ns["__file__"]).stem[4:].replace("_", "-")), Path(ns["__file__"]), ns)
 
     def main():
-        ctx = FigureContext(Path(a.out), a.size, a.runs, a.jobs, a.seeds)   # bad input: exit 2
+        ctx = FigureContext(Path(a.out), a.size, a.runs, a.jobs, a.seeds, stories=a.stories)   # bad input: exit 2
         try:
             declared = script.runs(ctx)
             _draw(script, ctx, ctx.train(declared) if declared is not None else None)
@@ -407,7 +409,7 @@ def reference(folder: Path) -> str:
             "runs at the papers' sizes | what `--quick` does not show |",
             "|---|---|---|---|---|---|"]
     nowhere = Path("/nonexistent/probe-figures-reference")   # nothing trained: every run counts
-    quick = FigureContext(nowhere, "quick", create=False)
+    quick = FigureContext(nowhere, "quick", create=False, stories="kjv")   # the default where kjv is installed
     full = FigureContext(nowhere, "full", create=False)
     every = _plan(names, scripts, quick, None, 2)
     for n in names:
@@ -415,6 +417,8 @@ def reference(folder: Path) -> str:
         rows.append(f"| `{n}` | {scripts[n].title} | {'<br>'.join(_cells(q)) or '-'} | {seed_count(q)} | "
                     f"{'<br>'.join(_cells(f)) or '-'} | {scripts[n].caveat or '-'} |")
     todo = {r.path for r in every.rows if r.action in ("train", "resume")}
-    rows += ["", f"`probe figures --all --quick`: {len(todo)} runs (a run several figures draw is trained once).",
+    rows += ["", f"`probe figures --all --quick`: {len(todo)} runs (a run several figures draw is trained once). "
+             "The runs on logic + stories read the King James narrative (`stories=kjv`) where it is installed, "
+             "else the presets' template stories; `--stories` chooses.",
              "", END]
     return "\n".join(rows) + "\n"

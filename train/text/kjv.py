@@ -46,6 +46,11 @@ _LINE = re.compile(r"([1-3]?[A-Za-z]+)(\d+):(\d+) (\S.*)")
 _TIMEOUT_S = 60.0
 
 
+def installed() -> bool:
+    """Whether the King James text can be read here: the ``bible`` program is on the PATH."""
+    return shutil.which("bible") is not None
+
+
 def _run_bible(timeout: float) -> tuple[str, str]:
     """(the program's path, what it printed) for the narrative books, one verse a line."""
     exe = shutil.which("bible")
