@@ -33,6 +33,7 @@ from probe.signals import STOP
 
 from .config import preset  # noqa: F401 - also the figures' planner's
 from .speeds import MACHINE, context, estimate, makespan, measure  # noqa: F401 - the figures' planner reads them here
+from .text.kjv import INSTALL as KJV_INSTALL, installed as kjv_installed  # noqa: F401 - the figures' default stories
 
 Log = Callable[[str], None]
 

@@ -141,9 +141,9 @@ class FigureContext:
         self.seeds = self.seeds or DEFAULT_SEEDS[self.size]
         self._kjv_missing = False
         if self.stories is None and self.size == "quick":
-            from probe_train.text.kjv import installed
+            from probe_train.runs import kjv_installed
 
-            self.stories, self._kjv_missing = ("kjv", False) if installed() else (None, True)
+            self.stories, self._kjv_missing = ("kjv", False) if kjv_installed() else (None, True)
         self.out = Path(self.out)
         self.runs_dir = Path(self.runs_dir) if self.runs_dir else self.out / "runs"
         if not self.create:
@@ -164,7 +164,7 @@ class FigureContext:
     @property
     def story_source(self) -> str:
         """The story text of this context's runs on logic + stories, in words (for titles)."""
-        from probe_train import preset
+        from probe_train.runs import preset
 
         source = self.stories or preset(EXPERIMENTS["lm"][self.size][0]).stories
         return STORY_NAMES.get(source, f"stories from {Path(source).name}")
@@ -190,10 +190,10 @@ class FigureContext:
             sized = {**sized, "stories": self.stories}
             base = {k: (f"{label}-{Path(self.stories).name}", o) for k, (label, o) in base.items()}
         elif experiment in TEXT and self._kjv_missing:
-            from probe_train.text.kjv import INSTALL
+            from probe_train.runs import KJV_INSTALL
 
             self._kjv_missing = False   # said once
-            self.log(f"note: the King James text is not installed ({INSTALL}); the language figures use "
+            self.log(f"note: the King James text is not installed ({KJV_INSTALL}); the language figures use "
                      "the presets' template stories")
         out = {}
         for key, (label, overrides) in base.items():
