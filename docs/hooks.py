@@ -48,7 +48,8 @@ def minus(text: str) -> str:
 def number(name: str, key: str, fmt: str | None) -> str:
     """The value at ``key`` (``a/b/c``; a list index is a number) of ``docs/results/NAME.json``, formatted:
     under the file's ``values`` if it has them (its ``meta`` as ``meta/...``), else from its top. Format
-    ``ci`` (``ci.3f``) writes a ``{"mean", "ci95"}`` entry as ``mean [low, high]``."""
+    ``ci`` (``ci.3f``) writes a ``{"mean", "ci95"}`` entry as ``mean [low, high]``; ``frac`` a
+    ``{"shown", "ci95"}`` entry (seeds with an outcome) as ``k/n [low, high]``."""
     data = json.loads((RESULTS / f"{name}.json").read_text())
     meta = data.get("meta", data)
     if key == "@meta":
@@ -56,6 +57,9 @@ def number(name: str, key: str, fmt: str | None) -> str:
     node = meta if key.startswith("meta/") else data.get("values", data)
     for part in key.removeprefix("meta/").split("/"):
         node = node[int(part)] if isinstance(node, list) else node[part]
+    if fmt == "frac":   # an outcome of examples/seed_table.py: k/n of the seeds with its Wilson interval
+        lo, hi = node["ci95"]
+        return f"{node['shown']} [{lo:.2f}, {hi:.2f}]"
     if fmt and fmt.startswith("ci"):
         f = fmt[2:] or ".3f"
         lo, hi = node["ci95"]

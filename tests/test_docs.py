@@ -134,6 +134,10 @@ def test_a_quoted_number_comes_from_its_result_file_or_stops_the_build():
     lo, hi = cka["diff_small_minus_large"]["ci95"]
     text = hooks.on_page_markdown("[[cka-seeds:results/last (step 3000)/diff_small_minus_large|ci+.2f]]", page=page)
     assert text == f"{cka['diff_small_minus_large']['mean']:+.2f} [{lo:+.2f}, {hi:+.2f}]".replace("-", "\u2212")
+    seeds = json.loads((ROOT / "docs" / "results" / "p1-seeds.json").read_text())["values"]["gamma=0.8"]
+    shown = seeds["acc(rsn_test)>0.5"]
+    text = hooks.on_page_markdown("[[p1-seeds:gamma=0.8/acc(rsn_test)>0.5|frac]]", page=page)
+    assert text == f"{shown['shown']} [{shown['ci95'][0]:.2f}, {shown['ci95'][1]:.2f}]"
     for missing in ("[[demo:g0.8/acc/nothing]]", "[[demo:g0.8/acc]]", "[[no-such-file:x]]"):
         with pytest.raises(PluginError, match=r"page\.md: .* has no source"):
             hooks.on_page_markdown(f"a {missing} b", page=page)

@@ -1,0 +1,85 @@
+"""A sweep's seed table as a docs results file: ``probe sweep-summary``'s numbers per grid cell, with
+what they were measured on, for the docs to insert (docs/hooks.py) instead of typing them:
+
+    probe-train sweep --preset quick --grid gamma=0.3,0.8 --grid seed=0:5 --out sweeps/p1 --jobs 2
+    python examples/seed_table.py sweeps/p1 --metric "acc[rsn_test]" --outcome "acc[rsn_test]>0.5" \\
+        -o docs/results/p1-seeds.json
+
+The file holds, per cell (``gamma=0.8``), each metric as ``{"mean", "ci95"}`` (95 % bootstrap interval
+over seeds; a page inserts it with ``[[p1-seeds:gamma=0.8/acc(rsn_test)|ci.3f]]``) and each outcome as
+``{"shown": "k/n", "ci95"}`` (Wilson interval). In names, square brackets become parentheses
+(``acc[rsn_test]`` is ``acc(rsn_test)``): a name in a page ends at ``]]``.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+import probe
+
+
+def key(name: str) -> str:
+    return name.replace("[", "(").replace("]", ")")
+
+
+def finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None   # strict JSON: an interval of one seed is null, not NaN
+
+
+def machine() -> str:
+    try:
+        gpu = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=30, check=True).stdout.strip().splitlines()
+    except (OSError, subprocess.SubprocessError):
+        gpu = []
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor() or "unknown CPU")
+    return f"{gpu[0] + ' (runs trained on the GPU), ' if gpu else ''}{os.cpu_count()} cores ({cpu}), " \
+           f"Python {platform.python_version()}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("sweep", help="a sweep folder (probe-train sweep --out)")
+    ap.add_argument("--metric", action="append", default=[], help="as probe sweep-summary --metric (repeat)")
+    ap.add_argument("--outcome", action="append", default=[], help="as probe sweep-summary --outcome (repeat)")
+    ap.add_argument("-o", "--out", required=True, help="the results file (JSON) to write")
+    ap.add_argument("--commit", default=None, help="the commit the runs were trained at [default: git here]")
+    a = ap.parse_args()
+    try:
+        cells = probe.sweep_summary(a.sweep, a.metric or None, a.outcome or None)
+    except probe.ProbeError as e:
+        print(f"Error: {e}", file=sys.stderr)
+        sys.exit(2)
+    folder = Path(a.sweep).parent if Path(a.sweep).is_file() else Path(a.sweep)   # a folder or its sweep.json
+    values, seeds = {}, set()
+    for c in cells:
+        label = ",".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in c.cell.items()) or "all"
+        values[label] = {
+            **{key(m): {"mean": finite(s["mean"]), "ci95": [finite(s["ci_lo"]), finite(s["ci_hi"])], "n": s["n"]}
+               for m, s in c.stats.items()},
+            **{key(o): {"shown": f"{s['k']}/{s['n']}", "ci95": [finite(s["ci_lo"]), finite(s["ci_hi"])]}
+               for o, s in c.outcomes.items()}}
+        seeds |= {probe.info(folder / r)["config"]["seed"] for r in c.runs}
+    commit = a.commit or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                        cwd=Path(__file__).parent).stdout.strip()
+    args = " ".join(f'{flag} "{v}"' for flag, vs in (("--metric", a.metric), ("--outcome", a.outcome)) for v in vs)
+    meta = {"command": f"python examples/seed_table.py {a.sweep} {args} -o {a.out}",
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "machine": machine(), "commit": commit or "unknown", "seeds": sorted(seeds),
+            "step": cells[0].step if cells else None}
+    tmp = Path(a.out).with_suffix(".tmp")
+    tmp.write_text(json.dumps({"meta": meta, "values": values}, indent=1, ensure_ascii=False, allow_nan=False) + "\n")
+    tmp.replace(a.out)   # whole or not at all
+    print(f"wrote {a.out}: {len(values)} cell(s), seeds {sorted(seeds)}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

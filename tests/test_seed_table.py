@@ -1,0 +1,53 @@
+"""examples/seed_table.py: a sweep's seed table as a docs results file (probe sweep-summary's numbers per
+cell, with what they were measured on), on a real sweep of tiny runs."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+import probe
+
+from conftest import ROOT, run_cli
+
+SCRIPT = ROOT / "examples" / "seed_table.py"
+
+
+def _script(*args, cwd) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(SCRIPT), *map(str, args)], capture_output=True, text=True,
+                          timeout=300, cwd=cwd)
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    out = tmp_path_factory.mktemp("seeds") / "sweep"
+    res = run_cli("probe-train", "sweep", "--preset", "tiny", "--grid", "gamma=0.3,0.8", "--grid", "seed=0:2",
+                  "--out", out, "--jobs", "2", timeout=600)
+    assert res.returncode == 0, res.stderr
+    return out
+
+
+def test_the_file_holds_sweep_summarys_numbers_and_their_seeds(sweep, tmp_path):
+    metrics, outcome = ["acc[rsn_test]", "similarity:distance_corr"], "similarity:distance_corr<0"
+    res = _script(sweep, *(a for m in metrics for a in ("--metric", m)), "--outcome", outcome, "-o", tmp_path / "t.json",
+                  cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    data = json.loads((tmp_path / "t.json").read_text(), parse_constant=lambda c: pytest.fail(f"{c} in JSON"))
+    assert data["meta"]["seeds"] == [0, 1] and data["meta"]["step"] == 40 and "seed_table.py" in data["meta"]["command"]
+    for cell in probe.sweep_summary(sweep, metrics, [outcome]):
+        got = data["values"][f"gamma={cell.cell['gamma']:g}"]
+        for m in metrics:   # brackets become parentheses: a page's name ends at "]]"
+            s = cell.stats[m]
+            assert got[m.replace("[", "(").replace("]", ")")] == {"mean": s["mean"], "ci95": [s["ci_lo"], s["ci_hi"]],
+                                                               "n": 2}
+        o = cell.outcomes[outcome]
+        assert got[outcome] == {"shown": f"{o['k']}/{o['n']}", "ci95": [o["ci_lo"], o["ci_hi"]]}
+    again = _script(sweep / "sweep.json", "--metric", metrics[0], "-o", tmp_path / "u.json", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr   # the manifest names the same sweep
+
+
+def test_a_missing_sweep_is_one_error_line(tmp_path):
+    res = _script(tmp_path / "nowhere", "-o", tmp_path / "t.json", cwd=tmp_path)
+    assert res.returncode == 2 and res.stdout == "" and not (tmp_path / "t.json").exists()
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: ") and "nowhere" in lines[0]
