@@ -18,6 +18,10 @@ Importing this module is cheap; the probe modules (numpy, h5py) are imported on 
 """
 from __future__ import annotations
 
+import inspect
+
+import inspect
+
 import functools
 import re
 from dataclasses import dataclass, field
@@ -91,8 +95,9 @@ class Probe:
         t = self.tokens or ""
         default = {EVERY_ROW: "every row of ``tensor``", EVERY_GROUP: "every stored group"}.get(
             t, f"the groups ``{t}``" if "," in t else f"the ``{t}`` group")
-        if callable(self.function):
-            self.function.__doc__ = fill(self.function.__doc__, self.reads, default, self.nonfinite)
+        if callable(self.function):   # and the function a decorator wrapped: the API reference reads both
+            doc = fill(self.function.__doc__, self.reads, default, self.nonfinite)
+            self.function.__doc__ = inspect.unwrap(self.function).__doc__ = doc
 
 
 def declared() -> tuple[str, ...]:

@@ -106,11 +106,13 @@ def test_generated_reference_pages_are_current():
 
 
 def test_site_builds_strictly(tmp_path):
+    # not --quiet: it drops the warnings before --strict counts them (a broken link would pass)
     mkdocs = Path(sys.executable).parent / "mkdocs"
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
-    p = subprocess.run([str(mkdocs), "build", "--strict", "--quiet", "-d", str(tmp_path / "site")], cwd=ROOT,
+    p = subprocess.run([str(mkdocs), "build", "--strict", "-d", str(tmp_path / "site")], cwd=ROOT,
                        capture_output=True, text=True, timeout=600, env=env)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-5000:]
+    assert "WARNING" not in p.stderr, p.stderr[-5000:]
     assert (tmp_path / "site" / "index.html").exists()
     # Formulas are MathML from the build (docs/hooks.py), not TeX for a script from a CDN: offline, a
     # page would show raw LaTeX.
@@ -119,6 +121,20 @@ def test_site_builds_strictly(tmp_path):
     for q, text in pages.items():
         assert not re.search(r'class="arithmatex">\\[(\[]', text), f"raw TeX left in {q}"
         assert not re.search(r'<script[^>]+src="https?://', text), f"{q} loads a script from the network"
+
+
+def test_a_strict_build_stops_at_a_broken_link(tmp_path):
+    """What makes test_site_builds_strictly able to fail: a page with a broken link stops the build."""
+    import shutil
+
+    copy = tmp_path / "repo"
+    shutil.copytree(ROOT / "docs", copy / "docs")
+    shutil.copy(ROOT / "mkdocs.yml", copy / "mkdocs.yml")
+    (copy / "docs" / "index.md").write_text((copy / "docs" / "index.md").read_text() + "\nsee [this](nowhere.md)\n")
+    mkdocs = Path(sys.executable).parent / "mkdocs"
+    p = subprocess.run([str(mkdocs), "build", "--strict", "-d", str(tmp_path / "site")], cwd=copy,
+                       capture_output=True, text=True, timeout=600, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    assert p.returncode != 0 and "nowhere.md" in p.stderr
 
 
 def test_a_quoted_number_comes_from_its_result_file_or_stops_the_build():

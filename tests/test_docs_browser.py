@@ -74,7 +74,7 @@ def site(tmp_path_factory):
     is fetched, which a file:// page may not)."""
     out = tmp_path_factory.mktemp("site")
     mkdocs = Path(sys.executable).parent / "mkdocs"
-    p = subprocess.run([str(mkdocs), "build", "--strict", "--quiet", "-d", str(out)], cwd=ROOT, capture_output=True,
+    p = subprocess.run([str(mkdocs), "build", "--strict", "-d", str(out)], cwd=ROOT, capture_output=True,
                        text=True, timeout=600, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
     assert p.returncode == 0, p.stderr[-3000:]
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(out)))
