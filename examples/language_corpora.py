@@ -2,10 +2,10 @@
 (``--stories kjv``: the King James Version's narrative books) next to logic + the built-in template
 stories, over seeds. Four sweeps, then this script:
 
-    probe-train sweep --preset lm-quick --grid seed=0:5 --grid gamma=0.3,0.8 --grid stories=kjv -o sweeps/p1-kjv
-    probe-train sweep --preset lm-quick --grid seed=0:5 --grid gamma=0.3,0.8 -o sweeps/p1-synthetic
-    probe-train sweep --preset llm-quick --grid seed=0:5 --grid gamma=0.5,0.75,1.0 --grid stories=kjv -o sweeps/p4-kjv
-    probe-train sweep --preset llm-quick --grid seed=0:5 --grid gamma=0.5,0.75,1.0 -o sweeps/p4-synthetic
+    probe-train sweep --preset lm-quick --grid seed=0:10 --grid gamma=0.3,0.8 --grid stories=kjv -o sweeps/p1-kjv
+    probe-train sweep --preset lm-quick --grid seed=0:10 --grid gamma=0.3,0.8 -o sweeps/p1-synthetic
+    probe-train sweep --preset llm-quick --grid seed=0:10 --grid gamma=0.5,0.75,1.0 --grid stories=kjv -o sweeps/p4-kjv
+    probe-train sweep --preset llm-quick --grid seed=0:10 --grid gamma=0.5,0.75,1.0 -o sweeps/p4-synthetic
     python examples/language_corpora.py sweeps/p1-kjv sweeps/p1-synthetic sweeps/p4-kjv sweeps/p4-synthetic \\
         -o docs/results/language-corpora.json
 
