@@ -28,3 +28,20 @@ def test_layout_block_names_every_module_of_the_tree():
                 continue
             name = p.name + "/" if p.is_dir() else p.name
             assert name in block, f"{pkg}/{name} missing from the layout block of docs/explanation/architecture.md"
+
+
+def test_the_numbers_it_quotes_are_those_of_their_results_file():
+    """The README is not built by the docs' hook, so its measured numbers are checked against the file
+    the docs insert them from (docs/hooks.py's formats): the README and the docs cannot disagree."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("docs_hooks", ROOT / "docs" / "hooks.py")
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+    text = " ".join((ROOT / "README.md").read_text().split())
+    quoted = [("gamma=0.8/similarity:distance_corr", "ci.2f"), ("gamma=0.8/acc(rsn_test)", "ci.2f"),
+              ("gamma=0.3/similarity:distance_corr", "ci.2f"), ("gamma=0.3/acc(rsn_test)", "ci.2f")]
+    for key, fmt in quoted:
+        assert hooks.number("p1-seeds", key, fmt) in text, key
+    shown = hooks.number("p1-seeds", "gamma=0.8/acc(rsn_test)>0.5", "frac").split()[0]
+    assert f"above 0.5 in {shown} seeds" in text
