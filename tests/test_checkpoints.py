@@ -411,3 +411,35 @@ def test_results_carry_their_token_texts_fetched_when_first_asked_for():
     assert "texts" not in r.to_dict()                      # JSON as before
     p = probe.pca(_minilm(), "1014:1024")[0]
     assert p.texts.get()[0] == "0" and "texts" not in p.to_dict()
+
+
+def test_pca_words_are_one_group_ordered_as_given():
+    """--words asks whether the words form a number line in the order given: their order score is
+    |Spearman(position, PC1)| of their own PCA (checked here against numpy on the embedding rows), and
+    the plot labels each point with its word."""
+    import matplotlib
+
+    from probe.analyses._stats import spearman
+    from probe.probes.pca import figure
+    from probe.plotting import pyplot
+
+    matplotlib.use("Agg")
+    words = "one,two,three,four,five,six,seven,eight,nine"
+    r = probe.pca(_minilm(), words=words)[0]
+    assert set(r.groups) == {"words"} and list(r.texts.get()) == words.split(",")
+    from probe.api import token_vectors
+
+    (_, X), = token_vectors(_minilm(), words=words)
+    Xc = X - X.mean(axis=0)
+    pc1 = Xc @ np.linalg.svd(Xc, full_matrices=False)[2][0]
+    assert r.order_pc1["words"] == pytest.approx(abs(spearman(np.arange(9), pc1)))
+    backwards = probe.pca(_minilm(), words=",".join(reversed(words.split(","))))[0]
+    assert backwards.order_pc1["words"] == pytest.approx(r.order_pc1["words"])   # ranks by the given order
+    shuffled = probe.pca(_minilm(), words="five,one,nine,two,eight,three,seven,four,six")[0]
+    assert shuffled.order_pc1["words"] < r.order_pc1["words"]
+    fig = figure(pyplot(), r)
+    assert {t.get_text() for t in fig.axes[0].texts} == set(words.split(","))
+    from conftest import run_cli
+
+    res = run_cli("probe", "pca", _minilm(), "--words", words)
+    assert res.returncode == 0 and "order_pc1[words]" in res.stdout, res.stderr

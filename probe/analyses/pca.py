@@ -30,7 +30,8 @@ class PCAResult(Result):
         Coordinates of each token on the components.
     order_pc1 : dict of str to float
         Per group of 3 or more tokens, |Spearman(id, PC1 coordinate)| along the PC1 of the group's own
-        PCA: 1 = the group lies in id order along its main axis (a number line).
+        PCA: 1 = the group lies in id order along its main axis (a number line). Tokens chosen by words
+        form the group ``"words"``, ranked in the order the words were given instead of by id.
     order_arc : dict of str to float
         The same along the arc the group traces in its own PC1-PC2 plane (angle around the group's
         centre), for curved lines.
@@ -63,10 +64,12 @@ def _arc_order(ids: np.ndarray, xy: np.ndarray) -> float:
 
 
 def pca(vectors: np.ndarray, ids: np.ndarray, groups: list[str] | None = None, n_components: int = 3,
-        step: int | None = None) -> PCAResult:
-    """PCA of ``vectors`` (k, d), centred on their mean (no scaling)."""
+        step: int | None = None, order_by: np.ndarray | None = None) -> PCAResult:
+    """PCA of ``vectors`` (k, d), centred on their mean (no scaling); ``order_by`` (k,): the rank each token
+    should have along a number line (default: its id)."""
     X = np.asarray(vectors, dtype=np.float64)
     ids = np.asarray(ids)
+    rank = ids if order_by is None else np.asarray(order_by)
     groups = list(groups) if groups else [""] * len(ids)
     Xc = X - X.mean(axis=0)
     # the k x k Gram matrix is enough: k tokens, d dims, k usually << d
@@ -84,8 +87,8 @@ def pca(vectors: np.ndarray, ids: np.ndarray, groups: list[str] | None = None, n
             Xg = X[mask] - X[mask].mean(axis=0)
             _, sg, vg = np.linalg.svd(Xg, full_matrices=False)
             own = Xg @ vg[:2].T
-            order[g] = abs(spearman(ids[mask], own[:, 0]))
+            order[g] = abs(spearman(rank[mask], own[:, 0]))
             if own.shape[1] >= 2 and sg[1] > 0:
-                order_arc[g] = _arc_order(ids[mask], own)
+                order_arc[g] = _arc_order(rank[mask], own)
     return PCAResult(step=step, ids=ids, groups=groups, explained=explained, coords=coords,
                      order_pc1=order, order_arc=order_arc)

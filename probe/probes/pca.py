@@ -26,7 +26,9 @@ def pca(path: str | os.PathLike, tokens=None, *, words=None, words_file: str | N
     The chosen rows of ``tensor`` are centred on their mean (no scaling) and projected on their first
     ``n_components`` principal components. Each group of 3 or more tokens also gets an order score:
     |Spearman(id, coordinate)| along the group's own first component (``order_pc1``: 1 is a number
-    line) and along the arc it traces in its own PC1-PC2 plane (``order_arc``).
+    line) and along the arc it traces in its own PC1-PC2 plane (``order_arc``). Tokens chosen by
+    ``words`` are one group, ``"words"``, whose order is the order the words were given in
+    (``words="one,two,three,four"`` asks whether they form a number line).
 
     Parameters
     ----------
@@ -69,12 +71,15 @@ def pca(path: str | os.PathLike, tokens=None, *, words=None, words_file: str | N
     with open_source(path, groups, mapping) as run:
         rows = TokenRows(run, tokens, words, words_file, tensor, step, allow_nonfinite, "pca", 2, "PCA",
                           DECOMPOSITION)
-    groups_of = rows.group_of()
+    by_words = words is not None or words_file is not None
+    groups_of = ["words"] * len(rows.ids) if by_words else rows.group_of()
+    given = {int(i): n for n, i in enumerate(rows.ids)}   # the words' order (ids: in order of appearance)
     out = []
     for k, s in enumerate(rows.steps):
         v, sel, grp = rows.finite(k, groups_of)
         try:
-            out.append(_pca(v, sel, grp, n_components, step=s))
+            out.append(_pca(v, sel, grp, n_components, step=s,
+                            order_by=np.array([given[int(i)] for i in sel]) if by_words else None))
         except np.linalg.LinAlgError as exc:
             raise unconverged(path, f"the SVD (PCA) of {rows.name}", rows.at[k], exc) from None
         out[-1].texts = rows.texts_of(sel)
@@ -91,12 +96,14 @@ def detail(r, width) -> None:
 
 def chart(r) -> list[Panel]:
     coords = np.asarray(r.coords)
+    texts = r.texts.get() if r.texts is not None else None   # the page escapes them (one escaping path)
+    labels = texts if texts is not None else id_labels(r.ids)
     series, names = {}, {}
     for g in dict.fromkeys(r.groups):
         m = np.array([x == g for x in r.groups])
         y = coords[m, 1] if coords.shape[1] > 1 else np.zeros(m.sum())
         series[g or "ids"] = (list(map(float, coords[m, 0])), list(map(float, y)))
-        names[g or "ids"] = id_labels(np.asarray(r.ids)[m])
+        names[g or "ids"] = [str(t) for t in np.asarray(labels, dtype=object)[m]]
     ex = list(r.explained) + [0.0, 0.0]
     return [Panel(f"step {r.step}", f"PC1 ({100 * ex[0]:.0f} %)", f"PC2 ({100 * ex[1]:.0f} %)", kind="scatter",
                   series=series, names=names)]
@@ -105,13 +112,15 @@ def chart(r) -> list[Panel]:
 def figure(plt, r):
     fig, ax = plt.subplots(figsize=(5, 4.5), constrained_layout=True)
     groups = list(dict.fromkeys(r.groups))
+    texts = r.texts.get() if r.texts is not None else None   # a token's text where the source has a vocabulary
+    names = [as_text(t) for t in texts] if texts is not None else [str(int(i)) for i in r.ids]
     cmap = pyplot().get_cmap("tab10")
     for gi, g in enumerate(groups):
         m = np.array([x == g for x in r.groups])
         ax.scatter(r.coords[m, 0], r.coords[m, 1] if r.coords.shape[1] > 1 else 0 * r.coords[m, 0],
                    s=18, color=cmap(gi % 10), label=as_text(g) if g else "ids")
-        for t, xy in zip(r.ids[m], r.coords[m]):
-            ax.annotate(str(t), (xy[0], xy[1] if len(xy) > 1 else 0), fontsize=5, alpha=0.7)
+        for t, xy in zip(np.asarray(names)[m], r.coords[m]):
+            ax.annotate(t, (xy[0], xy[1] if len(xy) > 1 else 0), fontsize=5, alpha=0.7)
     ex = r.explained
     ax.set_xlabel(f"PC1 ({100 * ex[0]:.0f}%)")
     ax.set_ylabel(f"PC2 ({100 * ex[1]:.0f}%)" if len(ex) > 1 else "")
