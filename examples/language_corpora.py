@@ -32,18 +32,15 @@ counts the seed pairs it has (said in ``n``).
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import math
-import os
-import platform
-import subprocess
 import sys
 import warnings
 from pathlib import Path
 
+from _results import ci, frac, write   # examples/_results.py, beside this script
+
 import probe
-from probe.analyses.uncertainty import describe, proportion, verdict
+from probe.analyses.uncertainty import describe, verdict
 
 
 def fail(message: str) -> None:
@@ -80,23 +77,11 @@ def finished(folder: str) -> tuple[str, dict]:
     return next(iter(models), ""), out
 
 
-def _finite(x: float) -> float | None:
-    return x if math.isfinite(x) else None   # strict JSON: an interval of one seed is null, not NaN
-
-
-def ci(values) -> dict:
-    """{"mean", "ci95", "n", "values"}: the mean over seeds with its 95 % bootstrap interval."""
-    d = describe(values)
-    return {"mean": _finite(d["mean"]), "ci95": [_finite(d["ci_lo"]), _finite(d["ci_hi"])], "n": d["n"],
-            "values": [float(v) for v in values]}
-
-
 def direction(diffs) -> dict:
     """A seed-matched difference whose paper direction is > 0: interval, fraction of seeds, verdict."""
-    d, p = describe(diffs), proportion([v > 0 for v in diffs])
+    d, p = describe(diffs), frac([v > 0 for v in diffs])
     word = {"above": "shown", "below": "reversed"}.get(verdict(d["ci_lo"], d["ci_hi"], 0.0), "not shown")
-    return {**ci(diffs), "shown": f"{p['k']}/{p['n']}", "fraction": _finite(p["fraction"]),
-            "fraction_ci95": [_finite(p["ci_lo"]), _finite(p["ci_hi"])], "verdict": word}
+    return {**ci(diffs), "shown": p["shown"], "fraction": p["fraction"], "fraction_ci95": p["ci95"], "verdict": word}
 
 
 def paper1(runs: dict, stories: str, large: float = 0.3, small: float = 0.8) -> dict:
@@ -140,18 +125,6 @@ def paper4(runs: dict, stories: str, large: float = 0.5, small: float = 0.75) ->
                            "diff": direction([a - b for a, b in zip(tgain["logic"], tgain["story"])])}}
 
 
-def machine() -> str:
-    try:
-        gpu = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
-                             text=True, timeout=30, check=True).stdout.strip().splitlines()
-    except (OSError, subprocess.SubprocessError):
-        gpu = []
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor() or "unknown CPU")
-    where = f"{gpu[0]} (trained on the GPU), " if gpu else ""
-    return f"{where}{os.cpu_count()} cores ({cpu}), Python {platform.python_version()}"
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("sweeps", nargs="+", help="sweep folders (probe-train sweep --out) of lm-quick and llm-quick "
@@ -169,16 +142,7 @@ def main() -> None:
             values[which[0]][stories] = res
             seeds |= set(res["seeds"])
             print(f"{folder}: {stories}: {len(res['seeds'])} seed pair(s)", file=sys.stderr)
-    commit = a.commit or subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                                        cwd=Path(__file__).parent).stdout.strip()
-    meta = {"command": "python examples/language_corpora.py " + " ".join(a.sweeps) + f" -o {a.out}",
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "machine": machine(), "commit": commit or "unknown", "seeds": sorted(seeds)}
-    tmp = Path(a.out).with_suffix(".tmp")
-    tmp.write_text(json.dumps({"meta": meta, "values": values}, indent=1, allow_nan=False) + "\n")
-    tmp.replace(a.out)   # whole or not at all: a stopped script leaves the old file
-    print(f"wrote {a.out}", file=sys.stderr)
-
+    write(a.out, values, seeds, a.commit)
 
 if __name__ == "__main__":
     main()

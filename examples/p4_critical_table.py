@@ -3,7 +3,11 @@
 
     probe-train sweep --preset llm-quick --grid gamma=0.5,0.75,1.0,1.25 --grid norm_eps=1e-5,1e-12 \\
         --grid gated_attention=false,true --grid seed=0:3 --out sweeps/p4 --jobs 2
-    python examples/p4_critical_table.py sweeps/p4 [sweeps/p4-gate ...] > p4.md
+    python examples/p4_critical_table.py sweeps/p4 [sweeps/p4-gate ...] [--json p4-table.json] > p4.md
+
+``--json`` also writes every number of the table (each cell's columns with their seeds, γ*, the
+seed-matched pairs, and per cell the weights' rank dip, the first snapshot's ε share and the largest
+head's sink mass) as a docs results file (examples/_results.py), for the docs to insert.
 
 Per cell (mean with its 95 % bootstrap interval over seeds): the final validation loss (mean of the
 logic and story losses), both losses, paper 1's ΔL, the escape step, loss spikes, the largest ε share
@@ -12,6 +16,7 @@ of any norm site over training and the number of saturated snapshots, the mean s
 (γ 1 against γ 0.5) the loss gain on logic against story text and the share of the per-token gain in
 the top context-benefit quartile.
 """
+import argparse
 import json
 import math
 import sys
@@ -19,6 +24,7 @@ import warnings
 from collections import defaultdict
 from pathlib import Path
 
+import _results as R   # examples/_results.py, beside this script: the docs results file
 import numpy as np
 
 import probe
@@ -45,11 +51,16 @@ def numbers(path: Path) -> dict:
     dyn = probe.dynamics(path)[0]
     norms = probe.norms(path, step="all")
     sinks = probe.sinks(path)[0]
+    ranks = probe.rank(path, step="all")
+    layers = [n for n in ranks[0].names if n.startswith("layer")]
+    weight_rank = [np.mean([r.numbers[n]["effective_rank"] for n in layers]) for r in ranks]
     return {"val": (m["logic"]["loss"] + m["story"]["loss"]) / 2, "logic": m["logic"]["loss"],
             "story": m["story"]["loss"], "delta": probe.bias(path)[0].delta_L,
             "escape": np.nan if dyn.escape_step is None else dyn.escape_step, "spikes": dyn.spikes,
-            "max_share": max(float(r.eps_share.max()) for r in norms),
-            "saturated": sum(1 for r in norms if r.saturated), "sink": float(sinks.sink_mass.mean())}
+            "max_share": max(float(r.eps_share.max()) for r in norms), "first_share": float(norms[0].eps_share.max()),
+            "saturated": sum(1 for r in norms if r.saturated), "snapshots": len(norms),
+            "sink": float(sinks.sink_mass.mean()), "sink_head_max": float(sinks.sink_mass.max()),
+            "uniform_mass": float(sinks.uniform_mass), "dip": float(min(weight_rank) / weight_rank[0])}
 
 
 SWEEP = ("probe-train sweep --preset llm-quick --grid gamma=0.5,0.75,1.0,1.25 --grid norm_eps=1e-5,1e-12 "
@@ -78,7 +89,13 @@ def sweep_runs(root: str) -> list:
     return runs
 
 
-def main(roots: list[str]) -> None:
+def name(g: float, e: float, gate: bool) -> str:
+    return f"g{g:g}-eps{e:g}-{'gated' if gate else 'plain'}"   # a key of the results file
+
+
+def main(roots: list[str], out: str | None = None, commit: str | None = None) -> None:
+    values: dict = {"cells": {}, "critical": {}, "pairs": {}}
+    seeds: set = set()
     cells: dict[tuple, list] = defaultdict(list)
     files: dict[tuple, dict] = {}
     runs = []
@@ -100,6 +117,7 @@ def main(roots: list[str]) -> None:
             warnings.simplefilter("ignore")
             cells[key].append(numbers(path))
         files[key + (int(p.get("seed", 0)),)] = path
+        seeds.add(int(p.get("seed", 0)))
     print("| γ | ε | gate | seeds | val loss | logic loss | story loss | ΔL | escape step | spikes | max ε share "
           "| saturated snapshots | sink mass |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
@@ -110,6 +128,9 @@ def main(roots: list[str]) -> None:
         print(f"| {g:g} | {e:g} | {'on' if gate else 'off'} | {len(rows)} | {col('val')} | {col('logic')} | "
               f"{col('story')} | {col('delta', 2)} | {col('escape', 0)} | {col('spikes', 1)} | {col('max_share', 4)} | "
               f"{col('saturated', 1)} | {col('sink', 3)} |")
+        values["cells"][name(*key)] = {"seeds": len(rows), **{
+            k: {**R.ci([r[k] for r in rows]), "min": R.finite(float(np.nanmin([r[k] for r in rows]))),
+                "max": R.finite(float(np.nanmax([r[k] for r in rows])))} for k in rows[0]}}
     print()
     for e in sorted({k[1] for k in cells}):
         for gate in sorted({k[2] for k in cells}):
@@ -118,6 +139,9 @@ def main(roots: list[str]) -> None:
                 continue
             star = argmin_x(G, [[r["val"] for r in cells[g, e, gate]] for g in G])
             star_l = argmin_x(G, [[r["logic"] for r in cells[g, e, gate]] for g in G])
+            values["critical"][f"eps{e:g}-{'gated' if gate else 'plain'}"] = {
+                "gamma": star["x"], "ci95": [star["ci_lo"], star["ci_hi"]], "share": star["share"],
+                "logic_gamma": star_l["x"]}
             print(f"- ε {e:g}, gate {'on' if gate else 'off'}: γ* (lowest validation loss) {star['x']:g} "
                   f"[{star['ci_lo']:g}, {star['ci_hi']:g}] (picked in {100 * star['share']:.0f}% of resamples); "
                   f"lowest logic loss at γ {star_l['x']:g} [{star_l['ci_lo']:g}, {star_l['ci_hi']:g}]")
@@ -145,6 +169,10 @@ def main(roots: list[str]) -> None:
                 q4 = t.buckets["context_benefit"][-1]
                 top_share.append(q4["gain_share"])
                 flags_d.append(q4["gain_share"] > q4["token_share"] and t.total_gain > 0)
+            values["pairs"][name(g, e, gate)] = {
+                "n": len(pairs), "gain_logic": R.ci(gain_logic), "gain_story": R.ci(gain_story),
+                "logic_more": R.frac(flags_c), "top_context_share": R.ci(top_share),
+                "top_context_over": R.frac(flags_d), "hardest": {f: R.ci(v) for f, v in feature_top.items()}}
             print(f"- ε {e:g}, gate {'on' if gate else 'off'}, γ {g:g} vs γ 0.5 over {len(pairs)} seed pairs: loss gain on "
                   f"logic {ci(gain_logic)} vs story {ci(gain_story)} nats; logic gains more in {frac(flags_c)}; "
                   f"share of the per-token gain in the top context-benefit quartile {ci(top_share)} (its token share "
@@ -152,8 +180,17 @@ def main(roots: list[str]) -> None:
                   f"the hardest quartile by feature: " + ", ".join(f"{f} {ci(v, 2)}" for f, v in feature_top.items()))
 
 
+    if out:
+        R.write(out, values, seeds, commit)
+
+
 if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("sweeps", nargs="*", default=["sweeps/p4"], help="sweep folders [default: sweeps/p4]")
+    ap.add_argument("--json", help="also write every number as a docs results file (JSON)")
+    ap.add_argument("--commit", help="the commit the runs were trained at [default: git here]")
+    a = ap.parse_args()
     try:
-        main(sys.argv[1:] or ["sweeps/p4"])
+        main(a.sweeps, a.json, a.commit)
     except probe.ProbeError as exc:   # a damaged or unfinished run file: its one line, not a traceback
         fail(str(exc))

@@ -13,36 +13,16 @@ over seeds; a page inserts it with ``[[p1-seeds:gamma=0.8/acc(rsn_test)|ci.3f]]`
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
-import math
-import os
-import platform
-import subprocess
 import sys
 from pathlib import Path
+
+from _results import finite, write   # examples/_results.py, beside this script
 
 import probe
 
 
 def key(name: str) -> str:
     return name.replace("[", "(").replace("]", ")")
-
-
-def finite(x: float) -> float | None:
-    return x if math.isfinite(x) else None   # strict JSON: an interval of one seed is null, not NaN
-
-
-def machine() -> str:
-    try:
-        gpu = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
-                             text=True, timeout=30, check=True).stdout.strip().splitlines()
-    except (OSError, subprocess.SubprocessError):
-        gpu = []
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor() or "unknown CPU")
-    return f"{gpu[0] + ' (runs trained on the GPU), ' if gpu else ''}{os.cpu_count()} cores ({cpu}), " \
-           f"Python {platform.python_version()}"
 
 
 def main() -> None:
@@ -68,18 +48,7 @@ def main() -> None:
             **{key(o): {"shown": f"{s['k']}/{s['n']}", "ci95": [finite(s["ci_lo"]), finite(s["ci_hi"])]}
                for o, s in c.outcomes.items()}}
         seeds |= {probe.info(folder / r)["config"]["seed"] for r in c.runs}
-    commit = a.commit or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                        cwd=Path(__file__).parent).stdout.strip()
-    args = " ".join(f'{flag} "{v}"' for flag, vs in (("--metric", a.metric), ("--outcome", a.outcome)) for v in vs)
-    meta = {"command": f"python examples/seed_table.py {a.sweep} {args} -o {a.out}",
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "machine": machine(), "commit": commit or "unknown", "seeds": sorted(seeds),
-            "step": cells[0].step if cells else None}
-    tmp = Path(a.out).with_suffix(".tmp")
-    tmp.write_text(json.dumps({"meta": meta, "values": values}, indent=1, ensure_ascii=False, allow_nan=False) + "\n")
-    tmp.replace(a.out)   # whole or not at all
-    print(f"wrote {a.out}: {len(values)} cell(s), seeds {sorted(seeds)}", file=sys.stderr)
-
+    write(a.out, values, seeds, a.commit, step=cells[0].step if cells else None)
 
 if __name__ == "__main__":
     main()
