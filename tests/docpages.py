@@ -16,6 +16,8 @@ What a page can say, and how this module reads it:
   ``⏱`` takes minutes, one starting with ``GPU`` needs CUDA. The suite runs each page up to its first
   such block; the ``slow`` set runs the whole page, GPU blocks where CUDA is present (the test names
   the GPU blocks it left out where it is not).
+- A block whose title starts with ``King James`` needs Debian's ``bible-kjv`` program: it runs where that
+  is installed (or ``PROBE_REQUIRE_KJV`` is set, as in CI) and the page's test says it left it out elsewhere.
 - A block whose title starts with ``Network`` needs the Hugging Face hub: it is shown, not run (the
   tests have no network). ``<!-- not run: REASON -->`` right before a block: shown, not run (a server
   that runs until stopped, a user's own cluster), with the reason said on the page too. The test lists
@@ -28,6 +30,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -35,7 +38,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
-SLOW, GPU, NETWORK = "⏱", "GPU", "Network"
+SLOW, GPU, NETWORK, KJV = "⏱", "GPU", "Network", "King James"
 
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,})(?P<info>[^`]*)$")
 _TITLE = re.compile(r'title="(?P<title>[^"]*)"')
@@ -250,6 +253,15 @@ def _may_rewrite(cmd: str) -> bool:
     return any(f in cmd for f in ("--overwrite", "--resume", ">>"))
 
 
+def kjv_here() -> bool:
+    """Whether the King James blocks run here: the ``bible`` program is installed, or CI requires it."""
+    return shutil.which("bible") is not None or bool(os.environ.get("PROBE_REQUIRE_KJV"))
+
+
+def kjv_blocks(path: Path) -> list[Block]:
+    return [b for b in blocks(path) if b.runs and b.title.startswith(KJV)]
+
+
 def run_page(path: Path, folder: Path, whole: bool = False, gpu: bool = False, timeout: float = 1800) -> list[str]:
     """Run the blocks of ``path`` in ``folder``, in order; returns the failures (empty: the page works as
     written). Without ``whole``, up to the first block that takes minutes or a GPU (the fast set); with
@@ -266,6 +278,8 @@ def run_page(path: Path, folder: Path, whole: bool = False, gpu: bool = False, t
             if b.title.startswith((SLOW, GPU)) and not whole:
                 break
             if b.title.startswith(GPU) and not gpu:
+                continue
+            if b.title.startswith(KJV) and not kjv_here():
                 continue
             before = _files(folder)
             if b.lang == "bash":
