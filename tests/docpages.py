@@ -99,7 +99,9 @@ def blocks(path: Path) -> list[Block]:
                       not_run=pending_not_run)
         pending_not_run = None
         between = lines[last_end + 1:start] if out else []
-        if lang == "text" and out and out[-1].runs and out[-1].output is None and not any(s.strip() for s in between):
+        # a block not run here may show its output too: the test that runs it elsewhere checks it
+        if lang == "text" and out and out[-1].lang in ("bash", "python") and out[-1].output is None \
+                and not any(s.strip() for s in between):
             out[-1].output = block.body
         else:
             out.append(block)

@@ -42,6 +42,10 @@ def test_it_is_a_command_with_its_options_and_examples(plugin_env, tiny_run):
     helped = " ".join(run_cli("probe", "rownorm", "--help", env=plugin_env).stdout.split())
     assert "--tokens" in helped and "[default: reasoning]" in helped and "probe rownorm run.h5 --step all" in helped
     assert "--power FLOAT The p of the p-norm. [default: 2.0]" in helped   # a parameter of its own: its docstring
+    from docpages import blocks, check_output
+
+    shown = next(b.output for b in blocks(PAGE) if b.body.strip() == "probe rownorm run.h5 --step all")
+    assert check_output(shown, run_cli("probe", "rownorm", tiny_run, "--step", "all", env=plugin_env).stdout)
     res = run_cli("probe", "rownorm", tiny_run, "--step", "all", "--format", "json", env=plugin_env)
     assert res.returncode == 0, res.stderr
     means = [r["mean"] for r in json.loads(res.stdout)["results"]]
