@@ -50,9 +50,11 @@ class Speed:
 
 
 @lru_cache(maxsize=None)
-def measure(name: str) -> Speed | None:
+def measure(name: str, stories: str | None = None) -> Speed | None:
     """Preset ``name``'s speed on this machine (:func:`_measure`, in a process of its own: this one
-    imports no torch); None for a preset for a GPU."""
+    imports no torch), with ``stories`` instead of the preset's story text where given (a real text has
+    a larger vocabulary than the templates: its steps cost more than the preset's config says); None
+    for a preset for a GPU."""
     from probe._proc import signals_blocked
     from probe.errors import ProbeError
 
@@ -60,7 +62,7 @@ def measure(name: str) -> Speed | None:
         return None
     ctx = context()
     receive, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_measure, args=(name, send), name=f"measure {name}")
+    proc = ctx.Process(target=_measure, args=(name, send, stories), name=f"measure {name}")
     with signals_blocked():   # the fork server, if this starts it, and its children: as the trainers'
         proc.start()
     send.close()
@@ -75,7 +77,7 @@ def measure(name: str) -> Speed | None:
     return speed
 
 
-def _measure(name: str, send) -> None:
+def _measure(name: str, send, stories: str | None = None) -> None:
     """Send back preset ``name``'s Speed, from a run of STEPS steps with a snapshot at the first and the
     last, timed part by part (into a temporary folder), or the error that stopped it."""
     import tempfile
@@ -84,7 +86,7 @@ def _measure(name: str, send) -> None:
     from .trainer import Trainer
 
     cfg = preset(name, steps=min(STEPS, preset(name).steps), snapshot_every=0, snapshot_log=False, threads=1,
-                 device="cpu")
+                 device="cpu", **({"stories": stories} if stories else {}))
     spent = {"snapshot": 0.0, "create": 0.0}
 
     def timed(part, fn):
@@ -133,11 +135,12 @@ def step_cost(cfg: RunConfig) -> float:
 def estimate(name: str, overrides: dict | None = None) -> float | None:
     """Seconds one run of preset ``name`` with ``overrides`` takes on this machine (:func:`measure`),
     or None for a preset for a GPU."""
-    speed = measure(name)
+    overrides = overrides or {}
+    speed = measure(name, overrides.get("stories"))   # the story text changes the vocabulary: measured with it
     if speed is None:
         return None
-    base = preset(name)
-    cfg = preset(name, **(overrides or {}))
+    base = preset(name, **({"stories": overrides["stories"]} if "stories" in overrides else {}))
+    cfg = preset(name, **overrides)
     ratio = step_cost(cfg) / step_cost(base)
     # a snapshot evaluates eval_size sequences per split: its cost per sequence scales like a step's
     per_snapshot = (step_cost(cfg) / cfg.batch_size * cfg.eval_size) / (step_cost(base) / base.batch_size * base.eval_size)
