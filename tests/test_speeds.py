@@ -16,3 +16,14 @@ def test_a_presets_speed_is_measured_here_and_scales_to_its_configuration():
     assert speeds.estimate("tiny", {"steps": 400}) > one
     assert speeds.estimate("tiny", {"d_model": 64, "d_ff": 128}) > one      # a bigger step costs more
     assert speeds.measure("paper1") is None and speeds.estimate("paper1") is None   # for a GPU
+
+
+def test_a_language_run_is_estimated_with_the_story_text_it_reads():
+    """A story source other than the preset's is measured with that text (its vocabulary sets the cost of
+    a step), once per process, and the estimate is made from that measurement."""
+    own = speeds.measure("lm-tiny")
+    other = speeds.measure("lm-tiny", "synthetic")   # the same text as the preset's, measured on its own
+    assert other is speeds.measure("lm-tiny", "synthetic") and other is not own
+    cfg = preset("lm-tiny", stories="synthetic")
+    expected = other.start_s + cfg.steps * other.step_s + len(snapshot_steps(cfg)) * other.snapshot_s
+    assert speeds.estimate("lm-tiny", {"stories": "synthetic"}) == pytest.approx(expected)
