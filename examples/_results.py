@@ -17,6 +17,12 @@ from pathlib import Path
 from probe.analyses.uncertainty import describe, proportion
 
 
+def fail(message: str) -> None:
+    """The toolkit's rule for bad input: one line on stderr, exit 2, no traceback."""
+    print(f"Error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
 def finite(x: float) -> float | None:
     return x if math.isfinite(x) else None   # strict JSON: an interval of one seed is null, not NaN
 
@@ -49,13 +55,19 @@ def machine() -> str:
     return f"{where}{os.cpu_count()} cores ({cpu}), Python {platform.python_version()}"
 
 
-def write(out: str, values: dict, seeds, commit: str | None = None, **more) -> None:
-    """``{"meta", "values"}`` to ``out``, whole or not at all (a stopped script leaves the old file)."""
-    commit = commit or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                      cwd=Path(__file__).parent).stdout.strip()
+def commit() -> str:
+    """The checkout's commit (short), or "unknown" outside a git clone."""
+    p = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).resolve().parent,
+                       capture_output=True, text=True)
+    return p.stdout.strip() if p.returncode == 0 and p.stdout.strip() else "unknown"
+
+
+def write(out: str, values: dict, seeds, trained_at: str | None = None, **more) -> None:
+    """``{"meta", "values"}`` to ``out``, whole or not at all (a stopped script leaves the old file);
+    ``trained_at``: the commit the runs were trained at (default: this checkout's)."""
     meta = {"command": shlex.join(["python", f"examples/{Path(sys.argv[0]).name}", *sys.argv[1:]]),
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "machine": machine(), "commit": commit or "unknown", "seeds": sorted(seeds), **more}
+            "machine": machine(), "commit": trained_at or commit(), "seeds": sorted(seeds), **more}
     tmp = Path(out).with_suffix(".tmp")
     tmp.write_text(json.dumps({"meta": meta, "values": values}, indent=1, ensure_ascii=False, allow_nan=False) + "\n")
     tmp.replace(out)

@@ -14,12 +14,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import subprocess
 import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+
+from _results import commit, machine   # examples/_results.py, beside this script
 
 import probe
 from probe.errors import run_cli
@@ -33,21 +33,6 @@ def train_all(out: Path, steps: int, retrain: bool) -> dict[float, Path]:
     wanted = {f"quick-g{g}": ("quick", {"gamma": g, "steps": steps}) for g in GAMMAS}
     paths = ensure(wanted, out, jobs=len(GAMMAS), retrain=retrain)
     return {g: paths[f"quick-g{g}"] for g in GAMMAS}
-
-
-def machine() -> str:
-    cpu = platform.machine()
-    try:
-        cpu = next(ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return f"{os.cpu_count()} cores ({cpu}), Python {platform.python_version()}"
-
-
-def commit() -> str:
-    here = Path(__file__).resolve().parent
-    p = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True, text=True)
-    return p.stdout.strip() if p.returncode == 0 else "unknown"
 
 
 def write_results(path: Path, values: dict, seconds: float | None) -> None:

@@ -33,20 +33,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import warnings
 from pathlib import Path
 
-from _results import ci, frac, write   # examples/_results.py, beside this script
+from _results import ci, fail, frac, write   # examples/_results.py, beside this script
 
 import probe
-from probe.analyses.uncertainty import describe, verdict
-
-
-def fail(message: str) -> None:
-    """The toolkit's rule for bad input: one line on stderr, exit 2, no traceback."""
-    print(f"Error: {message}", file=sys.stderr)
-    sys.exit(2)
+from probe.analyses.uncertainty import verdict
 
 
 def finished(folder: str) -> tuple[str, dict]:
@@ -79,9 +74,10 @@ def finished(folder: str) -> tuple[str, dict]:
 
 def direction(diffs) -> dict:
     """A seed-matched difference whose paper direction is > 0: interval, fraction of seeds, verdict."""
-    d, p = describe(diffs), frac([v > 0 for v in diffs])
-    word = {"above": "shown", "below": "reversed"}.get(verdict(d["ci_lo"], d["ci_hi"], 0.0), "not shown")
-    return {**ci(diffs), "shown": p["shown"], "fraction": p["fraction"], "fraction_ci95": p["ci95"], "verdict": word}
+    d, p = ci(diffs), frac([v > 0 for v in diffs])
+    lo, hi = (math.nan if x is None else x for x in d["ci95"])   # one seed: no interval, "not shown"
+    word = {"above": "shown", "below": "reversed"}.get(verdict(lo, hi, 0.0), "not shown")
+    return {**d, "shown": p["shown"], "fraction": p["fraction"], "fraction_ci95": p["ci95"], "verdict": word}
 
 
 def paper1(runs: dict, stories: str, large: float = 0.3, small: float = 0.8) -> dict:

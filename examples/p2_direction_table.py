@@ -8,6 +8,8 @@ of seeds (with its 95 % Wilson interval) that fit the training data, answer (4,3
 import sys
 from pathlib import Path
 
+from _results import fail   # examples/_results.py, beside this script
+
 import probe
 
 SETTINGS = {  # folder: what it changes against composite-quick
@@ -29,12 +31,6 @@ OUTCOMES = {
 
 def fraction(o: dict) -> str:
     return f"{o['k']}/{o['n']} [{o['ci_lo']:.2f}, {o['ci_hi']:.2f}]"
-
-
-def fail(message: str) -> None:
-    """The toolkit's rule for bad input: one line on stderr, exit 2, no traceback."""
-    print(f"Error: {message}", file=sys.stderr)
-    sys.exit(2)
 
 
 def main(root: str) -> None:

@@ -19,7 +19,6 @@ the top context-benefit quartile.
 import argparse
 import json
 import math
-import sys
 import warnings
 from collections import defaultdict
 from pathlib import Path
@@ -67,24 +66,18 @@ SWEEP = ("probe-train sweep --preset llm-quick --grid gamma=0.5,0.75,1.0,1.25 --
          "--grid seed=0:3 --out {out} --jobs 2")
 
 
-def fail(message: str) -> None:
-    """The toolkit's rule for bad input: one line on stderr, exit 2, no traceback."""
-    print(f"Error: {message}", file=sys.stderr)
-    sys.exit(2)
-
-
 def sweep_runs(root: str) -> list:
     """The runs of the sweep in ``root`` (its sweep.json), or the error that says how to make it."""
     manifest = Path(root) / "sweep.json"
     if not manifest.is_file():
-        fail(f"{root}: no sweep there (no sweep.json); make it with: {SWEEP.format(out=root)}")
+        R.fail(f"{root}: no sweep there (no sweep.json); make it with: {SWEEP.format(out=root)}")
     try:
         sweep = json.loads(manifest.read_text())
         runs, grid = sweep["runs"], sweep["grid"]
     except (OSError, ValueError, KeyError, TypeError):
-        fail(f"{manifest}: not a sweep manifest written by probe-train sweep")
+        R.fail(f"{manifest}: not a sweep manifest written by probe-train sweep")
     if "gamma" not in grid:   # the cells are γ x ε x gate: another sweep has no table here
-        fail(f"{root}: a sweep over {', '.join(grid) or 'nothing'}, not over gamma; the paper-4 sweep is: "
+        R.fail(f"{root}: a sweep over {', '.join(grid) or 'nothing'}, not over gamma; the paper-4 sweep is: "
              f"{SWEEP.format(out=root)}")
     return runs
 
@@ -102,7 +95,7 @@ def main(roots: list[str], out: str | None = None, commit: str | None = None) ->
     for root in roots:   # several sweeps (e.g. the gate-on cells in a folder of their own) in one table
         runs += [(Path(root), r) for r in sweep_runs(root)]
     if not any(r.get("status") == "done" and (folder / r["path"]).exists() for folder, r in runs):
-        fail(f"{', '.join(roots)}: no finished run yet; train (or finish: finished runs are reused) with: "
+        R.fail(f"{', '.join(roots)}: no finished run yet; train (or finish: finished runs are reused) with: "
              f"{SWEEP.format(out=roots[0])}")
     for folder, r in runs:
         path = folder / r["path"]
@@ -111,7 +104,7 @@ def main(roots: list[str], out: str | None = None, commit: str | None = None) ->
         p = r["point"]
         key = (float(p["gamma"]), float(p.get("norm_eps", 1e-5)), bool(p.get("gated_attention", False)))
         if not {"logic", "story"} <= set(probe.info(path)["metrics"]):
-            fail(f"{path}: no logic and story losses (not a run of the lm task); the paper-4 sweep is: "
+            R.fail(f"{path}: no logic and story losses (not a run of the lm task); the paper-4 sweep is: "
                  f"{SWEEP.format(out=folder)}")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -193,4 +186,4 @@ if __name__ == "__main__":
     try:
         main(a.sweeps, a.json, a.commit)
     except probe.ProbeError as exc:   # a damaged or unfinished run file: its one line, not a traceback
-        fail(str(exc))
+        R.fail(str(exc))

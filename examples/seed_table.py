@@ -13,10 +13,9 @@ over seeds; a page inserts it with ``[[p1-seeds:gamma=0.8/acc(rsn_test)|ci.3f]]`
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-from _results import finite, write   # examples/_results.py, beside this script
+from _results import fail, finite, write   # examples/_results.py, beside this script
 
 import probe
 
@@ -36,8 +35,7 @@ def main() -> None:
     try:
         cells = probe.sweep_summary(a.sweep, a.metric or None, a.outcome or None)
     except probe.ProbeError as e:
-        print(f"Error: {e}", file=sys.stderr)
-        sys.exit(2)
+        fail(str(e))
     folder = Path(a.sweep).parent if Path(a.sweep).is_file() else Path(a.sweep)   # a folder or its sweep.json
     values, seeds = {}, set()
     for c in cells:

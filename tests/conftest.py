@@ -63,6 +63,14 @@ def run_cli(name: str, *args, timeout: float = 300, env: dict | None = None, rea
                           timeout=timeout, env=env, **kw)
 
 
+def train_sweep(out: Path, preset: str, *grids: str, jobs: int = 2, timeout: float = 600) -> Path:
+    """``probe-train sweep --preset PRESET --grid G ... --out OUT``, through the real CLI; the sweep folder."""
+    res = run_cli("probe-train", "sweep", "--preset", preset, *(a for g in grids for a in ("--grid", g)),
+                  "--out", out, "--jobs", str(jobs), timeout=timeout)
+    assert res.returncode == 0, res.stderr
+    return out
+
+
 def popen_cli(name: str, *args, env: dict | None = None, **kw) -> subprocess.Popen:
     env = {**(os.environ if env is None else env), "PYTHONUNBUFFERED": "1"}
     return subprocess.Popen(_script(name) + [str(a) for a in args], stdout=subprocess.PIPE,

@@ -12,7 +12,7 @@ import pytest
 import probe
 from probe_train.text.kjv import installed
 
-from conftest import ROOT, run_cli
+from conftest import ROOT, train_sweep
 
 SCRIPT = ROOT / "examples" / "language_corpora.py"
 # Paper 1's cells read the King James text where it is installed (.ci/run installs it), else the templates.
@@ -29,9 +29,7 @@ def sweeps(tmp_path_factory):
     d = tmp_path_factory.mktemp("lang")
     for preset, gammas, stories, out in (("lm-tiny", "0.3,0.8", P1_STORIES, "p1"),
                                          ("llm-tiny", "0.5,0.75", "synthetic", "p4")):
-        res = run_cli("probe-train", "sweep", "--preset", preset, "--grid", "seed=0:2", "--grid", f"gamma={gammas}",
-                      "--grid", f"stories={stories}", "--out", d / out, "--jobs", "2", timeout=900)
-        assert res.returncode == 0, res.stderr
+        train_sweep(d / out, preset, "seed=0:2", f"gamma={gammas}", f"stories={stories}", timeout=900)
     return d
 
 

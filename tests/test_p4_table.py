@@ -9,16 +9,12 @@ import pytest
 
 import probe
 
-from conftest import ROOT, run_cli
+from conftest import ROOT, train_sweep
 
 
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory):
-    out = tmp_path_factory.mktemp("p4") / "p4"
-    res = run_cli("probe-train", "sweep", "--preset", "llm-tiny", "--grid", "gamma=0.5,1.0", "--grid", "seed=0:2",
-                  "--out", out, "--jobs", "2", timeout=600)
-    assert res.returncode == 0, res.stderr
-    return out
+    return train_sweep(tmp_path_factory.mktemp("p4") / "p4", "llm-tiny", "gamma=0.5,1.0", "seed=0:2")
 
 
 def test_the_results_file_holds_the_tables_numbers(sweep, tmp_path):

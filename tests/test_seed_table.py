@@ -8,7 +8,7 @@ import pytest
 
 import probe
 
-from conftest import ROOT, run_cli
+from conftest import ROOT, train_sweep
 
 SCRIPT = ROOT / "examples" / "seed_table.py"
 
@@ -20,11 +20,7 @@ def _script(*args, cwd) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory):
-    out = tmp_path_factory.mktemp("seeds") / "sweep"
-    res = run_cli("probe-train", "sweep", "--preset", "tiny", "--grid", "gamma=0.3,0.8", "--grid", "seed=0:2",
-                  "--out", out, "--jobs", "2", timeout=600)
-    assert res.returncode == 0, res.stderr
-    return out
+    return train_sweep(tmp_path_factory.mktemp("seeds") / "sweep", "tiny", "gamma=0.3,0.8", "seed=0:2")
 
 
 def test_the_file_holds_sweep_summarys_numbers_and_their_seeds(sweep, tmp_path):

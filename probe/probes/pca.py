@@ -73,13 +73,14 @@ def pca(path: str | os.PathLike, tokens=None, *, words=None, words_file: str | N
                           DECOMPOSITION)
     by_words = words is not None or words_file is not None
     groups_of = ["words"] * len(rows.ids) if by_words else rows.group_of()
-    given = {int(i): n for n, i in enumerate(rows.ids)}   # the words' order (ids: in order of appearance)
+    # the words' order: their ids come in the order the words were given
+    given = {int(i): n for n, i in enumerate(rows.ids)} if by_words else None
     out = []
     for k, s in enumerate(rows.steps):
         v, sel, grp = rows.finite(k, groups_of)
         try:
             out.append(_pca(v, sel, grp, n_components, step=s,
-                            order_by=np.array([given[int(i)] for i in sel]) if by_words else None))
+                            order_by=None if given is None else np.array([given[int(i)] for i in sel])))
         except np.linalg.LinAlgError as exc:
             raise unconverged(path, f"the SVD (PCA) of {rows.name}", rows.at[k], exc) from None
         out[-1].texts = rows.texts_of(sel)
