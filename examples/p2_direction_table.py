@@ -4,11 +4,18 @@ of seeds (with its 95 % Wilson interval) that fit the training data, answer (4,3
 (x − 10) or symmetrically (x − 6).
 
     python examples/p2_direction_table.py sweeps/p2-map > map.md
+    python examples/p2_direction_table.py sweeps/p2-map -o docs/results/p2-map.json
+
+``-o`` also writes the numbers as a docs results file (docs/hooks.py inserts them): per setting and
+γ cell (``authors/gamma=0.8``) the init std, each outcome (``fit``, ``inf>sym``, ``inf>0.5``,
+``sym>0.5``) as ``{"shown": "k/n", "ci95"}`` and the mean accuracies ``inf``, ``sym``; ``table`` is the
+table itself.
 """
+import argparse
 import sys
 from pathlib import Path
 
-from _results import fail   # examples/_results.py, beside this script
+from _results import fail, finite, write   # examples/_results.py, beside this script
 
 import probe
 
@@ -27,48 +34,60 @@ OUTCOMES = {
     "inf>0.5": "acc[ood_inferential]>0.5",
     "sym>0.5": "acc[ood_symmetric]>0.5",
 }
+METRICS = {"inf": "acc[ood_inferential]", "sym": "acc[ood_symmetric]"}
 
 
 def fraction(o: dict) -> str:
-    return f"{o['k']}/{o['n']} [{o['ci_lo']:.2f}, {o['ci_hi']:.2f}]"
+    return f"{o['shown']} [{o['ci95'][0]:.2f}, {o['ci95'][1]:.2f}]"
 
 
-def main(root: str) -> None:
+def main(root: str, out: str | None, trained_at: str | None) -> None:
     make = (f"make them with: bash examples/p2_direction_map.sh {root} (per setting a probe-train sweep, e.g. "
             f"probe-train sweep --preset composite-quick --grid gamma=0.3,0.5,0.8,1.0,1.2,1.5 --grid layers=2 "
             f"--grid seed=0:5 --out {root}/base)")
     if not any((Path(root) / name / "sweep.json").is_file() for name in SETTINGS):
         fail(f"{root}: none of the direction map's sweeps there ({', '.join(SETTINGS)}, each with a sweep.json); "
              + make)
-    rows = []   # every row before the first line: an error leaves no half table on stdout
+    rows, values, seeds = [], {}, set()   # every row before the first line: an error leaves no half table
     for name, text in SETTINGS.items():
         folder = Path(root) / name
         if not (folder / "sweep.json").exists():
             continue
-        for cell in probe.sweep_summary(folder, metric=["acc[ood_inferential]", "acc[ood_symmetric]"],
-                                        outcome=list(OUTCOMES.values())):
+        for cell in probe.sweep_summary(folder, metric=list(METRICS.values()), outcome=list(OUTCOMES.values())):
             with probe.Run(folder / cell.runs[0]) as run:
                 d = run.config["d_model"]
             if "gamma" not in cell.cell:   # the rows are γ cells: another sweep has no row here
                 fail(f"{folder}: a sweep of {cell.label}, not over gamma; " + make)
             g = cell.cell["gamma"]
-            o = {k: cell.outcomes[v] for k, v in OUTCOMES.items()}
-            inf, sym = cell.stats["acc[ood_inferential]"]["mean"], cell.stats["acc[ood_symmetric]"]["mean"]
-            rows.append(f"| {text} | {g} | {d ** -g:.4f} | {fraction(o['fit'])} | {fraction(o['inf>sym'])} "
-                        f"| {fraction(o['inf>0.5'])} | {fraction(o['sym>0.5'])} | {inf:.2f} / {sym:.2f} |")
+            seeds |= {probe.info(folder / r)["config"]["seed"] for r in cell.runs}
+            v = {"std": d ** -g, "d_model": d,
+                 **{k: {"shown": f"{s['k']}/{s['n']}", "ci95": [finite(s["ci_lo"]), finite(s["ci_hi"])]}
+                    for k, s in ((k, cell.outcomes[o]) for k, o in OUTCOMES.items())},
+                 **{k: {"mean": finite(s["mean"]), "ci95": [finite(s["ci_lo"]), finite(s["ci_hi"])], "n": s["n"]}
+                    for k, s in ((k, cell.stats[m]) for k, m in METRICS.items())}}
+            values.setdefault(name, {})[f"gamma={g:g}"] = v
+            rows.append(f"| {text} | {g} | {v['std']:.4f} | {fraction(v['fit'])} | {fraction(v['inf>sym'])} "
+                        f"| {fraction(v['inf>0.5'])} | {fraction(v['sym>0.5'])} "
+                        f"| {v['inf']['mean']:.2f} / {v['sym']['mean']:.2f} |")
             text = "″"
-    print("| setting | γ | init std | fit train | inferential > symmetric | inferential > 0.5 "
-          "| symmetric > 0.5 | mean inf / sym |")
-    print("|---|---|---|---|---|---|---|---|")
-    print("\n".join(rows))
+    table = "\n".join(["| setting | γ | init std | fit train | inferential > symmetric | inferential > 0.5 "
+                       "| symmetric > 0.5 | mean inf / sym |", "|---|---|---|---|---|---|---|---|", *rows])
+    print(table)
+    if out:
+        write(out, {**values, "table": table, "cells": len(rows)}, seeds, trained_at)
 
 
 if __name__ == "__main__":
     import warnings
 
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("root", nargs="?", default="sweeps/p2-map", help="the map's folder [default: sweeps/p2-map]")
+    ap.add_argument("-o", "--out", help="also write the numbers as a docs results file (JSON)")
+    ap.add_argument("--commit", help="the commit the runs were trained at [default: git here]")
+    a = ap.parse_args()
     # a note (runs left out of a cell) as the toolkit's commands print one: one line, no source line
     warnings.showwarning = lambda message, *_: print(f"warning: {message}", file=sys.stderr)
     try:
-        main(sys.argv[1] if len(sys.argv) > 1 else "sweeps/p2-map")
+        main(a.root, a.out, a.commit)
     except probe.ProbeError as exc:   # e.g. a sweep with no finished run yet: its one line, not a traceback
         fail(str(exc))
