@@ -9,7 +9,7 @@ of seeds (with its 95 % Wilson interval) that fit the training data, answer (4,3
 ``-o`` also writes the numbers as a docs results file (docs/hooks.py inserts them): per setting and
 γ cell (``authors/gamma=0.8``) the init std, each outcome (``fit``, ``inf>sym``, ``inf>0.5``,
 ``sym>0.5``) as ``{"shown": "k/n", "ci95"}`` and the mean accuracies ``inf``, ``sym``; ``table`` is the
-table itself.
+table itself, ``fitted`` what the cells that fit the training data in every seed say.
 """
 import argparse
 import sys
@@ -74,7 +74,25 @@ def main(root: str, out: str | None, trained_at: str | None) -> None:
                        "| symmetric > 0.5 | mean inf / sym |", "|---|---|---|---|---|---|---|---|", *rows])
     print(table)
     if out:
-        write(out, {**values, "table": table, "cells": len(rows)}, seeds, trained_at)
+        write(out, {**values, "table": table, "cells": len(rows), "fitted": fitted(values)}, seeds, trained_at)
+
+
+def fitted(values: dict) -> dict:
+    """Over the cells whose every seed fits the training data: how many, the one most often inferential
+    and the one least often symmetric (``{"shown", "ci95", "cell"}``, the cell in words)."""
+    cells = [(f"{SETTINGS[name]}, γ {g.removeprefix('gamma=')}", v) for name, by_g in values.items()
+             for g, v in by_g.items() if v["fit"]["shown"].split("/")[0] == v["fit"]["shown"].split("/")[1]]
+    if not cells:
+        return {"cells": 0}
+
+    def share(v: dict, k: str) -> float:
+        k_, n = map(int, v[k]["shown"].split("/"))
+        return k_ / n
+
+    most, v_most = max(cells, key=lambda c: share(c[1], "inf>sym"))
+    least, v_least = min(cells, key=lambda c: share(c[1], "sym>0.5"))
+    return {"cells": len(cells), "most_inf>sym": {**v_most["inf>sym"], "cell": most},
+            "least_sym>0.5": {**v_least["sym>0.5"], "cell": least}}
 
 
 if __name__ == "__main__":

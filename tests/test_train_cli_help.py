@@ -281,3 +281,12 @@ def test_p2_table_without_its_sweeps_says_how_to_make_them(tmp_path, composite_s
     assert res.returncode == 0, res.stderr
     rows = res.stdout.splitlines()
     assert rows[0].startswith("| setting | γ |") and len(rows) == 3 and rows[2].startswith("| composite-quick")
+    # -o: the same numbers as a docs results file, with what they were measured on
+    res = example("p2_direction_table.py", "map", "-o", "map.json", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    data = json.loads((tmp_path / "map.json").read_text())
+    assert data["values"]["table"] == res.stdout.strip() and data["values"]["cells"] == 1
+    (cell,) = data["values"]["base"].values()
+    assert set(cell) >= {"std", "fit", "inf>sym", "inf>0.5", "sym>0.5", "inf", "sym"}
+    assert cell["inf>sym"]["shown"] in rows[2] and f"{cell['inf']['mean']:.2f} / {cell['sym']['mean']:.2f}" in rows[2]
+    assert data["meta"]["seeds"] and data["meta"]["command"].startswith("python examples/p2_direction_table.py map")
