@@ -131,6 +131,21 @@ def ci(x: np.ndarray) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
+def chance(n: int, dim: int, draws: int = 2000, seed: int = 0) -> dict:
+    """The CKA of unrelated vectors: two independent Gaussian (n, dim) matrices, ``draws`` times; mean and
+    the 2.5–97.5 percentiles. With few tokens in many dimensions linear CKA is high by chance."""
+    from probe.analyses.cka import linear_cka
+
+    rng = np.random.default_rng(seed)
+    v = np.array([linear_cka(rng.standard_normal((n, dim)), rng.standard_normal((n, dim))).cka for _ in range(draws)])
+    return {"mean": float(v.mean()), "ci95": ci(v), "draws": draws, "shape": [n, dim], "rng_seed": seed}
+
+
+def pair_range(per_gamma: dict) -> dict:
+    """Per γ, the lowest and highest CKA over its pairs of seeds."""
+    return {g: [min(p["cka"] for p in r["pairs"]), max(p["cka"] for p in r["pairs"])] for g, r in per_gamma.items()}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("dir", nargs="?", default="/tmp/cka_runs", help="runs folder (default /tmp/cka_runs)")
@@ -189,6 +204,7 @@ def main() -> None:
             "diff_small_minus_large": {"mean": means[small] - means[big], "ci95": (lo, hi)},
             "verdict": verdict,
         }
+        results[label]["range"] = pair_range(results[label]["per_gamma"])
 
     print()
     print(f"linear CKA of the '{args.tokens}' token embeddings between seeds, preset {args.preset}, "
@@ -223,6 +239,8 @@ def main() -> None:
         "runs": {str(g): [str(p) for p in runs[g]] for g in gammas},
         "final_metrics": {str(g): acc[g] for g in gammas},
         "results": results,
+        "chance": chance(probe.cka(str(runs[big][0]), str(runs[big][1]), tokens=args.tokens)[0].n,
+                         get_preset(args.preset).d_model),
     }
     out = d / "cka_seeds.json"
     out.write_text(json.dumps(record, indent=1))
