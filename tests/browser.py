@@ -12,6 +12,10 @@ import subprocess
 import tempfile
 import threading
 import time
+from pathlib import Path
+
+# where the browser tests keep their screenshots for a person to look at (git-ignored; CI may collect it)
+ARTIFACTS = Path(os.environ.get("PROBE_TEST_ARTIFACTS", Path(__file__).resolve().parent.parent / "test-artifacts"))
 
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import probe
-from browser import Browser, chromium
+from browser import ARTIFACTS, Browser, chromium
 from conftest import popen_cli, run_cli
 from probe.format import last_step
 from test_report import FAST, paused, shown_step, train_live
@@ -82,8 +82,6 @@ FIRST_SCREEN_JS = """(function () {
           differs_visible: !!differs && differs.getBoundingClientRect().bottom <= h,
           curves: curves.length, curves_visible: curves.every(function (c) { return c.getBoundingClientRect().bottom <= h; })};
 })()"""
-
-ARTIFACTS = Path(os.environ.get("PROBE_TEST_ARTIFACTS", Path(__file__).resolve().parent.parent / "test-artifacts"))
 
 
 def look(browser, page: Path, shot_name: str) -> dict:
