@@ -47,3 +47,17 @@ def test_a_missing_sweep_is_one_error_line(tmp_path):
     assert res.returncode == 2 and res.stdout == "" and not (tmp_path / "t.json").exists()
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("Error: ") and "nowhere" in lines[0]
+
+
+def test_a_cell_says_which_cell_it_is_in_a_notebook(sweep):
+    """A cell printed in a notebook names its grid cell, its runs and step, and every number with its
+    interval; its HTML view the same (escaped)."""
+    cells = probe.sweep_summary(sweep, ["acc[rsn_test]"], ["acc[rsn_test]>0.5"])
+    for cell in cells:
+        text = repr(cell)
+        s, o = cell.stats["acc[rsn_test]"], cell.outcomes["acc[rsn_test]>0.5"]
+        assert text.startswith(f"CellSummary(gamma={cell.cell['gamma']}: 2 runs at step 40; ")
+        assert f"acc[rsn_test] {s['mean']:.4g} [{s['ci_lo']:.4g}, {s['ci_hi']:.4g}]" in text
+        assert f"acc[rsn_test]>0.5 {o['k']}/2 [{o['ci_lo']:.2f}, {o['ci_hi']:.2f}]" in text and len(text) < 200
+        page = cell._repr_html_()
+        assert f"gamma={cell.cell['gamma']}" in page and "acc[rsn_test]&gt;0.5" in page and "<table>" in page

@@ -108,6 +108,25 @@ class CellSummary(Result):
         d["cell_label"] = self.label
         return d
 
+    def said(self) -> list[str]:
+        """Each metric as ``mean [low, high]`` and each outcome as ``k/n [low, high]``, with its name."""
+        return ([f"{m} {s['mean']:.4g} [{s['ci_lo']:.4g}, {s['ci_hi']:.4g}]" for m, s in self.stats.items()]
+                + [f"{o} {s['k']}/{s['n']} [{s['ci_lo']:.2f}, {s['ci_hi']:.2f}]" for o, s in self.outcomes.items()])
+
+    def __repr__(self) -> str:
+        """The cell, its seeds and step, and every number with its interval, e.g.
+        ``CellSummary(gamma=0.8: 5 runs at step 3000; acc[rsn_test] 0.5789 [0.56, 0.598]; acc[rsn_test]>0.5 5/5
+        [0.57, 1.00])``."""
+        at = f" at step {self.step}" if self.step is not None else ""
+        return f"CellSummary({self.label}: {len(self.runs)} runs{at}; {'; '.join(self.said())})"
+
+    def _repr_html_(self) -> str:
+        import html
+
+        rows = "".join(f"<tr><td>{html.escape(line)}</td></tr>" for line in self.said())
+        at = f", step {self.step}" if self.step is not None else ""
+        return f"<b>CellSummary</b> {html.escape(self.label)}: {len(self.runs)} runs{at}<table>{rows}</table>"
+
 
 def crossing(xs, samples, level: float = 0.95, n_boot: int = 2000, seed: int = 0) -> dict:
     """Where the mean of ``samples`` (one list of per-seed values per x, xs increasing) first changes
