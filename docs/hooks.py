@@ -49,7 +49,8 @@ def number(name: str, key: str, fmt: str | None) -> str:
     """The value at ``key`` (``a/b/c``; a list index is a number) of ``docs/results/NAME.json``, formatted:
     under the file's ``values`` if it has them (its ``meta`` as ``meta/...``), else from its top. Format
     ``ci`` (``ci.3f``) writes a ``{"mean", "ci95"}`` entry as ``mean [low, high]``; ``frac`` a
-    ``{"shown", "ci95"}`` entry (seeds with an outcome) as ``k/n [low, high]``."""
+    ``{"shown", "ci95"}`` entry (seeds with an outcome) as ``k/n [low, high]``; ``each`` (``each.3g``) a list of
+    numbers, comma-separated; ``cell`` a text for a table cell (pipes escaped)."""
     data = json.loads((RESULTS / f"{name}.json").read_text())
     meta = data.get("meta", data)
     if key == "@meta":
@@ -60,6 +61,10 @@ def number(name: str, key: str, fmt: str | None) -> str:
     if fmt == "frac":   # an outcome of examples/seed_table.py: k/n of the seeds with its Wilson interval
         lo, hi = node["ci95"]
         return f"{node['shown']} [{lo:.2f}, {hi:.2f}]"
+    if fmt == "cell":   # text for a Markdown table cell: its pipes escaped
+        return str(node).replace("|", "\\|")
+    if fmt and fmt.startswith("each"):   # a list of numbers, e.g. one per seed: "0.625, 0.66, 0.641"
+        return minus(", ".join("-" if v is None else format(v, fmt[4:]) for v in node))
     if fmt and fmt.startswith("ci"):
         f = fmt[2:] or ".3f"
         lo, hi = node["ci95"]

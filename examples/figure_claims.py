@@ -14,6 +14,7 @@ import json
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 from _results import fail, finite, write   # examples/_results.py, beside this script
 
@@ -24,9 +25,13 @@ def main() -> None:
     ap.add_argument("figures", nargs=argparse.REMAINDER, help="-- then probe figures' arguments")
     a = ap.parse_args()
     args = a.figures[1:] if a.figures[:1] == ["--"] else a.figures
-    probe = shutil.which("probe")
-    if not args or probe is None:
-        fail("give probe figures' arguments after --, with the toolkit installed (probe on the PATH)")
+    if not args:
+        fail("give probe figures' arguments after --, e.g. -- p1-accuracy --quick -o figures")
+    # the installed command of this interpreter's environment, else the one on the PATH
+    beside = Path(sys.executable).parent / "probe"
+    probe = str(beside) if beside.is_file() else shutil.which("probe")
+    if probe is None:
+        fail("the probe command is not installed here (pip install -e . in this environment)")
     res = subprocess.run([probe, "figures", *args, "--check", "-f", "json"], stdout=subprocess.PIPE, text=True)
     if res.returncode not in (0, 1):   # 1: a claim did not hold, which is a result too
         fail(f"probe figures exited {res.returncode}")

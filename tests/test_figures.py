@@ -371,3 +371,28 @@ def test_every_quick_figure_shows_the_effect_it_states(tmp_path):
     weak = [(n, c["claim"], f"{c['k']}/{c['n']}") for n, cs in claims.items() for c in cs
             if c["expected"] and 2 * c["k"] <= c["n"]]   # a paper's direction this size does not show: reported only
     assert weak == []
+
+
+def test_figure_claims_writes_the_claims_as_a_results_file(tiny_all, tmp_path):
+    """examples/figure_claims.py: probe figures --check's claims with what they were measured on, each
+    claim with the k/n and interval a docs page inserts; bad calls get one line."""
+    import json
+    import subprocess
+    import sys
+
+    out, _ = tiny_all
+    script = [sys.executable, str(ROOT / "examples" / "figure_claims.py")]
+    res = subprocess.run([*script, "-o", tmp_path / "c.json", "--", "p1-accuracy", "p1-label-dist", "--tiny", "-o", out],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    data = json.loads((tmp_path / "c.json").read_text(), parse_constant=lambda c: pytest.fail(f"{c} in JSON"))
+    assert set(data["values"]) == {"p1-accuracy", "p1-label-dist"} and data["meta"]["seeds"]
+    assert "figure_claims.py" in data["meta"]["command"] and data["meta"]["machine"]
+    for c in data["values"]["p1-accuracy"]:
+        assert c["shown"] == f"{c['k']}/{c['n']}" and c["ci95"] == [c["ci_lo"], c["ci_hi"]] and c["claim"]
+    bad = subprocess.run([*script, "-o", tmp_path / "d.json"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and bad.stderr.startswith("Error: ") and len(bad.stderr.splitlines()) == 1
+    assert not (tmp_path / "d.json").exists()
+    bad = subprocess.run([*script, "-o", tmp_path / "d.json", "--", "no-such-figure", "--tiny", "-o", out],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "Error" in bad.stderr and not (tmp_path / "d.json").exists()
