@@ -157,6 +157,11 @@ def test_a_quoted_number_comes_from_its_result_file_or_stops_the_build():
     shown = seeds["acc(rsn_test)>0.5"]
     text = hooks.on_page_markdown("[[p1-seeds:gamma=0.8/acc(rsn_test)>0.5|frac]]", page=page)
     assert text == f"{shown['shown']} [{shown['ci95'][0]:.2f}, {shown['ci95'][1]:.2f}]"
+    claims = json.loads((ROOT / "docs" / "results" / "figures-quick.json").read_text())["values"]["p1-cosine"][0]
+    text = hooks.on_page_markdown("[[figures-quick:p1-cosine/0/values|each.3g]]", page=page)
+    assert text == ", ".join(f"{v:.3g}" for v in claims["values"]).replace("-", "\u2212")
+    text = hooks.on_page_markdown("| [[figures-quick:p1-cosine/0/claim|cell]] |", page=page)
+    assert "|" in claims["claim"] and text == f"| {claims['claim'].replace('|', chr(92) + '|')} |"
     for missing in ("[[demo:g0.8/acc/nothing]]", "[[demo:g0.8/acc]]", "[[no-such-file:x]]"):
         with pytest.raises(PluginError, match=r"page\.md: .* has no source"):
             hooks.on_page_markdown(f"a {missing} b", page=page)
