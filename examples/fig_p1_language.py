@@ -11,7 +11,8 @@ from probe.plotting import gamma_color, heatmap, points_with_ci, pyplot, seed_ba
 NAME = "p1-language"
 TITLE = "Paper 1 Fig. 7: reasoning bias ΔL on logic + stories, and token-embedding cosines"
 CAVEAT = ("at CPU size (lm-mini, 300 steps) ΔL is larger at small init on either story text; 1500-step lm-quick runs "
-          "keep that order on the King James text (10/10 seeds) and reverse it on the template stories (0/10); the "
+          "keep that order on the King James text and reverse it on the template stories (ten seeds each: the "
+          "explanation page of paper 1); the "
           "paper's size is lm-gpt2 on TinyStories (a GPU, not run here)")
 
 

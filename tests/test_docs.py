@@ -140,6 +140,27 @@ def test_a_strict_build_stops_at_a_broken_link(tmp_path):
     assert p.returncode != 0 and "nowhere.md" in p.stderr
 
 
+def test_no_measured_seed_count_or_interval_is_typed_into_a_page():
+    """A page's prose quotes seed counts ("3/5 seeds") and intervals ("[0.31, 0.54]") through the hook
+    ([[file:key]], from a results file), never typed; a typed interval may only be a Wilson interval of
+    some k/n (arithmetic, not a measurement: "5/5 is [0.57, 1.00]"). The README, which no hook builds,
+    has its own check (tests/test_readme.py)."""
+    from probe.analyses.uncertainty import wilson
+
+    facts = {f"[{lo:.{d}f}, {hi:.{d}f}]" for n in range(1, 11) for k in range(n + 1) for d in (2, 3)
+             for lo, hi in [wilson(k, n)]}
+    typed = []
+    for page in PAGES:
+        if page.name == "README.md":
+            continue
+        text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)             # commands and outputs
+        text = re.sub(r"\[\[[^\]]*\]\]|<!--.*?-->|`[^`\n]*`", "", text, flags=re.S)   # inserted, comments, code
+        typed += [f"{_id(page)}: {m}" for m in re.findall(r"\b\d+/\d+ seeds?\b", text)]
+        typed += [f"{_id(page)}: {m}" for m in re.findall(r"\[[−-]?\d+\.\d+, [−-]?\d+\.\d+\]", text)
+                  if m.replace("−", "-") not in facts]
+    assert not typed, f"typed into a page instead of inserted from a results file: {typed}"
+
+
 def test_a_quoted_number_comes_from_its_result_file_or_stops_the_build():
     spec = importlib.util.spec_from_file_location("docs_hooks", ROOT / "docs" / "hooks.py")
     hooks = importlib.util.module_from_spec(spec)
