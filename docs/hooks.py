@@ -30,12 +30,15 @@ _NUMBER = re.compile(r"\[\[([\w-]+):([^\]|]+)(?:\|([^\]]*))?\]\]")
 _MATH = re.compile(r'(<(span|div) class="arithmatex">)\\[(\[](.*?)\\[)\]](</\2>)', re.S)
 
 
-def provenance(meta: dict) -> str:
+def provenance(meta: dict, link: str) -> str:
+    """Who, when, where and which commit, in one clause; ``link`` is the results file itself (on the site:
+    the measuring command and every value), so a page need not spell out a long command."""
     seeds, machine = meta["seeds"], meta["machine"]
     if isinstance(machine, dict):
         machine = f"{machine['cores']} cores ({machine['cpu']})"
     who = f"one seed (seed {seeds[0]})" if len(seeds) == 1 else f"{len(seeds)} seeds ({', '.join(map(str, seeds))})"
-    text = f"{who}, measured {meta['date'][:10]} on {machine}, commit {meta['commit'][:7]} (`{meta['command']}`)"
+    text = (f"{who}, measured {meta['date'][:10]} on {machine}, commit {meta['commit'][:7]} "
+            f"([the command and every value]({link}))")
     if len(seeds) == 1:
         text += "; one seed's numbers vary from machine to machine"
     return text
@@ -45,7 +48,7 @@ def minus(text: str) -> str:
     return text.replace("-", "\u2212")   # the pages' minus sign, not a hyphen
 
 
-def number(name: str, key: str, fmt: str | None) -> str:
+def number(name: str, key: str, fmt: str | None, root: str = "") -> str:
     """The value at ``key`` (``a/b/c``; a list index is a number) of ``docs/results/NAME.json``, formatted:
     under the file's ``values`` if it has them (its ``meta`` as ``meta/...``), else from its top. Format
     ``ci`` (``ci.3f``) writes a ``{"mean", "ci95"}`` entry as ``mean [low, high]``; ``frac`` a
@@ -53,8 +56,8 @@ def number(name: str, key: str, fmt: str | None) -> str:
     numbers, comma-separated; ``cell`` a text for a table cell (pipes escaped)."""
     data = json.loads((RESULTS / f"{name}.json").read_text())
     meta = data.get("meta", data)
-    if key == "@meta":
-        return provenance(meta)
+    if key == "@meta":   # root: the way from the page to the site's top, where results/ is copied
+        return provenance(meta, f"{root}results/{name}.json")
     node = meta if key.startswith("meta/") else data.get("values", data)
     for part in key.removeprefix("meta/").split("/"):
         node = node[int(part)] if isinstance(node, list) else node[part]
@@ -78,7 +81,7 @@ def number(name: str, key: str, fmt: str | None) -> str:
 def on_page_markdown(markdown: str, page, **_) -> str:
     def insert(match: re.Match) -> str:
         try:
-            return number(*match.groups())
+            return number(*match.groups(), root="../" * page.file.src_path.replace("\\", "/").count("/"))
         except (OSError, KeyError, TypeError, ValueError) as e:
             raise PluginError(f"{page.file.src_path}: {match.group(0)} has no source ({type(e).__name__}: {e})")
 

@@ -170,6 +170,10 @@ def test_a_quoted_number_comes_from_its_result_file_or_stops_the_build():
     text = hooks.on_page_markdown("acc [[demo:g0.8/acc/rsn_test|.3f]], [[demo:@meta]].", page=page)
     assert text.startswith(f"acc {demo['values']['g0.8']['acc']['rsn_test']:.3f}, one seed (seed 0), measured ")
     assert demo["meta"]["commit"] in text and demo["meta"]["machine"] in text and "vary from machine" in text
+    # the provenance links the results file itself (the site copies docs/results/), relative to the page
+    assert "[the command and every value](results/demo.json)" in text
+    deeper = types.SimpleNamespace(file=types.SimpleNamespace(src_path="tutorials/page.md"))
+    assert "](../results/demo.json)" in hooks.on_page_markdown("[[demo:@meta]]", page=deeper)
     cka = json.loads((ROOT / "docs" / "results" / "cka-seeds.json").read_text())["results"]["last (step 3000)"]
     lo, hi = cka["diff_small_minus_large"]["ci95"]
     text = hooks.on_page_markdown("[[cka-seeds:results/last (step 3000)/diff_small_minus_large|ci+.2f]]", page=page)
