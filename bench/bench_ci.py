@@ -29,6 +29,9 @@ def main() -> None:
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                           check=True).stdout.strip()
     work = Path(tempfile.mkdtemp(prefix="bench-ci-"))
+    # mkdtemp makes the folder 0700; a checkout's folders are 0755, and the fault tests run commands as
+    # nobody (as root, tests/test_faults.py), who must reach the clone's venv as in a real checkout
+    work.chmod(0o755)
     try:
         clone = work / "repo"
         subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
