@@ -27,19 +27,29 @@ def finite(x: float) -> float | None:
     return x if math.isfinite(x) else None   # strict JSON: an interval of one seed is null, not NaN
 
 
+def mean_entry(s: dict) -> dict:
+    """A mean over seeds (``{"mean", "ci_lo", "ci_hi", "n"}``, as describe() and sweep_summary give it) as a
+    page's ``ci`` entry: ``{"mean", "ci95", "n"}``."""
+    return {"mean": finite(s["mean"]), "ci95": [finite(s["ci_lo"]), finite(s["ci_hi"])], "n": s["n"]}
+
+
+def count_entry(s: dict) -> dict:
+    """Seeds with an outcome (``{"k", "n", "ci_lo", "ci_hi"}``, as proportion(), sweep_summary and probe
+    figures --check give it) as a page's ``frac`` entry: ``{"shown": "k/n", "ci95"}``."""
+    return {"shown": f"{s['k']}/{s['n']}", "ci95": [finite(s["ci_lo"]), finite(s["ci_hi"])]}
+
+
 def ci(values) -> dict:
     """{"mean", "ci95", "n", "values"}: the mean over seeds with its 95 % bootstrap interval (a page inserts it
     with the ``ci`` format)."""
-    d = describe(values)
-    return {"mean": finite(d["mean"]), "ci95": [finite(d["ci_lo"]), finite(d["ci_hi"])], "n": d["n"],
-            "values": [finite(float(v)) for v in values]}
+    return {**mean_entry(describe(values)), "values": [finite(float(v)) for v in values]}
 
 
 def frac(flags) -> dict:
-    """{"shown": "k/n", "ci95"}: the seeds with an outcome and its Wilson interval (the ``frac`` format)."""
+    """{"shown": "k/n", "ci95", "fraction"}: the seeds with an outcome and its Wilson interval (the ``frac``
+    format)."""
     p = proportion(flags)
-    return {"shown": f"{p['k']}/{p['n']}", "fraction": finite(p["fraction"]),
-            "ci95": [finite(p["ci_lo"]), finite(p["ci_hi"])]}
+    return {**count_entry(p), "fraction": finite(p["fraction"])}
 
 
 def machine() -> str:

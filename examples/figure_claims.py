@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from _results import fail, finite, write   # examples/_results.py, beside this script
+from _results import count_entry, fail, finite, write   # examples/_results.py, beside this script
 
 
 def main() -> None:
@@ -40,7 +40,7 @@ def main() -> None:
     for figure in claims.values():
         for c in figure:
             c["values"] = [finite(v) if isinstance(v, float) else v for v in c["values"]]   # strict JSON
-            c["shown"], c["ci95"] = f"{c['k']}/{c['n']}", [c["ci_lo"], c["ci_hi"]]
+            c.update(count_entry(c))
             seeds |= set(range(c["n"]))
     write(a.out, claims, seeds)
 

@@ -15,7 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from _results import fail, finite, write   # examples/_results.py, beside this script
+from _results import count_entry, fail, mean_entry, write   # examples/_results.py, beside this script
 
 import probe
 
@@ -60,11 +60,8 @@ def main(root: str, out: str | None, trained_at: str | None) -> None:
                 fail(f"{folder}: a sweep of {cell.label}, not over gamma; " + make)
             g = cell.cell["gamma"]
             seeds |= {probe.info(folder / r)["config"]["seed"] for r in cell.runs}
-            v = {"std": d ** -g, "d_model": d,
-                 **{k: {"shown": f"{s['k']}/{s['n']}", "ci95": [finite(s["ci_lo"]), finite(s["ci_hi"])]}
-                    for k, s in ((k, cell.outcomes[o]) for k, o in OUTCOMES.items())},
-                 **{k: {"mean": finite(s["mean"]), "ci95": [finite(s["ci_lo"]), finite(s["ci_hi"])], "n": s["n"]}
-                    for k, s in ((k, cell.stats[m]) for k, m in METRICS.items())}}
+            v = {"std": d ** -g, "d_model": d, **{k: count_entry(cell.outcomes[o]) for k, o in OUTCOMES.items()},
+                 **{k: mean_entry(cell.stats[m]) for k, m in METRICS.items()}}
             values.setdefault(name, {})[f"gamma={g:g}"] = v
             rows.append(f"| {text} | {g} | {v['std']:.4f} | {fraction(v['fit'])} | {fraction(v['inf>sym'])} "
                         f"| {fraction(v['inf>0.5'])} | {fraction(v['sym>0.5'])} "
@@ -77,20 +74,21 @@ def main(root: str, out: str | None, trained_at: str | None) -> None:
         write(out, {**values, "table": table, "cells": len(rows), "fitted": fitted(values)}, seeds, trained_at)
 
 
+def share(entry: dict) -> float:
+    """The fraction of seeds of a ``{"shown": "k/n"}`` entry."""
+    k, n = map(int, entry["shown"].split("/"))
+    return k / n
+
+
 def fitted(values: dict) -> dict:
     """Over the cells whose every seed fits the training data: how many, the one most often inferential
     and the one least often symmetric (``{"shown", "ci95", "cell"}``, the cell in words)."""
     cells = [(f"{SETTINGS[name]}, γ {g.removeprefix('gamma=')}", v) for name, by_g in values.items()
-             for g, v in by_g.items() if v["fit"]["shown"].split("/")[0] == v["fit"]["shown"].split("/")[1]]
+             for g, v in by_g.items() if share(v["fit"]) == 1]
     if not cells:
         return {"cells": 0}
-
-    def share(v: dict, k: str) -> float:
-        k_, n = map(int, v[k]["shown"].split("/"))
-        return k_ / n
-
-    most, v_most = max(cells, key=lambda c: share(c[1], "inf>sym"))
-    least, v_least = min(cells, key=lambda c: share(c[1], "sym>0.5"))
+    most, v_most = max(cells, key=lambda c: share(c[1]["inf>sym"]))
+    least, v_least = min(cells, key=lambda c: share(c[1]["sym>0.5"]))
     return {"cells": len(cells), "most_inf>sym": {**v_most["inf>sym"], "cell": most},
             "least_sym>0.5": {**v_least["sym>0.5"], "cell": least}}
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from _results import fail, finite, write   # examples/_results.py, beside this script
+from _results import count_entry, fail, mean_entry, write   # examples/_results.py, beside this script
 
 import probe
 
@@ -40,11 +40,8 @@ def main() -> None:
     values, seeds = {}, set()
     for c in cells:
         label = ",".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in c.cell.items()) or "all"
-        values[label] = {
-            **{key(m): {"mean": finite(s["mean"]), "ci95": [finite(s["ci_lo"]), finite(s["ci_hi"])], "n": s["n"]}
-               for m, s in c.stats.items()},
-            **{key(o): {"shown": f"{s['k']}/{s['n']}", "ci95": [finite(s["ci_lo"]), finite(s["ci_hi"])]}
-               for o, s in c.outcomes.items()}}
+        values[label] = {**{key(m): mean_entry(s) for m, s in c.stats.items()},
+                         **{key(o): count_entry(s) for o, s in c.outcomes.items()}}
         seeds |= {probe.info(folder / r)["config"]["seed"] for r in c.runs}
     write(a.out, values, seeds, a.commit, step=cells[0].step if cells else None)
 
