@@ -41,7 +41,7 @@ def main() -> None:
         for c in figure:
             c["values"] = [finite(v) if isinstance(v, float) else v for v in c["values"]]   # strict JSON
             c.update(count_entry(c))
-            seeds |= set(range(c["n"]))
+            seeds |= set(range(c["n"]))   # a figure draws seeds 0 .. n-1 (FigureContext: seed 0 is shared)
     write(a.out, claims, seeds)
 
 
