@@ -145,16 +145,15 @@ def _own(source: Source, shapes: dict, cfg: dict) -> Layout:
 
 def _gpt2(source: Source, shapes: dict, cfg: dict) -> Layout:
     """GPT-2 (Hugging Face Conv1D, in x out) and nanoGPT (nn.Linear, out x in): fused c_attn."""
-    names = list(shapes)
-    pre = _prefix(names, "wte.weight")
-    L = _layer_count(names, r"h\.(\d+)\.attn\.c_attn")
+    pre = _prefix(shapes, "wte.weight")
+    L = _layer_count(shapes, r"h\.(\d+)\.attn\.c_attn")
     c_attn = shapes[f"{pre}h.0.attn.c_attn.weight"]
     conv1d = c_attn[1] == 3 * c_attn[0]
     H = _cfg_int(cfg, "n_head", "num_attention_heads")
     fix = _same if conv1d else _T
     rules: Rules = {"token_embedding": ((f"{pre}wte.weight",), _same)}
     _norms(rules, shapes, {"position_embedding": f"{pre}wpe.weight"})
-    rules["unembedding"] = ((_ending(names, "lm_head.weight") or f"{pre}wte.weight",), _T)  # tied when absent
+    rules["unembedding"] = ((_ending(shapes, "lm_head.weight") or f"{pre}wte.weight",), _T)  # tied when absent
 
     def qkv(w, j):
         W = fix(w)
@@ -174,12 +173,11 @@ def _gpt2(source: Source, shapes: dict, cfg: dict) -> Layout:
 
 def _neox(source: Source, shapes: dict, cfg: dict) -> Layout:
     """GPT-NeoX / Pythia: query_key_value rows grouped per head as (H, 3, e)."""
-    names = list(shapes)
-    pre = _prefix(names, "layers.0.attention")
-    L = _layer_count(names, r"layers\.(\d+)\.attention\.query_key_value")
+    pre = _prefix(shapes, "layers.0.attention")
+    L = _layer_count(shapes, r"layers\.(\d+)\.attention\.query_key_value")
     H = _cfg_int(cfg, "num_attention_heads")
     rules: Rules = {"token_embedding": ((f"{pre}embed_in.weight",), _same)}
-    out = _ending(names, "embed_out.weight")
+    out = _ending(shapes, "embed_out.weight")
     if out:
         rules["unembedding"] = ((out,), _T)
 
@@ -204,14 +202,13 @@ def _neox(source: Source, shapes: dict, cfg: dict) -> Layout:
 def _decoder(shapes: dict, cfg: dict, layer_part: str):
     """What the Hugging Face decoders with ``model.layers.{i}.self_attn`` share: (prefix, layers,
     heads, K/V heads, rules holding the embedding and the unembedding, tied when lm_head is absent)."""
-    names = list(shapes)
-    pre = _prefix(names, "layers.0.self_attn")
-    L = _layer_count(names, rf"layers\.(\d+)\.self_attn\.{layer_part}")
+    pre = _prefix(shapes, "layers.0.self_attn")
+    L = _layer_count(shapes, rf"layers\.(\d+)\.self_attn\.{layer_part}")
     H = _cfg_int(cfg, "num_attention_heads")
     KV = _cfg_int(cfg, "num_key_value_heads") or H
-    emb = _ending(names, "embed_tokens.weight")
+    emb = _ending(shapes, "embed_tokens.weight")
     rules: Rules = {"token_embedding": ((emb,), _same),
-                    "unembedding": ((_ending(names, "lm_head.weight") or emb,), _T)}
+                    "unembedding": ((_ending(shapes, "lm_head.weight") or emb,), _T)}
     for i in range(L):   # LLaMA, Mistral, Qwen2, Gemma, Phi-3 (Phi has one input_layernorm per layer)
         _norms(rules, shapes, {f"layer{i}/attn_norm": f"{pre}layers.{i}.input_layernorm.weight",
                                f"layer{i}/mlp_norm": f"{pre}layers.{i}.post_attention_layernorm.weight"})
@@ -264,9 +261,8 @@ def _phi3(source: Source, shapes: dict, cfg: dict) -> Layout:
 
 def _bert(source: Source, shapes: dict, cfg: dict) -> Layout:
     """BERT-style encoders (MiniLM): separate query/key/value, output.dense."""
-    names = list(shapes)
-    pre = _prefix(names, "embeddings.word_embeddings.weight")
-    L = _layer_count(names, r"encoder\.layer\.(\d+)\.attention")
+    pre = _prefix(shapes, "embeddings.word_embeddings.weight")
+    L = _layer_count(shapes, r"encoder\.layer\.(\d+)\.attention")
     H = _cfg_int(cfg, "num_attention_heads")
     rules: Rules = {"token_embedding": ((f"{pre}embeddings.word_embeddings.weight",), _same)}
     _norms(rules, shapes, {"position_embedding": f"{pre}embeddings.position_embeddings.weight"})

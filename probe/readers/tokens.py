@@ -41,8 +41,7 @@ def parse_tokens(spec, groups: Mapping[str, np.ndarray], vocab: int,
         else:
             known = ", ".join(sorted(groups)) or "none in this file"
             raise ProbeError(f"unknown token group '{part}'; known groups: {known} (or ids such as 11:21 or 3,5,7)")
-    bad = [i for ids, _ in parts for i in _outside(ids, vocab)]
-    bad = list(dict.fromkeys(bad))
+    bad = list(dict.fromkeys(i for ids, _ in parts for i in _outside(ids, vocab)))
     if bad:
         raise ProbeError(f"token id(s) {', '.join(map(str, bad[:5]))} outside the vocabulary (0..{vocab - 1})")
     if fits is not None:
