@@ -81,8 +81,11 @@ class Source:
     def aliases(self) -> dict[str, str]:
         return {}
 
-    def _missing(self, name: str):
-        raise ProbeError(f"{self.path}: no tensor '{name}'")
+    def _entry(self, table: dict, name: str):
+        """``table[name]``, or the error that the checkpoint holds no tensor ``name``."""
+        if name not in table:
+            raise ProbeError(f"{self.path}: no tensor '{name}'")
+        return table[name]
 
 
 # safetensors dtypes numpy reads as they are; BF16 is read as its 16 raw bits
@@ -140,9 +143,7 @@ class SafetensorsSource(Source):
 
     def read_rows(self, name: str, lo: int, hi: int | None) -> np.ndarray:
         """Rows lo:hi along the first axis (the whole tensor for lo, hi = 0, None)."""
-        if name not in self._tensors:
-            self._missing(name)
-        t = self._tensors[name]
+        t = self._entry(self._tensors, name)
         raw, shape = t.dtype, t.shape
         if any(d > np.iinfo(np.intp).max for d in shape):
             raise ProbeError(f"{self.path}: tensor '{name}' has shape {list(shape)}, larger than numpy can hold")
@@ -250,9 +251,7 @@ class StateDictSource(Source):
         return {k: str(v.dtype).removeprefix("torch.") for k, v in self._tensors.items()}
 
     def read_rows(self, name: str, lo: int, hi: int | None) -> np.ndarray:
-        if name not in self._tensors:
-            self._missing(name)
-        t = self._tensors[name]
+        t = self._entry(self._tensors, name)
         t = t[lo:hi] if t.ndim else t
         # memory-mapped: the bytes are read (and bf16 / fp16 widened to float32) only when converted
         check(self.path, name, t.shape, str(t.dtype).removeprefix("torch."), t.element_size(),
@@ -298,9 +297,7 @@ class ShardedSource(Source):
         self._shards: dict[str, Source] = {}
 
     def _shard(self, name: str) -> Source:
-        if name not in self._weight_map:
-            self._missing(name)
-        file = self._weight_map[name]
+        file = self._entry(self._weight_map, name)
         if file not in self._shards:
             full = os.path.join(self._folder, file)
             if file in self._remote:
