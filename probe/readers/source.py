@@ -151,8 +151,6 @@ def open_source(path: str | os.PathLike, groups: str | None = None, mapping: str
         if groups:
             run.extra_groups = load_groups(groups)
         return run
-    if not os.path.exists(path) and not path.startswith("hf:"):
-        raise ProbeError(f"{path}: no such file or folder")
     return CheckpointRun(path, groups, mapping)
 
 
