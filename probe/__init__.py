@@ -44,9 +44,7 @@ def __getattr__(name):   # PEP 562: the API (numpy, h5py) and the submodules onl
         import importlib
 
         return importlib.import_module(f"{__name__}.{name}")
-    from . import registry
-
-    if name in _API or (not name.startswith("_") and name in registry.declared()):
+    if not name.startswith("_") and name in __getattr__("__all__"):   # the API and every probe
         from . import api
 
         return getattr(api, name)
