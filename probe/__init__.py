@@ -44,17 +44,11 @@ def __getattr__(name):   # PEP 562: the API (numpy, h5py) and the submodules onl
         import importlib
 
         return importlib.import_module(f"{__name__}.{name}")
-    if name in _API or (not name.startswith("_") and name in _probe_names()):
+    if not name.startswith("_") and name in __getattr__("__all__"):   # the API and every probe
         from . import api
 
         return getattr(api, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def _probe_names() -> tuple[str, ...]:
-    from . import registry
-
-    return registry.declared()
 
 
 def __dir__():

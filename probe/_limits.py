@@ -184,8 +184,7 @@ def _within_depth(load, text, where, what: str):
 
 
 def parse_json(text: str | bytes, where, what: str = "JSON", **kw):
-    """``json.loads(text, **kw)``, refusing a document nested deeper than MAX_DEPTH levels (the parser's
-    RecursionError, or a walk of what it returned); a syntax error is json's ``ValueError``."""
+    """``json.loads(text, **kw)`` with :func:`_within_depth`'s depth limit; a syntax error is json's ``ValueError``."""
     import json
 
     return _within_depth(lambda t: json.loads(t, **kw), text, where, what)

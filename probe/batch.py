@@ -20,7 +20,7 @@ from contextlib import suppress
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from . import registry
+from . import registry, render
 from ._files import open_regular, regular_file, writable, write_atomic
 from ._limits import load_json
 from ._proc import die_with_parent
@@ -116,11 +116,8 @@ def read_table(path: str) -> list[tuple]:
             with open_regular(path, what="results table", encoding="utf-8") as fh:
                 return [tuple(r[c] for c in COLUMNS) for r in load_json(fh, path, "results table")]
         with open_regular(path, newline="", what="results table", encoding="utf-8") as fh:
-            rows = []
-            for r in csv.DictReader(fh):
-                step = int(r["step"]) if r["step"] not in ("", None) else None
-                rows.append((r["path"], step, r["probe"], r["key"], r["metric"], r["value"]))
-            return rows
+            return [(r["path"], int(r["step"]) if r["step"] not in ("", None) else None, r["probe"], r["key"],
+                     r["metric"], r["value"]) for r in csv.DictReader(fh)]
     except (OSError, ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
         raise ProbeError(f"{path}: exists but is not a results table of probe batch ({type(exc).__name__}); "
                          "remove it or choose another output") from None
@@ -141,9 +138,7 @@ def write_table(path: str, rows: list[tuple]) -> None:
         json.dump([dict(zip(COLUMNS, _strict(r))) for r in rows], fh, indent=1, default=str, allow_nan=False)
         fh.write("\n")
     else:
-        w = csv.writer(fh, lineterminator="\n")
-        w.writerow(COLUMNS)
-        w.writerows(["" if v is None else v for v in _strict(r)] for r in rows)
+        render.write_csv(COLUMNS, map(_strict, rows), fh)
     write_atomic(path, fh.getvalue(), "results")
 
 

@@ -23,7 +23,6 @@ from ._text import ERRORS as _SHOWN, terminal  # terminal: probe-train's door to
 from .signals import STOP, say, signal_name
 
 EXIT_BAD_INPUT = 2
-EXIT_INTERRUPTED = 130
 _MARK = "\x1f"  # brackets a parameter reference inside a message; never typed by a user
 _REF = re.compile(f"{_MARK}([A-Za-z_][A-Za-z0-9_]*)(?:=(.*?))?{_MARK}")
 
@@ -289,9 +288,6 @@ def run_cli(app, **kw) -> None:
     try:
         adopt_parent()   # a child of the toolkit: stop when the process that started it ends
         rc = _invoke(app, **kw)
-        if rc == EXIT_INTERRUPTED:  # Typer turns a KeyboardInterrupt it catches into exit 130, silently
-            say(STOP.line())
-            sys.exit(STOP.exit_code())
         sys.stdout.flush()
         sys.exit(rc)
     except _usage_errors() as exc:

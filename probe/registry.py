@@ -18,11 +18,8 @@ Importing this module is cheap; the probe modules (numpy, h5py) are imported on 
 """
 from __future__ import annotations
 
-import inspect
-
-import inspect
-
 import functools
+import inspect
 import re
 from dataclasses import dataclass, field
 from typing import Callable

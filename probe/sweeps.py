@@ -164,10 +164,7 @@ def sweep_summary(path: str | os.PathLike, metric=None, outcome=None, *, step: s
             return None
         return {">": x > y, "<": x < y, ">=": x >= y, "<=": x <= y}[op]
 
-    out = []
-    for key, c in cells.items():
-        out.append(CellSummary(
-            step=next(iter(c["steps"])) if len(c["steps"]) == 1 else None, cell=dict(zip(cell_keys, key)),
-            runs=c["runs"], stats={m: describe([v[m] for v in c["values"]]) for m in metrics},
-            outcomes={o: proportion([holds(v, *parsed[o]) for v in c["values"]]) for o in parsed}))
-    return out
+    return [CellSummary(step=next(iter(c["steps"])) if len(c["steps"]) == 1 else None, cell=dict(zip(cell_keys, key)),
+                        runs=c["runs"], stats={m: describe([v[m] for v in c["values"]]) for m in metrics},
+                        outcomes={o: proportion([holds(v, *parsed[o]) for v in c["values"]]) for o in parsed})
+            for key, c in cells.items()]

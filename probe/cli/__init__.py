@@ -247,6 +247,8 @@ def _report(paths, out, probes, max_steps, slider_steps, watch, interval, max_sh
     from .. import report as R
 
     out = out or "report.html"
+    options = dict(probes=list(probes) or None, max_steps=max_steps, revisions=revisions,
+                   allow_nonfinite=allow_nonfinite, slider_steps=slider_steps, max_memory=max_memory)
     def log(msg):   # it names runs, files and what went wrong with them
         print(terminal(msg), file=sys.stderr)
 
@@ -262,10 +264,8 @@ def _report(paths, out, probes, max_steps, slider_steps, watch, interval, max_sh
                 written.append(msg)
                 log(msg)
 
-            rep = R.watch(list(paths), out, probes=list(probes) or None, max_steps=max_steps, revisions=revisions,
-                          interval=interval, max_share=max_share, log=said, allow_nonfinite=allow_nonfinite,
-                          progress=lambda label: None if written else tick(label), slider_steps=slider_steps,
-                          max_memory=max_memory)
+            rep = R.watch(list(paths), out, interval=interval, max_share=max_share, log=said,
+                          progress=lambda label: None if written else tick(label), **options)
             if not rep.sources:
                 raise Interrupted(f"Interrupted before any run could be read "
                                   f"({next(iter(rep.errors.values()), 'none yet')}); nothing was written")
@@ -274,9 +274,7 @@ def _report(paths, out, probes, max_steps, slider_steps, watch, interval, max_sh
                                   "same command watches again")
         return
     with progress("report", each=True) as tick:   # a line per run and section: the sections take seconds each
-        rep = R.report(list(paths), out, probes=list(probes) or None, max_steps=max_steps, revisions=revisions,
-                       progress=tick, allow_nonfinite=allow_nonfinite, slider_steps=slider_steps,
-                       max_memory=max_memory)
+        rep = R.report(list(paths), out, progress=tick, **options)
     for spec, err in rep.errors.items():
         log(f"warning: {spec}: {err}")
     log(f"wrote {out}: {len(rep.sources)} run(s), {len(rep.probes)} probes")
@@ -405,7 +403,6 @@ def figures(names: tuple, all_: bool, quick: bool, tiny: bool, out, runs, jobs: 
 
 def _say_plan(plan, prefix: str) -> None:
     """The plan's totals on stderr: runs to train, runs reused, the estimated time and the seeds."""
-    todo = plan.todo
     reuse = {r.path for r in plan.rows if r.action == "reuse"}
     secs = plan.seconds
     when = (f"estimated {secs / 60:.1f} min on a {plan.machine} with {plan.jobs} job(s) "
@@ -413,7 +410,7 @@ def _say_plan(plan, prefix: str) -> None:
             if secs is not None else f"no estimate: never measured on this machine class: {', '.join(plan.unmeasured)} "
             "(the papers' sizes are for a GPU)")
     seeded = ", ".join(f"{n} {k}" for n, k in plan.seeds.items())
-    print(terminal(f"{prefix}{len(todo)} run(s) to train or resume, {len(reuse)} to reuse; {when}; seeds per figure: "
+    print(terminal(f"{prefix}{len(plan.todo)} run(s) to train or resume, {len(reuse)} to reuse; {when}; seeds per figure: "
                    f"{seeded}"), file=sys.stderr)
 
 

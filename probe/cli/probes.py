@@ -89,10 +89,7 @@ def command(probe: registry.Probe) -> click.Command:
 
 
 def _default(name: str, probe: registry.Probe, flagged) -> object:
-    for p in (probe, *flagged):
-        if name in takes(p.function):
-            return takes(p.function)[name].default
-    raise KeyError(name)
+    return next(takes(p.function)[name].default for p in (probe, *flagged) if name in takes(p.function))
 
 
 def run_probe(probe: registry.Probe, file: str, options: dict, fmt: str, plot: str | None, wide: bool) -> None:
