@@ -215,10 +215,11 @@ class Interrupted(Exception):
 
 
 def _usage_errors() -> tuple[type, ...]:
-    """Click's usage-error class if Click is imported (30 ms to import; it can only raise once something
-    imported it). Called in the ``except`` clause, so only when an exception is on its way out."""
+    """Click's usage-error class and its Abort (a KeyboardInterrupt or EOFError inside a command, which
+    Click re-raises as Abort, a RuntimeError) if Click is imported (30 ms to import; it can only raise
+    once something imported it). Called in the ``except`` clause, so only when an exception is on its way out."""
     module = sys.modules.get("click.exceptions")
-    return () if module is None else (module.ClickException,)
+    return () if module is None else (module.ClickException, module.Abort)
 
 
 def _usage_message(exc) -> str:
@@ -295,6 +296,9 @@ def run_cli(app, **kw) -> None:
             print(exc.format_message())
             sys.exit(0)
         if type(exc).__name__ == "Abort":
+            if isinstance(exc.__cause__, KeyboardInterrupt):   # a second Ctrl-C (signals.STOP raises it)
+                say(STOP.line())
+                sys.exit(STOP.exit_code())
             print("Error: aborted", file=sys.stderr)
             sys.exit(1)
         print(terminal(f"Error: {_usage_message(exc)}"), file=sys.stderr)

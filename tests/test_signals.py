@@ -554,6 +554,38 @@ def test_a_signal_in_the_middle_of_a_write_leaves_nothing_behind(tmp_path, sig):
     assert os.listdir(tmp_path / "out") == []
 
 
+SECOND_CTRL_C = """
+import os, signal
+import click
+from probe.errors import run_cli
+from probe.signals import STOP
+
+@click.command()
+def main():
+    with STOP.caught():
+        os.kill(os.getpid(), signal.SIGINT)   # the first: a stop asked for at the next safe point
+        os.kill(os.getpid(), signal.SIGINT)   # the second: the user will not wait (KeyboardInterrupt)
+        while True:
+            sum(range(100))
+
+run_cli(main)
+"""
+
+
+def test_a_second_ctrl_c_inside_a_click_command_exits_130(tmp_path):
+    """A second Ctrl-C raises KeyboardInterrupt, which Click re-raises as its Abort (a RuntimeError, not
+    one of its usage errors): the command still ends with the stop line and exit 130, not with
+    "unexpected Abort" and exit 1 (as it did until 2026-11-27)."""
+    import subprocess
+
+    script = tmp_path / "second_ctrl_c.py"
+    script.write_text(SECOND_CTRL_C)
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=DEADLINE,
+                          cwd=tmp_path)
+    assert proc.returncode == 130, proc.stderr
+    assert one_line(proc.stderr) == "Error: interrupted"
+
+
 # --- exit codes (item 10) -----------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
