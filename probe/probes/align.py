@@ -122,8 +122,7 @@ def align(path: str | os.PathLike, layer: int | None = None, head: int | None = 
 def detail(r, width) -> None:
     wrapped(f"layer {r.layer} head {r.head}: singular values of W_V",
            [f"{v:.3g}" for v in r.singular_values[:8]], width)
-    if len(r.ov_singular_values):
-        wrapped("  of W_V W_O", [f"{v:.3g}" for v in r.ov_singular_values[:8]], width)
+    wrapped("  of W_V W_O", [f"{v:.3g}" for v in r.ov_singular_values[:8]], width)
     if r.group_mean:
         k = len(next(iter(r.group_mean.values())))
         table(["group"] + [f"|cos| v{i + 1}" for i in range(k)], [[g] + v for g, v in r.group_mean.items()],
@@ -134,9 +133,7 @@ def detail(r, width) -> None:
 
 
 def chart(r) -> list[Panel]:
-    sv = {"W_V": indexed(r.singular_values)}
-    if len(r.ov_singular_values):
-        sv["W_V W_O"] = indexed(r.ov_singular_values)
+    sv = {"W_V": indexed(r.singular_values), "W_V W_O": indexed(r.ov_singular_values)}
     k = max((len(v) for v in r.group_mean.values()), default=0)
     panels = [Panel(f"step {r.step}: layer {r.layer}, head {r.head}", "index", "singular value", series=sv,
                     xscale="int", yscale="log")]
@@ -150,9 +147,7 @@ def chart(r) -> list[Panel]:
 def figure(plt, r):
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), constrained_layout=True)
     axes[0].semilogy(np.arange(1, len(r.singular_values) + 1), r.singular_values, "o-", label="W_V")
-    if len(r.ov_singular_values):
-        axes[0].semilogy(np.arange(1, len(r.ov_singular_values) + 1), r.ov_singular_values, "s--",
-                         label="W_V W_O")
+    axes[0].semilogy(np.arange(1, len(r.ov_singular_values) + 1), r.ov_singular_values, "s--", label="W_V W_O")
     axes[0].set_xlabel("index")
     axes[0].set_ylabel("singular value")
     legend(axes[0], fontsize=8)
