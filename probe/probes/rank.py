@@ -124,5 +124,3 @@ PROBE = Probe("rank", WEIGHTS, "Effective rank of weights", function=rank,
                    "weight matrix; with --step all a trajectory, with --minima the step where each one bottoms "
                    "out.",
               detail=detail, chart=chart, figure=figure, cheap=True)
-
-
