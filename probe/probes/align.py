@@ -7,6 +7,7 @@ import numpy as np
 
 from .._limits import DECOMPOSITION, FLOAT64, MAX_MEMORY, budgeted
 from ..analyses.align import AlignResult
+from ..analyses.align import align as _align
 from ..api._common import (
     Finite,
     check_number,
@@ -75,8 +76,6 @@ def align(path: str | os.PathLike, layer: int | None = None, head: int | None = 
     >>> [r.sv1_share for r in res]
     >>> res[-1].group_mean["reasoning"]          # mean |cos| with singular vectors 1..top_k
     """
-    from ..analyses.align import align as _align
-
     layer = 0 if layer is None else check_number("layer", layer, integer=True)
     head = 0 if head is None else check_number("head", head, integer=True)
     check_number("top_k", top_k, lo=1, integer=True)

@@ -8,7 +8,7 @@ import numpy as np
 
 from .._limits import MAX_MEMORY, budgeted
 from .._text import terminal
-from ..analyses.tokens import BUCKETS, TokensResult
+from ..analyses.tokens import BUCKETS, TokensResult, ngram_surprisal, token_features, token_gains
 from ..api._common import (
     MAX_TOKENS,
     WINDOW,
@@ -85,8 +85,6 @@ def tokens(path: str | os.PathLike, other: str | os.PathLike | None = None, *, s
     >>> [(b["bucket"], b["gain_share"]) for b in r.buckets["context_benefit"]]
     >>> probe.tokens("model-a/", "model-b/", text="corpus.txt")[0].summary()
     """
-    from ..analyses.tokens import ngram_surprisal, token_features, token_gains
-
     check_number("buckets", buckets, lo=1, integer=True)
     path = os.fspath(path)
     other = os.fspath(other) if other is not None else None
