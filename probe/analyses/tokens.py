@@ -74,9 +74,7 @@ class TokensResult(Result):
     def summary(self) -> dict[str, float | int]:
         out = {"n": int(self.n), "mean_loss_a": self.mean_loss_a, "mean_loss_b": self.mean_loss_b,
                "mean_delta": self.mean_delta, "total_gain": self.total_gain}
-        for g, v in self.groups.items():
-            out[f"mean_delta[{g}]"] = v["mean_delta"]
-            out[f"gain_share[{g}]"] = v["gain_share"]
+        out.update({f"{key}[{g}]": v[key] for g, v in self.groups.items() for key in ("mean_delta", "gain_share")})
         for feat, bs in self.buckets.items():
             for key in ("mean_delta", "gain_share"):
                 out.update({f"{key}[{feat}:q{b['bucket']}]": b[key] for b in bs})
