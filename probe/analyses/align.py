@@ -67,13 +67,13 @@ class AlignResult(Result):
         return out
 
 
-def align(W_V: np.ndarray, W_O: np.ndarray | None, embeddings: np.ndarray, groups: dict[str, np.ndarray],
+def align(W_V: np.ndarray, W_O: np.ndarray, embeddings: np.ndarray, groups: dict[str, np.ndarray],
           top_k: int = 3, layer: int = 0, head: int = 0, step: int | None = None, value_head: int | None = None
           ) -> AlignResult:
-    """W_V (d, e), W_O (e, d) or None, embeddings (V, d), groups name -> token ids. ``value_head``: the
+    """W_V (d, e), W_O (e, d), embeddings (V, d), groups name -> token ids. ``value_head``: the
     value head ``head`` reads (differs from ``head`` under grouped-query attention)."""
     U, S, _ = np.linalg.svd(np.asarray(W_V, dtype=np.float64), full_matrices=False)
-    ov = factored_svd(np.asarray(W_V, np.float64), np.asarray(W_O, np.float64))[1] if W_O is not None else S[:0]
+    ov = factored_svd(np.asarray(W_V, np.float64), np.asarray(W_O, np.float64))[1]
     k = min(top_k, U.shape[1])
     E, _ = unit_rows(embeddings)                  # a zero embedding has |cos| 0 with every direction
     cos = np.abs(U[:, :k].T @ E.T)

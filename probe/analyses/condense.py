@@ -128,9 +128,7 @@ def condense(vectors: np.ndarray, top_k: tuple[int, ...] = (1, 2, 5), neurons: n
     ev = named("the vectors' covariance", covariance_eigenvalues, vectors)
     total = ev.sum()
     shares = {k: float(ev[:k].sum() / total) if total > 0 else float("nan") for k in top_k}
-    sizes: list[int] = []
-    if neurons is not None:
-        sizes = [len(g) for g in neuron_groups(neurons, threshold)[1]]
+    sizes = [] if neurons is None else [len(g) for g in neuron_groups(neurons, threshold)[1]]
     svs = {}
     for name, W in (layers or {}).items():
         W = np.asarray(W, dtype=np.float64)

@@ -43,12 +43,8 @@ class OODResult(Result):
     targets: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def summary(self) -> dict[str, float]:
-        out = {}
-        for s, m in self.splits.items():
-            out[f"acc[{s}]"] = m["acc"]
-            out[f"loss[{s}]"] = m["loss"]
-        for name, m in self.targets.items():
-            out[f"acc[{name}]"] = m["acc"]
+        out = {f"{k}[{s}]": m[k] for s, m in self.splits.items() for k in ("acc", "loss")}
+        out.update({f"acc[{name}]": m["acc"] for name, m in self.targets.items()})
         return out
 
     def rows(self):

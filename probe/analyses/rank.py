@@ -144,12 +144,11 @@ def rank_trajectory(results: list[RankResult], metric: str = "effective_rank", m
     """The minimum of each matrix's ``metric`` over ``results`` (one per step, in step order)."""
     steps = [int(r.step) for r in results]
     names = [n for n in results[0].names if all(n in r.numbers for r in results)]
-    out = RankTrajectoryResult(step=None, metric=metric, margin=margin, names=names, steps=steps)
     warnings = [] if len(results) >= 3 else ["fewer than 3 steps: no trajectory to bottom out"]
+    out = RankTrajectoryResult(step=None, metric=metric, margin=margin, names=names, steps=steps, warnings=warnings)
     for n in names:
         ys = np.array([r.numbers[n][metric] for r in results], dtype=np.float64)
         i = int(np.nanargmin(ys)) if np.isfinite(ys).any() else 0
         out.initial[n], out.minimum[n], out.final[n] = float(ys[0]), float(ys[i]), float(ys[-1])
         out.min_step[n] = steps[i]
-    out.warnings = warnings
     return out

@@ -73,13 +73,10 @@ def attention_sinks(attention: np.ndarray, hidden_norm: np.ndarray | None = None
     mass = A[..., q0:, 0].mean(axis=(2, 3))                       # (layers, heads)
     uniform = float(np.mean(1.0 / (np.arange(q0, T) + 1)))
     ratio = None
-    warnings = []
     if hidden_norm is not None:
         hn = np.asarray(hidden_norm, dtype=np.float64)
         if hn.shape[-1] > 1:
             med = np.median(hn[..., 1:], axis=-1)                  # (blocks, B)
             ratio = np.where(med > 0, hn[..., 0] / np.where(med > 0, med, 1), np.nan).mean(axis=1)
-    if T - q0 < 1:
-        warnings.append("sequences too short for the sink mass")
     return SinksResult(step=step, sink_mass=mass, uniform_mass=uniform, threshold=threshold, min_query=q0,
-                       sink_heads=mass >= threshold, first_norm_ratio=ratio, warnings=warnings)
+                       sink_heads=mass >= threshold, first_norm_ratio=ratio)

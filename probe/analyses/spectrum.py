@@ -160,8 +160,3 @@ class SpectrumResult(Result):
 
     def to_dict(self) -> dict:
         return {"step": self.step, "layers": [jsonable(dict(l.as_row(), shape=list(l.shape))) for l in self.layers]}
-
-
-def spectrum(matrices: dict[str, np.ndarray], step: int | None = None, precision: str = "float64") -> SpectrumResult:
-    """matrices: name -> 2-D weight, in the order to report."""
-    return SpectrumResult(step=step, layers=[layer_spectrum(n, W, precision) for n, W in matrices.items()])

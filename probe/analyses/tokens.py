@@ -74,9 +74,7 @@ class TokensResult(Result):
     def summary(self) -> dict[str, float | int]:
         out = {"n": int(self.n), "mean_loss_a": self.mean_loss_a, "mean_loss_b": self.mean_loss_b,
                "mean_delta": self.mean_delta, "total_gain": self.total_gain}
-        for g, v in self.groups.items():
-            out[f"mean_delta[{g}]"] = v["mean_delta"]
-            out[f"gain_share[{g}]"] = v["gain_share"]
+        out.update({f"{key}[{g}]": v[key] for g, v in self.groups.items() for key in ("mean_delta", "gain_share")})
         for feat, bs in self.buckets.items():
             for key in ("mean_delta", "gain_share"):
                 out.update({f"{key}[{feat}:q{b['bucket']}]": b[key] for b in bs})
@@ -141,15 +139,12 @@ def token_gains(loss_a: np.ndarray, loss_b: np.ndarray, features: dict[str, np.n
 
 
 def token_features(counts_of_target: np.ndarray, unigram: np.ndarray, bigram: np.ndarray, loss_a: np.ndarray,
-                   loss_b: np.ndarray, entropy_a: np.ndarray | None = None,
-                   entropy_b: np.ndarray | None = None) -> dict[str, np.ndarray]:
+                   loss_b: np.ndarray, entropy_a: np.ndarray, entropy_b: np.ndarray) -> dict[str, np.ndarray]:
     """The features of the module docstring from their ingredients (each (N,))."""
     mean_loss = (np.asarray(loss_a, np.float64) + np.asarray(loss_b, np.float64)) / 2
-    feats = {"frequency": np.asarray(counts_of_target, np.float64), "unigram": np.asarray(unigram, np.float64),
-             "bigram": np.asarray(bigram, np.float64), "context_benefit": np.asarray(unigram, np.float64) - mean_loss}
-    if entropy_a is not None and entropy_b is not None:
-        feats["entropy"] = (np.asarray(entropy_a, np.float64) + np.asarray(entropy_b, np.float64)) / 2
-    return feats
+    return {"frequency": np.asarray(counts_of_target, np.float64), "unigram": np.asarray(unigram, np.float64),
+            "bigram": np.asarray(bigram, np.float64), "context_benefit": np.asarray(unigram, np.float64) - mean_loss,
+            "entropy": (np.asarray(entropy_a, np.float64) + np.asarray(entropy_b, np.float64)) / 2}
 
 
 def ngram_surprisal(tokens: np.ndarray, targets: np.ndarray, vocab: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -90,11 +90,8 @@ class CellSummary(Result):
         return ",".join(f"{k}={v}" for k, v in self.cell.items()) or "all"
 
     def summary(self) -> dict[str, float]:
-        out = {}
-        for m, s in self.stats.items():
-            out.update({f"{m}:{k}": s[k] for k in ("mean", "ci_lo", "ci_hi")})
-        for o, s in self.outcomes.items():
-            out.update({f"P({o}):{k}": s[k] for k in ("fraction", "ci_lo", "ci_hi")})
+        out = {f"{m}:{k}": s[k] for m, s in self.stats.items() for k in ("mean", "ci_lo", "ci_hi")}
+        out.update({f"P({o}):{k}": s[k] for o, s in self.outcomes.items() for k in ("fraction", "ci_lo", "ci_hi")})
         return out
 
     def rows(self) -> list[tuple[str, str, float]]:

@@ -7,6 +7,7 @@ import numpy as np
 
 from .._limits import DECOMPOSITION, FLOAT64, MAX_MEMORY, budgeted
 from ..analyses.align import AlignResult
+from ..analyses.align import align as _align
 from ..api._common import (
     Finite,
     check_number,
@@ -75,8 +76,6 @@ def align(path: str | os.PathLike, layer: int | None = None, head: int | None = 
     >>> [r.sv1_share for r in res]
     >>> res[-1].group_mean["reasoning"]          # mean |cos| with singular vectors 1..top_k
     """
-    from ..analyses.align import align as _align
-
     layer = 0 if layer is None else check_number("layer", layer, integer=True)
     head = 0 if head is None else check_number("head", head, integer=True)
     check_number("top_k", top_k, lo=1, integer=True)
@@ -122,8 +121,7 @@ def align(path: str | os.PathLike, layer: int | None = None, head: int | None = 
 def detail(r, width) -> None:
     wrapped(f"layer {r.layer} head {r.head}: singular values of W_V",
            [f"{v:.3g}" for v in r.singular_values[:8]], width)
-    if len(r.ov_singular_values):
-        wrapped("  of W_V W_O", [f"{v:.3g}" for v in r.ov_singular_values[:8]], width)
+    wrapped("  of W_V W_O", [f"{v:.3g}" for v in r.ov_singular_values[:8]], width)
     if r.group_mean:
         k = len(next(iter(r.group_mean.values())))
         table(["group"] + [f"|cos| v{i + 1}" for i in range(k)], [[g] + v for g, v in r.group_mean.items()],
@@ -134,9 +132,7 @@ def detail(r, width) -> None:
 
 
 def chart(r) -> list[Panel]:
-    sv = {"W_V": indexed(r.singular_values)}
-    if len(r.ov_singular_values):
-        sv["W_V W_O"] = indexed(r.ov_singular_values)
+    sv = {"W_V": indexed(r.singular_values), "W_V W_O": indexed(r.ov_singular_values)}
     k = max((len(v) for v in r.group_mean.values()), default=0)
     panels = [Panel(f"step {r.step}: layer {r.layer}, head {r.head}", "index", "singular value", series=sv,
                     xscale="int", yscale="log")]
@@ -150,9 +146,7 @@ def chart(r) -> list[Panel]:
 def figure(plt, r):
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), constrained_layout=True)
     axes[0].semilogy(np.arange(1, len(r.singular_values) + 1), r.singular_values, "o-", label="W_V")
-    if len(r.ov_singular_values):
-        axes[0].semilogy(np.arange(1, len(r.ov_singular_values) + 1), r.ov_singular_values, "s--",
-                         label="W_V W_O")
+    axes[0].semilogy(np.arange(1, len(r.ov_singular_values) + 1), r.ov_singular_values, "s--", label="W_V W_O")
     axes[0].set_xlabel("index")
     axes[0].set_ylabel("singular value")
     legend(axes[0], fontsize=8)

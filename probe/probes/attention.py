@@ -6,7 +6,7 @@ import os
 import numpy as np
 
 from .._limits import MAX_MEMORY, budgeted
-from ..analyses.attention import AttentionResult
+from ..analyses.attention import AttentionResult, attention_stats
 from ..api._common import (
     Finite,
     check_number,
@@ -62,8 +62,6 @@ def attention(path: str | os.PathLike, *, layer: int | None = None, step: str | 
     >>> res[0].avg_dev                            # (1, H)
     >>> res[0].mean_map.shape                     # (1, H, T, T)
     """
-    from ..analyses.attention import attention_stats
-
     if layer is not None:
         check_number("layer", layer, integer=True)
     with Run(path) as run:

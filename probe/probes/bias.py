@@ -6,7 +6,7 @@ import os
 import numpy as np
 
 from .._limits import MAX_MEMORY, budgeted
-from ..analyses.bias import BiasResult
+from ..analyses.bias import BiasResult, reasoning_bias
 from ..api._common import Finite, with_warnings
 from ..errors import ProbeError, param
 from ..format import Run
@@ -50,8 +50,6 @@ def bias(path: str | os.PathLike, splits: tuple[str, str] | None = None, *, step
     >>> [(r.step, r.delta_L) for r in probe.bias("run.h5", step="all")]
     >>> probe.bias("run.h5", splits=("mem", "rsn_test"))[0].delta_L
     """
-    from ..analyses.bias import reasoning_bias
-
     if splits is not None and len(splits) != 2:
         raise ProbeError(f"{param('splits')} takes exactly two splits, A then B")
     with Run(path) as run:

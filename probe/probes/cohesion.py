@@ -7,6 +7,7 @@ import numpy as np
 
 from .._limits import MAX_MEMORY, budgeted
 from ..analyses.cohesion import CohesionResult
+from ..analyses.cohesion import cohesion as _cohesion
 from ..api._common import TokenRows, with_warnings
 from ..errors import ProbeError, param
 from ..readers.source import open_source
@@ -60,8 +61,6 @@ def cohesion(path: str | os.PathLike, tokens=None, *, words=None, words_file: st
     >>> res[0].separation
     >>> dict(zip(res[0].groups, res[0].matrix.diagonal()))   # each group's cohesion
     """
-    from ..analyses.cohesion import cohesion as _cohesion
-
     with open_source(path, groups, mapping) as run:
         if tokens is None and words is None and words_file is None:
             if not run.groups:

@@ -8,6 +8,7 @@ import numpy as np
 from .._limits import DECOMPOSITION, FLOAT64, MAX_MEMORY, OverBudget, budgeted, check
 from ..analyses._stats import finite_rows
 from ..analyses.condense import CondenseResult
+from ..analyses.condense import condense as _condense
 from ..api._common import (
     Finite,
     check_enough,
@@ -84,8 +85,6 @@ def condense(path: str | os.PathLike, tokens=None, *, words=None, words_file: st
     >>> [(r.step, r.effective_rank) for r in res]
     >>> res[-1].top_share[1]                      # variance share of the top direction
     """
-    from ..analyses.condense import condense as _condense
-
     check_number("threshold", threshold, lo=-1.0, hi=1.0)
     if not top_shares or any(isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1
                              for k in top_shares):

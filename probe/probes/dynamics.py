@@ -6,7 +6,7 @@ import os
 import numpy as np
 
 from .._limits import MAX_MEMORY, budgeted
-from ..analyses.dynamics import DELTA, SPIKE_FACTOR, SPIKE_WINDOW, DynamicsResult
+from ..analyses.dynamics import DELTA, SPIKE_FACTOR, SPIKE_WINDOW, DynamicsResult, loss_dynamics
 from ..analyses.dynamics import WINDOW as SMOOTH
 from ..api._common import Finite, check_number, with_warnings
 from ..docstrings import STEPS
@@ -59,8 +59,6 @@ def dynamics(path: str | os.PathLike, *, step: str | int = "latest", delta: floa
     >>> d = probe.dynamics("run.h5")[0]
     >>> d.escape_step, d.spikes, d.spike_steps
     """
-    from ..analyses.dynamics import loss_dynamics
-
     check_number("delta", delta, lo=0.0)
     check_number("smooth", smooth, lo=1, integer=True)
     check_number("spike_factor", spike_factor, lo=1.0)

@@ -7,7 +7,7 @@ import warnings
 import numpy as np
 
 from .._limits import MAX_MEMORY, budgeted
-from ..analyses.norms import SATURATION, NormsResult
+from ..analyses.norms import SATURATION, NormsResult, gain_rms, norm_saturation
 from ..api._common import (
     MAX_TOKENS,
     WINDOW,
@@ -74,8 +74,6 @@ def norms(path: str | os.PathLike, *, step: str | int = "latest", saturation: fl
     >>> [(r.step, r.summary()["max_eps_share"]) for r in res]
     >>> probe.norms("model/", text="corpus.txt")[0].saturated
     """
-    from ..analyses.norms import gain_rms, norm_saturation
-
     check_number("saturation", saturation, lo=0.0, hi=1.0)
     path = os.fspath(path)
     if not is_snapshot_file(path):

@@ -8,7 +8,7 @@ import numpy as np
 
 from .._limits import MAX_MEMORY, budgeted, check_total
 from ..analyses._stats import finite_rows, nonfinite
-from ..analyses.ood import OODResult
+from ..analyses.ood import OODResult, loss_acc
 from ..api._common import Finite, check_fits, check_number, with_warnings
 from ..format import Run
 from ..plotting import as_text
@@ -108,8 +108,6 @@ def _model_fits(run: Run, workers: int) -> None:
                 4 * 2 * workers * sum(math.prod(shape) for shape in params.values()))
 def _ood_one(E, model, task, cfg, held_out: str, inputs: dict, step: int, check: Finite,
              finite_weights: bool) -> OODResult:
-    from ..analyses.ood import OODResult, loss_acc
-
     res = OODResult(step=step)
     logits_of = {}
     for split in task.splits:

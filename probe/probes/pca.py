@@ -7,6 +7,7 @@ import numpy as np
 
 from .._limits import DECOMPOSITION, MAX_MEMORY, budgeted
 from ..analyses.pca import PCAResult
+from ..analyses.pca import pca as _pca
 from ..api._common import TokenRows, check_number, unconverged, with_warnings
 from ..plotting import as_text, legend, pyplot
 from ..readers.source import open_source
@@ -65,8 +66,6 @@ def pca(path: str | os.PathLike, tokens=None, *, words=None, words_file: str | N
     >>> res[0].explained                          # (2,)
     >>> res[0].order_pc1["reasoning"]
     """
-    from ..analyses.pca import pca as _pca
-
     check_number("n_components", n_components, lo=1, integer=True)
     with open_source(path, groups, mapping) as run:
         rows = TokenRows(run, tokens, words, words_file, tensor, step, allow_nonfinite, "pca", 2, "PCA",

@@ -6,7 +6,7 @@ import os
 import numpy as np
 
 from .._limits import DECOMPOSITION, MAX_MEMORY, budgeted
-from ..analyses.rank import RankResult
+from ..analyses.rank import RankResult, matrix_ranks
 from ..api._common import (
     Finite,
     as_matrix,
@@ -64,8 +64,6 @@ def rank(path: str | os.PathLike, *, step: str | int = "latest", groups: str | N
     >>> res = probe.rank("run.h5", step="all")
     >>> [r.numbers["embedding"]["effective_rank"] for r in res]
     """
-    from ..analyses.rank import matrix_ranks
-
     with open_source(path, groups, mapping) as run:
         indices = run.step_indices(step)
         names = _rank_names(run)
@@ -124,5 +122,3 @@ PROBE = Probe("rank", WEIGHTS, "Effective rank of weights", function=rank,
                    "weight matrix; with --step all a trajectory, with --minima the step where each one bottoms "
                    "out.",
               detail=detail, chart=chart, figure=figure, cheap=True)
-
-

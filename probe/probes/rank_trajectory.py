@@ -6,6 +6,7 @@ import os
 
 from .._limits import MAX_MEMORY, budgeted
 from ..analyses.rank import RankTrajectoryResult
+from ..analyses.rank import rank_trajectory as _rank_trajectory
 from ..api._common import with_warnings
 from ..errors import ProbeError, param
 from ..plotting import as_text, legend
@@ -56,8 +57,6 @@ def rank_trajectory(path: str | os.PathLike, *, step: str | int = "all", metric:
     >>> traj = probe.rank_trajectory("run.h5")[0]
     >>> traj.min_step["embedding"], traj.dip("embedding"), traj.condense_then_expand("embedding")
     """
-    from ..analyses.rank import rank_trajectory as _rank_trajectory
-
     results = rank(path, step=step, groups=groups, mapping=mapping, allow_nonfinite=allow_nonfinite)
     known = list(next(iter(results[0].numbers.values())))
     if metric not in known:

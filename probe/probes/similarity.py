@@ -6,7 +6,7 @@ import os
 import numpy as np
 
 from .._limits import MAX_MEMORY, budgeted
-from ..analyses.similarity import BLOCKED_ABOVE, SimilarityResult
+from ..analyses.similarity import BLOCKED_ABOVE, SimilarityResult, cosine_similarity, cosine_similarity_blocked
 from ..api._common import TokenRows, with_warnings
 from ..plotting import similarity_heatmaps
 from ..readers.source import open_source
@@ -64,8 +64,6 @@ def similarity(path: str | os.PathLike, tokens=None, *, words=None, words_file: 
     >>> probe.similarity("model/", words="cat,dog,fish,bird")[0].mean_offdiag
     >>> probe.similarity("run.h5", step="all").to_frame()
     """
-    from ..analyses.similarity import cosine_similarity, cosine_similarity_blocked
-
     with open_source(path, groups, mapping) as run:
         rows = TokenRows(run, tokens, words, words_file, tensor, step, allow_nonfinite, "similarity", 2,
                           "cosine similarity")

@@ -6,7 +6,7 @@ import os
 import numpy as np
 
 from .._limits import MAX_MEMORY, budgeted
-from ..analyses.sinks import MIN_QUERY, SINK_THRESHOLD, SinksResult
+from ..analyses.sinks import MIN_QUERY, SINK_THRESHOLD, SinksResult, attention_sinks
 from ..api._common import (
     MAX_TOKENS,
     WINDOW,
@@ -73,8 +73,6 @@ def sinks(path: str | os.PathLike, *, step: str | int = "latest", min_query: int
     >>> r.sink_mass.shape                         # (layers, heads)
     >>> r.summary()["sink_head_fraction"]
     """
-    from ..analyses.sinks import attention_sinks
-
     check_number("min_query", min_query, lo=1, integer=True)
     check_number("sink_threshold", sink_threshold, lo=0.0, hi=1.0)
     path = os.fspath(path)

@@ -7,7 +7,7 @@ import numpy as np
 
 from .._limits import DECOMPOSITION, MAX_MEMORY, budgeted, in_context
 from ..analyses._stats import nonfinite
-from ..analyses.spectrum import SpectrumResult
+from ..analyses.spectrum import PRECISIONS, SpectrumResult, layer_spectrum
 from ..api._common import (
     Finite,
     as_matrix,
@@ -75,8 +75,6 @@ def spectrum(path: str | os.PathLike, *, step: str | int = "latest", precision: 
     >>> [(layer.name, layer.alpha) for layer in res[0].layers]
     >>> res[0].summary()["mean_alpha"]
     """
-    from ..analyses.spectrum import PRECISIONS, SpectrumResult
-
     if precision not in PRECISIONS:
         raise ProbeError(f"{param('precision', precision)}: use {' or '.join(PRECISIONS)}")
     check_number("threads", threads, lo=0, integer=True)
@@ -113,8 +111,6 @@ def _layer_spectra(names: list[str], read, precision: str, threads: int, progres
     with one BLAS thread: on 2 cores the small Gram matrices and eigen-decompositions of a
     transformer scale with the workers, where two BLAS threads on one matrix do not. A matrix holding
     NaN or inf is reported through ``check`` (from this thread) and, allowed, left out."""
-    from ..analyses.spectrum import layer_spectrum
-
     workers = min(threads or os.cpu_count() or 1, max(1, len(names)))
 
     def one(n):

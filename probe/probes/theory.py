@@ -7,6 +7,7 @@ import numpy as np
 
 from .._limits import MAX_MEMORY, budgeted
 from ..analyses.theory import TheoryResult
+from ..analyses.theory import theory as _theory
 from ..api._common import (
     Finite,
     check_enough,
@@ -77,8 +78,6 @@ def theory(path: str | os.PathLike, tokens=None, *, words=None, words_file: str 
     >>> [(r.step, r.pearson_r) for r in res]
     >>> res[-1].measured.shape                    # (k, k)
     """
-    from ..analyses.theory import theory as _theory
-
     if dim is not None:
         check_number("dim", dim, lo=1, integer=True)
     check_number("seed", seed, lo=0, integer=True)

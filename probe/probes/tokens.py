@@ -8,7 +8,7 @@ import numpy as np
 
 from .._limits import MAX_MEMORY, budgeted
 from .._text import terminal
-from ..analyses.tokens import BUCKETS, TokensResult
+from ..analyses.tokens import BUCKETS, TokensResult, ngram_surprisal, token_features, token_gains
 from ..api._common import (
     MAX_TOKENS,
     WINDOW,
@@ -85,8 +85,6 @@ def tokens(path: str | os.PathLike, other: str | os.PathLike | None = None, *, s
     >>> [(b["bucket"], b["gain_share"]) for b in r.buckets["context_benefit"]]
     >>> probe.tokens("model-a/", "model-b/", text="corpus.txt")[0].summary()
     """
-    from ..analyses.tokens import ngram_surprisal, token_features, token_gains
-
     check_number("buckets", buckets, lo=1, integer=True)
     path = os.fspath(path)
     other = os.fspath(other) if other is not None else None
@@ -97,6 +95,7 @@ def tokens(path: str | os.PathLike, other: str | os.PathLike | None = None, *, s
         raise ProbeError(f"tokens compares two models: give a second run, or a second step of the same run "
                          f"with {param('step_b')}")
     b_path = other if other is not None else path
+    checks = Finite(path, allow_nonfinite), Finite(b_path, allow_nonfinite)
     same_steps = step_b is None and str(step) != "latest"
     step_b = step if step_b is None else step_b
     if not is_snapshot_file(path) or not is_snapshot_file(b_path):
@@ -110,7 +109,6 @@ def tokens(path: str | os.PathLike, other: str | os.PathLike | None = None, *, s
             raise ProbeError(f"{path} and {b_path} tokenize the text differently; the per-token comparison needs "
                              "one vocabulary")
         # checked before anything else is said: an error comes alone
-        checks = Finite(path, allow_nonfinite), Finite(b_path, allow_nonfinite)
         keep = finite_tokens_of(checks, [(0, "token_loss", fa.token_loss, None),
                                           (0, "token_entropy", fa.token_entropy, None),
                                           (1, "token_loss", fb.token_loss, None),
@@ -141,7 +139,6 @@ def tokens(path: str | os.PathLike, other: str | os.PathLike | None = None, *, s
         raise ProbeError(exc.args[0].replace(f"{mark}step{mark}", param("step_b"))
                          .replace(f"{mark}step=", f"{mark}step_b=")) from None
     out = []
-    checks = Finite(path, allow_nonfinite), Finite(b_path, allow_nonfinite)
     a = runs_a[0]   # what does not change with the step (the windows' n-gram numbers): checked once
     fixed = finite_tokens_of(checks, [(0, "token_probe_unigram", a["unigram"], None),
                                        (0, "token_probe_bigram", a["bigram"], None),
