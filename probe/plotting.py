@@ -290,9 +290,8 @@ def trajectory(results: Sequence, path, title: str, dpi: int = 150) -> None:
         One result per step.
     """
     plt = pyplot()
-    keys = list(dict.fromkeys(k for r in results for k in r.summary()))
     families: dict[str, list[str]] = {}
-    for k in keys:
+    for k in dict.fromkeys(k for r in results for k in r.summary()):
         families.setdefault(k.split("[")[0], []).append(k)
     n = len(families)
     cols = min(3, n)
