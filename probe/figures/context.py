@@ -169,8 +169,6 @@ class FigureContext:
         return f"{title}\n({caveat})" if caveat and self.quick else title
 
     def _gpu(self) -> bool:
-        from probe_train.runs import cuda_available
-
         return self.size == "full" and cuda_available()
 
     # --- the papers' experiments: declarations, nothing trained -------------------------------
