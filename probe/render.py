@@ -23,7 +23,7 @@ import sys
 from typing import Iterable, Sequence
 
 from ._text import shown, terminal
-from .analyses.base import TIDY, jsonable, split_key, tidy_rows   # the one source of every CSV row
+from .analyses.base import TIDY, jsonable, split_key, tidy_rows, tidy_value   # the one source of every CSV row
 
 WIDTH = 100      # a terminal's columns: every probe table fits them unless --wide
 MAX_CELL = 40    # a longer label (a token's text, a checkpoint's tensor name) is cut with … to fit
@@ -34,13 +34,11 @@ MORE_HINT = "--wide: all; -f csv or json: every value"
 def cell(v, small: bool = False) -> str:
     """A value as a table shows it; ``small``: a float column whose numbers are all below 1e-3, which
     keep three significant digits (an ε share of 4e-05 is not 0.0000)."""
-    if v is None:
+    if tidy_value(v) is None:   # undefined: None, NaN, infinite
         return "-"
     if isinstance(v, bool):
         return "yes" if v else ""
     if isinstance(v, float):
-        if not math.isfinite(v):
-            return "-"
         return f"{v:.3g}" if small else f"{v:.4f}"
     return terminal(str(v))   # as printed: \x1b is four columns wide; an int prints as an int
 
@@ -147,7 +145,7 @@ def write_json(obj, out=None) -> None:
 def write_csv(header: Sequence[str], rows: Iterable[Sequence], out=None) -> None:
     w = csv.writer(out or sys.stdout, lineterminator="\n")
     w.writerow(header)
-    w.writerows(["" if v is None or (isinstance(v, float) and not math.isfinite(v)) else v for v in r] for r in rows)
+    w.writerows(["" if tidy_value(v) is None else v for v in r] for r in rows)
 
 
 def _fits(header: Sequence[str], rows: list[list]) -> bool:
