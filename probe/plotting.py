@@ -148,9 +148,7 @@ def fitted_range(matrix: np.ndarray) -> tuple[float, float, str]:
     lo, hi = float(off.min()), float(off.max())
     top = max(abs(lo), abs(hi))
     if lo < -0.05 * top and hi > 0.05 * top:
-        if top >= 0.5:
-            return -1.0, 1.0, "RdBu_r"
-        step = float(nice_step(top, 1))
+        step = 1.0 if top >= 0.5 else float(nice_step(top, 1))
         return -step, step, "RdBu_r"
     step = nice_step((hi - lo) / 4 or abs(hi) or 1.0, 1)
     return float(np.floor(lo / step) * step), float(np.ceil(hi / step) * step), "viridis"
@@ -290,9 +288,8 @@ def trajectory(results: Sequence, path, title: str, dpi: int = 150) -> None:
         One result per step.
     """
     plt = pyplot()
-    keys = list(dict.fromkeys(k for r in results for k in r.summary()))
     families: dict[str, list[str]] = {}
-    for k in keys:
+    for k in dict.fromkeys(k for r in results for k in r.summary()):
         families.setdefault(k.split("[")[0], []).append(k)
     n = len(families)
     cols = min(3, n)

@@ -23,8 +23,8 @@ import sys
 from typing import Iterable, Sequence
 
 from ._text import shown, terminal
+from .analyses.base import TIDY, jsonable, split_key, tidy_rows, tidy_value   # the one source of every CSV row
 
-TIDY = ("step", "metric", "key", "value")
 WIDTH = 100      # a terminal's columns: every probe table fits them unless --wide
 MAX_CELL = 40    # a longer label (a token's text, a checkpoint's tensor name) is cut with … to fit
 MAX_KEYS = 24    # keys of one metric a summary shows (sink_mass of every head of a 12 x 12 model: 144)
@@ -34,13 +34,11 @@ MORE_HINT = "--wide: all; -f csv or json: every value"
 def cell(v, small: bool = False) -> str:
     """A value as a table shows it; ``small``: a float column whose numbers are all below 1e-3, which
     keep three significant digits (an ε share of 4e-05 is not 0.0000)."""
-    if v is None:
+    if tidy_value(v) is None:   # undefined: None, NaN, infinite
         return "-"
     if isinstance(v, bool):
         return "yes" if v else ""
     if isinstance(v, float):
-        if not math.isfinite(v):
-            return "-"
         return f"{v:.3g}" if small else f"{v:.4f}"
     return terminal(str(v))   # as printed: \x1b is four columns wide; an int prints as an int
 
@@ -139,8 +137,6 @@ def _shown(v):
 
 def write_json(obj, out=None) -> None:
     """``obj`` as strict JSON (numpy values converted, non-finite floats as null, strings valid Unicode)."""
-    from .analyses.base import jsonable
-
     out = out or sys.stdout
     json.dump(_shown(jsonable(obj)), out, indent=2, allow_nan=False)
     out.write("\n")
@@ -149,12 +145,7 @@ def write_json(obj, out=None) -> None:
 def write_csv(header: Sequence[str], rows: Iterable[Sequence], out=None) -> None:
     w = csv.writer(out or sys.stdout, lineterminator="\n")
     w.writerow(header)
-    w.writerows(["" if v is None or (isinstance(v, float) and not math.isfinite(v)) else v for v in r] for r in rows)
-
-
-def tidy_rows(results) -> list[tuple]:
-    """``step,metric,key,value`` rows of a list of results."""
-    return [(r.step, m, k, v) for r in results for m, k, v in r.rows()]
+    w.writerows(["" if tidy_value(v) is None else v for v in r] for r in rows)
 
 
 def _fits(header: Sequence[str], rows: list[list]) -> bool:
@@ -167,8 +158,6 @@ def summary_table(results, wide: bool = False) -> None:
     """The summary numbers, one row per step (a trajectory reads down a column). Too wide for one
     table: the plain numbers first, then a table per keyed metric (``sv1[layer0/W_K]``: under ``sv1:``,
     a column per key, at most :data:`MAX_KEYS` of them), each wrapped to :data:`WIDTH`."""
-    from .analyses.base import split_key
-
     summaries = [r.summary() for r in results]
     keys = list(dict.fromkeys(k for s in summaries for k in s))
     if not keys:

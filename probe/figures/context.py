@@ -51,20 +51,13 @@ class RunSpec:
 
 def specs(declared) -> list[RunSpec]:
     """Every RunSpec in a declaration (a RunSpec, or lists / dicts of them), in order, once."""
-    out: dict[RunSpec, None] = {}
-
-    def walk(x):
-        if isinstance(x, RunSpec):
-            out[x] = None
-        elif isinstance(x, Mapping):
-            for v in x.values():
-                walk(v)
-        elif isinstance(x, (list, tuple)):
-            for v in x:
-                walk(v)
-
-    walk(declared)
-    return list(out)
+    if isinstance(declared, RunSpec):
+        return [declared]
+    if isinstance(declared, Mapping):
+        declared = list(declared.values())
+    if not isinstance(declared, (list, tuple)):
+        return []
+    return list(dict.fromkeys(s for x in declared for s in specs(x)))
 
 
 def seed_count(declared) -> int:
@@ -176,8 +169,6 @@ class FigureContext:
         return f"{title}\n({caveat})" if caveat and self.quick else title
 
     def _gpu(self) -> bool:
-        from probe_train.runs import cuda_available
-
         return self.size == "full" and cuda_available()
 
     # --- the papers' experiments: declarations, nothing trained -------------------------------

@@ -198,10 +198,8 @@ def check_figures(names: list[str], ctx: FigureContext, folder: Path, seeds: Map
                   ) -> tuple[dict[str, list[Claim]], dict[str, str]]:
     """({figure: its claims checked in the seeds it draws}, {figure: error}); a figure that states no
     effect has no claims. Trains what is missing, draws nothing."""
-    def check(script, runs):
-        return script.effect(ctx, runs) if script.effect is not None else []
-
-    return _each_figure(names, ctx, folder, check, "checked", seeds)
+    return _each_figure(names, ctx, folder, lambda script, runs: script.effect(ctx, runs) if script.effect else [],
+                        "checked", seeds)
 
 
 def run_script(make: Callable[..., list[Path]]) -> None:

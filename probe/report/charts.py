@@ -28,11 +28,6 @@ def step_axis(steps) -> tuple[str, str]:
     return ("symlog", "step (log scale)") if A.steps_are_logspaced(steps) else ("linear", "step")
 
 
-def extent(values) -> tuple | None:
-    vals = [float(v) for v in values if v is not None and np.isfinite(v)]
-    return (min(vals), max(vals)) if vals else None
-
-
 def curves(curve_steps: list[int], curves_: dict, xlim=None, ylims: dict | None = None, runs: int = 1) -> str | None:
     """Loss (log y) and accuracy ([0, 1]) per split against the step, one panel each."""
     kinds = [k for k in ("loss", "acc") if any(k in ms for ms in curves_.values())]
@@ -52,9 +47,8 @@ def curves(curve_steps: list[int], curves_: dict, xlim=None, ylims: dict | None 
 def trajectory(steps: list[int], summaries: list[dict], xlim=None, ylims: dict | None = None,
                runs: int = 1) -> str | None:
     """Every summary number of a probe against the step: one panel per family (``mean``, ``by_distance[…]``)."""
-    keys = list(dict.fromkeys(k for s in summaries for k in s))
     families: dict[str, list[str]] = {}
-    for k in keys:
+    for k in dict.fromkeys(k for s in summaries for k in s):
         families.setdefault(family(k), []).append(k)
     if not families or len(steps) < 2:
         return None

@@ -21,6 +21,7 @@ from .._text import markup_text
 from ..errors import ProbeError, captured, failure, unknown
 from . import MAX_STEPS, SLIDER_MAX, charts
 from .sources import PENDING, Budget, Section, RunSource, open_run, pick_steps
+from .svg import extent
 
 REFRESH_S = 3
 HEADLINE_FIELDS = ("kind", "snapshots", "task", "model", "gamma", "layers", "d_model", "heads", "steps", "lr",
@@ -186,13 +187,13 @@ class Report:
             "config": self._config(),
             "sections": sections,
         }
-        return render_page("report.html.j2", page=page)
+        return _env().get_template("report.html.j2").render(page=page)
 
     def _curves(self, srcs: list[RunSource]) -> dict:
         """Loss and accuracy per split, one column per run, on the same axes."""
-        xlim = charts.extent([x for s in srcs for x in s.curve_steps])
-        ylims = {kind: charts.extent([v for s in srcs for ms in s.curves.values() if kind in ms
-                                      for v in ms[kind] if kind != "loss" or v > 0]) for kind in ("loss", "acc")}
+        xlim = extent([x for s in srcs for x in s.curve_steps])
+        ylims = {kind: extent([v for s in srcs for ms in s.curves.values() if kind in ms
+                               for v in ms[kind] if kind != "loss" or v > 0]) for kind in ("loss", "acc")}
         cells = []
         for s in srcs:
             svg = charts.curves(s.curve_steps, s.curves, xlim, ylims, len(srcs)) if s.curves else None
@@ -230,13 +231,13 @@ class Report:
     def _probe_section(self, probe: str, srcs: list[RunSource], secs: list[Section]) -> dict:
         # the trajectories of all runs on the same axes: one family's panel reads across the columns
         steps_all = [st for sec in secs for st in sec.results]
-        xlim = charts.extent(steps_all)
+        xlim = extent(steps_all)
         fams: dict[str, list] = {}
         for sec in secs:
             for r in sec.results.values():
                 for k, v in r.summary().items():   # a family's values, for axes shared across runs
                     fams.setdefault(charts.family(k), []).append(charts.plain_number(v))
-        ylims = {fam: charts.extent(vals) for fam, vals in fams.items()}
+        ylims = {fam: extent(vals) for fam, vals in fams.items()}
         cells = []
         for s, sec in zip(srcs, secs):
             if not sec.results:
@@ -285,10 +286,6 @@ def _env() -> jinja2.Environment:
     return jinja2.Environment(
         loader=jinja2.FileSystemLoader(os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")),
         autoescape=True, finalize=_shown_text, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-
-
-def render_page(template: str, **values) -> str:
-    return _env().get_template(template).render(**values)
 
 
 def note_html(text: str, cls: str = "note") -> dict:

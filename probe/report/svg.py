@@ -79,7 +79,8 @@ def _n(v: float) -> str:
     return f"{v:.1f}"
 
 
-def _limits(values, scale: str, lim):
+def extent(values, scale: str = "linear", lim=None) -> tuple | None:
+    """(lowest, highest) of the finite ``values`` and ``lim`` (positive only on a log ``scale``); None: none."""
     vals = [float(v) for v in [*values, *(lim or ())] if v is not None and np.isfinite(v) and (scale != "log" or v > 0)]
     return (min(vals), max(vals)) if vals else None
 
@@ -118,11 +119,9 @@ def render(panels: list[Panel], width: int = 330, height: int = 230, cols: int =
     """The panels as one ``<svg>`` (``width`` x ``height`` px per panel, ``cols`` per row)."""
     cols = max(1, min(cols, len(panels)))
     rows = (len(panels) + cols - 1) // cols
-    body = []
-    for n, p in enumerate(panels):
-        body.append(_panel(p, (n % cols) * width, (n // cols) * height, width, height))
+    body = "".join(_panel(p, (n % cols) * width, (n // cols) * height, width, height) for n, p in enumerate(panels))
     w, h = cols * width, rows * height
-    return _el("svg", None, "".join(body), xmlns="http://www.w3.org/2000/svg", width=w, height=h,
+    return _el("svg", None, body, xmlns="http://www.w3.org/2000/svg", width=w, height=h,
                viewBox=f"0 0 {w} {h}", class_="chart", font_family="DejaVu Sans, sans-serif", font_size=FONT)
 
 
@@ -140,7 +139,7 @@ def _panel(p: Panel, ox: float, oy: float, width: float, height: float) -> str:
         ys = [y for lab in labels for y in p.series[lab][1]]
     ys += [p.hline[0]] if p.hline is not None else []
     xs += [p.vline[0]] if p.vline is not None else []
-    xl, yl = _limits(xs, p.xscale, p.xlim), _limits(ys, p.yscale, p.ylim)
+    xl, yl = extent(xs, p.xscale, p.xlim), extent(ys, p.yscale, p.ylim)
     if (p.kind != "bar" and p.xscale != "unit" and xl is None) or (p.kind != "barh" and p.yscale != "unit"
                                                                     and yl is None):
         out.append(_el("text", "no finite values", x=_n(ox + width / 2), y=_n(oy + height / 2), text_anchor="middle"))
@@ -167,7 +166,7 @@ def _panel(p: Panel, ox: float, oy: float, width: float, height: float) -> str:
         if ref is not None and (sy if across else sx).keeps(ref[0]):
             at = Y(ref[0]) if across else X(ref[0])
             x1, x2, y1, y2 = (box[0], box[0] + box[2], at, at) if across else (at, at, box[1], box[1] + box[3])
-            out.append(_el("line", None, _el_title(f"{ref[1]}: {ref[0]:.4g}"), x1=_n(x1), x2=_n(x2), y1=_n(y1),
+            out.append(_el("line", None, _el("title", f"{ref[1]}: {ref[0]:.4g}"), x1=_n(x1), x2=_n(x2), y1=_n(y1),
                            y2=_n(y2), stroke="#888", stroke_dasharray="3 3"))
     draw = {"line": _lines, "scatter": _scatter, "bar": _bars, "barh": _bars}[p.kind]
     out += draw(p, labels, sx, sy, box, X, Y)
@@ -177,7 +176,7 @@ def _panel(p: Panel, ox: float, oy: float, width: float, height: float) -> str:
             ly = box[1] + 6 + i * (FONT + 5)
             c = _colour(lab, i)
             out.append(_el("line", x1=_n(lx), x2=_n(lx + 12), y1=_n(ly), y2=_n(ly), stroke=c, stroke_width=2.5))
-            out.append(_el("text", _cut(lab), _el_title(lab), x=_n(lx + 16), y=_n(ly + FONT / 2 - 1.5), fill="#222",
+            out.append(_el("text", _cut(lab), _el("title", lab), x=_n(lx + 16), y=_n(ly + FONT / 2 - 1.5), fill="#222",
                            class_="legend"))
     return _el("g", None, "".join(out), class_="panel")
 
@@ -189,10 +188,6 @@ def _axis_labels(p: Panel, ox: float, oy: float, height: float, box: tuple) -> l
                 fill="#333", class_="xlabel"),
             _el("text", p.ylabel, x=_n(lx), y=_n(cy), text_anchor="middle", fill="#333",
                 transform=f"rotate(-90 {_n(lx)} {_n(cy)})", class_="ylabel")]
-
-
-def _el_title(text: str) -> str:
-    return _el("title", text)
 
 
 def _ticks(sx, sy, box, X, Y) -> list[str]:
@@ -224,12 +219,12 @@ def _lines(p, labels, sx, sy, box, X, Y) -> list[str]:
         if not pts:
             continue
         c = _colour(lab, i)
-        out.append(_el("polyline", None, _el_title(lab), fill="none", stroke=c, stroke_width=1.8,
+        out.append(_el("polyline", None, _el("title", lab), fill="none", stroke=c, stroke_width=1.8,
                        points=" ".join(f"{_n(X(x))},{_n(Y(y))}" for x, y in pts)))
         r = 2.5 if len(pts) <= 40 else 4
         for x, y in pts:
-            out.append(_el("circle", None, _el_title(f"{lab} · {p.xlabel} {x:g}: {y:.4g}"), cx=_n(X(x)), cy=_n(Y(y)),
-                           r=r, fill=c, fill_opacity=1 if len(pts) <= 40 else 0))
+            out.append(_el("circle", None, _el("title", f"{lab} · {p.xlabel} {x:g}: {y:.4g}"), cx=_n(X(x)),
+                           cy=_n(Y(y)), r=r, fill=c, fill_opacity=1 if len(pts) <= 40 else 0))
     return out
 
 
@@ -241,8 +236,8 @@ def _scatter(p, labels, sx, sy, box, X, Y) -> list[str]:
         c = _colour(lab, i)
         for x, y, name in zip(xs, ys, names):
             if sx.keeps(x) and sy.keeps(y):
-                out.append(_el("circle", None, _el_title(f"{lab} {name}: ({x:.3g}, {y:.3g})"), cx=_n(X(x)), cy=_n(Y(y)),
-                               r=3.5, fill=c, fill_opacity=0.85))
+                out.append(_el("circle", None, _el("title", f"{lab} {name}: ({x:.3g}, {y:.3g})"), cx=_n(X(x)),
+                               cy=_n(Y(y)), r=3.5, fill=c, fill_opacity=0.85))
     return out
 
 
@@ -263,7 +258,7 @@ def _bars(p, labels, sx, sy, box, X, Y) -> list[str]:
             along, across = (min(end, base), max(abs(end - base), 0.5)), (start, max(bw, 0.5))
             x, w, y, h = (*along, *across) if flat else (*across, *along)
             tip = f"{p.categories[j]} · {lab}: {v:.4g}" if flat else f"{lab} · {p.xlabel} {p.categories[j]}: {v:.4g}"
-            out.append(_el("rect", None, _el_title(tip), x=_n(x), y=_n(y), width=_n(w), height=_n(h), fill=c))
+            out.append(_el("rect", None, _el("title", tip), x=_n(x), y=_n(y), width=_n(w), height=_n(h), fill=c))
     return out
 
 
