@@ -273,10 +273,8 @@ def dataset_findings(path: str, dtype: np.dtype, got: tuple[int, ...] | None, sp
     past them are an unfinished snapshot; ``n`` None: not checked). Metadata only."""
     out = []
     want = spec.get("dtype", "any")
-    if want == "utf-8 string":
-        if h5py.check_string_dtype(dtype) is None:
-            out.append(f"'{path}' has dtype {dtype}, expected {want}")
-    elif want != "any" and dtype != np.dtype(want):
+    string = want == "utf-8 string"
+    if want != "any" and (h5py.check_string_dtype(dtype) is None if string else dtype != np.dtype(want)):
         out.append(f"'{path}' has dtype {dtype}, expected {want}")
     shape = spec.get("shape", ["..."])
     if got is None:   # an empty (null) dataspace: no shape at all
@@ -323,20 +321,17 @@ def _fits(parts: list[str], template: list[str]) -> bool:
     for i, t in enumerate(template):
         if t == "{name}":
             return i < len(parts) and all(parts[i:])
-        if i >= len(parts):
+        if i >= len(parts) or not _component_fits(parts[i], t):
             return False
-        p = parts[i]
-        if "{" not in t:
-            if p != t:
-                return False
-        elif t.startswith("{"):
-            if not p:
-                return False
-        else:
-            prefix = t.split("{")[0]
-            if not (p.startswith(prefix) and p[len(prefix):].isdigit()):
-                return False
     return len(parts) == len(template)
+
+
+def _component_fits(part: str, t: str) -> bool:
+    """Whether one path component fits one template component (``{name}`` aside: see :func:`_fits`)."""
+    if "{" not in t:
+        return part == t
+    prefix = t.split("{")[0]
+    return part.startswith(prefix) and part[len(prefix):].isdigit() if prefix else bool(part)
 
 
 def schema_entry(path: str, version: tuple[int, int]) -> tuple[str, dict] | None:
@@ -407,13 +402,10 @@ class ReadCheck:
         self._done: set[str] = set()
         self._names: dict[int, list[str]] | None = None
         self._ids: dict[int, h5py.h5d.DatasetID] = {}   # by object address: see one()
-        step = f.get(P["step"])
+        step = self._checked(P["step"])
         if step is None:
-            raise ProbeError(f"{path}: missing dataset '{P['step']}'")
-        if not isinstance(step, h5py.Dataset):
-            raise ProbeError(f"{path}: '{P['step']}' is a group, not a dataset")
-        step = self.one(step)
-        self.dataset(P["step"], step, None)
+            raise ProbeError(f"{path}: '{P['step']}' is a group, not a dataset" if P["step"] in f
+                             else f"{path}: missing dataset '{P['step']}'")
         unwritten = unwritten_finding(P["step"], step)   # (its rows would be read whole, however many it declares)
         refuse(path, [unwritten] if unwritten else [])
         try:

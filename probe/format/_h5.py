@@ -48,7 +48,7 @@ def chunks_for(row_shape: Sequence[int], itemsize: int) -> tuple[int, ...]:
     row_shape = tuple(int(s) for s in row_shape)
     nbytes = itemsize * int(np.prod(row_shape, dtype=np.int64))
     if not row_shape or nbytes <= _WHOLE_CHUNK_BYTES:
-        return (1, *row_shape) if row_shape else (1,)
+        return (1, *row_shape)
     per_row = nbytes // row_shape[0]
     rows = max(1, min(row_shape[0], _ROW_BLOCK_BYTES // max(per_row, 1)))
     return (1, rows, *row_shape[1:])

@@ -96,9 +96,8 @@ def abandon_file(f: h5py.File, vfd: tuple[int, os.stat_result] | None) -> None:
         finally:
             os.close(scratch)
     try:
-        f.close()
-    except Exception:
-        pass
+        with contextlib.suppress(Exception):
+            f.close()
     finally:
         if limit is not None:
             import resource
@@ -141,10 +140,8 @@ def file_size_limit() -> int | None:
 
 
 def _remove(path: str) -> None:
-    try:
+    with contextlib.suppress(OSError):
         os.unlink(path)
-    except OSError:
-        pass
 
 
 def temp_names(path: str | os.PathLike) -> str:

@@ -329,11 +329,8 @@ class Run:
         n = self.n_snapshots
         out: dict[str, dict[str, np.ndarray]] = {}
         for split in self.splits:
-            out[split] = {}
-            for metric in METRICS:
-                path = path_of("metric", split=split, metric=metric)
-                if path in self._f:
-                    out[split][metric] = np.asarray(self.at(path)[:n])
+            paths = {metric: path_of("metric", split=split, metric=metric) for metric in METRICS}
+            out[split] = {metric: np.asarray(self.at(p)[:n]) for metric, p in paths.items() if p in self._f}
         return out
 
     # steps -----------------------------------------------------------------

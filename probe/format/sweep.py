@@ -45,8 +45,6 @@ def read_manifest(path: str | os.PathLike) -> tuple[str, dict]:
         with open_regular(file, what="sweep manifest") as fh:
             manifest = load_json(fh, file, "sweep manifest")
         manifest["runs"], manifest["grid"]
-    except FileNotFoundError:
-        raise ProbeError(missing) from None
     except (OSError, ValueError, KeyError, TypeError):
         raise ProbeError(f"{file}: not a sweep manifest written by probe-train sweep") from None
     return os.path.dirname(os.path.abspath(file)), manifest

@@ -69,7 +69,6 @@ class _Checker:
         self.storage: list[str] = []           # datasets whose data lives in other files
         self.schema = snapshot_schema()
         self.objects = scan.objects()
-        self.leaves = [name for names in self.objects.values() for name in names]
         self._addr = {name: addr for addr, names in self.objects.items() for name in names}
         self._first: dict[int, str] = {}         # the name each dataset was opened by (one id each: see _get)
         self.flagged = set(scan.paths)          # names never to open (links, then datasets stored elsewhere)
@@ -305,7 +304,7 @@ class _Checker:
 
     def _leaf_names(self, base: str) -> list[str]:
         """The datasets below ``base`` (by their hard-link names; not those behind a flagged link)."""
-        return [p for p in self.leaves if p.startswith(base + "/") and isinstance(self._get(p), h5py.Dataset)]
+        return [p for p in self._addr if p.startswith(base + "/") and isinstance(self._get(p), h5py.Dataset)]
 
     def _check(self, entry: str, spec: dict, path: str, dims: dict, n: int) -> None:
         obj = self._get(path)

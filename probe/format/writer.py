@@ -148,15 +148,11 @@ class Writer:
         self._within_limit(self._row_bytes + 8 * len(step_losses if step_losses is not None else ()),
                            f"snapshot at step {step}")
         values: dict[str, object] = {P["epoch"]: epoch, P["time"]: time, P["train_loss"]: train_loss}
-        for split, ms in metrics.items():
-            for metric, v in ms.items():
-                values[path_of("metric", split=split, metric=metric)] = v
-        for name, arr in params.items():
-            values[path_of("param", name=name)] = arr
+        values.update({path_of("metric", split=s, metric=m): v for s, ms in metrics.items() for m, v in ms.items()})
+        values.update({path_of("param", name=name): arr for name, arr in params.items()})
         if attention is not None:
             values[P["attention"]] = attention
-        for entry, v in (extra or {}).items():
-            values[P[entry]] = v
+        values.update({P[entry]: v for entry, v in (extra or {}).items()})
         try:
             if step_losses is not None and len(step_losses) and P["step_loss"] in f:
                 log = f[P["step_loss"]]
@@ -208,9 +204,7 @@ class Writer:
         :func:`_scratch`). The limit is known beforehand, unlike the free space of a disk; the
         file, closed normally, keeps every snapshot before."""
         limit = file_size_limit()
-        if limit is None:
-            return
-        if int(self._f.id.get_filesize()) + with_metadata(nbytes) <= limit:
+        if limit is None or int(self._f.id.get_filesize()) + with_metadata(nbytes) <= limit:
             return
         self.close()
         raise WriteFailed(f"{write_cause(OSError(errno.EFBIG, ''))} while writing {self.path} ({doing}: the "
@@ -272,8 +266,7 @@ class Writer:
                 raise WriteFailed(f"{write_cause(OSError(errno.EFBIG, ''))} while writing {path} ({doing}: "
                                   f"a copy of its {size} bytes would pass this process's limit of {limit} bytes); {kept}")
             with new_file(path, doing, kept) as (g, tmp):
-                for k, v in f.attrs.items():
-                    g.attrs[k] = v
+                g.attrs.update(f.attrs)
                 if config is not None:
                     g.attrs["config"] = json.dumps(dict(config), sort_keys=True)
                 if environment is not None:
@@ -326,7 +319,6 @@ def _copy_slot(run: Run, g: h5py.File, slot: int, checksums: bool) -> None:
         for name, ds in datasets(run.h5[f"{RESUME_GROUP}/slot{slot}"], each_link=True):
             path = path_of("resume_tensor", slot=other, name=name)
             if other == slot:
-                src = Dataset(ds, run, path_of("resume_tensor", slot=slot, name=name))
-                new_dataset(g, path, np.asarray(src[()]), checksums=checksums)
+                new_dataset(g, path, np.asarray(Dataset(ds, run, path)[()]), checksums=checksums)
             else:
                 new_dataset(g, path, shape=ds.shape, dtype=ds.dtype, checksums=checksums)
