@@ -398,9 +398,7 @@ def preset_rows() -> list[dict]:
     rows = []
     for name in PRESETS:
         c = make_preset(name)
-        rows.append({"preset": name, "task": c.task, "model": c.model, "layers": c.layers, "d_model": c.d_model,
-                     "heads": c.heads, "d_ff": c.d_ff, "steps": c.steps, "batch_size": c.batch_size,
-                     "purpose": PURPOSES[name]})
+        rows.append({"preset": name, **{k: getattr(c, k) for k in PRESET_COLUMNS[1:-1]}, "purpose": PURPOSES[name]})
     return rows
 
 
