@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 from dataclasses import fields
+from functools import partial
 from typing import Optional
 
 import click
@@ -151,8 +152,6 @@ class _TensorBoard:
 
     def start(self, trainer, stored: Optional[RunConfig]) -> None:
         """Before the first step: the folder of a fresh run emptied, that of a resumed one filled in."""
-        from functools import partial
-
         from probe.format import tensorboard as tb
 
         from .trainer import lr_at

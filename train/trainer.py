@@ -1,12 +1,15 @@
 """The training loop: AdamW, warm-up + cosine, last-position loss, SWMR snapshots, resume."""
 from __future__ import annotations
 
+import glob
 import math
 import os
+import platform
 import sys
 import time
 from dataclasses import dataclass
 
+import h5py
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -14,6 +17,8 @@ import torch.nn.functional as F
 from probe._files import OutputLock
 from probe.errors import Interrupted, ProbeError, param
 from probe.format import Run, Writer
+from probe.format._write import temp_names
+from probe.format.run import resumable_step
 from probe.format.writer import WriteFailed
 from probe.signals import STOP
 
@@ -27,8 +32,6 @@ from .tasks import make_task
 def _killed_in_first_snapshot(path: str) -> bool:
     """True for a run whose writer was killed before it finished its first resume state (so it holds
     at most the step-0 snapshot, which a fresh start rewrites identically)."""
-    from probe.format.run import resumable_step
-
     with Run(path) as run:
         return run.n_snapshots <= 1 and int(run.steps[-1] if run.n_snapshots else 0) == 0 \
             and resumable_step(run) is None
@@ -104,10 +107,6 @@ class Trainer:
             # nothing but step 0, which is a function of the config: start again rather than refuse
             self.resume, overwrite = False, True
         if self._lock is not None:   # temporary files of a writer killed while it made or resumed the file
-            import glob
-
-            from probe.format._write import temp_names
-
             # (.creating / .resuming: the fixed names of earlier versions)
             for stale in glob.glob(temp_names(self.out)) + [self.out + ".creating", self.out + ".resuming"]:
                 try:
@@ -227,10 +226,6 @@ class Trainer:
     def environment(self) -> dict:
         """What this run trains with (stored in the file; `probe info` shows it): the same config and
         seed give the same numbers with the same threads and library versions."""
-        import platform
-
-        import h5py
-
         return {"threads": torch.get_num_threads(), "device": str(self.device), "python": platform.python_version(),
                 "torch": torch.__version__, "numpy": np.__version__, "h5py": h5py.__version__,
                 "flush_denormal": self.device.type == "cpu"}
