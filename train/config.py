@@ -199,11 +199,9 @@ class RunConfig:
         else:
             for name, default in (("kv_heads", 0), ("tie_embeddings", False), ("gated_attention", False)):
                 need(getattr(self, name) == default, f"{param(name)} is a llama option ({param('model', 'llama')})")
-        need(self.key_min <= self.key_max, f"{param('key_min')} must be <= {param('key_max')}")
-        need(self.mem_anchor_min <= self.mem_anchor_max,
-             f"{param('mem_anchor_min')} must be <= {param('mem_anchor_max')}")
-        need(self.rsn_anchor_min <= self.rsn_anchor_max,
-             f"{param('rsn_anchor_min')} must be <= {param('rsn_anchor_max')}")
+        for name in ("key", "mem_anchor", "rsn_anchor"):   # each token range: min <= max
+            lo, hi = f"{name}_min", f"{name}_max"
+            need(getattr(self, lo) <= getattr(self, hi), f"{param(lo)} must be <= {param(hi)}")
         need(1 <= self.n_anchors < self.seq_len, f"need 1 <= {param('n_anchors')} < {param('seq_len')}")
         if self.task == "lm":
             need(self.model != "emb-mlp", f"the lm task trains a transformer ({param('model', 'transformer')} or llama)")

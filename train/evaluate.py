@@ -79,9 +79,8 @@ def load_model(run: Run, index: int):
     set_threads(0)
     cfg = run_config(run)
     model = build_model(cfg)
-    params = _checked_params(run, model)
     with torch.no_grad():
-        for name, p in params.items():
+        for name, p in _checked_params(run, model).items():
             p.copy_(torch.from_numpy(np.ascontiguousarray(run.read(name, index))))
     return model.eval(), cfg
 

@@ -179,16 +179,15 @@ class Trainer:
         with torch.no_grad():
             for n, p in self.model.named_parameters():
                 p.copy_(torch.as_tensor(params[n]))
-        for n, p in self.model.named_parameters():
-            step = float(state[f"optim/{n}/step"])
-            if step > 0:
-                self.opt.state[p] = {
-                    # the fused optimizer's kernels read the step count beside the parameter
-                    "step": torch.tensor(step, dtype=torch.float32, device=p.device if self.opt.defaults["fused"]
-                                         else "cpu"),
-                    "exp_avg": torch.as_tensor(state[f"optim/{n}/exp_avg"]).to(self.device),
-                    "exp_avg_sq": torch.as_tensor(state[f"optim/{n}/exp_avg_sq"]).to(self.device),
-                }
+                step = float(state[f"optim/{n}/step"])
+                if step > 0:
+                    self.opt.state[p] = {
+                        # the fused optimizer's kernels read the step count beside the parameter
+                        "step": torch.tensor(step, dtype=torch.float32,
+                                             device=p.device if self.opt.defaults["fused"] else "cpu"),
+                        "exp_avg": torch.as_tensor(state[f"optim/{n}/exp_avg"]).to(self.device),
+                        "exp_avg_sq": torch.as_tensor(state[f"optim/{n}/exp_avg_sq"]).to(self.device),
+                    }
         torch.set_rng_state(torch.as_tensor(state["rng/torch_cpu"]))
 
     def _loss(self, idx: torch.Tensor) -> torch.Tensor:
