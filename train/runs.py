@@ -7,6 +7,7 @@ torch thread each on a CPU) and a crash in one is reported, not shared.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import itertools
@@ -522,18 +523,16 @@ def train_on_dask(todo: list[Job], scheduler: str, log: Log = _stderr, progress:
                 # a running task cannot be cancelled: the event stops its trainer at a step boundary,
                 # and a task still queued returns at once; waited for, so the files are resumable
                 stop.set()
-                try:   # a running task ends when its trainer stopped, a queued one when it starts
+                # a running task ends when its trainer stopped, a queued one when it starts; 120 s, or a
+                # second Ctrl-C, end the wait
+                with contextlib.suppress(TimeoutError, KeyboardInterrupt):
                     wait(list(pending), timeout=120.0, return_when="ALL_COMPLETED")
-                except (TimeoutError, KeyboardInterrupt):   # 120 s, or a second Ctrl-C, end the wait
-                    pass
                 client.cancel(list(pending))
                 raise _interrupted(done, len(todo))
     finally:
         if pending:   # ended by an error or a second Ctrl-C: the trainers on the cluster stop all the same
-            try:
+            with contextlib.suppress(Exception):   # the scheduler is gone with them
                 stop.set()
-            except Exception:   # the scheduler is gone with them
-                pass
         client.close()
     return failed
 

@@ -12,6 +12,7 @@ None, never a guess.
 """
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import platform
@@ -109,10 +110,8 @@ def _measure(name: str, send, stories: str | None = None) -> None:
         result = Speed(set_up + spent["create"], steps / cfg.steps, spent["snapshot"] / 2)
     except Exception as exc:   # noqa: BLE001 - said by the caller, in one line
         result = f"{type(exc).__name__}: {exc}"
-    try:
+    with contextlib.suppress(BrokenPipeError):   # the caller has ended (a stop signal)
         send.send(result)
-    except BrokenPipeError:   # the caller has ended (a stop signal)
-        pass
 
 
 def step_cost(cfg: RunConfig) -> float:

@@ -1,6 +1,7 @@
 """The training loop: AdamW, warm-up + cosine, last-position loss, SWMR snapshots, resume."""
 from __future__ import annotations
 
+import contextlib
 import glob
 import math
 import os
@@ -109,10 +110,8 @@ class Trainer:
         if self._lock is not None:   # temporary files of a writer killed while it made or resumed the file
             # (.creating / .resuming: the fixed names of earlier versions)
             for stale in glob.glob(temp_names(self.out)) + [self.out + ".creating", self.out + ".resuming"]:
-                try:
+                with contextlib.suppress(OSError):
                     os.unlink(stale)
-                except OSError:
-                    pass
         self.device = pick_device(cfg.device)
         set_threads(cfg.threads, self.device)
         if self.device.type == "cpu":
@@ -391,8 +390,7 @@ class Trainer:
                 writer.close()
         if not metrics:
             metrics = self.evaluate()
-        n_snap = len(schedule)
-        return TrainResult(self.out, cfg.steps, n_snap, time.perf_counter() - t0, metrics)
+        return TrainResult(self.out, cfg.steps, len(schedule), time.perf_counter() - t0, metrics)
 
 
 class _Progress:

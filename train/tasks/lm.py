@@ -64,11 +64,8 @@ class TextTokenizer:
 
     def encode_docs(self, docs: list[str]) -> np.ndarray:
         """All documents as one id stream, each followed by EOS."""
-        out = []
-        for enc in self.tok.encode_batch(docs, add_special_tokens=False):
-            out.extend(enc.ids)
-            out.append(self.eos)
-        return np.asarray(out, dtype=np.int64)
+        encoded = self.tok.encode_batch(docs, add_special_tokens=False)
+        return np.asarray([i for enc in encoded for i in [*enc.ids, self.eos]], dtype=np.int64)
 
     def strings(self, ids: np.ndarray) -> list[str]:
         """Readable token strings (byte-level BPE's 'Ġ' shown as a space)."""
