@@ -43,19 +43,16 @@ def _known_preset(_ctx, _param, value: str) -> str:
     return value
 
 
-def _version_line() -> str:
+def _show_version(ctx, _param, value: bool) -> None:
+    if not value:
+        return
     from importlib.metadata import PackageNotFoundError, version
 
     try:
-        return f"probe-train {version('gamma-probe')}"
+        click.echo(f"probe-train {version('gamma-probe')}")
     except PackageNotFoundError:   # a source tree that was never installed
-        return "probe-train (version unknown: the gamma-probe distribution is not installed)"
-
-
-def _show_version(ctx, _param, value: bool) -> None:
-    if value:
-        click.echo(_version_line())
-        ctx.exit()
+        click.echo("probe-train (version unknown: the gamma-probe distribution is not installed)")
+    ctx.exit()
 
 
 def config_text(cfg: RunConfig, fmt: str = "json") -> str:

@@ -106,13 +106,10 @@ class Attention(nn.Module):
         self.W_O = nn.Parameter(torch.empty(heads, d_head, d_model))
         # the gate of head h is sigmoid(x @ W_G[:, h]), x the block's normed input
         self.W_G = nn.Parameter(torch.empty(d_model, heads)) if gate else None
-        if bias:
-            self.b_Q = nn.Parameter(torch.zeros(heads, d_head))
-            self.b_K = nn.Parameter(torch.zeros(kv, d_head))
-            self.b_V = nn.Parameter(torch.zeros(kv, d_head))
-            self.b_O = nn.Parameter(torch.zeros(d_model))
-        else:
-            self.b_Q = self.b_K = self.b_V = self.b_O = None
+        self.b_Q = nn.Parameter(torch.zeros(heads, d_head)) if bias else None
+        self.b_K = nn.Parameter(torch.zeros(kv, d_head)) if bias else None
+        self.b_V = nn.Parameter(torch.zeros(kv, d_head)) if bias else None
+        self.b_O = nn.Parameter(torch.zeros(d_model)) if bias else None
 
     def _proj(self, x: torch.Tensor, W: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
         # (B, T, d) @ (d, H*e) in one matmul, then split heads -> (B, H, T, e)
