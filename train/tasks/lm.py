@@ -245,13 +245,11 @@ def make_text_task(cfg: RunConfig) -> TextTask:
         counts[name] = np.bincount(tr, minlength=V)
         for stream, val in ((tr, False), (va, True)):
             w = _windows(stream, cfg.seq_len)
-            parts.append((w, np.full(len(w), si), np.full(len(w), val)))
+            parts.append((w, np.full(len(w), si, dtype=np.int64), np.full(len(w), val)))
         if not len(parts[-1][0]) or not len(parts[-2][0]):
             raise ProbeError(f"source '{name}' is too short for {param('seq_len', cfg.seq_len)}: add documents "
                              f"({param('logic_docs')} / {param('story_docs')}) or shorten {param('seq_len')}")
-    windows = np.concatenate([p[0] for p in parts])
-    split = np.concatenate([p[1] for p in parts]).astype(np.int64)
-    is_val = np.concatenate([p[2] for p in parts]).astype(bool)
+    windows, split, is_val = (np.concatenate(column) for column in zip(*parts))
     rng = np.random.default_rng(cfg.data_seed)
     perm = rng.permutation(len(windows))  # any prefix of a split's validation windows is a fair sample
     windows, split, is_val = windows[perm], split[perm], is_val[perm]
