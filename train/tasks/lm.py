@@ -145,7 +145,7 @@ class TextTask(Task):
     is_val: np.ndarray = None
     vocab_ids: np.ndarray = None          # (V,) tokenizer id of each model token
     vocab_strings: list = field(default_factory=list)
-    token_groups: dict = field(default_factory=dict)
+    groups: dict = field(default_factory=dict)     # {"logic": ids, "story": ids}: source_groups()
     doc_counts: dict = field(default_factory=dict)
     story_text: str = ""                  # what text the story source is (kept in the run file)
 
@@ -156,10 +156,6 @@ class TextTask(Task):
     @property
     def train_indices(self) -> np.ndarray:
         return np.flatnonzero(~self.is_val)
-
-    @property
-    def groups(self) -> dict[str, np.ndarray]:
-        return self.token_groups
 
     def label_dist(self, expected: bool = True):
         raise ProbeError("P^s is defined for the synthetic tasks, not for text runs")
@@ -259,7 +255,7 @@ def make_text_task(cfg: RunConfig) -> TextTask:
         np.zeros(len(tokens), dtype=np.int64), [()], TEXT_SPLITS, TEXT_SPLITS,
         targets=targets, is_val=is_val, vocab_ids=vocab_ids.astype(np.int64),
         vocab_strings=tok.strings(vocab_ids),
-        token_groups=source_groups(counts, cfg.group_ratio, cfg.group_size),
+        groups=source_groups(counts, cfg.group_ratio, cfg.group_size),
         doc_counts={k: len(v) for k, v in docs.items()},
         story_text=story_text(cfg.stories, len(docs["story"])),
     )
