@@ -170,8 +170,7 @@ class Trainer:
                     v = st.get(key)
                     out[f"optim/{n}/{key}"] = (v.detach().cpu().numpy() if v is not None
                                                else np.zeros(tuple(p.shape), np.float32))
-                s = st.get("step")
-                out[f"optim/{n}/step"] = np.asarray(float(s) if s is not None else 0.0, dtype=np.float32)
+                out[f"optim/{n}/step"] = np.asarray(float(st.get("step", 0.0)), dtype=np.float32)
         return out
 
     def _load_resume(self, state: dict[str, np.ndarray], params: dict[str, np.ndarray]) -> None:
