@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 from dataclasses import fields
+from functools import partial
 from typing import Optional
 
 import click
@@ -42,19 +43,16 @@ def _known_preset(_ctx, _param, value: str) -> str:
     return value
 
 
-def _version_line() -> str:
+def _show_version(ctx, _param, value: bool) -> None:
+    if not value:
+        return
     from importlib.metadata import PackageNotFoundError, version
 
     try:
-        return f"probe-train {version('gamma-probe')}"
+        click.echo(f"probe-train {version('gamma-probe')}")
     except PackageNotFoundError:   # a source tree that was never installed
-        return "probe-train (version unknown: the gamma-probe distribution is not installed)"
-
-
-def _show_version(ctx, _param, value: bool) -> None:
-    if value:
-        click.echo(_version_line())
-        ctx.exit()
+        click.echo("probe-train (version unknown: the gamma-probe distribution is not installed)")
+    ctx.exit()
 
 
 def config_text(cfg: RunConfig, fmt: str = "json") -> str:
@@ -151,8 +149,6 @@ class _TensorBoard:
 
     def start(self, trainer, stored: Optional[RunConfig]) -> None:
         """Before the first step: the folder of a fresh run emptied, that of a resumed one filled in."""
-        from functools import partial
-
         from probe.format import tensorboard as tb
 
         from .trainer import lr_at
@@ -398,9 +394,7 @@ def preset_rows() -> list[dict]:
     rows = []
     for name in PRESETS:
         c = make_preset(name)
-        rows.append({"preset": name, "task": c.task, "model": c.model, "layers": c.layers, "d_model": c.d_model,
-                     "heads": c.heads, "d_ff": c.d_ff, "steps": c.steps, "batch_size": c.batch_size,
-                     "purpose": PURPOSES[name]})
+        rows.append({"preset": name, **{k: getattr(c, k) for k in PRESET_COLUMNS[1:-1]}, "purpose": PURPOSES[name]})
     return rows
 
 

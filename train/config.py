@@ -199,13 +199,10 @@ class RunConfig:
         else:
             for name, default in (("kv_heads", 0), ("tie_embeddings", False), ("gated_attention", False)):
                 need(getattr(self, name) == default, f"{param(name)} is a llama option ({param('model', 'llama')})")
-        need(self.key_min <= self.key_max, f"{param('key_min')} must be <= {param('key_max')}")
-        need(self.mem_anchor_min <= self.mem_anchor_max,
-             f"{param('mem_anchor_min')} must be <= {param('mem_anchor_max')}")
-        need(self.rsn_anchor_min <= self.rsn_anchor_max,
-             f"{param('rsn_anchor_min')} must be <= {param('rsn_anchor_max')}")
+        for name in ("key", "mem_anchor", "rsn_anchor"):   # each token range: min <= max
+            lo, hi = f"{name}_min", f"{name}_max"
+            need(getattr(self, lo) <= getattr(self, hi), f"{param(lo)} must be <= {param(hi)}")
         need(1 <= self.n_anchors < self.seq_len, f"need 1 <= {param('n_anchors')} < {param('seq_len')}")
-        need(min(self.key_min, self.mem_anchor_min, self.rsn_anchor_min) >= 0, "token ids must be >= 0")
         if self.task == "lm":
             need(self.model != "emb-mlp", f"the lm task trains a transformer ({param('model', 'transformer')} or llama)")
             need(self.lm_vocab in ("compact", "full"),
@@ -246,7 +243,6 @@ class RunConfig:
         need(0 <= self.min_lr <= self.lr and 0 <= self.warmup_from <= self.lr,
              f"{param('min_lr')} and {param('warmup_from')} must be between 0 and {param('lr')}")
         need(self.probe_per_split >= 1, f"{param('probe_per_split')} must be positive")
-        need(self.snapshot_every >= 0, f"{param('snapshot_every')} must be >= 0")
         need(self.gamma > 0, f"{param('gamma')} must be positive")
 
     @property
@@ -314,12 +310,9 @@ def held_out_combos(cfg: RunConfig) -> list[tuple[int, ...]]:
 
 def composite_shifts(cfg: RunConfig) -> list[int]:
     try:
-        shifts = [int(x) for x in cfg.shifts.split(",")]
+        return [int(x) for x in cfg.shifts.split(",")]
     except ValueError:
         raise ProbeError(f"bad shifts '{cfg.shifts}': use e.g. '5,1,-2,-8'") from None
-    if not shifts:
-        raise ProbeError("shifts is empty")
-    return shifts
 
 
 def composite_pair(text: str, name: str, n: int) -> tuple[int, int]:
@@ -331,6 +324,26 @@ def composite_pair(text: str, name: str, n: int) -> tuple[int, int]:
         raise ProbeError(f"{name} {text} must be two anchors in 1..{n}")
     return a, b
 
+
+# The CPU-sized presets that a smaller one (their "-mini", for `probe figures --quick`) starts from.
+_COMPOSITE_QUICK = dict(
+    task="composite", key_min=20, key_max=99, n_samples=30_000, eval_size=512,
+    d_model=64, d_ff=256, layers=2, heads=1, norm="post", bias=False, activation="relu",
+    steps=4000, batch_size=128, lr=2e-3, warmup_steps=200, weight_decay=0.1, grad_clip=1.0,
+    snapshot_every=250,
+)
+_LM_QUICK = dict(
+    task="lm", seq_len=64, logic_docs=3000, story_docs=3000, eval_size=64, probe_per_split=2,
+    d_model=64, d_ff=256, layers=2, heads=2, norm="pre", bias=True, activation="gelu",
+    steps=1500, batch_size=32, lr=1e-3, warmup_steps=100, weight_decay=0.0, grad_clip=1.0,
+    snapshot_every=100,
+)
+_LLM_QUICK = dict(
+    task="lm", model="llama", seq_len=64, logic_docs=3000, story_docs=3000, eval_size=64, probe_per_split=4,
+    d_model=128, d_ff=344, layers=2, heads=4, activation="gelu", norm="pre",
+    steps=1000, batch_size=32, lr=1e-3, warmup_steps=100, weight_decay=0.1, grad_clip=1.0,
+    min_lr_ratio=0.1, snapshot_every=100, token_probe=32,
+)
 
 PRESETS: dict[str, dict] = {
     # The paper-1 task at the paper's sizes. Paper 1 does not publish its width or
@@ -358,21 +371,11 @@ PRESETS: dict[str, dict] = {
     ),
     # The composite task sized for a CPU, paper 2's post-LN / ReLU / no-bias model at d 64
     # (docs/explanation/paper2.md: what differs and what it shows).
-    "composite-quick": dict(
-        task="composite", key_min=20, key_max=99, n_samples=30_000, eval_size=512,
-        d_model=64, d_ff=256, layers=2, heads=1, norm="post", bias=False, activation="relu",
-        steps=4000, batch_size=128, lr=2e-3, warmup_steps=200, weight_decay=0.1, grad_clip=1.0,
-        snapshot_every=250,
-    ),
+    "composite-quick": _COMPOSITE_QUICK,
     # The composite task at the size `probe figures --quick` trains (about 20 s a run): composite-quick at
     # batch 64 for 1200 steps, 256 sequences per split at each snapshot. γ 0.3 and 0.5 fit the training
     # pairs; γ 0.8 condenses but fits them later (docs/figures.md).
-    "composite-mini": dict(
-        task="composite", key_min=20, key_max=99, n_samples=30_000, eval_size=256,
-        d_model=64, d_ff=256, layers=2, heads=1, norm="post", bias=False, activation="relu",
-        steps=1200, batch_size=64, lr=2e-3, warmup_steps=200, weight_decay=0.1, grad_clip=1.0,
-        snapshot_every=200,
-    ),
+    "composite-mini": dict(_COMPOSITE_QUICK, eval_size=256, steps=1200, batch_size=64, snapshot_every=200),
     # Paper 1 Fig. 3B: the Emb-MLP on the anchor task, sized for a CPU.
     "emb-mlp-quick": dict(
         model="emb-mlp", key_min=21, key_max=60, n_samples=60_000, eval_size=512,
@@ -382,20 +385,11 @@ PRESETS: dict[str, dict] = {
     ),
     # Paper 1's real-language experiment sized for a CPU: a 2-layer GPT-2-like model (pre-LN, GELU,
     # biases) on PrOntoQA-style logic + built-in synthetic stories, GPT-2 BPE with a compact vocabulary.
-    "lm-quick": dict(
-        task="lm", seq_len=64, logic_docs=3000, story_docs=3000, eval_size=64, probe_per_split=2,
-        d_model=64, d_ff=256, layers=2, heads=2, norm="pre", bias=True, activation="gelu",
-        steps=1500, batch_size=32, lr=1e-3, warmup_steps=100, weight_decay=0.0, grad_clip=1.0,
-        snapshot_every=100,
-    ),
+    "lm-quick": _LM_QUICK,
     # lm-quick at the size `probe figures --quick` trains (about 15 s a run): windows of 32 tokens, batch 16,
     # 300 steps, half the documents.
-    "lm-mini": dict(
-        task="lm", seq_len=32, logic_docs=1500, story_docs=1500, eval_size=64, probe_per_split=2,
-        d_model=64, d_ff=256, layers=2, heads=2, norm="pre", bias=True, activation="gelu",
-        steps=300, batch_size=16, lr=1e-3, warmup_steps=30, weight_decay=0.0, grad_clip=1.0,
-        snapshot_every=50,
-    ),
+    "lm-mini": dict(_LM_QUICK, seq_len=32, logic_docs=1500, story_docs=1500, steps=300, batch_size=16,
+                    warmup_steps=30, snapshot_every=50),
     # The same at GPT-2-small's shape on TinyStories (downloaded through `datasets`), for a GPU.
     "lm-gpt2": dict(
         task="lm", seq_len=256, logic_docs=100_000, stories="tinystories", story_docs=200_000,
@@ -407,21 +401,12 @@ PRESETS: dict[str, dict] = {
     # Paper 4 (LLM pretraining with the gamma knob), LLaMA-style (pre-RMSNorm, SwiGLU, RoPE, no biases):
     # logic + stories on a CPU in minutes; per-token losses of 32 held-out windows per source and
     # snapshots log-spaced early (condensation is early).
-    "llm-quick": dict(
-        task="lm", model="llama", seq_len=64, logic_docs=3000, story_docs=3000, eval_size=64, probe_per_split=4,
-        d_model=128, d_ff=344, layers=2, heads=4, activation="gelu", norm="pre",
-        steps=1000, batch_size=32, lr=1e-3, warmup_steps=100, weight_decay=0.1, grad_clip=1.0,
-        min_lr_ratio=0.1, snapshot_every=100, token_probe=32,
-    ),
+    "llm-quick": _LLM_QUICK,
     # llm-quick at the size `probe figures --quick` trains (about 25 s a run): the same model (d_model 128,
     # so that ε 1e-5 saturates at γ 1) on windows of 32 tokens, batch 16, 200 steps, half the documents,
     # 48 held-out windows per source at each snapshot and 24 probe windows per source.
-    "llm-mini": dict(
-        task="lm", model="llama", seq_len=32, logic_docs=1500, story_docs=1500, eval_size=48, probe_per_split=4,
-        d_model=128, d_ff=344, layers=2, heads=4, activation="gelu", norm="pre",
-        steps=200, batch_size=16, lr=1e-3, warmup_steps=20, weight_decay=0.1, grad_clip=1.0,
-        min_lr_ratio=0.1, snapshot_every=50, token_probe=24,
-    ),
+    "llm-mini": dict(_LLM_QUICK, seq_len=32, logic_docs=1500, story_docs=1500, eval_size=48, steps=200,
+                     batch_size=16, warmup_steps=20, snapshot_every=50, token_probe=24),
     # A GPT-2-small-sized LLaMA on logic + TinyStories for a GPU: bf16 autocast (norms, softmax and the
     # loss in float32), resumable (probe-train --resume) across commands.
     "llm-gpu": dict(

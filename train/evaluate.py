@@ -3,6 +3,8 @@ the loss and accuracy of a model on a set of sequences — one function for the 
 probes, so metrics a probe recomputes from stored weights equal the logged ones exactly."""
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import fields
 
 import numpy as np
@@ -13,6 +15,9 @@ from probe.errors import ProbeError
 from probe.format import Run
 
 from .config import RunConfig
+from .device import set_threads
+from .models import build_model
+from .tasks import make_task
 
 
 @torch.no_grad()
@@ -65,23 +70,17 @@ def run_config(run: Run) -> RunConfig:
 
 def load_task(run: Run):
     """The run's task, rebuilt from its stored configuration (the data are a function of it)."""
-    from .tasks import make_task
-
     return make_task(run_config(run))
 
 
 def load_model(run: Run, index: int):
     """(model at snapshot ``index`` on the CPU in eval mode, its RunConfig); torch's threads follow
     the trainer's default (one, or PROBE_THREADS)."""
-    from .models import build_model
-    from .device import set_threads
-
     set_threads(0)
     cfg = run_config(run)
     model = build_model(cfg)
-    params = _checked_params(run, model)
     with torch.no_grad():
-        for name, p in params.items():
+        for name, p in _checked_params(run, model).items():
             p.copy_(torch.from_numpy(np.ascontiguousarray(run.read(name, index))))
     return model.eval(), cfg
 
@@ -107,11 +106,6 @@ def map_models(run: Run, indices, fn, *, threads: int = 1, block_bytes: int = 1 
     in its kernels): on 2 cores that scales where two intra-op threads on one small model do not.
     ``progress`` is called once per snapshot done. ``check(name, indices, stack)`` sees each block of
     weights as read (``stack[k]``: tensor ``name`` at snapshot ``indices[k]``), before any model uses it."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from .models import build_model
-    from .device import set_threads
-
     cfg = run_config(run)
     indices = [int(i) for i in indices]
     workers = max(1, min(threads, len(indices)))
@@ -120,9 +114,6 @@ def map_models(run: Run, indices, fn, *, threads: int = 1, block_bytes: int = 1 
     params = [_checked_params(run, m) for m in models]
     per_snapshot = sum(p.numel() * 4 for p in params[0].values())
     block = max(workers, block_bytes // max(per_snapshot, 1))
-
-    import threading
-
     stop = threading.Event()   # set when this call ends early (a stop signal, an error): the workers quit
 
     def job(w: int, part: list[int], stacks: dict, ks: range) -> list:

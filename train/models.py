@@ -106,13 +106,10 @@ class Attention(nn.Module):
         self.W_O = nn.Parameter(torch.empty(heads, d_head, d_model))
         # the gate of head h is sigmoid(x @ W_G[:, h]), x the block's normed input
         self.W_G = nn.Parameter(torch.empty(d_model, heads)) if gate else None
-        if bias:
-            self.b_Q = nn.Parameter(torch.zeros(heads, d_head))
-            self.b_K = nn.Parameter(torch.zeros(kv, d_head))
-            self.b_V = nn.Parameter(torch.zeros(kv, d_head))
-            self.b_O = nn.Parameter(torch.zeros(d_model))
-        else:
-            self.b_Q = self.b_K = self.b_V = self.b_O = None
+        self.b_Q = nn.Parameter(torch.zeros(heads, d_head)) if bias else None
+        self.b_K = nn.Parameter(torch.zeros(kv, d_head)) if bias else None
+        self.b_V = nn.Parameter(torch.zeros(kv, d_head)) if bias else None
+        self.b_O = nn.Parameter(torch.zeros(d_model)) if bias else None
 
     def _proj(self, x: torch.Tensor, W: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
         # (B, T, d) @ (d, H*e) in one matmul, then split heads -> (B, H, T, e)
@@ -230,10 +227,6 @@ class Decoder(GammaInit, nn.Module):
     def head_fan_in(self) -> int:
         return self.cfg.d_model
 
-    def _embed(self, tokens: torch.Tensor) -> torch.Tensor:
-        x = self.W_E[tokens]
-        return x if self.W_pos is None else x + self.W_pos[: tokens.shape[1]]
-
     def _rope(self, T: int, device):
         if not self.rope:
             return None
@@ -242,7 +235,9 @@ class Decoder(GammaInit, nn.Module):
         return self._rope_cache[1]
 
     def _run(self, tokens: torch.Tensor, last_only: bool = False, return_attn: bool = False):
-        x = self._embed(tokens)
+        x = self.W_E[tokens]
+        if self.W_pos is not None:
+            x = x + self.W_pos[: tokens.shape[1]]
         rope = self._rope(tokens.shape[1], tokens.device)
         last = len(self.blocks) - 1
         maps = []
@@ -260,13 +255,10 @@ class Decoder(GammaInit, nn.Module):
         """Next-token logits at every position: tokens (B, T) -> (B, T, vocab)."""
         return self._logits(self._run(tokens)[0])
 
-    def _unembed(self) -> torch.Tensor:
-        return self.W_E.T if self.W_U is None else self.W_U
-
     def _logits(self, h: torch.Tensor) -> torch.Tensor:
         if self.ln_f is not None:
             h = self.ln_f(h)
-        logits = h @ self._unembed()
+        logits = h @ (self.W_E.T if self.W_U is None else self.W_U)
         return logits if self.b_U is None else logits + self.b_U
 
     @torch.no_grad()

@@ -7,6 +7,7 @@ torch thread each on a CPU) and a crash in one is reported, not shared.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import itertools
@@ -19,19 +20,21 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+import uuid
+from dataclasses import dataclass, fields
+from functools import partial
 from pathlib import Path
 from typing import Callable, Mapping
 
 from probe import environment
 from probe._files import writable_folder
 from probe._proc import child_env, entry_command, entry_point, signals_blocked, start
-from probe.errors import Interrupted, ProbeError, terminal
+from probe.errors import Interrupted, ProbeError, param, terminal
 from probe.format import last_step
 from probe.format.sweep import read_manifest, write_manifest
 from probe.signals import STOP
 
-from .config import preset  # noqa: F401 - also the figures' planner's
+from .config import RunConfig, preset  # noqa: F401 - also the figures' planner's
 from .speeds import MACHINE, context, estimate, makespan, measure  # noqa: F401 - the figures' planner reads them here
 from .text.kjv import INSTALL as KJV_INSTALL, installed as kjv_installed  # noqa: F401 - the figures' default stories
 
@@ -45,10 +48,6 @@ def _stderr(msg: str) -> None:
 def config_hash(config: Mapping) -> str:
     """A short hash of the fields that differ from RunConfig's defaults: a field added later, at its
     default, leaves the hashes (and so the file names) of existing runs alone."""
-    from dataclasses import fields
-
-    from .config import RunConfig
-
     defaults = {f.name: f.default for f in fields(RunConfig)}
     kept = {k: v for k, v in dict(config).items() if k not in defaults or defaults[k] != v}
     return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()[:10]
@@ -338,12 +337,6 @@ def ensure(wanted: Mapping[str, tuple[str, dict]], runs_dir: str | os.PathLike, 
 def parse_grid(items: list[str], preset_name: str) -> dict[str, list]:
     """``["gamma=0.3,0.5", "seed=0:5", "norm=pre,post"]`` -> {field: [values]}, each value typed like
     the RunConfig field (a range ``A:B`` is half-open, like token ranges)."""
-    from dataclasses import fields
-
-    from probe.errors import param
-
-    from .config import RunConfig
-
     types = {f.name: f.type for f in fields(RunConfig)}
     base = preset(preset_name)
     grid: dict[str, list] = {}
@@ -441,8 +434,6 @@ def sweep(preset_name: str, grid: Mapping[str, list], out: str | os.PathLike, *,
 def _tensorboard_backfill(folder: str, runs: list[tuple[Path, object]]) -> None:
     """What each run's file holds and ``folder/<stem>`` lacks (a run reused from an earlier sweep, a
     trainer that wrote its events elsewhere): the folder only grows, so a trainer's own points stay."""
-    from functools import partial
-
     from probe.format import tensorboard as tb
 
     from .trainer import lr_at
@@ -491,8 +482,6 @@ def train_on_dask(todo: list[Job], scheduler: str, log: Log = _stderr, progress:
                   ) -> dict[str, str]:
     """Each job as one task on a Dask distributed cluster (the run files land in the shared folder
     the paths name); returns {label: error} of the failed runs."""
-    import uuid
-
     try:
         from distributed import Client, Event, wait
     except ImportError:
@@ -534,18 +523,16 @@ def train_on_dask(todo: list[Job], scheduler: str, log: Log = _stderr, progress:
                 # a running task cannot be cancelled: the event stops its trainer at a step boundary,
                 # and a task still queued returns at once; waited for, so the files are resumable
                 stop.set()
-                try:   # a running task ends when its trainer stopped, a queued one when it starts
+                # a running task ends when its trainer stopped, a queued one when it starts; 120 s, or a
+                # second Ctrl-C, end the wait
+                with contextlib.suppress(TimeoutError, KeyboardInterrupt):
                     wait(list(pending), timeout=120.0, return_when="ALL_COMPLETED")
-                except (TimeoutError, KeyboardInterrupt):   # 120 s, or a second Ctrl-C, end the wait
-                    pass
                 client.cancel(list(pending))
                 raise _interrupted(done, len(todo))
     finally:
         if pending:   # ended by an error or a second Ctrl-C: the trainers on the cluster stop all the same
-            try:
+            with contextlib.suppress(Exception):   # the scheduler is gone with them
                 stop.set()
-            except Exception:   # the scheduler is gone with them
-                pass
         client.close()
     return failed
 

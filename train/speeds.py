@@ -12,10 +12,17 @@ None, never a guess.
 """
 from __future__ import annotations
 
+import contextlib
+import multiprocessing
 import os
 import platform
+import tempfile
+import time
 from dataclasses import dataclass
 from functools import lru_cache
+
+from probe._proc import signals_blocked
+from probe.errors import ProbeError
 
 from .config import RunConfig, preset, snapshot_steps
 
@@ -34,8 +41,6 @@ def context():
     """The multiprocessing context the trainers (:mod:`.runs`) and the measurements start in:
     multiprocessing's fork server, which imports PRELOAD once, so that each process forked from it
     starts in a fraction of a second (spawn where there is no fork server)."""
-    import multiprocessing
-
     ctx = multiprocessing.get_context("forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn")
     if ctx.get_start_method() == "forkserver":
         ctx.set_forkserver_preload(PRELOAD)
@@ -55,9 +60,6 @@ def measure(name: str, stories: str | None = None) -> Speed | None:
     imports no torch), with ``stories`` instead of the preset's story text where given (a real text has
     a larger vocabulary than the templates: its steps cost more than the preset's config says); None
     for a preset for a GPU."""
-    from probe._proc import signals_blocked
-    from probe.errors import ProbeError
-
     if name in FOR_A_GPU:
         return None
     ctx = context()
@@ -80,9 +82,6 @@ def measure(name: str, stories: str | None = None) -> Speed | None:
 def _measure(name: str, send, stories: str | None = None) -> None:
     """Send back preset ``name``'s Speed, from a run of STEPS steps with a snapshot at the first and the
     last, timed part by part (into a temporary folder), or the error that stopped it."""
-    import tempfile
-    import time
-
     from .trainer import Trainer
 
     cfg = preset(name, steps=min(STEPS, preset(name).steps), snapshot_every=0, snapshot_log=False, threads=1,
@@ -111,10 +110,8 @@ def _measure(name: str, send, stories: str | None = None) -> None:
         result = Speed(set_up + spent["create"], steps / cfg.steps, spent["snapshot"] / 2)
     except Exception as exc:   # noqa: BLE001 - said by the caller, in one line
         result = f"{type(exc).__name__}: {exc}"
-    try:
+    with contextlib.suppress(BrokenPipeError):   # the caller has ended (a stop signal)
         send.send(result)
-    except BrokenPipeError:   # the caller has ended (a stop signal)
-        pass
 
 
 def step_cost(cfg: RunConfig) -> float:

@@ -1,12 +1,16 @@
 """The training loop: AdamW, warm-up + cosine, last-position loss, SWMR snapshots, resume."""
 from __future__ import annotations
 
+import contextlib
+import glob
 import math
 import os
+import platform
 import sys
 import time
 from dataclasses import dataclass
 
+import h5py
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -14,6 +18,8 @@ import torch.nn.functional as F
 from probe._files import OutputLock
 from probe.errors import Interrupted, ProbeError, param
 from probe.format import Run, Writer
+from probe.format._write import temp_names
+from probe.format.run import resumable_step
 from probe.format.writer import WriteFailed
 from probe.signals import STOP
 
@@ -27,8 +33,6 @@ from .tasks import make_task
 def _killed_in_first_snapshot(path: str) -> bool:
     """True for a run whose writer was killed before it finished its first resume state (so it holds
     at most the step-0 snapshot, which a fresh start rewrites identically)."""
-    from probe.format.run import resumable_step
-
     with Run(path) as run:
         return run.n_snapshots <= 1 and int(run.steps[-1] if run.n_snapshots else 0) == 0 \
             and resumable_step(run) is None
@@ -104,16 +108,10 @@ class Trainer:
             # nothing but step 0, which is a function of the config: start again rather than refuse
             self.resume, overwrite = False, True
         if self._lock is not None:   # temporary files of a writer killed while it made or resumed the file
-            import glob
-
-            from probe.format._write import temp_names
-
             # (.creating / .resuming: the fixed names of earlier versions)
             for stale in glob.glob(temp_names(self.out)) + [self.out + ".creating", self.out + ".resuming"]:
-                try:
+                with contextlib.suppress(OSError):
                     os.unlink(stale)
-                except OSError:
-                    pass
         self.device = pick_device(cfg.device)
         set_threads(cfg.threads, self.device)
         if self.device.type == "cpu":
@@ -172,24 +170,22 @@ class Trainer:
                     v = st.get(key)
                     out[f"optim/{n}/{key}"] = (v.detach().cpu().numpy() if v is not None
                                                else np.zeros(tuple(p.shape), np.float32))
-                s = st.get("step")
-                out[f"optim/{n}/step"] = np.asarray(float(s) if s is not None else 0.0, dtype=np.float32)
+                out[f"optim/{n}/step"] = np.asarray(float(st.get("step", 0.0)), dtype=np.float32)
         return out
 
     def _load_resume(self, state: dict[str, np.ndarray], params: dict[str, np.ndarray]) -> None:
         with torch.no_grad():
             for n, p in self.model.named_parameters():
                 p.copy_(torch.as_tensor(params[n]))
-        for n, p in self.model.named_parameters():
-            step = float(state[f"optim/{n}/step"])
-            if step > 0:
-                self.opt.state[p] = {
-                    # the fused optimizer's kernels read the step count beside the parameter
-                    "step": torch.tensor(step, dtype=torch.float32, device=p.device if self.opt.defaults["fused"]
-                                         else "cpu"),
-                    "exp_avg": torch.as_tensor(state[f"optim/{n}/exp_avg"]).to(self.device),
-                    "exp_avg_sq": torch.as_tensor(state[f"optim/{n}/exp_avg_sq"]).to(self.device),
-                }
+                step = float(state[f"optim/{n}/step"])
+                if step > 0:
+                    self.opt.state[p] = {
+                        # the fused optimizer's kernels read the step count beside the parameter
+                        "step": torch.tensor(step, dtype=torch.float32,
+                                             device=p.device if self.opt.defaults["fused"] else "cpu"),
+                        "exp_avg": torch.as_tensor(state[f"optim/{n}/exp_avg"]).to(self.device),
+                        "exp_avg_sq": torch.as_tensor(state[f"optim/{n}/exp_avg_sq"]).to(self.device),
+                    }
         torch.set_rng_state(torch.as_tensor(state["rng/torch_cpu"]))
 
     def _loss(self, idx: torch.Tensor) -> torch.Tensor:
@@ -227,10 +223,6 @@ class Trainer:
     def environment(self) -> dict:
         """What this run trains with (stored in the file; `probe info` shows it): the same config and
         seed give the same numbers with the same threads and library versions."""
-        import platform
-
-        import h5py
-
         return {"threads": torch.get_num_threads(), "device": str(self.device), "python": platform.python_version(),
                 "torch": torch.__version__, "numpy": np.__version__, "h5py": h5py.__version__,
                 "flush_denormal": self.device.type == "cpu"}
@@ -397,8 +389,7 @@ class Trainer:
                 writer.close()
         if not metrics:
             metrics = self.evaluate()
-        n_snap = len(schedule)
-        return TrainResult(self.out, cfg.steps, n_snap, time.perf_counter() - t0, metrics)
+        return TrainResult(self.out, cfg.steps, len(schedule), time.perf_counter() - t0, metrics)
 
 
 class _Progress:

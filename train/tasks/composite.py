@@ -79,20 +79,16 @@ def make_composite_task(cfg: RunConfig) -> CompositeTask:
     def shift(pair) -> int:
         return cfg.swapped_shift if pair == swapped else shifts[pair[0] - 1] + shifts[pair[1] - 1]
 
-    parts = []  # (z, p, pair index, split index, label)
+    parts = []  # (z, p, pair index, split index, label) per sequence
     for split_i, test_keys, count in ((0, False, per_pair), (1, True, per_test)):
         for pair in seen:
             z, p = draw(count, test_keys)
-            parts.append((z, p, pairs.index(pair), split_i, z + shift(pair)))
+            parts.append((z, p, np.full(count, pairs.index(pair)), np.full(count, split_i), z + shift(pair)))
     z, p = draw(per_pair, None)
     rule = shifts[unseen[0] - 1] + shifts[unseen[1] - 1]
-    parts.append((z, p, pairs.index(unseen), 2, z + rule))
-    parts.append((z, p, pairs.index(unseen), 3, z + cfg.swapped_shift))
-    z = np.concatenate([x[0] for x in parts])
-    key_pos = np.concatenate([x[1] for x in parts])
-    combo = np.concatenate([np.full(len(x[0]), x[2]) for x in parts])
-    split = np.concatenate([np.full(len(x[0]), x[3]) for x in parts])
-    labels = np.concatenate([x[4] for x in parts])
+    parts.append((z, p, np.full(per_pair, pairs.index(unseen)), np.full(per_pair, 2), z + rule))
+    parts.append((z, p, np.full(per_pair, pairs.index(unseen)), np.full(per_pair, 3), z + cfg.swapped_shift))
+    z, key_pos, combo, split, labels = (np.concatenate(column) for column in zip(*parts))
     n = len(z)
     rows = np.arange(n)
     tokens = rng.choice(keys, size=(n, L))

@@ -64,11 +64,8 @@ class TextTokenizer:
 
     def encode_docs(self, docs: list[str]) -> np.ndarray:
         """All documents as one id stream, each followed by EOS."""
-        out = []
-        for enc in self.tok.encode_batch(docs, add_special_tokens=False):
-            out.extend(enc.ids)
-            out.append(self.eos)
-        return np.asarray(out, dtype=np.int64)
+        encoded = self.tok.encode_batch(docs, add_special_tokens=False)
+        return np.asarray([i for enc in encoded for i in [*enc.ids, self.eos]], dtype=np.int64)
 
     def strings(self, ids: np.ndarray) -> list[str]:
         """Readable token strings (byte-level BPE's 'Ġ' shown as a space)."""
@@ -148,7 +145,7 @@ class TextTask(Task):
     is_val: np.ndarray = None
     vocab_ids: np.ndarray = None          # (V,) tokenizer id of each model token
     vocab_strings: list = field(default_factory=list)
-    token_groups: dict = field(default_factory=dict)
+    groups: dict = field(default_factory=dict)     # {"logic": ids, "story": ids}: source_groups()
     doc_counts: dict = field(default_factory=dict)
     story_text: str = ""                  # what text the story source is (kept in the run file)
 
@@ -159,10 +156,6 @@ class TextTask(Task):
     @property
     def train_indices(self) -> np.ndarray:
         return np.flatnonzero(~self.is_val)
-
-    @property
-    def groups(self) -> dict[str, np.ndarray]:
-        return self.token_groups
 
     def label_dist(self, expected: bool = True):
         raise ProbeError("P^s is defined for the synthetic tasks, not for text runs")
@@ -248,13 +241,11 @@ def make_text_task(cfg: RunConfig) -> TextTask:
         counts[name] = np.bincount(tr, minlength=V)
         for stream, val in ((tr, False), (va, True)):
             w = _windows(stream, cfg.seq_len)
-            parts.append((w, np.full(len(w), si), np.full(len(w), val)))
+            parts.append((w, np.full(len(w), si, dtype=np.int64), np.full(len(w), val)))
         if not len(parts[-1][0]) or not len(parts[-2][0]):
             raise ProbeError(f"source '{name}' is too short for {param('seq_len', cfg.seq_len)}: add documents "
                              f"({param('logic_docs')} / {param('story_docs')}) or shorten {param('seq_len')}")
-    windows = np.concatenate([p[0] for p in parts])
-    split = np.concatenate([p[1] for p in parts]).astype(np.int64)
-    is_val = np.concatenate([p[2] for p in parts]).astype(bool)
+    windows, split, is_val = (np.concatenate(column) for column in zip(*parts))
     rng = np.random.default_rng(cfg.data_seed)
     perm = rng.permutation(len(windows))  # any prefix of a split's validation windows is a fair sample
     windows, split, is_val = windows[perm], split[perm], is_val[perm]
@@ -264,7 +255,7 @@ def make_text_task(cfg: RunConfig) -> TextTask:
         np.zeros(len(tokens), dtype=np.int64), [()], TEXT_SPLITS, TEXT_SPLITS,
         targets=targets, is_val=is_val, vocab_ids=vocab_ids.astype(np.int64),
         vocab_strings=tok.strings(vocab_ids),
-        token_groups=source_groups(counts, cfg.group_ratio, cfg.group_size),
+        groups=source_groups(counts, cfg.group_ratio, cfg.group_size),
         doc_counts={k: len(v) for k, v in docs.items()},
         story_text=story_text(cfg.stories, len(docs["story"])),
     )

@@ -27,6 +27,7 @@ error, not wrong text.
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 import re
 import shutil
@@ -110,10 +111,7 @@ def cut_chapter(verses: list[str], target: int = TARGET_WORDS) -> list[list[str]
     counts = [len(v.split()) for v in verses]
     total = sum(counts)
     k = max(1, round(total / target))
-    running, s = [], 0
-    for c in counts:
-        s += c
-        running.append(s)
+    running = list(itertools.accumulate(counts))
     cuts: list[int] = []
     for j in range(1, k):
         at = min(range(len(running)), key=lambda i: (abs(running[i] - j * total / k), i))
