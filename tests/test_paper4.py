@@ -43,6 +43,19 @@ def test_sinks_on_known_attention():
     assert r.sink_heads.tolist() == [[False, True]] and r.summary()["sink_head_fraction"] == 0.5
     np.testing.assert_allclose(r.first_norm_ratio, [8.0, 8.0])
 
+    assert r.warnings == []
+
+
+def test_sinks_on_sequences_shorter_than_min_query_say_so():
+    """Queries from ``min_query`` on need sequences longer than it: on shorter ones the sink mass starts at
+    the last position, and at one token every head attends only to position 0 and reads as a sink. The
+    result says which position it counted from, and warns."""
+    for T, q0 in ((3, 2), (1, 0)):
+        A = np.tril(np.ones((T, T))) / np.arange(1, T + 1)[:, None]          # causal averaging: no sink
+        r = attention_sinks(A[None, None, None], min_query=4, threshold=0.3)
+        assert r.min_query == q0
+        assert r.warnings == [f"sequences of {T} tokens: the sink mass counts queries from position {q0}, "
+                              "not from the 4 asked for"]
 
 def test_rank_numbers_on_known_spectra():
     rng = np.random.default_rng(0)

@@ -72,6 +72,10 @@ def attention_sinks(attention: np.ndarray, hidden_norm: np.ndarray | None = None
     q0 = min(min_query, T - 1)
     mass = A[..., q0:, 0].mean(axis=(2, 3))                       # (layers, heads)
     uniform = float(np.mean(1.0 / (np.arange(q0, T) + 1)))
+    warnings = []
+    if q0 < min_query:   # a short sequence: at T = 1 position 0 is all there is, and every head reads as a sink
+        warnings.append(f"sequences of {T} tokens: the sink mass counts queries from position {q0}, not from "
+                        f"the {min_query} asked for")
     ratio = None
     if hidden_norm is not None:
         hn = np.asarray(hidden_norm, dtype=np.float64)
@@ -79,4 +83,4 @@ def attention_sinks(attention: np.ndarray, hidden_norm: np.ndarray | None = None
             med = np.median(hn[..., 1:], axis=-1)                  # (blocks, B)
             ratio = np.where(med > 0, hn[..., 0] / np.where(med > 0, med, 1), np.nan).mean(axis=1)
     return SinksResult(step=step, sink_mass=mass, uniform_mass=uniform, threshold=threshold, min_query=q0,
-                       sink_heads=mass >= threshold, first_norm_ratio=ratio)
+                       sink_heads=mass >= threshold, first_norm_ratio=ratio, warnings=warnings)
