@@ -42,7 +42,6 @@ def test_sinks_on_known_attention():
     assert r.sink_mass[0, 0] == pytest.approx(np.mean(1 / np.arange(5, T + 1))) == pytest.approx(r.uniform_mass)
     assert r.sink_heads.tolist() == [[False, True]] and r.summary()["sink_head_fraction"] == 0.5
     np.testing.assert_allclose(r.first_norm_ratio, [8.0, 8.0])
-
     assert r.warnings == []
 
 
@@ -56,6 +55,7 @@ def test_sinks_on_sequences_shorter_than_min_query_say_so():
         assert r.min_query == q0
         assert r.warnings == [f"sequences of {T} tokens: the sink mass counts queries from position {q0}, "
                               "not from the 4 asked for"]
+
 
 def test_rank_numbers_on_known_spectra():
     rng = np.random.default_rng(0)
