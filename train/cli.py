@@ -30,7 +30,8 @@ CONTEXT = {"help_option_names": ["--help"], "max_content_width": 100}   # probe'
 # The commands besides training; main() dispatches on the first word, so that training keeps its
 # plain form (probe-train --preset quick --out run.h5) with no command word.
 COMMANDS = {"sweep": "train a grid of runs, one per point (probe-train sweep --help)",
-            "presets": "list the presets: what each is for, task, model size, steps"}
+            "presets": "list the presets: what each is for, task, model size, steps",
+            "ensemble": "train runs that differ only in seed and gamma as one batched model (what sweep runs)"}
 
 _PRESET_HELP = (f"starting configuration: {', '.join(PRESETS)} (probe-train presets says what each is for; "
                 "--print-config shows its values)")
@@ -199,7 +200,7 @@ class _TensorBoard:
 
 def _train(preset: str, out: Optional[str], resume: bool, overwrite: bool, quiet: bool, report: Optional[str] = None,
            tensorboard: Optional[str] = None, tensorboard_probes: Optional[str] = None,
-           print_config: bool = False, fmt: str = "json", **overrides) -> None:
+           print_config: bool = False, fmt: str = "json", stop_at: Optional[int] = None, **overrides) -> None:
     if fmt != "json" and not print_config:
         fail(f"{param('format', fmt)} is the format of {param('print_config')}; give both")
     if out is None and (resume or not print_config):
@@ -241,7 +242,7 @@ def _train(preset: str, out: Optional[str], resume: bool, overwrite: bool, quiet
     completed = False
     try:
         trainer = Trainer(cfg, out, resume=resume, overwrite=overwrite, progress=not quiet, on_snapshot=live,
-                          on_metrics=board)
+                          on_metrics=board, stop_at=stop_at)
         if board is not None:
             board.start(trainer, stored_cfg)
         result = trainer.run()
@@ -251,8 +252,10 @@ def _train(preset: str, out: Optional[str], resume: bool, overwrite: bool, quiet
             live.finish(completed)
         if board is not None:
             board.finish(completed)
+    stopped = (f"; stopped at step {result.steps} of {cfg.steps} as asked (--stop-at): probe-train --resume "
+               f"--out {result.path} trains the rest") if result.steps < cfg.steps else ""
     print(terminal(f"wrote {result.path}: {result.snapshots} snapshots, {result.steps} steps in "
-                   f"{result.seconds:.1f} s"), file=sys.stderr)
+                   f"{result.seconds:.1f} s{stopped}"), file=sys.stderr)
     for split, m in result.metrics.items():
         print(f"{split}\tloss {m['loss']:.4f}\tacc {m['acc']:.4f}")
 
@@ -290,6 +293,9 @@ train_command = click.Command("probe-train", callback=_train, help=_TRAIN_HELP, 
                  help="continue OUT from its last snapshot"),
     click.Option(["--overwrite/--no-overwrite"], default=False, show_default=True, help="replace OUT if it exists"),
     click.Option(["--quiet", "-q"], is_flag=True, help="no progress bar"),
+    click.Option(["--stop-at"], type=click.IntRange(min=1), metavar="STEP", help=(
+        "train the configured schedule (warm-up and cosine over --steps) but stop after STEP steps, with a "
+        "snapshot there; --resume later trains on to --steps, as if never stopped")),
     click.Option(["--report"], help="keep this HTML run report up to date while training (probe report --watch)"),
     click.Option(["--tensorboard"], metavar="DIR", help=(
         "write what training logs as TensorBoard scalars into DIR/RUN (RUN: OUT's name without .h5) at every "
@@ -321,9 +327,15 @@ train_command = click.Command("probe-train", callback=_train, help=_TRAIN_HELP, 
               "written to OUT, which the workers must reach")
 @click.option("--tensorboard", metavar="DIR", help=(
     "TensorBoard event files of every run in DIR/RUN, written as each trains (probe-train --tensorboard); runs "
-    "reused from an earlier sweep are filled in from their files (needs pip install 'gamma-probe[tensorboard]')"))
+    "reused from an earlier sweep are filled in from their files (needs pip install 'gamma-probe[tensorboard]'); "
+    "the runs then train one by one"))
+@click.option("--ensemble/--no-ensemble", default=True, show_default=True, help=(
+    "train the points that differ only in seed and gamma as seed ensembles: one batched model per process "
+    "(one per GPU, or one per core on a CPU), each run still its own file; --no-ensemble: one process per run"))
+@click.option("--stop-at", type=click.IntRange(min=1), metavar="STEP", help=(
+    "train each run's schedule only up to STEP (probe-train --stop-at); the same sweep without it trains on"))
 def sweep(grid: tuple[str, ...], preset: str, out: str, jobs: int, scheduler: Optional[str],
-          tensorboard: Optional[str]) -> None:
+          tensorboard: Optional[str], ensemble: bool, stop_at: Optional[int]) -> None:
     """Train one run per point of a grid of config values (any field of probe-train's configuration):
     finished runs are reused, killed ones resumed, changed ones retrained; failed runs are recorded in
     OUT/sweep.json and the others go on. Summarise with probe sweep-summary OUT.
@@ -335,19 +347,46 @@ def sweep(grid: tuple[str, ...], preset: str, out: str, jobs: int, scheduler: Op
       probe-train sweep --preset quick --grid layers=1,2 -o depth --tensorboard tb
       probe sweep-summary demo --outcome "acc[rsn_test]>0.5"
     """
-    from .runs import parse_grid, sweep as run_sweep
+    from .sweep import parse_grid, sweep as run_sweep
 
     cells = parse_grid(grid, preset)
     with _sweep_progress() as (tick, log):
         manifest = run_sweep(preset, cells, out, jobs=jobs, scheduler=scheduler, progress=tick, log=log,
-                             tensorboard=tensorboard)
+                             tensorboard=tensorboard, ensemble=ensemble, stop_at=stop_at)
     status = [r["status"] for r in manifest["runs"]]
-    print(terminal(f"{out}: {status.count('done')} of {len(status)} runs done"
+    at = f", {status.count('partial')} stopped at step {stop_at} or later (--stop-at)" if stop_at else ""
+    print(terminal(f"{out}: {status.count('done')} of {len(status)} runs done{at}"
                    + (f", {status.count('failed')} failed (see {out}/sweep.json)" if "failed" in status else "")),
           file=sys.stderr)
     for r in manifest["runs"]:   # tab-separated fields, each escaped (an error quotes names from files)
         print("\t".join(terminal(str(r[k])) for k in ("label", "status", "path", "error") if k in r))
     if "failed" in status:
+        raise click.exceptions.Exit(1)
+
+
+@click.command(context_settings=CONTEXT)
+@click.argument("spec")
+def ensemble(spec: str) -> None:
+    """Train runs that differ only in seed and gamma as one batched model (probe_train.ensemble), each into its
+    own run file. SPEC is JSON: {"members": [{"preset": P, "overrides": {...}, "out": FILE, "resume": false},
+    ...], "stop_at": STEP or null}. probe-train sweep writes it (--no-ensemble: one process per run instead);
+    a member that diverges is reported as 'failed member FILE: WHY' and the others go on.
+    """
+    try:
+        members = json.loads(spec)["members"]
+        cfgs = [make_preset(m["preset"], **m["overrides"]) for m in members]
+        outs, resume = [str(m["out"]) for m in members], [bool(m["resume"]) for m in members]
+        stop_at = json.loads(spec).get("stop_at")
+    except (ValueError, KeyError, TypeError) as exc:
+        fail(f"bad ensemble SPEC ({type(exc).__name__}: {exc}); see probe-train ensemble --help")
+    from .ensemble import Ensemble   # torch: only once there is something to train
+
+    result = Ensemble(cfgs, outs, resume=resume, overwrite=True, progress=False, stop_at=stop_at).run()
+    for r in result.results:
+        print(terminal(f"wrote {r.path}: {r.snapshots} snapshots, {r.steps} steps"), file=sys.stderr)
+    for path, why in result.failed.items():
+        print(terminal(f"failed member {path}: {why}"), file=sys.stderr)
+    if result.failed:
         raise click.exceptions.Exit(1)
 
 
@@ -449,6 +488,8 @@ def main() -> None:
             run_cli(sweep, args=sys.argv[2:], prog_name="probe-train sweep")
         elif first == "presets":
             run_cli(presets, args=sys.argv[2:], prog_name="probe-train presets")
+        elif first == "ensemble":
+            run_cli(ensemble, args=sys.argv[2:], prog_name="probe-train ensemble")
         elif first and not first.startswith("-"):
             # training takes options only: a word here is a mistyped command, not a stray argument
             run_cli(lambda: fail(f"unknown command '{first}'{did_you_mean(first, COMMANDS)} (commands: "

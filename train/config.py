@@ -292,6 +292,16 @@ CHOICES = {"precision": ("fp32", "bf16"), "norm": ("pre", "post"), "activation":
 GAMMA_FIELDS = ("gamma_embed", "gamma_attn", "gamma_mlp", "gamma_head")
 
 
+# the fields in which the members of a seed ensemble (probe_train.ensemble) may differ: they change the
+# initial draw and the batch order, never a shape
+MEMBER_FIELDS = ("seed", "gamma")
+
+
+def shape_key(cfg: RunConfig) -> dict:
+    """What the members of one seed ensemble share: every field but ``seed`` and ``gamma``."""
+    return {k: v for k, v in cfg.to_dict().items() if k not in MEMBER_FIELDS}
+
+
 def held_out_combos(cfg: RunConfig) -> list[tuple[int, ...]]:
     combos = []
     parts = [p.strip() for p in cfg.held_out.split(";")]

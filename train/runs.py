@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib
-import itertools
 import json
 import multiprocessing
 import os
@@ -21,17 +20,14 @@ import tempfile
 import threading
 import time
 import uuid
-from dataclasses import dataclass, fields
-from functools import partial
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Callable, Mapping
 
 from probe import environment
-from probe._files import writable_folder
 from probe._proc import child_env, entry_command, entry_point, signals_blocked, start
-from probe.errors import Interrupted, ProbeError, param, terminal
+from probe.errors import Interrupted, ProbeError, terminal
 from probe.format import last_step
-from probe.format.sweep import read_manifest, write_manifest
 from probe.signals import STOP
 
 from .config import RunConfig, preset  # noqa: F401 - also the figures' planner's
@@ -41,7 +37,7 @@ from .text.kjv import INSTALL as KJV_INSTALL, installed as kjv_installed  # noqa
 Log = Callable[[str], None]
 
 
-def _stderr(msg: str) -> None:
+def log_stderr(msg: str) -> None:
     print(terminal(msg), file=sys.stderr, flush=True)   # paths and errors quote file names
 
 
@@ -53,7 +49,7 @@ def config_hash(config: Mapping) -> str:
     return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()[:10]
 
 
-def _folder(path: str | os.PathLike) -> Path:
+def make_folder(path: str | os.PathLike) -> Path:
     """``path`` as a folder, created if missing; one line if it cannot be."""
     path = Path(path)
     try:
@@ -98,6 +94,8 @@ class Job:
     preset: str = ""
     overrides: dict | None = None
     done_steps: int = 0      # steps already in the file (a resumed run)
+    target: int = 0          # the step the run trains to (its steps, or --stop-at's step)
+    members: list["Job"] = field(default_factory=list)   # an ensemble's runs, trained in this job's process
 
     @property
     def seconds(self) -> float | None:
@@ -115,12 +113,13 @@ class Job:
 
 
 def plan(wanted: Mapping[str, tuple[str, dict]], runs_dir: str | os.PathLike, *, threads: int | None = 1,
-         retrain: bool = False, extra: list[str] = ()) -> tuple[dict[str, Path], list[Job]]:
+         retrain: bool = False, extra: list[str] = (), stop_at: int | None = None) -> tuple[dict[str, Path], list[Job]]:
     """(path of every run in ``wanted`` = {label: (preset, overrides)}, the jobs that are missing).
 
     A finished run is reused (unless ``retrain``), a started one resumed, anything else trained
     from scratch; ``threads`` sets each trainer's torch threads (None: torch's default); ``extra``:
-    more ``probe-train`` arguments for every job (``--tensorboard DIR``).
+    more ``probe-train`` arguments for every job (``--tensorboard DIR``); ``stop_at``: each run trains
+    its schedule up to this step only (probe-train --stop-at), and one there (or past it) is finished.
     """
     runs_dir = Path(runs_dir)
     paths, todo = {}, []
@@ -134,22 +133,25 @@ def plan(wanted: Mapping[str, tuple[str, dict]], runs_dir: str | os.PathLike, *,
             path = next((p for p in sorted(runs_dir.glob(f"*-{digest}.h5")) if last_step(p) == cfg.steps), path)
         paths[label] = path
         done = None if retrain else last_step(path)
-        if done == cfg.steps:
+        target = min(stop_at or cfg.steps, cfg.steps)
+        if done == cfg.steps or (done is not None and done >= target):
             continue
         cmd = ["--preset", name, *(_flag(k, v) for k, v in overrides.items()),
                "--quiet", "--out", str(path)]
+        if target < cfg.steps:
+            cmd += ["--stop-at", str(target)]
         if threads:
             cmd += ["--threads", str(threads)]
         cmd += ["--overwrite"] if done is None else ["--resume"]
         cmd += list(extra)
-        todo.append(Job(label, path, cmd, name, dict(overrides), done or 0))
+        todo.append(Job(label, path, cmd, name, dict(overrides), done or 0, target))
     return paths, todo
 
 
 Progress = Callable[[int, int, int, int], None]   # (done, running, failed, total)
 
 
-def train_jobs(todo: list[Job], jobs: int = 0, log: Log = _stderr, *, keep_going: bool = False,
+def train_jobs(todo: list[Job], jobs: int = 0, log: Log = log_stderr, *, keep_going: bool = False,
                progress: Progress | None = None, on_end: Callable[[Job, str | None], None] | None = None
                ) -> dict[str, str]:
     """Run the jobs, ``jobs`` at a time (0: one per core). A failure stops the others and is raised
@@ -168,14 +170,15 @@ def train_jobs(todo: list[Job], jobs: int = 0, log: Log = _stderr, *, keep_going
     queue = list(todo)
     running: list = []   # (job, trainer process, its stderr, start)
     state = {"done": 0, "failed": {}}
-    log(f"training {len(todo)} run(s), {jobs} at a time, into {todo[0].path.parent if todo else '.'}")
+    total = sum(len(job.members) or 1 for job in todo)
+    log(f"training {total} run(s), {jobs} at a time, into {todo[0].path.parent if todo else '.'}")
     with STOP.caught():
         try:
-            _loop(queue, running, jobs, log, state, keep_going, progress, len(todo), on_end)
+            _loop(queue, running, jobs, log, state, keep_going, progress, total, on_end)
         finally:   # stopped, failed or interrupted: every trainer still running stops at a step and is waited for
             _stop(running)
         if STOP.asked:
-            raise _interrupted(state["done"], len(todo))
+            raise _interrupted(state["done"], total)
     log(f"trained {state['done']} run(s) in {time.perf_counter() - t0:.0f} s"
         + (f"; {len(state['failed'])} failed" if state["failed"] else ""))
     return state["failed"]
@@ -203,12 +206,32 @@ def _stop(running, wait_s: float = 60.0) -> None:
                 proc.join()
 
 
-def _last_line(err) -> str:
+def _err_lines(err) -> list[str]:
+    """The non-empty lines a trainer wrote to its stderr file (the file closed), frames of rich's boxes stripped."""
     err.seek(0)
     lines = [ln.strip("╭╮╰╯│─ ") for ln in err.read().splitlines()]
-    lines = [ln for ln in lines if ln]
     err.close()
-    return lines[-1] if lines else ""
+    return [ln for ln in lines if ln]
+
+
+def member_failed(path) -> str:
+    """The line an ensemble's process writes to stderr for a member that stopped (its reason follows)."""
+    return f"failed member {terminal(str(path))}: "
+
+
+def outcomes(job: Job, code: int, lines: list[str]) -> list[tuple[Job, str | None]]:
+    """Each run of a job whose process ended with exit ``code`` and stderr ``lines``: (run, None when it
+    reached its target step, else why not). An ensemble's runs each: its file says whether it finished,
+    its process which of them failed and why."""
+    general = (lines[-1] if lines else "") or f"exit {code}"
+    if not job.members:
+        return [(job, None if code == 0 else general)]
+    out = []
+    for run in job.members:
+        said = [ln[len(member_failed(run.path)):] for ln in lines if ln.startswith(member_failed(run.path))]
+        reached = (last_step(run.path) or 0) >= run.target
+        out.append((run, None if reached and not said else (said[0] if said else general)))
+    return out
 
 
 def _start(job: Job):
@@ -259,32 +282,33 @@ def _loop(queue: list[Job], running: list, jobs: int, log: Log, state: dict, kee
     while (queue or running) and not STOP.asked:
         while queue and len(running) < jobs:
             job = queue.pop(0)
-            log(f"  $ probe-train {' '.join(job.args)}")
+            log(f"  $ probe-train {' '.join(job.args)}" if not job.members else
+                f"  $ probe-train ensemble of {len(job.members)}: {', '.join(m.label for m in job.members)}")
             running.append((job, *_start(job), time.perf_counter()))
         for item in list(running):
             job, proc, err, t0 = item
             if proc.exitcode is None:
                 continue
             running.remove(item)
-            last = _last_line(err)
-            if proc.exitcode != 0:
-                message = f"training run '{job.label}' failed: {last or f'exit {proc.exitcode}'}"
-                if not keep_going:
-                    raise ProbeError(message)
-                state["failed"][job.label] = last or f"exit {proc.exitcode}"
-                log(f"  {message}")
-            else:
-                state["done"] += 1
-                log(f"  done {job.label} in {time.perf_counter() - t0:.1f} s ({state['done']}/{total})")
-            if on_end is not None:
-                on_end(job, state["failed"].get(job.label))
+            for run, error in outcomes(job, proc.exitcode, _err_lines(err)):
+                if error is not None:
+                    message = f"training run '{run.label}' failed: {error}"
+                    if not keep_going:
+                        raise ProbeError(message)
+                    state["failed"][run.label] = error
+                    log(f"  {message}")
+                else:
+                    state["done"] += 1
+                    log(f"  done {run.label} in {time.perf_counter() - t0:.1f} s ({state['done']}/{total})")
+                if on_end is not None:
+                    on_end(run, error)
         if progress:
             progress(state["done"], len(running), len(state["failed"]), total)
         time.sleep(0.2)
 
 
 def ensure(wanted: Mapping[str, tuple[str, dict]], runs_dir: str | os.PathLike, *, jobs: int = 0,
-           threads: int | None = 1, retrain: bool = False, log: Log = _stderr) -> dict[str, Path]:
+           threads: int | None = 1, retrain: bool = False, log: Log = log_stderr) -> dict[str, Path]:
     """Paths of finished runs for ``wanted``, training the ones that are missing.
 
     A run's file is ``RUNS_DIR/<label>-<hash of its whole configuration>.h5``: a finished file is reused
@@ -325,128 +349,16 @@ def ensure(wanted: Mapping[str, tuple[str, dict]], runs_dir: str | os.PathLike, 
     >>> paths = ensure({f"g{g}": ("quick", {"gamma": g}) for g in (0.3, 0.8)}, "runs", jobs=2)
     >>> paths["g0.8"]
     """
-    runs_dir = _folder(runs_dir)
+    runs_dir = make_folder(runs_dir)
     paths, todo = plan(wanted, runs_dir, threads=threads, retrain=retrain)
     if todo:
         train_jobs(todo, jobs, log)
     return paths
 
 
-# --- sweeps: a grid of configurations, each run once ---------------------------------------------
-
-def parse_grid(items: list[str], preset_name: str) -> dict[str, list]:
-    """``["gamma=0.3,0.5", "seed=0:5", "norm=pre,post"]`` -> {field: [values]}, each value typed like
-    the RunConfig field (a range ``A:B`` is half-open, like token ranges)."""
-    types = {f.name: f.type for f in fields(RunConfig)}
-    base = preset(preset_name)
-    grid: dict[str, list] = {}
-    for item in items:
-        key, sep, text = item.partition("=")
-        key = key.strip().replace("-", "_")
-        if not sep or not text.strip():
-            raise ProbeError(f"{param('grid', item)}: use field=v1,v2 or field=A:B (e.g. gamma=0.3,0.8 or seed=0:5)")
-        if key not in types:
-            raise ProbeError(f"{param('grid', item)}: no config field '{key}' (see probe-train --help)")
-        if key in grid:
-            raise ProbeError(f"{param('grid', item)}: '{key}' is given twice")
-        kind = type(getattr(base, key))
-        values: list = []
-        for part in (p.strip() for p in text.split(",")):
-            if not part:
-                raise ProbeError(f"empty item in {param('grid', item)}: remove the extra comma")
-            if kind is int and ":" in part:
-                lo, _, hi = part.partition(":")
-                try:
-                    values += list(range(int(lo), int(hi)))
-                except ValueError:
-                    raise ProbeError(f"{param('grid', item)}: bad range '{part}'") from None
-                continue
-            try:
-                values.append(_typed(kind, part))
-            except ValueError:
-                raise ProbeError(f"{param('grid', item)}: '{part}' is not a {kind.__name__}") from None
-        if not values:
-            raise ProbeError(f"{param('grid', item)}: selects no values")
-        grid[key] = list(dict.fromkeys(values))
-    if not grid:
-        raise ProbeError(f"a sweep needs at least one {param('grid')}")
-    return grid
-
-
-def _typed(kind: type, text: str):
-    if kind is bool:
-        if text.lower() in ("true", "1", "yes"):
-            return True
-        if text.lower() in ("false", "0", "no"):
-            return False
-        raise ValueError(text)
-    return kind(text)
-
-
-def point_label(point: Mapping) -> str:
-    return "-".join(f"{k.replace('_', '')}{v}" for k, v in point.items())
-
-
-def sweep(preset_name: str, grid: Mapping[str, list], out: str | os.PathLike, *, jobs: int = 0,
-          scheduler: str | None = None, log: Log = _stderr, progress: Progress | None = None,
-          tensorboard: str | None = None) -> dict:
-    """Train every grid point (finished runs reused, killed ones resumed) into ``out`` and write the
-    manifest ``out/sweep.json``; a failed run is recorded there with its error, the others go on.
-
-    ``tensorboard``: every run's logged numbers as TensorBoard scalars in ``tensorboard/<run file's stem>``,
-    written by each trainer as it goes (``probe-train --tensorboard``); the runs reused from an earlier
-    sweep, and what a trainer on another machine could not write, are filled in from their files at
-    the end (a folder only grows: nothing is written twice)."""
-    out = _folder(out)
-    writable_folder(out, "runs")   # before any training: a read-only folder fails now, in one line
-    points = [dict(zip(grid, combo)) for combo in itertools.product(*grid.values())]
-    wanted = {point_label(p): (preset_name, p) for p in points}
-    for label, (name, p) in wanted.items():   # every configuration is checked before anything trains
-        preset(name, **p)
-    if tensorboard is not None:
-        from probe.format import tensorboard as tb
-
-        tb.require()
-        tensorboard = tb.prepare(tensorboard)
-    paths, todo = plan(wanted, out, threads=1, extra=["--tensorboard", tensorboard] if tensorboard else [])
-    failed: dict[str, str] = {}
-    try:
-        if todo and scheduler:
-            failed = train_on_dask(todo, scheduler, log, progress)
-        elif todo:
-            failed = train_jobs(todo, jobs, log, keep_going=True, progress=progress)
-    finally:   # the manifest says what exists, also after Ctrl-C
-        def status(label):
-            if label in failed:
-                return {"status": "failed", "error": failed[label]}
-            done = last_step(paths[label])
-            cfg = preset(wanted[label][0], **wanted[label][1])
-            return {"status": "done" if done == cfg.steps else ("partial" if done is not None else "missing")}
-
-        write_manifest(out, preset_name, grid, [{"label": label, "point": p, "path": paths[label].name,
-                                                 **status(label)} for label, (_, p) in wanted.items()])
-    if tensorboard:
-        _tensorboard_backfill(tensorboard, [(paths[label], preset(name, **p)) for label, (name, p) in wanted.items()
-                                            if label not in failed])
-    return read_manifest(out)[1]
-
-
-def _tensorboard_backfill(folder: str, runs: list[tuple[Path, object]]) -> None:
-    """What each run's file holds and ``folder/<stem>`` lacks (a run reused from an earlier sweep, a
-    trainer that wrote its events elsewhere): the folder only grows, so a trainer's own points stay."""
-    from probe.format import tensorboard as tb
-
-    from .trainer import lr_at
-
-    for path, cfg in runs:   # (run file, its RunConfig)
-        if last_step(path) is None:
-            continue
-        with tb.Events(os.path.join(folder, Path(path).stem)) as events:
-            tb.add_run(events, path, partial(lr_at, cfg))
-
-
-def _train_one(command: list[str], stop: str | None = None) -> tuple[int, str]:
-    """A Dask task: train one run in a subprocess on the worker; (exit code, last error line). When the
+def _train_one(command: list[str], stop: str | None = None) -> tuple[int, list[str]]:
+    """A Dask task: train one run (or ensemble) in a subprocess on the worker; (exit code, its last 100 error
+    lines). When the
     Dask event ``stop`` is set (the sweep was stopped), the trainer gets SIGINT and stops at a step
     boundary; when the worker dies, SIGTERM from the kernel does the same."""
 
@@ -456,7 +368,7 @@ def _train_one(command: list[str], stop: str | None = None) -> tuple[int, str]:
 
         event = Event(stop)
         if event.is_set():   # stopped while this task waited for a worker: nothing started, nothing to keep
-            return 128 + signal.SIGINT, "stopped before it started"
+            return 128 + signal.SIGINT, ["stopped before it started"]
     err = tempfile.TemporaryFile("w+")
     proc = start(command, stdout=subprocess.DEVNULL, stderr=err, env=child_env(signal.SIGTERM))
     try:
@@ -475,10 +387,10 @@ def _train_one(command: list[str], stop: str | None = None) -> tuple[int, str]:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-    return proc.returncode, _last_line(err)
+    return proc.returncode, _err_lines(err)[-100:]
 
 
-def train_on_dask(todo: list[Job], scheduler: str, log: Log = _stderr, progress: Progress | None = None
+def train_on_dask(todo: list[Job], scheduler: str, log: Log = log_stderr, progress: Progress | None = None
                   ) -> dict[str, str]:
     """Each job as one task on a Dask distributed cluster (the run files land in the shared folder
     the paths name); returns {label: error} of the failed runs."""
@@ -492,7 +404,8 @@ def train_on_dask(todo: list[Job], scheduler: str, log: Log = _stderr, progress:
         raise ProbeError(f"cannot reach the Dask scheduler at {scheduler} ({exc})") from None
     failed: dict[str, str] = {}
     done = 0
-    log(f"training {len(todo)} run(s) on the Dask cluster at {scheduler}")
+    total = sum(len(job.members) or 1 for job in todo)
+    log(f"training {total} run(s) on the Dask cluster at {scheduler}")
     stop = Event(f"probe-train-stop-{uuid.uuid4().hex}", client=client)   # set: the running trainers stop
     pending: set = set()
     try:
@@ -509,16 +422,17 @@ def train_on_dask(todo: list[Job], scheduler: str, log: Log = _stderr, progress:
                     pending.discard(fut)
                     job = futures[fut]
                     try:
-                        rc, last = fut.result()
+                        rc, lines = fut.result()
                     except Exception as exc:   # the worker died
-                        rc, last = -1, f"{type(exc).__name__}: {exc}"
-                    if rc == 0:
-                        done += 1
-                    else:
-                        failed[job.label] = last or f"exit {rc}"
-                        log(f"  training run '{job.label}' failed: {failed[job.label]}")
+                        rc, lines = -1, [f"{type(exc).__name__}: {exc}"]
+                    for run, error in outcomes(job, rc, lines):
+                        if error is None:
+                            done += 1
+                        else:
+                            failed[run.label] = error
+                            log(f"  training run '{run.label}' failed: {error}")
                 if progress:
-                    progress(done, len(pending), len(failed), len(todo))
+                    progress(done, len(pending), len(failed), total)
             if STOP.asked:
                 # a running task cannot be cancelled: the event stops its trainer at a step boundary,
                 # and a task still queued returns at once; waited for, so the files are resumable
@@ -528,7 +442,7 @@ def train_on_dask(todo: list[Job], scheduler: str, log: Log = _stderr, progress:
                 with contextlib.suppress(TimeoutError, KeyboardInterrupt):
                     wait(list(pending), timeout=120.0, return_when="ALL_COMPLETED")
                 client.cancel(list(pending))
-                raise _interrupted(done, len(todo))
+                raise _interrupted(done, total)
     finally:
         if pending:   # ended by an error or a second Ctrl-C: the trainers on the cluster stop all the same
             with contextlib.suppress(Exception):   # the scheduler is gone with them

@@ -102,7 +102,7 @@ def _measure(name: str, send, stories: str | None = None) -> None:
             t0 = time.perf_counter()
             trainer = Trainer(cfg, os.path.join(folder, "run.h5"), progress=False)
             set_up = time.perf_counter() - t0
-            trainer._snapshot = timed("snapshot", trainer._snapshot)
+            trainer.snapshot = timed("snapshot", trainer.snapshot)
             trainer._create_writer = timed("create", trainer._create_writer)
             t0 = time.perf_counter()
             trainer.run()

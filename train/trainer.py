@@ -70,8 +70,15 @@ class Trainer:
 
     def __init__(self, cfg: RunConfig, out: str | os.PathLike, *, resume: bool = False,
                  overwrite: bool = False, progress: bool = True, snapshots: bool = True,
-                 on_snapshot=None, on_metrics=None):
+                 on_snapshot=None, on_metrics=None, stop_at: int | None = None, task=None, ensemble: int = 1):
         self.cfg = cfg
+        # --stop-at: train the configured schedule (warm-up and cosine over cfg.steps) but stop after this
+        # many steps, at a snapshot, resumable to the end; None: to cfg.steps
+        if stop_at is not None and not 0 < stop_at:
+            raise ProbeError(f"{param('stop_at', stop_at)}: need a positive step")
+        self.stop_at = stop_at if stop_at is not None and stop_at < cfg.steps else None
+        self.ensemble = ensemble            # members trained with this one as one batched model (.ensemble)
+        self.task = task                    # None: built from cfg (an ensemble's members share one)
         self.on_snapshot = on_snapshot      # called with the step after each snapshot is complete
         # then with (step, split metrics, mean train loss, the batch losses of the updates since the last
         # snapshot or None): probe-train --tensorboard
@@ -114,11 +121,17 @@ class Trainer:
                     os.unlink(stale)
         self.device = pick_device(cfg.device)
         set_threads(cfg.threads, self.device)
+        if self.device.type == "cuda" and cfg.precision == "fp32":
+            # TF32 tensor cores for the float32 matmuls (10 mantissa bits, float32 range and accumulation):
+            # PyTorch's own advice for training on Ampere and newer; the file records it (environment)
+            torch.backends.cuda.matmul.allow_tf32 = True
+            torch.backends.cudnn.allow_tf32 = True
         if self.device.type == "cpu":
             # Small init (large gamma) drives gradients and Adam's second moments into the
             # subnormal range, where x86 arithmetic is many times slower (bench/bench_denormal.py).
             torch.set_flush_denormal(True)
-        self.task = make_task(cfg)
+        if self.task is None:
+            self.task = make_task(cfg)
         self.lm = cfg.task == "lm"
         if self.lm:  # the vocabulary comes from the data; stored so the model can be rebuilt
             self.cfg = cfg = cfg.replace(vocab_size=len(self.task.vocab_ids))
@@ -148,7 +161,7 @@ class Trainer:
         self.steps_per_epoch = max(1, len(t.train_indices) // cfg.batch_size)
 
     # --- data -----------------------------------------------------------------
-    def _batch(self, step: int) -> torch.Tensor:
+    def batch(self, step: int) -> torch.Tensor:
         """Indices of the batch at ``step``: a function of (seed, step) only, so resume needs no loader state."""
         epoch, k = divmod(step, self.steps_per_epoch)
         if getattr(self, "_perm_epoch", None) != epoch:
@@ -159,13 +172,21 @@ class Trainer:
         return self.train_idx[self._perm[k * b:(k + 1) * b]]
 
     # --- state for snapshots and resume ----------------------------------------
-    def _resume_tensors(self) -> dict[str, np.ndarray]:
-        out = {"rng/torch_cpu": torch.get_rng_state().numpy()}
+    def optimizer_state(self) -> dict[str, dict]:
+        """Parameter name -> its AdamW state (``step``, ``exp_avg``, ``exp_avg_sq``; empty before its first update)."""
+        return {n: self.opt.state.get(p, {}) for n, p in self.model.named_parameters()}
+
+    def _resume_tensors(self, opt_state: dict[str, dict] | None = None) -> dict[str, np.ndarray]:
+        """What a resume needs besides the weights: the RNG and the optimizer's state, ``opt_state``
+        (name -> AdamW state: an ensemble member's slice of the stacked state) or this trainer's own."""
+        # the global generator as torch.manual_seed(seed) left it: training draws from its own generators
+        out = {"rng/torch_cpu": torch.Generator().manual_seed(self.cfg.seed).get_state().numpy()}
+        opt_state = self.optimizer_state() if opt_state is None else opt_state
         names = {id(p): n for n, p in self.model.named_parameters()}
         for group in self.opt.param_groups:
             for p in group["params"]:
-                st = self.opt.state.get(p, {})
                 n = names[id(p)]
+                st = opt_state.get(n, {})
                 for key in ("exp_avg", "exp_avg_sq"):
                     v = st.get(key)
                     out[f"optim/{n}/{key}"] = (v.detach().cpu().numpy() if v is not None
@@ -223,9 +244,19 @@ class Trainer:
     def environment(self) -> dict:
         """What this run trains with (stored in the file; `probe info` shows it): the same config and
         seed give the same numbers with the same threads and library versions."""
-        return {"threads": torch.get_num_threads(), "device": str(self.device), "python": platform.python_version(),
-                "torch": torch.__version__, "numpy": np.__version__, "h5py": h5py.__version__,
-                "flush_denormal": self.device.type == "cpu"}
+        env = {"threads": torch.get_num_threads(), "device": str(self.device), "python": platform.python_version(),
+               "torch": torch.__version__, "numpy": np.__version__, "h5py": h5py.__version__,
+               "flush_denormal": self.device.type == "cpu", "precision": self.precision(), "ensemble": self.ensemble}
+        if self.stop_at is not None:
+            env["stop_at"] = self.stop_at
+        return env
+
+    def precision(self) -> str:
+        """What the matmuls computed in: ``fp32``, ``tf32`` (float32 on CUDA's TF32 tensor cores) or ``bf16``
+        (autocast; norms, softmax and the loss in float32)."""
+        if self.cfg.precision == "bf16":
+            return "bf16"
+        return "tf32" if self.device.type == "cuda" and torch.backends.cuda.matmul.allow_tf32 else "fp32"
 
     def _series(self) -> tuple[dict, dict]:
         """(shape and dtype, run arrays) of what a snapshot stores besides weights and metrics: norm
@@ -274,8 +305,10 @@ class Trainer:
             series=series,
         )
 
-    def _snapshot(self, writer: Writer, step: int, elapsed: float, train_loss: float,
-                  step_losses: np.ndarray | None = None) -> dict:
+    def snapshot(self, writer: Writer, step: int, elapsed: float, train_loss: float,
+                 step_losses: np.ndarray | None = None, opt_state: dict[str, dict] | None = None) -> dict:
+        """Evaluate, append a snapshot at ``step`` and its resume state (``opt_state``: see _resume_tensors);
+        the split metrics."""
         metrics = self.evaluate()
         extra = {}
         if hasattr(self.model, "inspect"):
@@ -300,7 +333,7 @@ class Trainer:
             extra=extra,
             step_losses=step_losses,
         )
-        writer.save_resume(step, self._resume_tensors())
+        writer.save_resume(step, self._resume_tensors(opt_state))
         if self.on_snapshot is not None:
             self.on_snapshot(step)
         if self.on_metrics is not None:
@@ -329,21 +362,36 @@ class Trainer:
         where = f"it continues from step {int(last)}, its last snapshot" if last is not None else "it starts again"
         return Interrupted(f"Interrupted at step {step}; resume with probe-train --resume --out {self.out} ({where})")
 
+    def schedule(self) -> list[int]:
+        """The snapshot steps this call writes: the configured ones up to the last step trained, and that
+        step (--stop-at between two snapshots)."""
+        if not self.snapshots:
+            return []
+        end = self.end_step
+        return sorted({s for s in snapshot_steps(self.cfg) if s <= end} | {end})
+
+    @property
+    def end_step(self) -> int:
+        """The step training stops after: ``cfg.steps``, or ``stop_at`` before it."""
+        return self.cfg.steps if self.stop_at is None else self.stop_at
+
+    def open_writer(self) -> tuple[Writer | None, int, float]:
+        """(the writer, the step training starts from, the training time already in the file): a new
+        file, or the resumed one with the model and optimizer at its last snapshot."""
+        if not self.snapshots:
+            return None, 0, 0.0
+        if not self.resume:
+            return self._create_writer(), 0, 0.0
+        writer, start, state, params = Writer.resume(self.out, config=self.cfg.to_dict(), environment=self.environment())
+        self._load_resume(state, params)
+        return writer, start, float(writer.last("time"))
+
     def _run(self) -> TrainResult:
         cfg = self.cfg
         if STOP.asked:   # Ctrl-C while torch loaded or the task was built
             raise self._interrupted(0, None)
-        schedule = snapshot_steps(cfg) if self.snapshots else []
-        writer = None
-        start, time_offset = 0, 0.0
-        if self.snapshots:
-            if self.resume:
-                writer, start, state, params = Writer.resume(self.out, config=cfg.to_dict(),
-                                                             environment=self.environment())
-                self._load_resume(state, params)
-                time_offset = float(writer.last("time"))
-            else:
-                writer = self._create_writer()
+        schedule = self.schedule()
+        writer, start, time_offset = self.open_writer()
         pending = [s for s in schedule if s > start]
         metrics: dict = {}
         t0 = time.perf_counter()
@@ -351,18 +399,18 @@ class Trainer:
         loss_n = 0
         step_losses: list[torch.Tensor] = []   # read back at snapshots only (no per-step sync)
         try:
-            with _Progress(self.progress, cfg.steps, start) as bar:
+            with Progress(self.progress, self.end_step, start) as bar:
                 if writer is not None and not self.resume and 0 in schedule:
-                    metrics = self._snapshot(writer, 0, 0.0, float("nan"))
+                    metrics = self.snapshot(writer, 0, 0.0, float("nan"))
                     bar.show_metrics(metrics)
                 self.model.train()
-                for step in range(start, cfg.steps):
+                for step in range(start, self.end_step):
                     if STOP.asked:   # the safe point: between steps, after any snapshot
                         raise self._interrupted(step, writer)
                     lr = lr_at(cfg, step)
                     for group in self.opt.param_groups:
                         group["lr"] = lr
-                    idx = self._batch(step)
+                    idx = self.batch(step)
                     loss = self._loss(idx)
                     self.opt.zero_grad(set_to_none=True)
                     loss.backward()
@@ -379,7 +427,7 @@ class Trainer:
                         elapsed = time_offset + time.perf_counter() - t0
                         log = torch.stack(step_losses).double().cpu().numpy()
                         step_losses.clear()
-                        metrics = self._snapshot(writer, done, elapsed, float(loss_sum) / loss_n, log)
+                        metrics = self.snapshot(writer, done, elapsed, float(loss_sum) / loss_n, log)
                         loss_sum.zero_()
                         loss_n = 0
                         bar.show_metrics(metrics)
@@ -389,10 +437,10 @@ class Trainer:
                 writer.close()
         if not metrics:
             metrics = self.evaluate()
-        return TrainResult(self.out, cfg.steps, len(schedule), time.perf_counter() - t0, metrics)
+        return TrainResult(self.out, self.end_step, len(schedule), time.perf_counter() - t0, metrics)
 
 
-class _Progress:
+class Progress:
     """A rich progress bar on stderr with the running loss and the latest split accuracies.
 
     The loss is read back from the device only every ``every`` steps (no per-step sync on CUDA).
