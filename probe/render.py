@@ -261,12 +261,15 @@ def info(d: dict, fmt: str) -> None:
              if c.get(k)] + [k for k in ("tie_embeddings", "gated_attention") if c.get(k)]
     if c.get("model") == "llama" or extra or c.get("norm_eps", 1e-5) != 1e-5:
         _line(f"           norm_eps={c.get('norm_eps', 1e-5):g}  " + "  ".join(extra))
-    _line(f"training   {c.get('steps')} steps, batch {c.get('batch_size')}, lr {c.get('lr')}, "
-          f"weight decay {c.get('weight_decay')}, seed {c.get('seed')}")
     env = d.get("environment") or {}
+    _line(f"training   {c.get('steps')} steps, batch {c.get('batch_size')}, lr {c.get('lr')}, "
+          f"weight decay {c.get('weight_decay')}, seed {c.get('seed')}"
+          + (f"; stopped at step {env['stop_at']} as asked (--stop-at; --resume trains on)" if "stop_at" in env else ""))
     if env:
         _line(f"trained    {env.get('device')}, {env.get('threads')} torch thread(s); torch {env.get('torch')}, "
               f"numpy {env.get('numpy')}, h5py {env.get('h5py')}, python {env.get('python')}"
+              + (f"; {env['precision']} matmuls" if "precision" in env else "")
+              + (f"; one of an ensemble of {env['ensemble']}" if env.get("ensemble", 1) != 1 else "")
               + (f" (resumed at step {env['resumed_at']})" if "resumed_at" in env else ""))
     _line(f"snapshots  {d['snapshots']}: steps {shown}")
     for split, m in d["metrics"].items():
