@@ -29,7 +29,8 @@ from probe.signals import STOP
 
 from .config import RunConfig, shape_key
 from .tasks import make_task
-from .trainer import Trainer, TrainResult, Progress, lr_at
+from .progress import Progress
+from .trainer import Trainer, TrainResult, lr_at
 
 @dataclass
 class EnsembleResult:
@@ -157,8 +158,13 @@ class Ensemble:
             g.mul_(coef.view(-1, *[1] * (g.ndim - 1)).to(g.dtype))
 
     def batch(self, step: int) -> torch.Tensor:
-        """The members' batches at ``step``, (K, B): each member's own order (Trainer._batch)."""
-        return torch.stack([m.batch(step) for m in self.members])
+        """The members' batches at ``step``, (K, B): each member's own order (Trainer.batch), as one slice
+        of the members' epoch orders stacked once an epoch."""
+        epoch, i = divmod(step, self.members[0].steps_per_epoch)
+        if getattr(self, "_epoch", None) != epoch:
+            self._orders, self._epoch = torch.stack([m.order(epoch) for m in self.members]), epoch
+        b = self.cfg.batch_size
+        return self._orders[:, i * b:(i + 1) * b]
 
     # --- snapshots -------------------------------------------------------------------------------------
     @torch.no_grad()

@@ -6,7 +6,6 @@ import glob
 import math
 import os
 import platform
-import sys
 import time
 from dataclasses import dataclass
 
@@ -27,6 +26,7 @@ from .config import RunConfig, snapshot_steps
 from .device import pick_device, set_threads
 from .evaluate import evaluate, evaluate_lm
 from .models import build_model
+from .progress import Progress
 from .tasks import make_task
 
 
@@ -161,15 +161,20 @@ class Trainer:
         self.steps_per_epoch = max(1, len(t.train_indices) // cfg.batch_size)
 
     # --- data -----------------------------------------------------------------
+    def order(self, epoch: int) -> torch.Tensor:
+        """The training sequences (indices into the task) in the order epoch ``epoch`` takes them, on the
+        device: a function of (seed, epoch) only, so resume needs no loader state. Drawn on the CPU, so
+        that a run sees the same batches on any device (one copy an epoch)."""
+        g = torch.Generator().manual_seed(self.cfg.seed * 1_000_003 + epoch)
+        return self.train_idx[torch.randperm(len(self.train_idx), generator=g).to(self.device)]
+
     def batch(self, step: int) -> torch.Tensor:
-        """Indices of the batch at ``step``: a function of (seed, step) only, so resume needs no loader state."""
+        """Indices of the batch at ``step``: its slice of its epoch's order."""
         epoch, k = divmod(step, self.steps_per_epoch)
-        if getattr(self, "_perm_epoch", None) != epoch:
-            g = torch.Generator().manual_seed(self.cfg.seed * 1_000_003 + epoch)
-            self._perm = torch.randperm(len(self.train_idx), generator=g).to(self.device)
-            self._perm_epoch = epoch
+        if getattr(self, "_order_epoch", None) != epoch:
+            self._order, self._order_epoch = self.order(epoch), epoch
         b = self.cfg.batch_size
-        return self.train_idx[self._perm[k * b:(k + 1) * b]]
+        return self._order[k * b:(k + 1) * b]
 
     # --- state for snapshots and resume ----------------------------------------
     def optimizer_state(self) -> dict[str, dict]:
@@ -431,46 +436,11 @@ class Trainer:
                         loss_sum.zero_()
                         loss_n = 0
                         bar.show_metrics(metrics)
-                    bar.advance(done, loss_sum, loss_n)
+                    # on a GPU the loss is read back at snapshots only: no host synchronisation between them
+                    bar.advance(done, loss_sum, loss_n if self.device.type == "cpu" else 0)
         finally:
             if writer is not None:
                 writer.close()
         if not metrics:
             metrics = self.evaluate()
         return TrainResult(self.out, self.end_step, len(schedule), time.perf_counter() - t0, metrics)
-
-
-class Progress:
-    """A rich progress bar on stderr with the running loss and the latest split accuracies.
-
-    The loss is read back from the device only every ``every`` steps (no per-step sync on CUDA).
-    """
-
-    def __init__(self, enabled: bool, total: int, start: int, every: int = 25):
-        self.enabled = enabled and sys.stderr is not None
-        self.total, self.start, self.every = total, start, every
-        self.desc = ""
-
-    def __enter__(self):
-        if self.enabled:
-            from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-            self._p = Progress(TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(),
-                               TimeRemainingColumn(), TextColumn("{task.description}"),
-                               console=Console(stderr=True), transient=False)
-            self._p.__enter__()
-            self._task = self._p.add_task("", total=self.total, completed=self.start)
-        return self
-
-    def advance(self, done: int, loss_sum: torch.Tensor, loss_n: int) -> None:
-        if self.enabled and (done % self.every == 0 or done == self.total):
-            loss = f"loss {float(loss_sum) / loss_n:.3f} " if loss_n else ""
-            self._p.update(self._task, completed=done, description=loss + self.desc)
-
-    def show_metrics(self, metrics: dict) -> None:
-        self.desc = " ".join(f"{s} {m['acc']:.2f}" for s, m in metrics.items())
-
-    def __exit__(self, *exc):
-        if self.enabled:
-            self._p.__exit__(*exc)
