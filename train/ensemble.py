@@ -135,19 +135,23 @@ class Ensemble:
     def _losses(self, idx: torch.Tensor) -> torch.Tensor:
         """Each member's mean loss on its own batch: idx (K, B) -> (K,)."""
         m = self.members[0]
+        # the batches gathered before vmap: indexing a whole unbatched table with a batched index
+        # inside it would expand the table K times
+        if self.lm:
+            inputs, target = (m.tokens[idx],), m.targets[idx]
+        else:
+            inputs, target = (m.tokens[idx], m.key_pos[idx]), m.labels[idx]
 
-        def one(params, buffers, i):
+        def one(params, buffers, *args):
             p = {self.prefix + n: v for n, v in {**params, **buffers}.items()}
-            if self.lm:
-                logits = functional_call(self.base, p, (m.tokens[i],))
-                return F.cross_entropy(logits.float().flatten(0, 1), m.targets[i].flatten())
-            logits = functional_call(self.base, p, (m.tokens[i], m.key_pos[i]))
-            return F.cross_entropy(logits.float(), m.labels[i])
+            *inputs, target = args
+            logits = functional_call(self.base, p, tuple(inputs)).float()
+            return F.cross_entropy(logits.flatten(0, -2), target.flatten())
 
         with torch.autocast(**m.autocast), warnings.catch_warnings():
             # CPU attention without a batching rule loops over the members: as fast as separate runs
             warnings.filterwarnings("ignore", message=".*batching rule.*")
-            return vmap(one)(self.params, self.buffers, idx)
+            return vmap(one)(self.params, self.buffers, *inputs, target)
 
     def _clip(self) -> None:
         """clip_grad_norm_ for each member: its slices' joint norm, scaled down to grad_clip."""

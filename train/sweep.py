@@ -14,7 +14,8 @@ from typing import Mapping
 
 from probe._files import writable_folder
 from probe.errors import ProbeError, param
-from probe.format import last_step
+from probe.format import Run, last_step
+from probe.format.run import resumable_step
 from probe.format.sweep import read_manifest, write_manifest
 
 from .config import RunConfig, preset, shape_key
@@ -149,8 +150,10 @@ def ensemble_jobs(todo: list[Job], processes: int = 0) -> list[Job]:
     group (a GPU, or a Dask cluster's workers)."""
     groups: dict[str, list[Job]] = {}
     for job in todo:
-        key = [job.preset, shape_key(preset(job.preset, **job.overrides)), job.done_steps, "--resume" in job.args,
-               job.target]
+        # members start together: from the same resume slot (a writer killed inside a snapshot leaves its
+        # newest step without one), or all afresh
+        start = _resumable(job.path) if "--resume" in job.args else None
+        key = [job.preset, shape_key(preset(job.preset, **job.overrides)), start, job.target]
         groups.setdefault(json.dumps(key, sort_keys=True), []).append(job)
     out = []
     for runs in groups.values():
@@ -159,6 +162,15 @@ def ensemble_jobs(todo: list[Job], processes: int = 0) -> list[Job]:
             chunk = runs[i:i + size]
             out.append(chunk[0] if len(chunk) == 1 else _ensemble(chunk))
     return out
+
+
+def _resumable(path) -> int | None:
+    """The step a resume of ``path`` starts from (None: it starts afresh)."""
+    try:
+        with Run(path) as run:
+            return resumable_step(run)
+    except ProbeError:   # unreadable: the trainer says why, in the ensemble's own words
+        return None
 
 
 def _ensemble(runs: list[Job]) -> Job:
