@@ -63,12 +63,18 @@ class Ensemble:
         Continue the member's file (all members must be at the same step).
     overwrite, progress, stop_at
         As :class:`~probe_train.trainer.Trainer`.
+    task : Task, optional
+        The members' task, already built (default: built from the first configuration; its data depend
+        on ``data_seed`` and the task's fields only).
+    on_step : callable, optional
+        Called with the number of steps done after each update (no host synchronisation is made for it).
 
     >>> Ensemble([preset("quick", seed=s) for s in range(5)], [f"s{s}.h5" for s in range(5)]).run()
     """
 
     def __init__(self, cfgs: list[RunConfig], outs: list, *, resume: bool | list[bool] = False,
-                 overwrite: bool = False, progress: bool = True, stop_at: int | None = None):
+                 overwrite: bool = False, progress: bool = True, stop_at: int | None = None, task=None,
+                 on_step=None):
         if not cfgs or len(cfgs) != len(outs):
             raise ProbeError("an ensemble needs one run file per configuration")
         if any(shape_key(c) != shape_key(cfgs[0]) for c in cfgs):
@@ -76,8 +82,8 @@ class Ensemble:
         if len({os.path.abspath(o) for o in outs}) != len(outs):
             raise ProbeError("ensemble members need a run file each")
         resume = list(resume) if isinstance(resume, (list, tuple)) else [resume] * len(cfgs)
-        self.progress = progress
-        task = make_task(cfgs[0])   # the data depend on data_seed only: one copy for every member
+        self.progress, self.on_step = progress, on_step
+        task = make_task(cfgs[0]) if task is None else task   # one copy for every member
         self.members: list[Trainer] = []
         try:
             for cfg, out, res in zip(cfgs, outs, resume):
@@ -249,6 +255,8 @@ class Ensemble:
                 self.opt.step()
                 losses.append(loss.detach())
                 done = step + 1
+                if self.on_step is not None:
+                    self.on_step(done)
                 if pending and done == pending[0]:
                     pending.pop(0)
                     elapsed = time_offset + time.perf_counter() - t0
