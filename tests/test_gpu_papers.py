@@ -44,6 +44,9 @@ def test_the_tiny_command_trains_the_three_parts_and_records_them(tiny):
     data = _results(out)
     assert data["finished"] and not data["stopped_by_budget"] and data["device"] == "cpu" and data["budget_s"] == 600
     assert PROGRESS.search(res.stdout), res.stdout   # the progress line
+    # the line docs/how-to/gpu.md shows
+    shown = r"^\[\d\d:\d\d\] part a: finished: 4 runs at step 30 of 30 in \d+ s; "
+    assert re.search(shown, res.stdout, re.M), res.stdout
     expected = {"a": (2, (0.5, 0.8), {"inferential", "symmetric>0.5", "fit"}),
                 "b": (1, (0.3, 0.8), {"reasoning", "fit", "memorized"}),
                 "c": (4, (0.5, 0.75, 1.0), {"logic_loss", "story_loss", "delta_L"})}
