@@ -164,11 +164,11 @@ def test_stop_at_between_snapshots_adds_one_there(tmp_path):
 
 def test_a_sweep_trains_seed_ensembles_equal_to_runs_one_by_one(tmp_path):
     grid = ["--preset", "tiny", "--grid", "gamma=0.3,0.8", "--grid", "seed=0:2", "--grid", "steps=30"]
-    res = run_cli("probe-train", "sweep", *grid, "-o", tmp_path / "ens", "-j", "1")
+    res = run_cli("probe-train", "sweep", *grid, "-o", tmp_path / "ens", "-j", "1", "--ensemble")
     assert res.returncode == 0, res.stderr
     assert ("ensemble of 4: gamma0.3-seed0-steps30, gamma0.3-seed1-steps30, gamma0.8-seed0-steps30, "
             "gamma0.8-seed1-steps30") in res.stderr
-    res = run_cli("probe-train", "sweep", *grid, "-o", tmp_path / "one", "-j", "1", "--no-ensemble")
+    res = run_cli("probe-train", "sweep", *grid, "-o", tmp_path / "one", "-j", "1")   # on a CPU: one by one
     assert res.returncode == 0, res.stderr
     assert "ensemble" not in res.stderr
     ens = json.loads((tmp_path / "ens" / "sweep.json").read_text())["runs"]
@@ -182,7 +182,7 @@ def test_a_sweep_trains_seed_ensembles_equal_to_runs_one_by_one(tmp_path):
 
 
 def test_a_sweep_stopped_early_is_trained_on_by_the_same_sweep(tmp_path):
-    grid = ["--preset", "tiny", "--grid", "seed=0:2", "--grid", "steps=40", "-o", tmp_path, "-j", "1"]
+    grid = ["--preset", "tiny", "--grid", "seed=0:2", "--grid", "steps=40", "-o", tmp_path, "-j", "1", "--ensemble"]
     res = run_cli("probe-train", "sweep", *grid, "--stop-at", "20")
     assert res.returncode == 0, res.stderr
     assert "0 of 2 runs done, 2 stopped at step 20 or later (--stop-at)" in res.stderr
@@ -193,3 +193,13 @@ def test_a_sweep_stopped_early_is_trained_on_by_the_same_sweep(tmp_path):
     for r in json.loads((tmp_path / "sweep.json").read_text())["runs"]:
         with Run(tmp_path / r["path"]) as run:
             assert int(run.steps[-1]) == 40 and run.environment["resumed_at"] == 20
+
+
+def test_stop_at_with_a_live_report_ends_with_its_last_page(tmp_path):
+    """The watcher of --report waits for the run's last step, which a stopped run never reaches: it is asked
+    for its last page when the trainer stops, as after Ctrl-C."""
+    page = tmp_path / "page.html"
+    res = run_cli("probe-train", *ARGS, "--stop-at", "20", "--report", page, "--out", tmp_path / "r.h5")
+    assert res.returncode == 0, res.stderr
+    assert f"wrote {page}" in res.stderr and "warning" not in res.stderr
+    assert "step 20" in page.read_text()

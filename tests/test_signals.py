@@ -375,17 +375,20 @@ def cluster():
         yield c
 
 
-@SIGNALS
-def test_sweep_on_dask_stops_its_trainers(cluster, tmp_path, sig):
+@pytest.mark.parametrize("sig, ensemble", [(signal.SIGTERM, False), (signal.SIGHUP, False), (signal.SIGTERM, True)],
+                         ids=["SIGTERM", "SIGHUP", "SIGTERM-ensemble"])
+def test_sweep_on_dask_stops_its_trainers(cluster, tmp_path, sig, ensemble):
     """The trainers run on the cluster's workers (here children of this test's process), not under the
-    sweep: it tells them to stop and waits for them. The two seeds train as one seed ensemble (one
-    process on one worker), which stops as a trainer does, both files resumable."""
+    sweep: it tells them to stop and waits for them. With --ensemble the two seeds train as one seed
+    ensemble (one process on one worker), which stops as a trainer does, both files resumable."""
     out = tmp_path / "sweep"
-    proc = popen_cli("probe-train", "sweep", *SWEEP, "--out", out, "--scheduler", cluster.scheduler_address)
+    proc = popen_cli("probe-train", "sweep", *SWEEP, "--out", out, "--scheduler", cluster.scheduler_address,
+                     "--ensemble" if ensemble else "--no-ensemble")
     wait_for(lambda: len(list(out.glob("*.h5"))) == 2 and committed(out.glob("*.h5")), "a committed step in both runs",
              proc)
     kids = {p: v for p, v in trainers(descendants(os.getpid())).items() if str(out) in v[1]}
-    assert len(kids) == 1 and " ensemble " in next(iter(kids.values()))[1]
+    assert len(kids) == (1 if ensemble else 2)
+    assert all((" ensemble " in cmd) == ensemble for _, cmd in kids.values())
     proc.send_signal(sig)
     _sweep_stopped(out, proc, sig, kids)
 

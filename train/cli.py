@@ -249,7 +249,9 @@ def _train(preset: str, out: Optional[str], resume: bool, overwrite: bool, quiet
         completed = True
     finally:
         if live is not None:
-            live.finish(completed)
+            # a run stopped by --stop-at never reaches the last step the watcher waits for: it is asked for
+            # its last page, as when training stops early
+            live.finish(completed and result.steps == cfg.steps)
         if board is not None:
             board.finish(completed)
     stopped = (f"; stopped at step {result.steps} of {cfg.steps} as asked (--stop-at): probe-train --resume "
@@ -329,13 +331,15 @@ train_command = click.Command("probe-train", callback=_train, help=_TRAIN_HELP, 
     "TensorBoard event files of every run in DIR/RUN, written as each trains (probe-train --tensorboard); runs "
     "reused from an earlier sweep are filled in from their files (needs pip install 'gamma-probe[tensorboard]'); "
     "the runs then train one by one"))
-@click.option("--ensemble/--no-ensemble", default=True, show_default=True, help=(
+@click.option("--ensemble/--no-ensemble", default=None, help=(
     "train the points that differ only in seed and gamma as seed ensembles: one batched model per process "
-    "(one per GPU, or one per core on a CPU), each run still its own file; --no-ensemble: one process per run"))
+    "(one per shape on a GPU, one per core on a CPU), each run still its own file; --no-ensemble: one process "
+    "per run. Default: ensembles where CUDA is, one process per run on a CPU (there ensembles were 1.16x "
+    "slower: bench/RESULTS.md)"))
 @click.option("--stop-at", type=click.IntRange(min=1), metavar="STEP", help=(
     "train each run's schedule only up to STEP (probe-train --stop-at); the same sweep without it trains on"))
 def sweep(grid: tuple[str, ...], preset: str, out: str, jobs: int, scheduler: Optional[str],
-          tensorboard: Optional[str], ensemble: bool, stop_at: Optional[int]) -> None:
+          tensorboard: Optional[str], ensemble: Optional[bool], stop_at: Optional[int]) -> None:
     """Train one run per point of a grid of config values (any field of probe-train's configuration):
     finished runs are reused, killed ones resumed, changed ones retrained; failed runs are recorded in
     OUT/sweep.json and the others go on. Summarise with probe sweep-summary OUT.

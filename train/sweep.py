@@ -78,12 +78,14 @@ def point_label(point: Mapping) -> str:
 
 def sweep(preset_name: str, grid: Mapping[str, list], out: str | os.PathLike, *, jobs: int = 0,
           scheduler: str | None = None, log: Log = log_stderr, progress: Progress | None = None,
-          tensorboard: str | None = None, ensemble: bool = True, stop_at: int | None = None) -> dict:
+          tensorboard: str | None = None, ensemble: bool | None = None, stop_at: int | None = None) -> dict:
     """Train every grid point (finished runs reused, killed ones resumed) into ``out`` and write the
     manifest ``out/sweep.json``; a failed run is recorded there with its error, the others go on.
 
     ``ensemble``: points that differ only in seed and gamma train as seed ensembles
-    (:func:`ensemble_jobs`), each run still its own file; False: one process per run. ``stop_at``: each
+    (:func:`ensemble_jobs`), each run still its own file; False: one process per run; None: ensembles
+    where CUDA is (a Dask cluster's workers taken to be like this machine), one process per run on a
+    CPU, where the batched matmuls cost more than one process a run (bench/bench_ensemble.py). ``stop_at``: each
     run trains its schedule up to this step (probe-train --stop-at); the same sweep without it trains
     them on to their steps.
 
@@ -104,8 +106,9 @@ def sweep(preset_name: str, grid: Mapping[str, list], out: str | os.PathLike, *,
         tensorboard = tb.prepare(tensorboard)
     paths, todo = plan(wanted, out, threads=1, extra=["--tensorboard", tensorboard] if tensorboard else [],
                        stop_at=stop_at)
-    if ensemble and not tensorboard:   # an ensemble writes no TensorBoard events: those runs go one by one
-        todo = ensemble_jobs(todo, 0 if scheduler or cuda_available() else default_jobs(jobs))
+    gpu = cuda_available()
+    if (gpu if ensemble is None else ensemble) and not tensorboard:   # an ensemble writes no TensorBoard events
+        todo = ensemble_jobs(todo, 0 if scheduler or gpu else default_jobs(jobs))
     failed: dict[str, str] = {}
     try:
         if todo and scheduler:
