@@ -31,7 +31,7 @@ CONTEXT = {"help_option_names": ["--help"], "max_content_width": 100}   # probe'
 # plain form (probe-train --preset quick --out run.h5) with no command word.
 COMMANDS = {"sweep": "train a grid of runs, one per point (probe-train sweep --help)",
             "presets": "list the presets: what each is for, task, model size, steps",
-            "ensemble": "train runs that differ only in seed and gamma as one batched model (what sweep runs)"}
+            "ensemble": "train runs differing only in seed and gamma as one batched model (sweep's)"}
 
 _PRESET_HELP = (f"starting configuration: {', '.join(PRESETS)} (probe-train presets says what each is for; "
                 "--print-config shows its values)")
