@@ -16,12 +16,12 @@ import math
 import os
 import signal
 import time
-from contextlib import suppress
+from contextlib import nullcontext, suppress
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from . import registry, render
-from ._files import open_regular, regular_file, writable, write_atomic
+from ._files import OutputLock, open_regular, regular_file, writable, write_atomic
 from ._limits import load_json
 from ._proc import die_with_parent
 from ._text import shown
@@ -164,6 +164,14 @@ def batch(paths: Iterable[str], probes: Iterable[str], options: dict | None = No
         raise ProbeError(f"output {out}: use a .csv or .json name")
     if out:
         writable(out, "results")
+    # one batch per table, as one trainer per run file: a second command on the same --out is refused,
+    # naming this one, rather than each rewriting the table with its own rows only
+    with OutputLock(out) if out else nullcontext():
+        return _batch(paths, probes, options, out, jobs, scheduler, progress, revisions, tensorboard)
+
+
+def _batch(paths, probes, options, out, jobs, scheduler, progress, revisions, tensorboard) -> list[tuple]:
+    """:func:`batch` once its output is its own."""
     if tensorboard is not None:
         from .format import tensorboard as tb
 
@@ -195,7 +203,7 @@ def batch(paths: Iterable[str], probes: Iterable[str], options: dict | None = No
             write_table(out, kept + rows)
             saved["at"] = time.monotonic()
 
-    stopped = 0
+    stopped, fault = 0, None
     with STOP.caught():
         try:
             if scheduler:
@@ -210,9 +218,14 @@ def batch(paths: Iterable[str], probes: Iterable[str], options: dict | None = No
             stopped = STOP.asked
         except KeyboardInterrupt:  # a second Ctrl-C, inside a task
             stopped = STOP.received or signal.SIGINT
+        except WorkersLost as exc:   # the rows so far are written below first
+            fault = exc
     table = sorted(kept + rows, key=_sort_key)
     if out:
         write_table(out, table)
+    if fault is not None:
+        kept_where = f"; their rows are in {out}: the same command does the rest" if out else ""
+        raise ProbeError(f"{fault}: {finished} of {len(tasks)} tasks done{kept_where}")
     if tensorboard is not None and not stopped:
         write_tensorboard(tensorboard, table)
     if stopped:
@@ -299,6 +312,10 @@ def write_tensorboard(folder: str, rows: list[tuple]) -> dict[str, int]:
     return written
 
 
+class WorkersLost(ProbeError):
+    """The processes that ran the tasks are gone (a worker killed, a scheduler dead): said in one line."""
+
+
 def _run_pool(tasks: list[Task], jobs: int, collect) -> None:
     """Tasks in ``jobs`` spawned worker processes, one BLAS thread each. The workers ignore the stop
     signals (a terminal's Ctrl-C or hangup, ``timeout``'s SIGTERM, reach the whole process group):
@@ -306,6 +323,7 @@ def _run_pool(tasks: list[Task], jobs: int, collect) -> None:
     the kernel kills them (they hold no output)."""
     import multiprocessing as mp
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    from concurrent.futures.process import BrokenProcessPool
 
     # one BLAS/torch thread per worker: N workers x N threads on N cores thrash
     saved = {k: os.environ.get(k) for k in _THREAD_VARS}
@@ -318,7 +336,11 @@ def _run_pool(tasks: list[Task], jobs: int, collect) -> None:
         while pending and not STOP.asked:
             done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
             for fut in done:
-                collect(fut.result())
+                try:
+                    collect(fut.result())
+                except BrokenProcessPool:   # the kernel's OOM killer, or any signal, took a worker
+                    raise WorkersLost("a worker process died (killed by a signal or for lack of memory; "
+                                      "fewer --jobs need less)") from None
         complete = not pending
     finally:
         for k, v in saved.items():
@@ -354,13 +376,10 @@ def _worker_init(parent: int) -> None:
 
 def _run_dask(tasks: list[Task], scheduler: str, collect) -> None:
     try:
-        from distributed import Client, wait
+        from distributed import wait
     except ImportError:
         raise ProbeError(f"{param('scheduler')} needs dask.distributed: pip install 'dask[distributed]'") from None
-    try:
-        client = Client(scheduler, timeout="10s")
-    except (OSError, TimeoutError) as exc:
-        raise ProbeError(f"cannot reach the Dask scheduler at {scheduler} ({exc})") from None
+    client = dask_client(scheduler)
     try:
         pending = set(client.map(run_task, tasks, pure=False))
         while pending and not STOP.asked:
@@ -370,8 +389,30 @@ def _run_dask(tasks: list[Task], scheduler: str, collect) -> None:
                 continue
             pending -= done
             for fut in done:
-                collect(fut.result())
+                try:
+                    rows = fut.result()
+                except Exception as exc:   # noqa: BLE001 - a task's own errors are rows: this is the cluster
+                    raise WorkersLost(f"the Dask cluster at {scheduler} failed ({type(exc).__name__}: {exc}); "
+                                      "is its scheduler still running?") from None
+                collect(rows)
         if pending:
             client.cancel(list(pending))
     finally:
-        client.close()
+        with suppress(Exception):   # a dead scheduler cannot be told goodbye
+            client.close()
+
+
+def dask_client(scheduler: str):
+    """A Dask client of ``scheduler`` (10 s to connect), or one line saying why not: not an address,
+    nothing there, or a server that answers as something else than a Dask scheduler."""
+    from distributed import Client
+
+    try:
+        return Client(scheduler, timeout="10s")
+    except (OSError, TimeoutError) as exc:
+        raise ProbeError(f"cannot reach the Dask scheduler at {scheduler} ({type(exc).__name__}: {exc})") from None
+    except (ValueError, TypeError) as exc:
+        raise ProbeError(f"{param('scheduler', scheduler)} is not a Dask scheduler address such as "
+                         f"tcp://host:8786 ({exc})") from None
+    except Exception as exc:   # noqa: BLE001 - a server speaking another protocol (MemoryError included)
+        raise ProbeError(f"{scheduler} did not answer as a Dask scheduler ({type(exc).__name__})") from None

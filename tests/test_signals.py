@@ -167,6 +167,16 @@ def partial_run(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.fixture
+def being_written(partial_run) -> Path:
+    """The partial run as a follower sees one whose trainer is at work: its writer's lock held (here by the
+    test), so that a watch of it goes on until a signal ends it (a run nobody writes ends a watch at once)."""
+    from probe._files import OutputLock
+
+    with OutputLock(partial_run):
+        yield partial_run
+
+
 def _live(page: Path) -> bool:
     return "<meta name='probe-live'" in page.read_text()
 
@@ -176,9 +186,9 @@ def _page_written(page: Path) -> bool:
 
 
 @SIGNALS
-def test_report_watch_writes_its_last_page(partial_run, tmp_path, sig):
+def test_report_watch_writes_its_last_page(being_written, tmp_path, sig):
     page = tmp_path / "watch.html"
-    proc = popen_cli("probe", "report", partial_run, "-o", page, "--watch", "--interval", "0.2", "-p", "bias")
+    proc = popen_cli("probe", "report", being_written, "-o", page, "--watch", "--interval", "0.2", "-p", "bias")
     wait_for(lambda: _page_written(page), "first page", proc)
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=DEADLINE)
@@ -190,7 +200,7 @@ def test_report_watch_writes_its_last_page(partial_run, tmp_path, sig):
 
 
 @pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="Linux scheduling policies")
-def test_a_watcher_at_idle_priority_writes_its_last_page_beside_a_busy_process(partial_run, tmp_path):
+def test_a_watcher_at_idle_priority_writes_its_last_page_beside_a_busy_process(being_written, tmp_path):
     """`probe-train --report` starts its watcher at SCHED_IDLE, which gets CPU time only where a core
     is idle. Stopped, it writes its last page at the normal policy: here on a core it shares with a
     busy process (a proof run under load saw an orphaned watcher get 4 s of CPU in 9 minutes)."""
@@ -206,7 +216,7 @@ def test_a_watcher_at_idle_priority_writes_its_last_page_beside_a_busy_process(p
         return setup
 
     page = tmp_path / "watch.html"
-    proc = popen_cli("probe", "report", partial_run, "-o", page, "--watch", "--interval", "0.2", "-p", "bias",
+    proc = popen_cli("probe", "report", being_written, "-o", page, "--watch", "--interval", "0.2", "-p", "bias",
                      preexec_fn=one_core(idle=True))
     busy = None
     try:

@@ -111,7 +111,9 @@ class _LiveReport:
             raise
         # stopped by a signal (ours, or the terminal's Ctrl-C / hangup, which reach it too), it wrote its
         # last page and says so with the signal's exit code
-        stopped = code in {128 + int(s) for s in STOP.signals()} and os.path.exists(self.page)
+        # (a watcher may also have seen this trainer let go of the run before the signal came: it then ends
+        # by itself, with the same last page, and says that no process writes the run)
+        stopped = (code in {128 + int(s) for s in STOP.signals()} or not completed) and os.path.exists(self.page)
         if code != 0 and not stopped:
             self.log.seek(0)
             msg = self.log.read().decode(errors="replace").strip().splitlines()

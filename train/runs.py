@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from probe import environment
+from probe._files import writer_alive
 from probe._proc import child_env, entry_command, entry_point, signals_blocked, start
 from probe.errors import Interrupted, ProbeError, terminal
 from probe.format import last_step
@@ -96,6 +97,7 @@ class Job:
     done_steps: int = 0      # steps already in the file (a resumed run)
     target: int = 0          # the step the run trains to (its steps, or --stop-at's step)
     members: list["Job"] = field(default_factory=list)   # an ensemble's runs, trained in this job's process
+    shared: bool = False     # the folder may be another command's too: a run it trains or finished is left to it
 
     @property
     def seconds(self) -> float | None:
@@ -144,7 +146,7 @@ def plan(wanted: Mapping[str, tuple[str, dict]], runs_dir: str | os.PathLike, *,
             cmd += ["--threads", str(threads)]
         cmd += ["--overwrite"] if done is None else ["--resume"]
         cmd += list(extra)
-        todo.append(Job(label, path, cmd, name, dict(overrides), done or 0, target))
+        todo.append(Job(label, path, cmd, name, dict(overrides), done or 0, target, shared=not retrain))
     return paths, todo
 
 
@@ -277,11 +279,36 @@ def _trainer(args: list[str], stderr: str, env: dict) -> None:
         getattr(importlib.import_module(module), attr)()
 
 
+def _taken(job: Job) -> str | None:
+    """Whether another process has ``job``'s run now (a second sweep into the same folder): ``busy`` (it
+    trains it), ``finished`` (since the plan was made: an --overwrite would replace that run) or None."""
+    if not job.shared or job.members:
+        return None
+    if writer_alive(job.path):
+        return "busy"
+    if job.target and (last_step(job.path) or -1) >= job.target:
+        return "finished"
+    return None
+
+
 def _loop(queue: list[Job], running: list, jobs: int, log: Log, state: dict, keep_going: bool,
           progress: Progress | None, total: int, on_end: Callable[[Job, str | None], None] | None) -> None:
     while (queue or running) and not STOP.asked:
         while queue and len(running) < jobs:
             job = queue.pop(0)
+            taken = _taken(job)
+            if taken == "finished":
+                state["done"] += 1
+                log(f"  {job.label}: another process has finished it ({state['done']}/{total})")
+                if on_end is not None:
+                    on_end(job, None)
+                continue
+            if taken == "busy":
+                message = f"training run '{job.label}': another process trains {job.path} now"
+                if not keep_going:
+                    raise ProbeError(f"{message}; wait for it or stop it")
+                log(f"  {message}; left to it")
+                continue
             log(f"  $ probe-train {' '.join(job.args)}" if not job.members else
                 f"  $ probe-train ensemble of {len(job.members)}: {', '.join(m.label for m in job.members)}")
             running.append((job, *_start(job), time.perf_counter()))
@@ -410,6 +437,10 @@ def train_on_dask(todo: list[Job], scheduler: str, log: Log = log_stderr, progre
     pending: set = set()
     try:
         with STOP.caught():
+            for job in [job for job in todo if _taken(job)]:   # another sweep into this folder has it
+                log(f"  {job.label}: another process {'trains' if _taken(job) == 'busy' else 'has finished'} it; "
+                    "left to it")
+                todo.remove(job)
             futures = {client.submit(_train_one, job.command, stop.name, pure=False, key=f"train-{job.label}"): job
                        for job in todo}
             pending = set(futures)

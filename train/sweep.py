@@ -12,7 +12,7 @@ from functools import partial
 from pathlib import Path
 from typing import Mapping
 
-from probe._files import writable_folder
+from probe._files import writable_folder, writer_alive
 from probe.errors import ProbeError, param
 from probe.format import Run, last_step
 from probe.format.run import resumable_step
@@ -117,11 +117,14 @@ def sweep(preset_name: str, grid: Mapping[str, list], out: str | os.PathLike, *,
             failed = train_jobs(todo, jobs, log, keep_going=True, progress=progress)
     finally:   # the manifest says what exists, also after Ctrl-C
         def status(label):
-            if label in failed:
-                return {"status": "failed", "error": failed[label]}
             done = last_step(paths[label])
             cfg = preset(wanted[label][0], **wanted[label][1])
-            return {"status": "done" if done == cfg.steps else ("partial" if done is not None else "missing")}
+            if done == cfg.steps:   # whoever trained it: this sweep, or another one into this folder
+                return {"status": "done"}
+            # refused because another process took the run first: that one's, not a failure
+            if label in failed and not writer_alive(paths[label]):
+                return {"status": "failed", "error": failed[label]}
+            return {"status": "partial" if done is not None else "missing"}
 
         write_manifest(out, preset_name, grid, [{"label": label, "point": p, "path": paths[label].name,
                                                  **status(label)} for label, (_, p) in wanted.items()])

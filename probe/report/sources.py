@@ -2,6 +2,7 @@
 revisions) with their steps, configuration and groups; the steps it picks; the CPU budget of a watch."""
 from __future__ import annotations
 
+import json
 import os
 import time
 from dataclasses import dataclass, field
@@ -28,6 +29,8 @@ class RunSource:
     curve_steps: list[int] = field(default_factory=list)
     groups: dict = field(default_factory=dict)  # name -> (ids, texts or None)
     final_step: int | None = None               # the configured last step (snapshot runs)
+    identity: str = ""                          # which run the file holds: its creation stamp and the
+                                                # configuration a resume keeps (snapshot runs)
 
     @property
     def done(self) -> bool:
@@ -64,9 +67,12 @@ def open_run(spec: str, revisions: str | None = None) -> RunSource:
             strings = run.token_strings()
             groups = {k: (v, _texts(strings, v)) for k, v in run.groups.items()}
             final = run.config.get("steps")    # the file's word: a whole number, or not known
+            # a resume keeps the stamp and may change only these fields; --overwrite makes a new run
+            kept = {k: v for k, v in run.config.items() if k not in ("steps", "device", "threads")}
+            identity = json.dumps([str(run.h5.attrs.get("created", "")), kept], sort_keys=True, default=str)
             return RunSource(_label(spec), spec, "snapshot", steps, {}, dict(run.config), dict(run.task),
                           {s: {m: np.asarray(v) for m, v in ms.items()} for s, ms in metrics.items()}, steps, groups,
-                          final if isinstance(final, int) and not isinstance(final, bool) else None)
+                          final if isinstance(final, int) and not isinstance(final, bool) else None, identity)
     return _checkpoint_series(spec, revisions)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-from .._files import writable, write_atomic
+from .._files import OutputLock, writable, write_atomic, writer_alive
 from .._proc import normal_priority
 from ..errors import ProbeError
 from ..signals import STOP
@@ -24,12 +24,13 @@ def report(specs: list[str], out: str, *, probes: list[str] | None = None, max_s
            allow_nonfinite: bool = False, slider_steps: int = SLIDER_MAX, max_memory=None) -> Report:
     """Write the page for ``specs`` to ``out`` once; returns the :class:`Report` (its sections)."""
     check_out(out)
-    rep = Report(specs, probes, max_steps, revisions, progress, allow_nonfinite, slider_steps, max_memory)
-    rep.refresh()
-    if not rep.sources:
-        raise ProbeError(next(iter(rep.errors.values())))
-    write_atomic(out, rep.html(live=False), "report")
-    return rep
+    with OutputLock(out):   # one writer per page: a second command on it is refused, naming this one
+        rep = Report(specs, probes, max_steps, revisions, progress, allow_nonfinite, slider_steps, max_memory)
+        rep.refresh()
+        if not rep.sources:
+            raise ProbeError(next(iter(rep.errors.values())))
+        write_atomic(out, rep.html(live=False), "report")
+        return rep
 
 
 def watch(specs: list[str], out: str, *, probes: list[str] | None = None, max_steps: int = MAX_STEPS,
@@ -39,7 +40,9 @@ def watch(specs: list[str], out: str, *, probes: list[str] | None = None, max_st
     """Rewrite ``out`` whenever a run gains a snapshot, until every run reached its last step, or a
     stop signal (Ctrl-C, SIGTERM, SIGHUP: then the page is written once more, no longer reloading
     itself, and :data:`~probe.signals.STOP` holds the signal while the caller's own ``STOP.caught()``
-    block lasts).
+    block lasts), or no process writes the unfinished runs any more (their trainer stopped or was
+    killed: the page is written once more, then a ProbeError says so), or a run's file holds another
+    run (a ProbeError: its steps are not mixed into the old run's page).
 
     ``max_share`` < 1 bounds this process's CPU time (imports included) to that share of one core
     (:class:`Budget`; 0.01 from ``probe-train --report``): a page goes out with what the budget
@@ -55,7 +58,8 @@ def watch(specs: list[str], out: str, *, probes: list[str] | None = None, max_st
     rep = Report(specs, probes, max_steps, revisions, progress, allow_nonfinite, slider_steps, max_memory)
     budget = Budget(max_share) if max_share < 1 else None
     last = None
-    with STOP.caught():
+    seen: dict[str, str] = {}   # path -> the run it held when first read
+    with OutputLock(out), STOP.caught():   # one writer per page, for as long as it is watched
         while True:
             # over budget: wait (reading headers only), but never for the last page
             while (budget is not None and last is not None and not budget.allows() and not STOP.asked
@@ -69,7 +73,13 @@ def watch(specs: list[str], out: str, *, probes: list[str] | None = None, max_st
                     return rep
                 _sleep(interval, STOP)
                 continue
-            done = rep.done or bool(STOP.asked)
+            _same_runs(rep, seen, out)
+            gone = not rep.done and not STOP.asked and _writers_gone(rep)
+            if gone:   # a writer that ended normally wrote its last step before it let go of the file
+                sig = rep.refresh()
+                _same_runs(rep, seen, out)
+                gone = not rep.done
+            done = rep.done or bool(STOP.asked) or gone
             if sig == last and not rep.pending and not done:
                 _sleep(interval, STOP)
                 continue
@@ -81,9 +91,30 @@ def watch(specs: list[str], out: str, *, probes: list[str] | None = None, max_st
             last = sig
             steps = ", ".join(f"{s.label} step {s.steps[-1] if s.steps else '-'}" for s in rep.sources)
             log(f"wrote {out} ({steps}; {took:.1f} s){'' if done else ', watching'}")
+            if gone:
+                runs = ", ".join(f"{s.path} (step {s.steps[-1] if s.steps else '-'} of {s.final_step})"
+                                 for s in rep.sources if s.kind == "snapshot" and not s.done)
+                raise ProbeError(f"no process writes {runs} any more: {out} holds the runs as they were; resume "
+                                 "a run (probe-train --resume --out RUN) and watch again")
             if done:
                 return rep
             _sleep(interval, STOP)
+
+
+def _writers_gone(rep: Report) -> bool:
+    """Whether no process writes any unfinished snapshot run any more (its lock is gone with it), as
+    ``tail -f --pid`` ends with the process it follows; checkpoint folders have no writer to ask."""
+    todo = [s for s in rep.sources if s.kind == "snapshot" and not s.done]
+    return bool(todo) and not any(writer_alive(s.path) for s in todo)
+
+
+def _same_runs(rep: Report, seen: dict[str, str], out: str) -> None:
+    """A run file replaced by another run (--overwrite) under the watch ends it: its steps would be mixed
+    with the old run's on one page."""
+    for s in rep.sources:
+        if s.kind == "snapshot" and seen.setdefault(s.path, s.identity) != s.identity:
+            raise ProbeError(f"{s.path} now holds another run (written anew, e.g. with --overwrite): {out} holds the "
+                             "old one as it was; the same command watches the new one")
 
 
 def _finished(rep: Report) -> bool:

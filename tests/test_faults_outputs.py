@@ -1,0 +1,83 @@
+"""One writer per output across commands (issue 47, point 1): a batch table and a report page take the
+lock a trainer takes for its run file, so a second command on the same output is refused in one line
+naming the first; two sweeps into one folder share the work, neither recording the other's runs as
+failed. Real processes, paused with SIGSTOP where a moment must be held; each wait is for an event."""
+import csv
+import json
+import os
+import signal
+
+from conftest import popen_cli, run_cli
+from waiting import committed, wait_for
+
+from probe._files import lock_path
+
+
+def _finish(*procs):
+    for p in procs:
+        if p is not None and p.poll() is None:
+            p.send_signal(signal.SIGCONT)
+            p.kill()
+            p.wait()
+
+
+def test_a_second_batch_on_one_table_is_refused_and_the_first_loses_nothing(tiny_run, tmp_path):
+    table = tmp_path / "table.csv"
+    first = popen_cli("probe", "batch", tiny_run, "-p", "similarity", "-p", "ood", "--step", "all", "-o", table)
+    try:
+        wait_for(lambda: os.path.exists(lock_path(table)), "the table's lock", first)
+        first.send_signal(signal.SIGSTOP)   # held while the second command tries
+        second = run_cli("probe", "batch", tiny_run, "-p", "bias", "-o", table)
+        assert second.returncode == 2, second.stderr
+        assert f"{table} is being written by process {first.pid}" in second.stderr
+        assert "Traceback" not in second.stderr and len(second.stderr.strip().splitlines()) == 1
+        first.send_signal(signal.SIGCONT)
+        assert first.wait(timeout=300) == 0, first.stderr.read()
+    finally:
+        _finish(first)
+    with open(table, newline="") as fh:
+        probes = {r["probe"] for r in csv.DictReader(fh)}
+    assert probes == {"similarity", "ood"}   # the first batch's rows, all of them
+    again = run_cli("probe", "batch", tiny_run, "-p", "bias", "-o", table)   # the lock went with it
+    assert again.returncode == 0, again.stderr
+
+
+def test_a_watched_page_is_refused_to_a_second_report(tiny_run, tmp_path):
+    page = tmp_path / "page.html"
+    watcher = popen_cli("probe", "report", tiny_run, "-o", page, "--watch", "-p", "bias")
+    try:
+        wait_for(lambda: os.path.exists(lock_path(page)), "the page's lock", watcher)
+        watcher.send_signal(signal.SIGSTOP)
+        second = run_cli("probe", "report", tiny_run, "-o", page, "-p", "bias")
+        assert second.returncode == 2 and f"{page} is being written by process {watcher.pid}" in second.stderr
+        watcher.send_signal(signal.SIGCONT)
+        watcher.wait(timeout=300)   # a finished run: the watch ends by itself
+    finally:
+        _finish(watcher)
+
+
+def test_two_sweeps_into_one_folder_share_the_work(tmp_path):
+    """Sweep A trains its runs one at a time; sweep B, started while A trains the first, leaves that one
+    to A and trains the other, and A leaves that one to B. Each says so; nothing is failed; both end with
+    exit 0 and the manifest lists every run done."""
+    grid = ["--preset", "tiny", "--grid", "seed=0,1", "--grid", "steps=150", "--grid", "snapshot_every=10",
+            "-j", "1", "--no-ensemble", "-o", tmp_path]
+    a = popen_cli("probe-train", "sweep", *grid)
+    b = None
+    try:
+        wait_for(lambda: committed(tmp_path.glob("seed0-*.h5"), 10), "sweep A training seed 0", a)
+        a.send_signal(signal.SIGSTOP)   # so that A is still at its first run when B plans
+        b = popen_cli("probe-train", "sweep", *grid)
+        wait_for(lambda: committed(tmp_path.glob("seed1-*.h5"), 10), "sweep B training seed 1", b)
+        a.send_signal(signal.SIGCONT)
+        _, err_b = b.communicate(timeout=600)
+        _, err_a = a.communicate(timeout=600)
+    finally:
+        _finish(a, b)
+    assert b.returncode == 0, err_b
+    assert a.returncode == 0, err_a
+    assert "training run 'seed0-steps150-snapshotevery10': another process trains" in err_b
+    assert "seed1-steps150-snapshotevery10: another process has finished it" in err_a or \
+        "training run 'seed1-steps150-snapshotevery10': another process trains" in err_a
+    runs = json.loads((tmp_path / "sweep.json").read_text())["runs"]
+    assert [r["status"] for r in runs] == ["done", "done"], runs
