@@ -83,3 +83,16 @@ def test_two_sweeps_into_one_folder_share_the_work(tmp_path):
     assert "done seed1-steps600-snapshotevery10" in err_b and "done seed0-steps600-snapshotevery10" in err_a
     runs = json.loads((tmp_path / "sweep.json").read_text())["runs"]
     assert [r["status"] for r in runs] == ["done", "done"], runs
+
+
+def test_a_figures_folder_has_one_writer(tmp_path):
+    """Another command holds the folder (here the test, through the same lock): probe figures is refused
+    in one line naming it, before anything trains."""
+    from probe._files import OutputLock
+
+    out = tmp_path / "figs"
+    with OutputLock(out):
+        res = run_cli("probe", "figures", "p1-accuracy", "--tiny", "-o", out)
+    assert res.returncode == 2, res.stderr
+    assert f"{out} is being written by process {os.getpid()}" in res.stderr and "Traceback" not in res.stderr
+    assert not (out / "runs").exists() or not list((out / "runs").iterdir())

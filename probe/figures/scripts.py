@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from .. import environment
-from .._files import regular_file
+from .._files import OutputLock, regular_file
 from ..errors import Interrupted, ProbeError, closest, run_cli, terminal, unknown
 from ..signals import STOP
 from .context import SIZES, Claim, FigureContext, resolved, seed_count, specs
@@ -178,8 +178,10 @@ def _each_figure(names: list[str], ctx: FigureContext, folder: Path, action: Cal
 
 def make_figures(names: list[str], ctx: FigureContext, folder: Path, seeds: Mapping[str, int] | None = None
                  ) -> tuple[dict[str, list[Path]], dict[str, str]]:
-    """({figure: files written}, {figure: error} of the figures that failed)."""
-    return _each_figure(names, ctx, folder, lambda script, runs: _draw(script, ctx, runs), "drawn", seeds)
+    """({figure: files written}, {figure: error} of the figures that failed). One command per output
+    folder: a second one on ``ctx.out`` is refused, naming this one (its runs have their own locks)."""
+    with OutputLock(ctx.out):
+        return _each_figure(names, ctx, folder, lambda script, runs: _draw(script, ctx, runs), "drawn", seeds)
 
 
 def _draw(script: FigureScript, ctx: FigureContext, runs) -> list[Path]:
@@ -197,9 +199,11 @@ def _draw(script: FigureScript, ctx: FigureContext, runs) -> list[Path]:
 def check_figures(names: list[str], ctx: FigureContext, folder: Path, seeds: Mapping[str, int] | None = None
                   ) -> tuple[dict[str, list[Claim]], dict[str, str]]:
     """({figure: its claims checked in the seeds it draws}, {figure: error}); a figure that states no
-    effect has no claims. Trains what is missing, draws nothing."""
-    return _each_figure(names, ctx, folder, lambda script, runs: script.effect(ctx, runs) if script.effect else [],
-                        "checked", seeds)
+    effect has no claims. Trains what is missing, draws nothing; one command per output folder, as
+    :func:`make_figures`."""
+    with OutputLock(ctx.out):
+        return _each_figure(names, ctx, folder,
+                            lambda script, runs: script.effect(ctx, runs) if script.effect else [], "checked", seeds)
 
 
 def run_script(make: Callable[..., list[Path]]) -> None:
