@@ -1,4 +1,5 @@
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -75,6 +76,26 @@ def popen_cli(name: str, *args, env: dict | None = None, **kw) -> subprocess.Pop
     env = {**(os.environ if env is None else env), "PYTHONUNBUFFERED": "1"}
     return subprocess.Popen(_script(name) + [str(a) for a in args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env, **kw)
+
+
+def end_all(*procs) -> None:
+    """Kill and reap every process of ``procs`` still running (a test's clean-up; paused ones included)."""
+    for p in procs:
+        if p is not None and p.poll() is None:
+            p.send_signal(signal.SIGCONT)
+            p.kill()
+            p.wait()
+
+
+def linked_runs(folder: Path, n: int) -> Path:
+    """``n`` names (run_0.h5 ...) for one 56-snapshot tiny run in ``folder``: `ood --step all` takes about a
+    second on each, long enough for a batch to be caught at work."""
+    res = run_cli("probe-train", "--preset", "tiny", "--steps", "100", "--snapshot-every", "2", "--threads", "1",
+                  "--quiet", "--out", folder / "run_0.h5")
+    assert res.returncode == 0, res.stderr
+    for k in range(1, n):
+        os.link(folder / "run_0.h5", folder / f"run_{k}.h5")
+    return folder
 
 
 @pytest.fixture(scope="session")

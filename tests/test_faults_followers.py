@@ -4,7 +4,7 @@ ends with the process it follows); a run replaced under the watch (--overwrite) 
 into the old run's page. Real trainers, real kills, real files; each wait is for an event."""
 import signal
 
-from conftest import popen_cli, run_cli
+from conftest import end_all, popen_cli, run_cli
 from waiting import committed, wait_for
 
 LONG = ["--preset", "tiny", "--steps", "100000", "--snapshot-every", "5", "--quiet", "--threads", "1"]
@@ -27,10 +27,7 @@ def test_a_watch_ends_when_its_trainer_is_killed(tmp_path):
         trainer.wait()
         _, err = watcher.communicate(timeout=120)   # it notices by itself: nothing else ends it
     finally:
-        for p in (trainer, watcher):
-            if p is not None and p.poll() is None:
-                p.kill()
-                p.wait()
+        end_all(trainer, watcher)
     assert watcher.returncode == 2, err
     assert "Traceback" not in err
     assert f"no process writes {run} (step " in err and "resume a run (probe-train --resume --out RUN)" in err
@@ -58,10 +55,7 @@ def test_a_finished_run_still_ends_the_watch_cleanly(tmp_path):
         assert trainer.wait(timeout=300) == 0
         _, err = watcher.communicate(timeout=120)
     finally:
-        for p in (trainer, watcher):
-            if p is not None and p.poll() is None:
-                p.kill()
-                p.wait()
+        end_all(trainer, watcher)
     assert watcher.returncode == 0, err
     assert "step 60" in page.read_text() and LIVE not in page.read_text()
 
@@ -85,10 +79,6 @@ def test_a_run_replaced_under_the_watch_is_noticed(tmp_path):
         watcher.send_signal(signal.SIGCONT)
         _, err = watcher.communicate(timeout=120)
     finally:
-        for p in (trainer, watcher):
-            if p is not None and p.poll() is None:
-                p.send_signal(signal.SIGCONT)
-                p.kill()
-                p.wait()
+        end_all(trainer, watcher)
     assert watcher.returncode == 2, err
     assert f"{run} now holds another run (written anew, e.g. with --overwrite)" in err

@@ -7,18 +7,10 @@ import json
 import os
 import signal
 
-from conftest import popen_cli, run_cli
+from conftest import end_all, popen_cli, run_cli
 from waiting import committed, wait_for
 
 from probe._files import lock_path
-
-
-def _finish(*procs):
-    for p in procs:
-        if p is not None and p.poll() is None:
-            p.send_signal(signal.SIGCONT)
-            p.kill()
-            p.wait()
 
 
 def test_a_second_batch_on_one_table_is_refused_and_the_first_loses_nothing(tiny_run, tmp_path):
@@ -34,7 +26,7 @@ def test_a_second_batch_on_one_table_is_refused_and_the_first_loses_nothing(tiny
         first.send_signal(signal.SIGCONT)
         assert first.wait(timeout=300) == 0, first.stderr.read()
     finally:
-        _finish(first)
+        end_all(first)
     with open(table, newline="") as fh:
         probes = {r["probe"] for r in csv.DictReader(fh)}
     assert probes == {"similarity", "ood"}   # the first batch's rows, all of them
@@ -53,7 +45,7 @@ def test_a_watched_page_is_refused_to_a_second_report(tiny_run, tmp_path):
         watcher.send_signal(signal.SIGCONT)
         watcher.wait(timeout=300)   # a finished run: the watch ends by itself
     finally:
-        _finish(watcher)
+        end_all(watcher)
 
 
 def test_two_sweeps_into_one_folder_share_the_work(tmp_path):
@@ -73,7 +65,7 @@ def test_two_sweeps_into_one_folder_share_the_work(tmp_path):
         _, err_b = b.communicate(timeout=600)
         _, err_a = a.communicate(timeout=600)
     finally:
-        _finish(a, b)
+        end_all(a, b)
     assert b.returncode == 0, err_b
     assert a.returncode == 0, err_a
     # B left seed 0 to A (training it, or done by the time B came to it) and trained seed 1; A left seed 1 to B

@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from conftest import popen_cli, run_cli
+from conftest import end_all, linked_runs, popen_cli, run_cli
 from waiting import wait_for
 
 N_COPIES = 6
@@ -18,14 +18,8 @@ N_COPIES = 6
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """Six names for one 56-snapshot run: `ood --step all` takes about a second on each."""
-    d = tmp_path_factory.mktemp("many")
-    res = run_cli("probe-train", "--preset", "tiny", "--steps", "100", "--snapshot-every", "2", "--threads", "1",
-                  "--quiet", "--out", d / "run_0.h5")
-    assert res.returncode == 0, res.stderr
-    for k in range(1, N_COPIES):
-        os.link(d / "run_0.h5", d / f"run_{k}.h5")
-    return d
+    """Six names for one 56-snapshot run."""
+    return linked_runs(tmp_path_factory.mktemp("many"), N_COPIES)
 
 
 def _children(pid: int) -> list[int]:
@@ -73,9 +67,7 @@ def test_a_killed_pool_worker_is_one_line_and_the_rerun_completes(runs, tmp_path
         os.kill(workers[0], signal.SIGKILL)   # what the OOM killer does
         _, err = proc.communicate(timeout=300)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        end_all(proc)
     lines = err.strip().splitlines()
     assert proc.returncode == 2, err
     assert "Traceback" not in err and "unexpected" not in err

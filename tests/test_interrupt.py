@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import _script, popen_cli, run_cli
+from conftest import _script, linked_runs, popen_cli, run_cli
 from waiting import Terminal, committed, importing_torch, wait_for
 
 LIMIT = 10.0  # seconds from SIGINT to exit: "a second or two", with room for a loaded CI machine running
@@ -65,16 +65,8 @@ def test_training_stops_says_where_and_resumes(tmp_path, moment, every):
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """Sixteen names for one 56-snapshot run: `ood --step all` takes about a second on each."""
-    import os
-
-    d = tmp_path_factory.mktemp("many")
-    res = run_cli("probe-train", "--preset", "tiny", "--steps", "100", "--snapshot-every", "2", "--threads", "1",
-                  "--quiet", "--out", d / "run_0.h5")
-    assert res.returncode == 0, res.stderr
-    for k in range(1, 16):
-        os.link(d / "run_0.h5", d / f"run_{k}.h5")
-    return d
+    """Sixteen names for one 56-snapshot run."""
+    return linked_runs(tmp_path_factory.mktemp("many"), 16)
 
 
 def _done_paths(path):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import popen_cli, run_cli, without_status
+from conftest import linked_runs, popen_cli, run_cli, without_status
 from waiting import DEADLINE, committed, wait_for
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc; PR_SET_PDEATHSIG")
@@ -410,14 +410,8 @@ N_TASKS = 8
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """Eight names for one 56-snapshot run: `ood --step all` takes about a second on each."""
-    d = tmp_path_factory.mktemp("many")
-    res = run_cli("probe-train", "--preset", "tiny", "--steps", "100", "--snapshot-every", "2", "--threads", "1",
-                  "--quiet", "--out", d / "run_0.h5")
-    assert res.returncode == 0, res.stderr
-    for k in range(1, N_TASKS):
-        os.link(d / "run_0.h5", d / f"run_{k}.h5")
-    return d
+    """Eight names for one 56-snapshot run."""
+    return linked_runs(tmp_path_factory.mktemp("many"), N_TASKS)
 
 
 def _done_paths(path: Path) -> set[str]:

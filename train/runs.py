@@ -437,10 +437,11 @@ def train_on_dask(todo: list[Job], scheduler: str, log: Log = log_stderr, progre
     pending: set = set()
     try:
         with STOP.caught():
-            for job in [job for job in todo if _taken(job)]:   # another sweep into this folder has it
-                log(f"  {job.label}: another process {'trains' if _taken(job) == 'busy' else 'has finished'} it; "
-                    "left to it")
-                todo.remove(job)
+            for job, taken in [(job, _taken(job)) for job in todo]:
+                if taken:   # another sweep into this folder has it
+                    log(f"  {job.label}: another process {'trains' if taken == 'busy' else 'has finished'} it; "
+                        "left to it")
+                    todo.remove(job)
             futures = {client.submit(_train_one, job.command, stop.name, pure=False, key=f"train-{job.label}"): job
                        for job in todo}
             pending = set(futures)
