@@ -21,11 +21,12 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from . import registry, render
+from ._cluster import TIMEOUT_S, ClusterLost, finished, session
 from ._files import OutputLock, open_regular, regular_file, writable, write_atomic
 from ._limits import load_json
 from ._proc import die_with_parent
 from ._text import shown
-from .errors import Interrupted, ProbeError, captured, failure, param, unknown, warn
+from .errors import Interrupted, ProbeError, captured, failure, unknown, warn
 from .readers.names import FOLDER_FILES, step_from_name
 from .signals import STOP
 
@@ -144,13 +145,16 @@ def write_table(path: str, rows: list[tuple]) -> None:
 
 def batch(paths: Iterable[str], probes: Iterable[str], options: dict | None = None, out: str | None = None,
           jobs: int = 0, scheduler: str | None = None, progress: Callable[[int, int], None] | None = None,
-          revisions: str | None = None, tensorboard: str | None = None) -> list[tuple]:
+          revisions: str | None = None, tensorboard: str | None = None,
+          scheduler_timeout: float = TIMEOUT_S) -> list[tuple]:
     """Run every probe on every checkpoint; with ``out``, skip what it already holds and rewrite it.
     ``revisions`` (a comma list or ``all``) expands each ``hf:ORG/NAME`` source into its revisions.
     ``tensorboard``: a folder that gets the table's numbers as TensorBoard scalars once the batch is
     done (:func:`write_tensorboard`); the tensorboard package and the folder are checked first.
 
     ``options`` maps API parameter names to values; each probe gets the ones it takes.
+    ``scheduler``: a Dask scheduler's address, reached within ``scheduler_timeout`` seconds (each
+    for the connection and its answer).
     ``jobs`` local worker processes; 0 or 1: this process, whose BLAS already uses every core
     (``bench/bench_batch.py``: two single-threaded workers were 0.45x as fast on 4 checkpoints,
     1.00x on 16, on 2 cores).
@@ -167,11 +171,13 @@ def batch(paths: Iterable[str], probes: Iterable[str], options: dict | None = No
     # one batch per table, as one trainer per run file: a second command on the same --out is refused,
     # naming this one, rather than each rewriting the table with its own rows only
     with OutputLock(out) if out else nullcontext():
-        return _batch(paths, probes, options, out, jobs, scheduler, progress, revisions, tensorboard)
+        return _batch(paths, probes, options, out, jobs, (scheduler, scheduler_timeout), progress, revisions,
+                      tensorboard)
 
 
-def _batch(paths, probes, options, out, jobs, scheduler, progress, revisions, tensorboard) -> list[tuple]:
-    """:func:`batch` once its output is its own."""
+def _batch(paths, probes, options, out, jobs, cluster, progress, revisions, tensorboard) -> list[tuple]:
+    """:func:`batch` once its output is its own; ``cluster``: (scheduler or None, its timeout)."""
+    scheduler = cluster[0]
     if tensorboard is not None:
         from .format import tensorboard as tb
 
@@ -207,7 +213,7 @@ def _batch(paths, probes, options, out, jobs, scheduler, progress, revisions, te
     with STOP.caught():
         try:
             if scheduler:
-                _run_dask(tasks, scheduler, collect)
+                _run_dask(tasks, *cluster, collect)
             elif jobs > 1 and len(tasks) > 1:
                 _run_pool(tasks, min(jobs, len(tasks)), collect)
             else:
@@ -218,7 +224,7 @@ def _batch(paths, probes, options, out, jobs, scheduler, progress, revisions, te
             stopped = STOP.asked
         except KeyboardInterrupt:  # a second Ctrl-C, inside a task
             stopped = STOP.received or signal.SIGINT
-        except WorkersLost as exc:   # the rows so far are written below first
+        except (WorkersLost, ClusterLost) as exc:   # the rows so far are written below first
             fault = exc
     table = sorted(kept + rows, key=_sort_key)
     if out:
@@ -313,7 +319,8 @@ def write_tensorboard(folder: str, rows: list[tuple]) -> dict[str, int]:
 
 
 class WorkersLost(ProbeError):
-    """The processes that ran the tasks are gone (a worker killed, a scheduler dead): said in one line."""
+    """The processes that ran the tasks are gone (a local worker killed, a task that killed its Dask
+    workers): said in one line."""
 
 
 def _run_pool(tasks: list[Task], jobs: int, collect) -> None:
@@ -374,45 +381,13 @@ def _worker_init(parent: int) -> None:
         torch.set_num_threads(1)
 
 
-def _run_dask(tasks: list[Task], scheduler: str, collect) -> None:
-    try:
-        from distributed import wait
-    except ImportError:
-        raise ProbeError(f"{param('scheduler')} needs dask.distributed: pip install 'dask[distributed]'") from None
-    client = dask_client(scheduler)
-    try:
+def _run_dask(tasks: list[Task], scheduler: str, timeout: float, collect) -> None:
+    with session(scheduler, timeout) as client:
         pending = set(client.map(run_task, tasks, pure=False))
-        while pending and not STOP.asked:
-            try:
-                done = wait(pending, timeout=0.2, return_when="FIRST_COMPLETED").done
-            except TimeoutError:
-                continue
-            pending -= done
-            for fut in done:
-                try:
-                    rows = fut.result()
-                except Exception as exc:   # noqa: BLE001 - a task's own errors are rows: this is the cluster
-                    raise WorkersLost(f"the Dask cluster at {scheduler} failed ({type(exc).__name__}: {exc}); "
-                                      "is its scheduler still running?") from None
-                collect(rows)
+        for _, rows, exc in finished(pending, scheduler):
+            if exc is not None:   # run_task turns a probe's errors into rows: this is the cluster's
+                raise WorkersLost(f"a task failed on the Dask cluster at {scheduler} ({type(exc).__name__}: "
+                                  f"{exc})")
+            collect(rows)
         if pending:
             client.cancel(list(pending))
-    finally:
-        with suppress(Exception):   # a dead scheduler cannot be told goodbye
-            client.close()
-
-
-def dask_client(scheduler: str):
-    """A Dask client of ``scheduler`` (10 s to connect), or one line saying why not: not an address,
-    nothing there, or a server that answers as something else than a Dask scheduler."""
-    from distributed import Client
-
-    try:
-        return Client(scheduler, timeout="10s")
-    except (OSError, TimeoutError) as exc:
-        raise ProbeError(f"cannot reach the Dask scheduler at {scheduler} ({type(exc).__name__}: {exc})") from None
-    except (ValueError, TypeError) as exc:
-        raise ProbeError(f"{param('scheduler', scheduler)} is not a Dask scheduler address such as "
-                         f"tcp://host:8786 ({exc})") from None
-    except Exception as exc:   # noqa: BLE001 - a server speaking another protocol (MemoryError included)
-        raise ProbeError(f"{scheduler} did not answer as a Dask scheduler ({type(exc).__name__})") from None

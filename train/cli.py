@@ -19,6 +19,7 @@ from typing import Optional
 
 import click
 
+from probe._cluster import TIMEOUT_HELP, TIMEOUT_S
 from probe._proc import child_env, entry_command, idle_priority, normal_priority, start
 from probe.errors import did_you_mean, fail, param, run_cli, terminal, unknown
 from probe.signals import STOP
@@ -329,6 +330,8 @@ train_command = click.Command("probe-train", callback=_train, help=_TRAIN_HELP, 
               help="runs trained at once, one torch thread each (0: one per CPU core)")
 @click.option("--scheduler", help="address of a running Dask scheduler (tcp://host:8786): one task per run, "
               "written to OUT, which the workers must reach")
+@click.option("--scheduler-timeout", type=click.FloatRange(min=0, min_open=True), default=TIMEOUT_S,
+              show_default=True, help=TIMEOUT_HELP)
 @click.option("--tensorboard", metavar="DIR", help=(
     "TensorBoard event files of every run in DIR/RUN, written as each trains (probe-train --tensorboard); runs "
     "reused from an earlier sweep are filled in from their files (needs pip install 'gamma-probe[tensorboard]'); "
@@ -340,7 +343,7 @@ train_command = click.Command("probe-train", callback=_train, help=_TRAIN_HELP, 
     "slower: bench/RESULTS.md)"))
 @click.option("--stop-at", type=click.IntRange(min=1), metavar="STEP", help=(
     "train each run's schedule only up to STEP (probe-train --stop-at); the same sweep without it trains on"))
-def sweep(grid: tuple[str, ...], preset: str, out: str, jobs: int, scheduler: Optional[str],
+def sweep(grid: tuple[str, ...], preset: str, out: str, jobs: int, scheduler: Optional[str], scheduler_timeout: float,
           tensorboard: Optional[str], ensemble: Optional[bool], stop_at: Optional[int]) -> None:
     """Train one run per point of a grid of config values (any field of probe-train's configuration):
     finished runs are reused, killed ones resumed, changed ones retrained; failed runs are recorded in
@@ -358,7 +361,8 @@ def sweep(grid: tuple[str, ...], preset: str, out: str, jobs: int, scheduler: Op
     cells = parse_grid(grid, preset)
     with _sweep_progress() as (tick, log):
         manifest = run_sweep(preset, cells, out, jobs=jobs, scheduler=scheduler, progress=tick, log=log,
-                             tensorboard=tensorboard, ensemble=ensemble, stop_at=stop_at)
+                             tensorboard=tensorboard, ensemble=ensemble, stop_at=stop_at,
+                             scheduler_timeout=scheduler_timeout)
     status = [r["status"] for r in manifest["runs"]]
     at = f", {status.count('partial')} stopped at step {stop_at} or later (--stop-at)" if stop_at else ""
     print(terminal(f"{out}: {status.count('done')} of {len(status)} runs done{at}"

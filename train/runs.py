@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from probe import environment
+from probe._cluster import TIMEOUT_S, ClusterLost, finished, session
 from probe._files import writer_alive
 from probe._proc import child_env, entry_command, entry_point, signals_blocked, start
 from probe.errors import Interrupted, ProbeError, terminal
@@ -417,68 +418,57 @@ def _train_one(command: list[str], stop: str | None = None) -> tuple[int, list[s
     return proc.returncode, _err_lines(err)[-100:]
 
 
-def train_on_dask(todo: list[Job], scheduler: str, log: Log = log_stderr, progress: Progress | None = None
-                  ) -> dict[str, str]:
+def train_on_dask(todo: list[Job], scheduler: str, log: Log = log_stderr, progress: Progress | None = None,
+                  timeout: float = TIMEOUT_S) -> dict[str, str]:
     """Each job as one task on a Dask distributed cluster (the run files land in the shared folder
-    the paths name); returns {label: error} of the failed runs."""
-    try:
-        from distributed import Client, Event, wait
-    except ImportError:
-        raise ProbeError("--scheduler needs dask.distributed: pip install 'dask[distributed]'") from None
-    try:
-        client = Client(scheduler, timeout="10s")
-    except (OSError, TimeoutError) as exc:
-        raise ProbeError(f"cannot reach the Dask scheduler at {scheduler} ({exc})") from None
+    the paths name); returns {label: error} of the failed runs. ``timeout``: seconds to reach the
+    scheduler (:func:`probe._cluster.session`)."""
     failed: dict[str, str] = {}
     done = 0
     total = sum(len(job.members) or 1 for job in todo)
-    log(f"training {total} run(s) on the Dask cluster at {scheduler}")
-    stop = Event(f"probe-train-stop-{uuid.uuid4().hex}", client=client)   # set: the running trainers stop
-    pending: set = set()
-    try:
-        with STOP.caught():
-            for job, taken in [(job, _taken(job)) for job in todo]:
-                if taken:   # another sweep into this folder has it
-                    log(f"  {job.label}: another process {'trains' if taken == 'busy' else 'has finished'} it; "
-                        "left to it")
-                    todo.remove(job)
-            futures = {client.submit(_train_one, job.command, stop.name, pure=False, key=f"train-{job.label}"): job
-                       for job in todo}
-            pending = set(futures)
-            while pending and not STOP.asked:
-                try:
-                    finished = wait(pending, timeout=0.5, return_when="FIRST_COMPLETED").done
-                except TimeoutError:
-                    finished = set()
-                for fut in finished:
-                    pending.discard(fut)
-                    job = futures[fut]
-                    try:
-                        rc, lines = fut.result()
-                    except Exception as exc:   # the worker died
-                        rc, lines = -1, [f"{type(exc).__name__}: {exc}"]
-                    for run, error in outcomes(job, rc, lines):
-                        if error is None:
-                            done += 1
-                        else:
-                            failed[run.label] = error
-                            log(f"  training run '{run.label}' failed: {error}")
-                if progress:
-                    progress(done, len(pending), len(failed), total)
-            if STOP.asked:
-                # a running task cannot be cancelled: the event stops its trainer at a step boundary,
-                # and a task still queued returns at once; waited for, so the files are resumable
-                stop.set()
-                # a running task ends when its trainer stopped, a queued one when it starts; 120 s, or a
-                # second Ctrl-C, end the wait
-                with contextlib.suppress(TimeoutError, KeyboardInterrupt):
-                    wait(list(pending), timeout=120.0, return_when="ALL_COMPLETED")
-                client.cancel(list(pending))
-                raise _interrupted(done, total)
-    finally:
-        if pending:   # ended by an error or a second Ctrl-C: the trainers on the cluster stop all the same
-            with contextlib.suppress(Exception):   # the scheduler is gone with them
-                stop.set()
-        client.close()
-    return failed
+    with session(scheduler, timeout) as client:
+        from distributed import Event, wait
 
+        log(f"training {total} run(s) on the Dask cluster at {scheduler}")
+        stop = Event(f"probe-train-stop-{uuid.uuid4().hex}", client=client)   # set: the running trainers stop
+        pending: set = set()
+        try:
+            with STOP.caught():
+                for job, taken in [(job, _taken(job)) for job in todo]:
+                    if taken:   # another sweep into this folder has it
+                        log(f"  {job.label}: another process {'trains' if taken == 'busy' else 'has finished'} it; "
+                            "left to it")
+                        todo.remove(job)
+                futures = {client.submit(_train_one, job.command, stop.name, pure=False, key=f"train-{job.label}"):
+                           job for job in todo}
+                pending = set(futures)
+                try:
+                    for fut, result, exc in finished(pending, scheduler):
+                        rc, lines = result if exc is None else (-1, [f"{type(exc).__name__}: {exc}"])  # worker died
+                        for run, error in outcomes(futures[fut], rc, lines):
+                            if error is None:
+                                done += 1
+                            else:
+                                failed[run.label] = error
+                                log(f"  training run '{run.label}' failed: {error}")
+                        if progress:
+                            progress(done, len(pending), len(failed), total)
+                except ClusterLost as exc:   # the workers stop their trainers when they lose it too
+                    pending = set()
+                    raise ProbeError(f"{exc}: {done} of {total} runs done; their files are kept, and the same "
+                                     "command on a running cluster trains the rest") from None
+                if STOP.asked:
+                    # a running task cannot be cancelled: the event stops its trainer at a step boundary,
+                    # and a task still queued returns at once; waited for, so the files are resumable
+                    stop.set()
+                    # a running task ends when its trainer stopped, a queued one when it starts; 120 s, or a
+                    # second Ctrl-C, end the wait
+                    with contextlib.suppress(TimeoutError, KeyboardInterrupt):
+                        wait(list(pending), timeout=120.0, return_when="ALL_COMPLETED")
+                    client.cancel(list(pending))
+                    raise _interrupted(done, total)
+        finally:
+            if pending:   # ended by an error or a second Ctrl-C: the trainers on the cluster stop all the same
+                with contextlib.suppress(Exception):   # the scheduler is gone with them
+                    stop.set()
+    return failed

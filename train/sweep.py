@@ -12,6 +12,7 @@ from functools import partial
 from pathlib import Path
 from typing import Mapping
 
+from probe._cluster import TIMEOUT_S
 from probe._files import writable_folder, writer_alive
 from probe.errors import ProbeError, param
 from probe.format import Run, last_step
@@ -78,7 +79,8 @@ def point_label(point: Mapping) -> str:
 
 def sweep(preset_name: str, grid: Mapping[str, list], out: str | os.PathLike, *, jobs: int = 0,
           scheduler: str | None = None, log: Log = log_stderr, progress: Progress | None = None,
-          tensorboard: str | None = None, ensemble: bool | None = None, stop_at: int | None = None) -> dict:
+          tensorboard: str | None = None, ensemble: bool | None = None, stop_at: int | None = None,
+          scheduler_timeout: float = TIMEOUT_S) -> dict:
     """Train every grid point (finished runs reused, killed ones resumed) into ``out`` and write the
     manifest ``out/sweep.json``; a failed run is recorded there with its error, the others go on.
 
@@ -87,7 +89,8 @@ def sweep(preset_name: str, grid: Mapping[str, list], out: str | os.PathLike, *,
     where CUDA is (a Dask cluster's workers taken to be like this machine), one process per run on a
     CPU, where the batched matmuls cost more than one process a run (bench/bench_ensemble.py). ``stop_at``: each
     run trains its schedule up to this step (probe-train --stop-at); the same sweep without it trains
-    them on to their steps.
+    them on to their steps. ``scheduler_timeout``: seconds to reach ``scheduler``, as many again for its
+    answer.
 
     ``tensorboard``: every run's logged numbers as TensorBoard scalars in ``tensorboard/<run file's stem>``,
     written by each trainer as it goes (``probe-train --tensorboard``); the runs reused from an earlier
@@ -112,7 +115,7 @@ def sweep(preset_name: str, grid: Mapping[str, list], out: str | os.PathLike, *,
     failed: dict[str, str] = {}
     try:
         if todo and scheduler:
-            failed = train_on_dask(todo, scheduler, log, progress)
+            failed = train_on_dask(todo, scheduler, log, progress, scheduler_timeout)
         elif todo:
             failed = train_jobs(todo, jobs, log, keep_going=True, progress=progress)
     finally:   # the manifest says what exists, also after Ctrl-C

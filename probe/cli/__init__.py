@@ -16,6 +16,7 @@ from pathlib import Path
 import click
 
 from .. import registry
+from .._cluster import TIMEOUT_HELP, TIMEOUT_S
 from .._text import terminal
 from ..errors import Interrupted, ProbeError, closest, run_cli
 from ..signals import STOP
@@ -125,7 +126,7 @@ def validate(file: str, fmt: str) -> None:
 
 def _batch_command() -> click.Command:
     """``probe batch``: its own options, then the options of every batch probe (:func:`.probes.batch_options`)."""
-    def run(paths, probes, out, jobs, scheduler, revisions, fmt, tensorboard, **options) -> None:
+    def run(paths, probes, out, jobs, scheduler, scheduler_timeout, revisions, fmt, tensorboard, **options) -> None:
         from .. import batch as B
 
         options = converted(options, absolute=True)
@@ -133,7 +134,7 @@ def _batch_command() -> click.Command:
             with progress("batch") as tick:
                 rows = B.batch(paths, probes, options, out=out, jobs=jobs, scheduler=scheduler,
                                progress=lambda n, total: n < total and tick(f"{n}/{total} tasks done"),
-                               revisions=revisions, tensorboard=tensorboard)
+                               revisions=revisions, tensorboard=tensorboard, scheduler_timeout=scheduler_timeout)
         except Interrupted as exc:   # what finished is kept: in --out, else printed before the message
             if not out:
                 _batch_rows(exc.rows, fmt)
@@ -164,6 +165,8 @@ def _batch_command() -> click.Command:
                      help="worker processes at once, one BLAS thread each; 0 or 1: this process, whose BLAS uses "
                           "every core"),
         click.Option(["--scheduler"], default=None, help="address of a running Dask scheduler (tcp://host:8786)"),
+        click.Option(["--scheduler-timeout"], type=click.FloatRange(min=0, min_open=True), default=TIMEOUT_S,
+                     show_default=True, help=TIMEOUT_HELP),
         click.Option(["--revisions"], default=None, help=O.REVISIONS),
         *batch_options(),
         click.Option(["--format", "-f", "fmt"], type=click.Choice(O.FORMATS), default="table", show_default=True,
