@@ -185,6 +185,20 @@ def write_error(exc: BaseException, what: str, after: str = "") -> ProbeError:
     return ProbeError(f"{write_cause(exc)} while writing {what}{after}")
 
 
+def out_of_memory(exc: BaseException) -> str | None:
+    """What an allocation that failed asked for, in one line (None: ``exc`` is not that): Python's
+    ``MemoryError``, torch's CPU allocator (a ``RuntimeError``) and CUDA's ``OutOfMemoryError``."""
+    text = " ".join(str(exc).split())
+    if not (isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError"
+            or "can't allocate memory" in text):
+        return None
+    cpu = re.search(r"allocate (\d+) bytes", text)
+    cuda = re.search(r"[Tt]ried to allocate ([\d.]+ [KMGT]iB)", text)
+    asked = f"{int(cpu[1]) / 2**30:,.1f} GiB" if cpu else cuda[1] if cuda else None
+    return (f"out of memory{f' ({asked} asked at once)' if asked else ''}: more than this machine can hold; a "
+            "smaller configuration (a narrower or shallower model, a smaller batch) or fewer jobs at once needs less")
+
+
 def _show_warning(message, category, filename, lineno, file=None, line=None, _default=warnings.showwarning):
     if issubclass(category, ProbeWarning):
         print(terminal(f"warning: {message}"), file=sys.stderr)   # it may quote a file's text
@@ -323,6 +337,9 @@ def run_cli(app, **kw) -> None:
         print(terminal(f"Error: {msg}"), file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
     except Exception as exc:  # a bug, not bad input: still no traceback unless asked for
+        if out_of_memory(exc):   # a configuration too big for the machine: the user's to change
+            print(terminal(f"Error: {out_of_memory(exc)}"), file=sys.stderr)
+            sys.exit(EXIT_BAD_INPUT)
         if environment.debug():
             raise
         print(terminal(f"Error: unexpected {type(exc).__name__}: {exc} (set PROBE_DEBUG=1 for the traceback)"),

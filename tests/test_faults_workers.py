@@ -1,6 +1,6 @@
 """Distributed faults are one line each and lose nothing (issue 47, point 3): a local worker killed
 outright (as the OOM killer does), a scheduler address that is not one, a server that is no Dask
-scheduler. Each ends with one ``Error:`` line, exit 2, every finished row kept, and the same command
+scheduler, a configuration too big to allocate. Each ends with one ``Error:`` line, exit 2, every finished row kept, and the same command
 then does the rest. Real processes and real kills; each wait is for an event."""
 import csv
 import os
@@ -120,3 +120,14 @@ def test_a_server_that_is_no_dask_scheduler_is_one_line(tiny_run):
     assert res.returncode == 2, res.stderr
     assert "Traceback" not in res.stderr and "unexpected" not in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1, res.stderr
+
+
+def test_a_configuration_too_big_for_the_machine_is_one_line(tmp_path):
+    """A width whose first weight matrix (300,000² floats, 335 GiB) no machine here can hold: the
+    allocation fails, and that is the user's configuration, not a bug; no file is left behind."""
+    res = run_cli("probe-train", "--preset", "tiny", "--d-model", "300000", "--out", tmp_path / "wide.h5")
+    assert res.returncode == 2, res.stderr
+    assert res.stderr.strip() == ("Error: out of memory (335.3 GiB asked at once): more than this machine can hold; "
+                                  "a smaller configuration (a narrower or shallower model, a smaller batch) or fewer "
+                                  "jobs at once needs less")
+    assert not list(tmp_path.iterdir())
