@@ -1,7 +1,8 @@
 """Distributed faults are one line each and lose nothing (issue 47, point 3): a local worker killed
 outright (as the OOM killer does), a scheduler address that is not one, a server that is no Dask
-scheduler, a configuration too big to allocate. Each ends with one ``Error:`` line, exit 2, every finished row kept, and the same command
-then does the rest. Real processes and real kills; each wait is for an event."""
+scheduler, a configuration too big to allocate. Each ends with one ``Error:`` line, exit 2, every
+finished row kept, and the same command then does the rest. Real processes and real kills; each wait
+is for an event. A real Dask cluster's faults: test_faults_cluster.py."""
 import csv
 import os
 import signal
