@@ -124,6 +124,48 @@ def read_table(path: str) -> list[tuple]:
                          "remove it or choose another output") from None
 
 
+def input_state(path: str) -> list | None:
+    """What a rerun compares to see whether ``path`` changed since its rows were read: the size and
+    modification time of the file (of each file of a model folder) and, for a snapshot file, its last
+    committed step; None for a hub source (a revision does not change)."""
+    from .format import is_snapshot_file, last_step
+    from .readers.hub import is_hub
+
+    if is_hub(path):
+        return None
+    files = sorted(os.path.join(path, f) for f in os.listdir(path)) if os.path.isdir(path) else [path]
+    state: list = []
+    for f in files:
+        with suppress(OSError):
+            st = os.stat(f)
+            if not os.path.isdir(f):
+                state.append([shown(os.path.basename(f)), st.st_size, st.st_mtime_ns])
+    if not os.path.isdir(path) and is_snapshot_file(path):
+        with suppress(OSError, ProbeError):
+            state.append(last_step(path))
+    return state
+
+
+def inputs_file(out: str) -> str:
+    """Where a table's record of what its rows were read from lives: beside it, ``OUT.inputs.json``."""
+    return out + ".inputs.json"
+
+
+def read_inputs(out: str) -> dict[tuple[str, str], list | None]:
+    """(path, probe) -> :func:`input_state` when its rows were read; {} if there is no record (or it is
+    damaged: then every input counts as changed, and is read again)."""
+    try:
+        with open_regular(inputs_file(out), what="batch record", encoding="utf-8") as fh:
+            return {(e["path"], e["probe"]): e["state"] for e in load_json(fh, inputs_file(out), "batch record")}
+    except (OSError, ProbeError, ValueError, KeyError, TypeError, UnicodeDecodeError):
+        return {}
+
+
+def write_inputs(out: str, record: dict[tuple[str, str], list | None]) -> None:
+    entries = [json.dumps({"path": p, "probe": probe, "state": state}) for (p, probe), state in sorted(record.items())]
+    write_atomic(inputs_file(out), "[\n" + ",\n".join(entries) + "\n]\n", "batch record")
+
+
 def _strict(row: tuple) -> tuple:
     """A row as a table file holds it: non-finite numbers as None (JSON null, an empty CSV cell),
     text as valid Unicode (a path that is not UTF-8 with ``\\xNN``: :func:`probe._text.shown`)."""
@@ -187,15 +229,33 @@ def _batch(paths, probes, options, out, jobs, cluster, progress, revisions, tens
     if not checkpoints:
         raise ProbeError("no checkpoints found")
     existing = read_table(out) if out else []
+    read_from = read_inputs(out) if out else {}
+    now = {shown(c): input_state(c) for c in checkpoints}
     done = {(r[0], r[2]) for r in existing if r[4] != "error"}   # paths as the file spells them: shown()
+    # make's rule: rows whose input changed since they were read (or with no record of it) are read again;
+    # they stay in the table until their new rows replace them, so a stop loses nothing
+    stale = {(c, p) for c, p in done if c in now and p in probes and read_from.get((c, p), "") != now[c]}
+    if stale:
+        n = len({c for c, _ in stale})
+        warn(f"{n} input{'s' * (n > 1)} changed since {'their' if n > 1 else 'its'} rows in {out} were written "
+             f"(size, time or last step): {sum(1 for r in existing if (r[0], r[2]) in stale)} rows are read again")
     kept = [r for r in existing if (r[0], r[2]) in done]
     if (jobs > 1 or scheduler) and not options.get("threads"):
         options["threads"] = 1     # a worker per core already: one BLAS thread and one layer at a time each
     opts = tuple(sorted(options.items()))
-    tasks = [Task(c, p, opts) for c in checkpoints for p in probes if (shown(c), p) not in done]
+    tasks = [Task(c, p, opts) for c in checkpoints for p in probes if (shown(c), p) not in done - stale]
     rows: list[tuple] = []
     finished = 0
     saved = {"at": -math.inf}
+
+    def table_now() -> list[tuple]:
+        fresh = {(shown(r[0]), r[2]) for r in rows}
+        return [r for r in kept if (r[0], r[2]) not in fresh] + rows
+
+    def save() -> None:
+        write_table(out, table_now())   # the table first: a record without its rows would skip them
+        write_inputs(out, {**{k: v for k, v in read_from.items() if k in done - stale},
+                           **{(shown(r[0]), r[2]): now[shown(r[0])] for r in rows}})
 
     def collect(new_rows):
         nonlocal finished
@@ -206,7 +266,7 @@ def _batch(paths, probes, options, out, jobs, cluster, progress, revisions, tens
         # what finished is on disk every few seconds, so a batch killed outright (SIGKILL, out of
         # memory, power) loses little: the same command then does the rest
         if out and time.monotonic() - saved["at"] >= SAVE_EVERY_S and finished < len(tasks):
-            write_table(out, kept + rows)
+            save()
             saved["at"] = time.monotonic()
 
     stopped, fault = 0, None
@@ -226,9 +286,9 @@ def _batch(paths, probes, options, out, jobs, cluster, progress, revisions, tens
             stopped = STOP.received or signal.SIGINT
         except (WorkersLost, ClusterLost) as exc:   # the rows so far are written below first
             fault = exc
-    table = sorted(kept + rows, key=_sort_key)
+    table = sorted(table_now(), key=_sort_key)
     if out:
-        write_table(out, table)
+        save()
     if fault is not None:
         kept_where = f"; their rows are in {out}: the same command does the rest" if out else ""
         raise ProbeError(f"{fault}: {finished} of {len(tasks)} tasks done{kept_where}")

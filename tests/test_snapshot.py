@@ -1,4 +1,6 @@
 
+import json
+
 import h5py
 import numpy as np
 import pytest
@@ -174,10 +176,18 @@ def test_probe_reads_a_file_while_the_trainer_writes_it(tmp_path):
         assert sim.returncode == 0, sim.stderr
         val = run_cli("probe", "validate", out)
         assert val.returncode == 0, val.stdout + val.stderr
-        # a reader that stays open sees the file grow
+        # a reader that stays open keeps one view (count and steps from one moment) until it refreshes
         with Run(out) as run:
-            first = run.n_snapshots
-            wait_for(lambda: run.n_snapshots > first, "a snapshot seen by the open reader", proc)
+            first, steps = run.n_snapshots, list(run.steps)
+            def newer() -> bool:   # a second reader, in a process of its own
+                info = run_cli("probe", "info", out, "--format", "json")
+                return info.returncode == 0 and json.loads(info.stdout)["steps"][-1] > steps[-1]
+
+            wait_for(newer, "a snapshot seen by a second reader", proc)
+            assert run.n_snapshots == first and list(run.steps) == steps
+            assert len(run.metrics()["mem"]["loss"]) == first
+            wait_for(lambda: run.refresh() > first, "a snapshot seen by the open reader", proc)
+            assert list(run.steps[:first]) == steps and len(run.steps) == run.n_snapshots > first
         assert proc.poll() is None
     finally:
         proc.kill()

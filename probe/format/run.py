@@ -198,14 +198,29 @@ class Run:
     def steps(self) -> np.ndarray:
         """The steps of the complete snapshots, in order: int64 array, shape (n_snapshots,).
 
-        Strictly increasing, or a [`ProbeError`][probe.errors.ProbeError].
+        Strictly increasing, or a [`ProbeError`][probe.errors.ProbeError]. A run being written gains
+        snapshots while it is open; a Run shows those committed when it was opened or last
+        [`refresh`][probe.format.run.Run.refresh]ed, so a count, a step list and the tensors read
+        between agree.
         """
-        return self._check.steps(np.asarray(self.dataset("step")[...], dtype=np.int64))
+        return self._check.steps(np.asarray(self.dataset("step")[: self.n_snapshots], dtype=np.int64))
 
     @property
     def n_snapshots(self) -> int:
-        """The number of complete snapshots."""
-        return int(self.dataset("step").shape[0])
+        """The number of complete snapshots when the file was opened or last refreshed (see :attr:`steps`)."""
+        return self._check.n
+
+    def refresh(self) -> int:
+        """Take in the snapshots a live writer committed since the file was opened or last refreshed.
+
+        Returns
+        -------
+        int
+            The number of complete snapshots now.
+        """
+        steps = self._check.steps(np.asarray(self.dataset("step")[...], dtype=np.int64))   # refreshed under SWMR
+        self._check.n = len(steps)
+        return self._check.n
 
     @property
     def groups(self) -> dict[str, np.ndarray]:
