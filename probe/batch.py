@@ -246,16 +246,21 @@ def _batch(paths, probes, options, out, jobs, cluster, progress, revisions, tens
     tasks = [Task(c, p, opts) for c in checkpoints for p in probes if (shown(c), p) not in done - stale]
     rows: list[tuple] = []
     finished = 0
-    saved = {"at": -math.inf}
+    saved = {"at": -math.inf, "tasks": 0}
 
     def table_now() -> list[tuple]:
         fresh = {(shown(r[0]), r[2]) for r in rows}
         return [r for r in kept if (r[0], r[2]) not in fresh] + rows
 
     def save() -> None:
-        write_table(out, table_now())   # the table first: a record without its rows would skip them
-        write_inputs(out, {**{k: v for k, v in read_from.items() if k in done - stale},
-                           **{(shown(r[0]), r[2]): now[shown(r[0])] for r in rows}})
+        try:
+            write_table(out, table_now())   # the table first: a record without its rows would skip them
+            write_inputs(out, {**{k: v for k, v in read_from.items() if k in done - stale},
+                               **{(shown(r[0]), r[2]): now[shown(r[0])] for r in rows}})
+        except ProbeError as exc:   # a full disk, a read-only folder, a size limit: the last table stays whole
+            raise ProbeError(f"{exc}; {out} holds the rows of {saved['tasks']} of {len(tasks)} tasks, as of its "
+                             "last save: the same command does the rest once it can write there") from None
+        saved["tasks"] = finished
 
     def collect(new_rows):
         nonlocal finished

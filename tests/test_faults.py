@@ -9,6 +9,9 @@ sweep's manifest) meets four faults on real file systems, through real processes
 * EACCES: a folder the command may not write (as root: the command runs as ``nobody``);
 * EFBIG: a file-size limit (RLIMIT_FSIZE) on the command: works on any machine.
 
+Most cases meet the fault at the first write; a full disk or a size limit mid-way through a batch, a
+sweep and a training run is tested below them.
+
 The bar for each case: a non-zero exit that is not a signal, exactly one ``Error: ...`` line naming the
 cause, no traceback; nothing new left behind (no temporary file, no lock, no empty output); every
 file that was there before unchanged; and a run file that training left behind validates and
@@ -23,6 +26,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import select
 import shutil
 import signal
@@ -271,6 +275,7 @@ def _plot_svg(d: Path, g: Path):   # no earlier output: nothing at all may be le
 
 def _table_csv(d: Path, g: Path):   # the table holds every row already: the batch only rewrites it
     shutil.copy(g / "t.csv", d / "t.csv")
+    shutil.copy(g / "t.csv.inputs.json", d / "t.csv.inputs.json")   # its record: no input has changed
     return ["probe", "batch", g / "run.h5", "--probe", "spectrum", "--probe", "similarity", "-o", d / "t.csv"], \
         (g / "t.csv").stat().st_size // 2
 
@@ -339,6 +344,81 @@ def test_a_write_that_fails_ends_in_one_line_and_changes_nothing(fault, writer, 
             assert again.returncode == 0, again.stderr
             assert cli.run("probe", "validate", place.dir / "run.h5").returncode == 0
             assert sorted(p.name for p in place.dir.iterdir() if p.name != "filler") == ["run.h5"]
+    finally:
+        place.cleanup()
+
+
+# --- a full disk or a size limit in the middle of a batch or a sweep -------------------------------
+
+@pytest.fixture(scope="module")
+def many(root, cli):
+    """Eight names for one 56-snapshot run, and the table a batch of them writes without a fault."""
+    from conftest import linked_runs
+
+    (root / "many").mkdir()
+    folder = linked_runs(root / "many", 8)
+    res = cli.run(*_many_batch(folder, folder / "whole.csv"))
+    assert res.returncode == 0, res.stderr
+    return folder
+
+
+def _many_batch(folder: Path, table: Path) -> list:
+    return ["probe", "batch", *sorted(folder.glob("run_*.h5")), "-p", "bias", "--step", "all", "-o", table]
+
+
+def _csv_rows(table: Path) -> list[str]:
+    return table.read_text().splitlines()[1:]
+
+
+@pytest.mark.parametrize("fault", ["ENOSPC", "EFBIG"])
+def test_a_batch_that_meets_a_fault_midway_keeps_its_last_table_and_the_rerun_completes(fault, root, many, cli):
+    """The first save (one task's rows) fits, the whole table does not: the batch ends in one line
+    saying what its table holds, and once there is room the same command does the rest, each row once."""
+    whole = (many / "whole.csv").stat().st_size
+    place = Place(fault, root)
+    try:
+        # ENOSPC: a rewrite needs room for the old table and its new copy at once
+        place.arm(leave=whole // 2, limit=whole // 2)
+        table = place.dir / "t.csv"
+        res = cli.run(*_many_batch(many, table), fsize=place.fsize)
+        line = _one_error(res, CAUSE[fault])
+        assert re.search(rf"; {re.escape(str(table))} holds the rows of [1-7] of 8 tasks, as of its last save: the "
+                         "same command does the rest once it can write there$", line), line
+        kept = _csv_rows(table)
+        assert kept and len(kept) < len(_csv_rows(many / "whole.csv"))
+        place.disarm()
+        again = cli.run(*_many_batch(many, table))
+        assert again.returncode == 0, again.stderr
+        rows = _csv_rows(table)
+        assert len(rows) == len(set(rows)) and set(kept) <= set(rows)
+        assert sorted(rows) == sorted(_csv_rows(many / "whole.csv"))
+    finally:
+        place.cleanup()
+
+
+@pytest.mark.parametrize("fault", ["ENOSPC", "EFBIG"])
+def test_a_sweep_that_meets_a_fault_midway_records_it_and_the_rerun_finishes_every_run(fault, root, golden, cli):
+    """Two runs, each stopped by the fault (after its first snapshots, or for lack of room at its start):
+    the sweep records both as failed with the cause and exits 1; once there is room the same command
+    finishes both, each file once."""
+    full = (golden / "run.h5").stat().st_size
+    place = Place(fault, root)
+    try:
+        place.arm(leave=int(0.8 * full), limit=int(0.8 * full))   # ENOSPC: the first run fills it, the second finds none
+        argv = ["probe-train", "sweep", "--preset", "tiny", "--grid", "seed=0,1", "--jobs", "1", "--out", place.dir]
+        res = cli.run(*argv, fsize=place.fsize)
+        assert res.returncode == 1, res.stderr[-3000:]
+        assert "Traceback" not in res.stderr and "unexpected" not in res.stderr
+        runs = json.loads((place.dir / "sweep.json").read_text())["runs"]
+        assert [r["status"] for r in runs] == ["failed", "failed"] and all(CAUSE[fault] in r["error"] for r in runs)
+        place.disarm()
+        again = cli.run(*argv)
+        assert again.returncode == 0, again.stderr
+        runs = json.loads((place.dir / "sweep.json").read_text())["runs"]
+        assert [r["status"] for r in runs] == ["done", "done"]
+        assert sorted(p.name for p in place.dir.glob("*.h5")) == sorted(Path(r["path"]).name for r in runs)
+        for r in runs:
+            assert cli.run("probe", "validate", place.dir / r["path"]).returncode == 0
     finally:
         place.cleanup()
 
