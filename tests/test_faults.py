@@ -396,6 +396,40 @@ def test_a_batch_that_meets_a_fault_midway_keeps_its_last_table_and_the_rerun_co
         place.cleanup()
 
 
+def test_a_batch_whose_folder_turns_read_only_midway_keeps_its_last_table_and_the_rerun_completes(root, many, cli):
+    """The output folder made read-only while the batch runs (as root, the batch runs as nobody, whom
+    the mode binds): one line, the table of its last save whole, and the same command finishes once
+    the folder is writable again. (A remount read-only is refused while the batch holds its lock file
+    open, so the mode stands in for it.)"""
+    from concurrent.futures import ThreadPoolExecutor
+
+    place = Place("EACCES", root)
+    try:
+        os.chmod(place.dir, 0o777)
+        table = place.dir / "t.csv"
+        argv = _many_batch(many, table)
+        argv[argv.index("bias")] = "ood"   # a second a task: the change lands mid-way
+        with ThreadPoolExecutor(1) as pool:
+            done = pool.submit(cli.run, *argv, uid=NOBODY if os.geteuid() == 0 else None)
+            wait_for(lambda: table.exists() or done.done(), "the first save of the table")
+            os.chmod(place.dir, 0o555)
+            res = done.result()
+        if res.returncode == 0:
+            pytest.skip("the batch finished before its folder turned read-only")   # a very fast machine
+        line = _one_error(res, CAUSE["EACCES"])
+        assert "holds the rows of" in line and "the same command does the rest once it can write there" in line
+        kept = _csv_rows(table)
+        assert kept
+        os.chmod(place.dir, 0o777)
+        again = cli.run(*argv, uid=NOBODY if os.geteuid() == 0 else None)
+        assert again.returncode == 0, again.stderr
+        rows = _csv_rows(table)
+        assert len(rows) == len(set(rows)) and set(kept) <= set(rows)
+        assert {r.split(",")[0] for r in rows} == {str(p) for p in many.glob("run_*.h5")}
+    finally:
+        place.cleanup()
+
+
 @pytest.mark.parametrize("fault", ["ENOSPC", "EFBIG"])
 def test_a_sweep_that_meets_a_fault_midway_records_it_and_the_rerun_finishes_every_run(fault, root, golden, cli):
     """Two runs, each stopped by the fault (after its first snapshots, or for lack of room at its start):

@@ -6,7 +6,6 @@ exactly once. A port that accepts and never answers ends within the bound ``--sc
 Each wait is for an event (a file, a row, a worker registered)."""
 import csv
 import json
-import os
 import re
 import socket
 import subprocess

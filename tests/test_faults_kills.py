@@ -1,17 +1,17 @@
 """Batches and sweeps stopped at random moments (issue 47, point 5): SIGKILL, SIGINT or SIGTERM at a
-moment drawn from a seeded generator, after the command has begun its work. Whatever the moment, the
+moment drawn from a seeded generator: for a batch, once its table holds the rows of K inputs (K = 0:
+once it has taken its table), for a sweep once its runs have committed step S. Whatever the moment, the
 command ends (the signal's exit code, or 0 if it had finished), no process it started outlives it
 for long, what it wrote is whole, and the same command then completes the work: every row of the
 batch exactly once and equal to an uninterrupted batch, every run of the sweep done and equal, in
 every tensor of its last snapshot, to the same run trained without a stop.
 
-The delay is the moment, not a wait for a state: each assertion holds at any moment, so a faster or a
-busier machine only moves where the signal lands."""
+Each moment is an event, never a delay: a faster or a busier machine meets the same ones (a batch
+that finished first is a moment too: then the signal finds nothing to stop)."""
 import csv
 import os
 import random
 import signal
-import time
 
 import numpy as np
 import pytest
@@ -29,9 +29,10 @@ SIGNALS = (signal.SIGKILL, signal.SIGINT, signal.SIGTERM)
 N_RUNS = 8
 
 
-def _moments(n: int, seed: int) -> list[tuple[signal.Signals, float, str]]:
+def _moments(n: int, seed: int, most: int) -> list[tuple[signal.Signals, int, str]]:
+    """(signal, moment 0..most, jobs) n times."""
     rng = random.Random(seed)
-    return [(rng.choice(SIGNALS), round(rng.uniform(0.0, 3.0), 2), rng.choice(["1", "2"])) for _ in range(n)]
+    return [(rng.choice(SIGNALS), rng.randrange(most + 1), rng.choice(["1", "2"])) for _ in range(n)]
 
 
 def _exit_ok(code: int, sig: signal.Signals) -> bool:
@@ -60,13 +61,14 @@ def _rows(table) -> list[tuple]:
         return [tuple(r.values()) for r in csv.DictReader(fh)]
 
 
-@pytest.mark.parametrize("sig,delay,jobs", _moments(6, seed=47), ids=lambda v: getattr(v, "name", str(v)))
-def test_a_batch_stopped_at_a_random_moment_loses_nothing(runs, tmp_path, sig, delay, jobs):
+@pytest.mark.parametrize("sig,inputs,jobs", _moments(6, seed=47, most=N_RUNS - 2),
+                         ids=lambda v: getattr(v, "name", str(v)))
+def test_a_batch_stopped_at_a_random_moment_loses_nothing(runs, tmp_path, sig, inputs, jobs):
     table = tmp_path / "table.csv"
     proc = popen_cli("probe", *_batch(runs, table, jobs))
     try:
-        wait_for(lambda: proc.poll() is not None or os.path.exists(lock_path(table)), "the batch at work")
-        time.sleep(delay)
+        wait_for(lambda: proc.poll() is not None or os.path.exists(lock_path(table))
+                 and len({r[0] for r in _rows(table)}) >= inputs, f"the rows of {inputs} inputs on disk")
         kids = descendants(proc.pid)
         if proc.poll() is None:
             proc.send_signal(sig)
@@ -85,7 +87,8 @@ def test_a_batch_stopped_at_a_random_moment_loses_nothing(runs, tmp_path, sig, d
     assert sorted(rows) == sorted(_rows(runs / "whole.csv"))
 
 
-SWEEP = ["--preset", "tiny", "--grid", "seed=0,1", "--grid", "steps=300", "--grid", "snapshot_every=20",
+STEPS = 300
+SWEEP = ["--preset", "tiny", "--grid", "seed=0,1", "--grid", f"steps={STEPS}", "--grid", "snapshot_every=20",
          "--no-ensemble"]
 
 
@@ -97,14 +100,15 @@ def reference(tmp_path_factory):
     return out
 
 
-@pytest.mark.parametrize("sig,delay", [m[:2] for m in _moments(4, seed=470)], ids=lambda v: getattr(v, "name", str(v)))
-def test_a_sweep_stopped_at_a_random_moment_finishes_every_run_as_if_never_stopped(reference, tmp_path, sig, delay):
+@pytest.mark.parametrize("sig,step", [(m[0], m[1] + 1) for m in _moments(4, seed=470, most=STEPS - 2)],
+                         ids=lambda v: getattr(v, "name", str(v)))
+def test_a_sweep_stopped_at_a_random_moment_finishes_every_run_as_if_never_stopped(reference, tmp_path, sig, step):
     out = tmp_path / "sweep"
     proc = popen_cli("probe-train", "sweep", *SWEEP, "--out", out, "--jobs", "2")
     try:
-        wait_for(lambda: proc.poll() is not None or (len(list(out.glob("*.h5"))) == 2 and committed(out.glob("*.h5"))),
-                 "both runs training")
-        time.sleep(delay)
+        wait_for(lambda: proc.poll() is not None or (len(list(out.glob("*.h5"))) == 2
+                                                     and committed(out.glob("*.h5"), step=step)),
+                 f"both runs at step {step}")
         kids = descendants(proc.pid)
         if proc.poll() is None:
             proc.send_signal(sig)

@@ -200,8 +200,7 @@ class Run:
 
         Strictly increasing, or a [`ProbeError`][probe.errors.ProbeError]. A run being written gains
         snapshots while it is open; a Run shows those committed when it was opened or last
-        [`refresh`][probe.format.run.Run.refresh]ed, so a count, a step list and the tensors read
-        between agree.
+        refreshed (`refresh()`), so a count, a step list and the tensors read between agree.
         """
         return self._check.steps(np.asarray(self.dataset("step")[: self.n_snapshots], dtype=np.int64))
 
