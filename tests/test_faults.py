@@ -396,6 +396,7 @@ def test_a_batch_that_meets_a_fault_midway_keeps_its_last_table_and_the_rerun_co
         place.cleanup()
 
 
+@pytest.mark.slow   # 20-30 s: a batch of eight slower tasks, so that the change lands mid-way
 def test_a_batch_whose_folder_turns_read_only_midway_keeps_its_last_table_and_the_rerun_completes(root, many, cli):
     """The output folder made read-only while the batch runs (as root, the batch runs as nobody, whom
     the mode binds): one line, the table of its last save whole, and the same command finishes once
@@ -430,6 +431,7 @@ def test_a_batch_whose_folder_turns_read_only_midway_keeps_its_last_table_and_th
         place.cleanup()
 
 
+@pytest.mark.slow   # 12 s each: two runs trained, then trained on
 @pytest.mark.parametrize("fault", ["ENOSPC", "EFBIG"])
 def test_a_sweep_that_meets_a_fault_midway_records_it_and_the_rerun_finishes_every_run(fault, root, golden, cli):
     """Two runs, each stopped by the fault (after its first snapshots, or for lack of room at its start):

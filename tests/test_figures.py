@@ -325,6 +325,7 @@ def test_dry_run_estimates_the_time_from_each_presets_measured_speed(tmp_path):
     assert set(plan["seeds"]) == FIGURES and plan["seeds"]["p1-accuracy"] == 3 and plan["seeds"]["p1-label-dist"] == 1
 
 
+@pytest.mark.slow   # three plans, each measuring every quick preset's speed afresh: 85 s on 2 cores
 def test_budget_gives_each_figure_the_most_seeds_that_fit(tmp_path):
     small, err = _plan(tmp_path, "--budget", "10")
     big, _ = _plan(tmp_path, "--budget", "40")
@@ -334,6 +335,9 @@ def test_budget_gives_each_figure_the_most_seeds_that_fit(tmp_path):
     assert "budget 10 min: " in err and "seeds per figure: p1-accuracy" in err
     tiny, err = _plan(tmp_path, "--budget", "0.5")                 # not even one seed each fits
     assert set(tiny["seeds"].values()) == {1} and "over the budget of 0.5 min" in err
+
+
+def test_a_budget_is_refused_with_seeds_and_without_measured_speeds(tmp_path):
     res = run_cli("probe", "figures", "--all", "--quick", "--budget", "5", "--seeds", "3", "--dry-run")
     assert res.returncode == 2 and "give it or --seeds, not both" in res.stderr
     # the papers' sizes (GPU presets) are not measured on a CPU: no estimate, said by name, nothing made
