@@ -38,6 +38,7 @@ def tiny(tmp_path_factory):
     return out, res
 
 
+@pytest.mark.slow   # the --tiny rehearsal trains three parts: 37 s on 2 cores
 def test_the_tiny_command_trains_the_three_parts_and_records_them(tiny):
     out, res = tiny
     assert res.returncode == 0, res.stderr
@@ -75,6 +76,7 @@ def test_the_tiny_command_trains_the_three_parts_and_records_them(tiny):
                     assert s["n"] == 2 and 0 <= s["ci_lo"] <= s["fraction"] <= s["ci_hi"] <= 1
 
 
+@pytest.mark.slow   # the --tiny rehearsal trains three parts: 37 s on 2 cores
 def test_the_last_snapshots_are_kept_and_load_into_their_models(tiny):
     import h5py
     import torch

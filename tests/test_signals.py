@@ -20,7 +20,9 @@ from waiting import DEADLINE, committed, wait_for
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc; PR_SET_PDEATHSIG")
 
-SIGNALS = pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+# SIGHUP takes SIGTERM's path (signals.STOP): its cases run in the slow set, to keep CI within its time
+SIGNALS = pytest.mark.parametrize("sig", [signal.SIGTERM, pytest.param(signal.SIGHUP, marks=pytest.mark.slow)],
+                                  ids=["SIGTERM", "SIGHUP"])
 
 
 def _code(sig) -> int:
@@ -385,7 +387,8 @@ def cluster():
         yield c
 
 
-@pytest.mark.parametrize("sig, ensemble", [(signal.SIGTERM, False), (signal.SIGHUP, False), (signal.SIGTERM, True)],
+@pytest.mark.parametrize("sig, ensemble", [(signal.SIGTERM, False), pytest.param(signal.SIGHUP, False, marks=pytest.mark.slow),
+                                           (signal.SIGTERM, True)],
                          ids=["SIGTERM", "SIGHUP", "SIGTERM-ensemble"])
 def test_sweep_on_dask_stops_its_trainers(cluster, tmp_path, sig, ensemble):
     """The trainers run on the cluster's workers (here children of this test's process), not under the
