@@ -123,7 +123,10 @@ def two_runs(tiny_run, tmp_path_factory) -> tuple[Path, Path]:
 LONGEST_FIRST = ("test_docs.py", "test_signals.py", "test_notebook.py", "test_interrupt.py", "test_report.py",
                  "test_bad_input_text.py", "test_faults.py", "test_figures.py", "test_paper4.py", "test_sweep.py",
                  "test_effect.py", "test_bad_input_nonfinite.py", "test_user_folder.py", "test_bad_input.py",
-                 "test_bad_input_readers.py", "test_batch.py", "test_resume.py", "test_report_browser.py")
+                 "test_bad_input_readers.py", "test_batch.py", "test_resume.py", "test_report_browser.py",
+                 # added later, 25-60 s of worker time each (--durations, 2026-11-28): ahead of the short files
+                 "test_ensemble.py", "test_faults_outputs.py", "test_faults_reruns.py", "test_faults_workers.py",
+                 "test_language_corpora.py", "test_untrusted_open.py")
 
 
 def pytest_collection_modifyitems(items):

@@ -182,6 +182,7 @@ def test_a_sweep_trains_seed_ensembles_equal_to_runs_one_by_one(tmp_path):
             assert run.environment["ensemble"] == 4
 
 
+@pytest.mark.slow   # 14 s; --stop-at then resume, equal to the uninterrupted file, stays in CI
 def test_a_sweep_stopped_early_is_trained_on_by_the_same_sweep(tmp_path):
     grid = ["--preset", "tiny", "--grid", "seed=0:2", "--grid", "steps=40", "-o", tmp_path, "-j", "1", "--ensemble"]
     res = run_cli("probe-train", "sweep", *grid, "--stop-at", "20")

@@ -388,7 +388,7 @@ def cluster():
 
 
 @pytest.mark.parametrize("sig, ensemble", [(signal.SIGTERM, False), pytest.param(signal.SIGHUP, False, marks=pytest.mark.slow),
-                                           (signal.SIGTERM, True)],
+                                           pytest.param(signal.SIGTERM, True, marks=pytest.mark.slow)],
                          ids=["SIGTERM", "SIGHUP", "SIGTERM-ensemble"])
 def test_sweep_on_dask_stops_its_trainers(cluster, tmp_path, sig, ensemble):
     """The trainers run on the cluster's workers (here children of this test's process), not under the
@@ -435,7 +435,8 @@ def _batch_stopped(proc, sig, out: Path, kids: dict) -> None:
 
 
 @SIGNALS
-@pytest.mark.parametrize("jobs", ["1", "2"], ids=["in-process", "two-workers"])
+# two workers stopped by SIGINT: test_interrupt.py; by any signal at random moments: test_faults_kills.py
+@pytest.mark.parametrize("jobs", ["1", pytest.param("2", marks=pytest.mark.slow)], ids=["in-process", "two-workers"])
 def test_batch_keeps_what_finished_and_the_rerun_does_the_rest(runs, tmp_path, sig, jobs):
     out = tmp_path / "r.csv"
     args = ["batch", runs, "--probe", "ood", "--step", "all", "-o", out, "--jobs", jobs]
