@@ -38,8 +38,12 @@ class Cluster:
                                           "--no-dashboard"], stdout=log, stderr=log) for _ in range(workers)]
         from distributed import Client
 
-        with Client(self.address, timeout="60s") as client:   # every worker registered: an event, not a delay
-            client.wait_for_workers(workers, timeout=DEADLINE)
+        try:
+            with Client(self.address, timeout="60s") as client:   # every worker registered: an event, not a delay
+                client.wait_for_workers(workers, timeout=DEADLINE)
+        except BaseException:   # a cluster that did not come up is not left running
+            self.end()
+            raise
 
     def end(self) -> None:
         end_all(self.scheduler, *self.workers)
