@@ -230,7 +230,7 @@ def _batch(paths, probes, options, out, jobs, cluster, progress, revisions, tens
         raise ProbeError("no checkpoints found")
     existing = read_table(out) if out else []
     read_from = read_inputs(out) if out else {}
-    now = {shown(c): input_state(c) for c in checkpoints}
+    now = {shown(c): input_state(c) for c in checkpoints} if out else {}   # opens each run: only for a table
     done = {(r[0], r[2]) for r in existing if r[4] != "error"}   # paths as the file spells them: shown()
     # make's rule: rows whose input changed since they were read (or with no record of it) are read again;
     # they stay in the table until their new rows replace them, so a stop loses nothing

@@ -40,6 +40,22 @@ def _exit_ok(code: int, sig: signal.Signals) -> bool:
     return code in (0, -signal.SIGKILL if sig == signal.SIGKILL else 128 + sig)
 
 
+def _stopped(proc, sig: signal.Signals, moment: str, reached) -> dict:
+    """Send ``sig`` to ``proc`` once ``reached()`` (the moment) or its end, and check how it ended; returns
+    the processes it had started then."""
+    try:
+        wait_for(lambda: proc.poll() is not None or reached(), moment)
+        kids = descendants(proc.pid)
+        if proc.poll() is None:
+            proc.send_signal(sig)
+        _, err = proc.communicate(timeout=DEADLINE)
+    finally:
+        end_all(proc)
+    assert _exit_ok(proc.returncode, sig), (proc.returncode, err)
+    assert "Traceback" not in err
+    return kids
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     folder = linked_runs(tmp_path_factory.mktemp("many"), N_RUNS)
@@ -65,18 +81,8 @@ def _rows(table) -> list[tuple]:
                          ids=lambda v: getattr(v, "name", str(v)))
 def test_a_batch_stopped_at_a_random_moment_loses_nothing(runs, tmp_path, sig, inputs, jobs):
     table = tmp_path / "table.csv"
-    proc = popen_cli("probe", *_batch(runs, table, jobs))
-    try:
-        wait_for(lambda: proc.poll() is not None or os.path.exists(lock_path(table))
-                 and len({r[0] for r in _rows(table)}) >= inputs, f"the rows of {inputs} inputs on disk")
-        kids = descendants(proc.pid)
-        if proc.poll() is None:
-            proc.send_signal(sig)
-        _, err = proc.communicate(timeout=DEADLINE)
-    finally:
-        end_all(proc)
-    assert _exit_ok(proc.returncode, sig), (proc.returncode, err)
-    assert "Traceback" not in err
+    kids = _stopped(popen_cli("probe", *_batch(runs, table, jobs)), sig, f"the rows of {inputs} inputs on disk",
+                    lambda: os.path.exists(lock_path(table)) and len({r[0] for r in _rows(table)}) >= inputs)
     wait_for(lambda: not still_running(kids), "the end of every process the batch started", timeout=60)
     kept = _rows(table)
     assert len(kept) == len(set(kept))
@@ -104,19 +110,9 @@ def reference(tmp_path_factory):
                          ids=lambda v: getattr(v, "name", str(v)))
 def test_a_sweep_stopped_at_a_random_moment_finishes_every_run_as_if_never_stopped(reference, tmp_path, sig, step):
     out = tmp_path / "sweep"
-    proc = popen_cli("probe-train", "sweep", *SWEEP, "--out", out, "--jobs", "2")
-    try:
-        wait_for(lambda: proc.poll() is not None or (len(list(out.glob("*.h5"))) == 2
-                                                     and committed(out.glob("*.h5"), step=step)),
-                 f"both runs at step {step}")
-        kids = descendants(proc.pid)
-        if proc.poll() is None:
-            proc.send_signal(sig)
-        _, err = proc.communicate(timeout=DEADLINE)
-    finally:
-        end_all(proc)
-    assert _exit_ok(proc.returncode, sig), (proc.returncode, err)
-    assert "Traceback" not in err
+    kids = _stopped(popen_cli("probe-train", "sweep", *SWEEP, "--out", out, "--jobs", "2"), sig,
+                    f"both runs at step {step}",
+                    lambda: len(list(out.glob("*.h5"))) == 2 and committed(out.glob("*.h5"), step=step))
     # its trainers stop at a step boundary, killed sweep or not
     wait_for(lambda: not still_running(kids), "the end of every trainer the sweep started")
     res = run_cli("probe-train", "sweep", *SWEEP, "--out", out, "--jobs", "2", timeout=DEADLINE)
