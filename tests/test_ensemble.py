@@ -98,6 +98,7 @@ def test_a_diverging_member_is_failed_and_the_others_go_on(tmp_path):
     assert run_cli("probe", "validate", paths[1]).returncode == 0
 
 
+@pytest.mark.slow   # CI time: test_stop_at_then_resume_writes_the_uninterrupted_file stops and resumes one too
 def test_an_ensemble_stopped_early_resumes_alone_or_together(tmp_path):
     """--stop-at on an ensemble: each member's file resumes on its own (probe-train --resume) or with the
     others (an ensemble again), to the run trained without stopping."""
@@ -197,6 +198,7 @@ def test_a_sweep_stopped_early_is_trained_on_by_the_same_sweep(tmp_path):
             assert int(run.steps[-1]) == 40 and run.environment["resumed_at"] == 20
 
 
+@pytest.mark.slow   # CI time
 def test_stop_at_with_a_live_report_ends_with_its_last_page(tmp_path):
     """The watcher of --report waits for the run's last step, which a stopped run never reaches: it is asked
     for its last page when the trainer stops, as after Ctrl-C."""

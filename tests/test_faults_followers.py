@@ -4,6 +4,8 @@ ends with the process it follows); a run replaced under the watch (--overwrite) 
 into the old run's page. Real trainers, real kills, real files; each wait is for an event."""
 import signal
 
+import pytest
+
 from conftest import end_all, popen_cli, run_cli
 from waiting import committed, wait_for
 
@@ -15,6 +17,7 @@ def _watch(run, page, *extra):
     return popen_cli("probe", "report", run, "-o", page, "--watch", "--interval", "0.3", "-p", "bias", *extra)
 
 
+@pytest.mark.slow   # CI time: test_signals.py kills a watched trainer outright in the default set
 def test_a_watch_ends_when_its_trainer_is_killed(tmp_path):
     run, page = tmp_path / "run.h5", tmp_path / "page.html"
     trainer = popen_cli("probe-train", *LONG, "--out", run)

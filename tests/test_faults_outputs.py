@@ -7,6 +7,8 @@ import json
 import os
 import signal
 
+import pytest
+
 from conftest import end_all, popen_cli, run_cli
 from waiting import committed, wait_for
 
@@ -48,6 +50,7 @@ def test_a_watched_page_is_refused_to_a_second_report(tiny_run, tmp_path):
         end_all(watcher)
 
 
+@pytest.mark.slow   # 33 s: CI time
 def test_two_sweeps_into_one_folder_share_the_work(tmp_path):
     """Sweep A trains its runs one at a time; sweep B, started while A trains the first, leaves that one
     to A and trains the other, and A leaves that one to B. Each says so; nothing is failed; both end with

@@ -36,7 +36,9 @@ def _snapshotting(proc, out):
     wait_for(lambda: committed([out], step=3), "third snapshot", proc)
 
 
-@pytest.mark.parametrize("moment,every", [(_started, 10), (_training, 10), (_snapshotting, 1)],
+# while-starting is slow-marked (CI time): the other two moments stop the same trainer mid-work
+@pytest.mark.parametrize("moment,every", [pytest.param(_started, 10, marks=pytest.mark.slow), (_training, 10),
+                                          (_snapshotting, 1)],
                          ids=["while-starting", "while-training", "while-snapshotting"])
 def test_training_stops_says_where_and_resumes(tmp_path, moment, every):
     out = tmp_path / "run.h5"
@@ -74,7 +76,7 @@ def _done_paths(path):
         return {r["path"] for r in csv.DictReader(fh) if r["metric"] != "error"}
 
 
-@pytest.mark.parametrize("jobs", ["1", "2"], ids=["in-process", "two-workers"])
+@pytest.mark.parametrize("jobs", ["1", pytest.param("2", marks=pytest.mark.slow)], ids=["in-process", "two-workers"])
 def test_batch_keeps_what_finished_and_the_rerun_does_the_rest(runs, tmp_path, jobs):
     out = tmp_path / "r.csv"
     args = ["batch", runs, "--probe", "ood", "--step", "all", "-o", out, "--jobs", jobs]
@@ -97,6 +99,7 @@ def test_batch_keeps_what_finished_and_the_rerun_does_the_rest(runs, tmp_path, j
     assert len(_done_paths(out)) == 16
 
 
+@pytest.mark.slow   # CI time: test_signals.py stops figures' trainers by SIGTERM in the default set
 def test_figures_stop_their_trainers_and_resume_them(tmp_path):
     args = ["figures", "p1-accuracy", "p1-emb-mlp", "--tiny", "-o", tmp_path, "--jobs", "2"]
     proc = popen_cli("probe", *args)

@@ -160,6 +160,7 @@ def test_demo_report_reads_at_a_glance(tmp_path, browser):
     look(browser, out / "report.html", "demo-report-first-screen.png")
 
 
+@pytest.mark.slow   # 34 s (CI time); test_report.py follows a training run's pages without a browser
 def test_live_page_changes_by_itself(tmp_path, browser):
     run, trainer = train_live(tmp_path, steps=1600, every=200)
     page = tmp_path / "live.html"

@@ -30,6 +30,7 @@ def test_figures_in_a_folder_with_a_train_py(user_folder):
     assert (user_folder / "figs" / "p1-label-dist.png").is_file()
 
 
+@pytest.mark.slow   # 29 s (CI time): the figures test below starts the same console scripts from such a folder
 def test_sweep_and_live_report_in_a_folder_with_a_train_py(user_folder):
     _clean(run_cli("probe-train", "sweep", "--preset", "tiny", "--grid", "steps=4", "--grid", "seed=0:2",
                    "--grid", "snapshot_every=2", "--out", "s", "--jobs", "2", cwd=user_folder, real=True))
