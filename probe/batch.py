@@ -81,18 +81,15 @@ class Task:
 
 def run_task(task: Task) -> list[tuple]:
     """Rows of one probe on one checkpoint; a failure becomes an ``error`` row, a warning (a zero
-    vector, a word left out) a ``warning`` row. The probe gets the options its API function takes."""
-    import inspect
-
+    vector, a word left out) a ``warning`` row. The probe gets the options its API function takes
+    (:func:`probe.registry.call`)."""
     from . import api
     from .format import is_snapshot_file
 
     def call():
         if registry.get(task.probe).reads == registry.SNAPSHOT and not is_snapshot_file(task.path):
             raise ProbeError(f"probe {task.probe} needs a snapshot file written by probe-train")
-        fn = api.probe_function(task.probe)
-        takes = inspect.signature(fn).parameters
-        return fn(task.path, **{k: v for k, v in task.options if k in takes and k != "path"})
+        return registry.call(api.probe_function(task.probe), task.path, **dict(task.options))
 
     results, error, notes = captured(call)
     if error is not None:

@@ -35,13 +35,18 @@ STYLE = {
     "font.size": 9, "axes.titlesize": 10, "axes.labelsize": 9, "legend.fontsize": 8,
     "xtick.labelsize": 8, "ytick.labelsize": 8, "figure.titlesize": 11,
     "axes.spines.top": False, "axes.spines.right": False, "axes.grid": True, "grid.alpha": 0.25,
-    "lines.linewidth": 1.6, "image.interpolation": "nearest", "pdf.fonttype": 42,
+    "lines.linewidth": 1.6, "image.interpolation": "nearest",
+    # text stays text (editable, searchable, and testable: tests read an SVG's <text> for raw TeX)
+    "pdf.fonttype": 42, "svg.fonttype": "none",
 }
 
 
 def as_text(label) -> str:
-    """A label from a file as matplotlib can draw it (its text layout refuses surrogates and controls)."""
-    return markup_text(str(label))
+    """A label from a file as matplotlib can draw it, and as written: surrogates and controls (which its
+    text layout refuses) spelled ``\\xNN``, and each ``$`` escaped, so a name like ``$\\alpha$`` is not
+    read as mathtext. Escaped here, where file text enters a figure, so that the toolkit's own math (a
+    log axis's ``10⁻¹``) still renders."""
+    return markup_text(str(label)).replace("$", r"\$")
 
 
 def pyplot():
@@ -358,7 +363,7 @@ def plot_results(name: str, results: Sequence, path, title: str, dpi: int = 150)
     One step: the probe's own figure (its ``figure``); several: its ``figures`` (similarity: a heat map
     per step, at most ``MAX_PANELS``; norms: the ε share of each site and step), else the trajectory of
     every summary number against the step. Text from files (the title's file name, group and tensor names) is drawn as
-    written: no ``$...$`` mathtext, undecodable bytes as ``\\xNN``.
+    written (:func:`as_text`): no ``$...$`` mathtext, undecodable bytes as ``\\xNN``.
 
     Parameters
     ----------
@@ -383,14 +388,13 @@ def plot_results(name: str, results: Sequence, path, title: str, dpi: int = 150)
     from . import registry
 
     probe, plt, title = registry.get(name), pyplot(), as_text(title)
-    with plt.rc_context({"text.parse_math": False}):
-        if len(results) == 1 and probe.figure is not None:
-            fig = probe.figure(plt, results[0])
-            fig.suptitle(f"{title}, step {results[0].step}", fontsize=10)
-            save(fig, path, dpi)
-        elif probe.figures is not None:
-            probe.figures(results, path, title, dpi=dpi)
-        else:
-            trajectory(results, path, title, dpi)
+    if len(results) == 1 and probe.figure is not None:
+        fig = probe.figure(plt, results[0])
+        fig.suptitle(f"{title}, step {results[0].step}", fontsize=10)
+        save(fig, path, dpi)
+    elif probe.figures is not None:
+        probe.figures(results, path, title, dpi=dpi)
+    else:
+        trajectory(results, path, title, dpi)
 
 

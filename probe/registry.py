@@ -6,6 +6,8 @@ chart and its ``--plot`` figure, and declares them in one :class:`Probe`. The CL
 (:mod:`probe.cli`), ``probe batch``, the report's sections, sweep-summary's ``PROBE:NAME`` metrics, the
 Python API (``probe.NAME``) and the reference page (``docs/probes.md``, :func:`reference`) all come
 from :func:`probes`; ``tests/test_registry.py`` checks that every probe is reachable from each of them.
+Each of them calls a probe through :func:`call`, which passes it only the parameters its function
+declares, so a probe of another package is held to the same contract as a built-in one.
 
 Another package adds a probe by declaring it, with nothing edited here::
 
@@ -21,6 +23,7 @@ from __future__ import annotations
 import functools
 import inspect
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -146,6 +149,23 @@ def _loaded(ep, taken: set[str]) -> Probe | None:
     else:
         return p
     return None
+
+
+@functools.cache
+def parameters(fn: Callable) -> Mapping[str, inspect.Parameter]:
+    """The parameters of a probe's function, by name (its signature, read once per function)."""
+    return inspect.signature(fn).parameters
+
+
+def call(fn: Callable, path, /, **options) -> list:
+    """``fn(path, **options)`` with only the options ``fn`` declares: the toolkit passes every probe what
+    it has for probes in general (``max_memory``, ``allow_nonfinite``, ``tokens``, ``progress``, a batch's
+    options), and a probe of another package need not take them all; a function with ``**kwargs`` gets
+    every one. The one place that matches options to a probe's parameters (its command, batch, report)."""
+    params = parameters(fn)
+    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        options = {k: v for k, v in options.items() if k in params}
+    return fn(path, **options)
 
 
 def get(name: str) -> Probe:

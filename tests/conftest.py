@@ -1,4 +1,5 @@
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -132,6 +133,18 @@ LONGEST_FIRST = ("test_docs.py", "test_signals.py", "test_notebook.py", "test_in
 def pytest_collection_modifyitems(items):
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))   # stable: order within a file kept
+
+
+RAW_TEX = re.compile(r"\$|\\[A-Za-z]+")   # a dollar or a TeX command: math a figure printed instead of drawing
+
+
+def svg_texts(path: Path) -> list[str]:
+    """The text of each ``<text>`` element of a matplotlib SVG (the toolkit writes text as text:
+    ``svg.fonttype: none``), its spans joined, its entities decoded: what a reader sees."""
+    import html
+
+    return [html.unescape("".join(part.strip(" \n") for part in re.split(r"<[^>]+>", t)))
+            for t in re.findall(r"<text\b[^>]*>(.*?)</text>", Path(path).read_text(encoding="utf-8"), re.S)]
 
 
 def without_status(stderr: str) -> str:

@@ -11,7 +11,7 @@ import re
 import numpy as np
 import pytest
 
-from conftest import run_cli
+from conftest import RAW_TEX, run_cli, svg_texts
 from probe import registry
 
 WIDTH = 100
@@ -74,13 +74,15 @@ def _check_readable(res, what: str) -> None:
 
 
 @pytest.mark.parametrize("spec", COMMANDS, ids=[s.name for s in COMMANDS])
-def test_every_probe_table_fits_100_columns_and_its_figure_warns_nothing(spec, tiny_run, text_run, tmp_path):
+def test_every_probe_table_fits_100_columns_and_its_figure_draws_its_labels(spec, tiny_run, text_run, tmp_path):
     file = text_run if NEEDS.get(spec.name, ("",))[0] == "text" else tiny_run
     for n, args in enumerate(_calls(spec)):
-        plot = tmp_path / f"{spec.name}-{n}.png"
+        plot = tmp_path / f"{spec.name}-{n}.svg"
         res = run_cli("probe", *(spec.command or spec.name).split(), file, *args, "--plot", plot)
         _check_readable(res, f"probe {spec.command or spec.name} {' '.join(args)}")
-        assert plot.stat().st_size > 0
+        texts = svg_texts(plot)
+        assert texts and not [t for t in texts if RAW_TEX.search(t)], \
+            f"{spec.name}: raw TeX in the figure: {[t for t in texts if RAW_TEX.search(t)]}"
 
 
 @pytest.mark.parametrize("spec", COMMANDS, ids=[s.name for s in COMMANDS])
@@ -95,6 +97,22 @@ def test_every_probe_on_a_text_run_fits_or_says_in_one_line_why_not(spec, text_r
         assert len(errors) == 1 and "unexpected" not in errors[0], f"{what}: {res.stderr}"
     else:
         _check_readable(res, what)
+
+
+def test_text_from_a_file_is_drawn_as_written_next_to_the_toolkits_math(tiny_run, tmp_path):
+    """A file name holding ``$...$`` is shown as written, not read as math, in the same figure whose
+    log axis draws 10⁻¹ as math (text from files is escaped where it enters a figure)."""
+    import shutil
+
+    run = tmp_path / "run $\\alpha$ 10$.h5"
+    shutil.copy(tiny_run, run)
+    plot = tmp_path / "norms.svg"
+    res = run_cli("probe", "norms", run, "--step", "all", "--plot", plot)
+    assert res.returncode == 0, res.stderr
+    texts = svg_texts(plot)
+    assert any(t.endswith(f"{run.name}: norms") for t in texts), texts
+    assert "10−1" in texts                                  # the log axis: 10 to the −1, drawn as math
+    assert not [t for t in texts if RAW_TEX.search(t) and run.name not in t]
 
 
 def test_a_wide_similarity_matrix_shows_its_corner_and_wide_prints_it_whole(text_run):

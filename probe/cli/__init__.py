@@ -18,7 +18,7 @@ import click
 from .. import registry
 from .._cluster import TIMEOUT_HELP, TIMEOUT_S
 from .._text import terminal
-from ..errors import Interrupted, ProbeError, closest, run_cli
+from ..errors import EXIT_BAD_INPUT, Interrupted, ProbeError, closest, run_cli
 from ..signals import STOP
 from . import options as O
 from .probes import batch_options, command, converted, progress, with_examples
@@ -234,7 +234,11 @@ def _report_command() -> click.Command:
         click.Option(["--max-memory"], default=None, metavar="SIZE", help=(
             "memory budget of each probe's reads and math (512MB, 8GiB or bytes): a tensor that needs more is "
             "refused before it is read, and the probe's section says so [default: half of the memory this "
-            "process can have: physical memory, or a lower cgroup or ulimit -v limit]"))]
+            "process can have: physical memory, or a lower cgroup or ulimit -v limit]")),
+        click.Option(["--keep-going"], is_flag=True, default=False, help=(
+            "write the page even where a probe fails (raises: a bug of the probe, not a run it does not apply "
+            "to): its section says it failed, a warning line names it, exit 0 [default: an Error line per failed "
+            "section, exit 2, the page not written]"))]
     help = ("Write one HTML page for a run, or for runs side by side: configuration, curves, token groups and "
             "every probe's numbers and figures over training; what it is doing goes to stderr.")
     return click.Command("report", params=params, callback=_report, short_help=help.split(":")[0] + ".",
@@ -246,14 +250,32 @@ def _report_command() -> click.Command:
 
 
 def _report(paths, out, probes, max_steps, slider_steps, watch, interval, max_share, revisions, allow_nonfinite,
-            max_memory) -> None:
+            max_memory, keep_going) -> None:
     from .. import report as R
 
     out = out or "report.html"
     options = dict(probes=list(probes) or None, max_steps=max_steps, revisions=revisions,
-                   allow_nonfinite=allow_nonfinite, slider_steps=slider_steps, max_memory=max_memory)
+                   allow_nonfinite=allow_nonfinite, slider_steps=slider_steps, max_memory=max_memory,
+                   keep_going=keep_going)
     def log(msg):   # it names runs, files and what went wrong with them
         print(terminal(msg), file=sys.stderr)
+
+    try:
+        rep = _report_written(paths, out, watch, interval, max_share, log, options)
+    except R.Failed as exc:   # a line per failed section, as one Error line says one refusal
+        kept = "keeps its last page" if watch and Path(out).exists() else "not written"
+        for line in exc.failures:
+            log(f"Error: report: {line}; {out} {kept} (--keep-going writes it with the section marked failed)")
+        raise click.exceptions.Exit(EXIT_BAD_INPUT) from None
+    for line in rep.failures():
+        log(f"warning: report: {line} (its section says so)")
+    if not watch:
+        log(f"wrote {out}: {len(rep.sources)} run(s), {len(rep.probes)} probes")
+
+
+def _report_written(paths, out, watch, interval, max_share, log, options):
+    """The page written once, or watched (``probe report --watch``); the :class:`~probe.report.Report`."""
+    from .. import report as R
 
     if watch:
         # STOP held open here, so that the signal that ended the watch is still known below. The first page
@@ -275,12 +297,12 @@ def _report(paths, out, probes, max_steps, slider_steps, watch, interval, max_sh
             if STOP.asked:
                 raise Interrupted(f"Interrupted: {out} holds the runs as they were (no longer reloading); the "
                                   "same command watches again")
-        return
+        return rep
     with progress("report", each=True) as tick:   # a line per run and section: the sections take seconds each
         rep = R.report(list(paths), out, progress=tick, **options)
     for spec, err in rep.errors.items():
         log(f"warning: {spec}: {err}")
-    log(f"wrote {out}: {len(rep.sources)} run(s), {len(rep.probes)} probes")
+    return rep
 
 
 @_command("sweep-summary", examples=(

@@ -10,10 +10,7 @@ Every help ends with the probe's examples.
 from __future__ import annotations
 
 import contextlib
-import functools
-import inspect
 import sys
-from collections.abc import Mapping
 
 import click
 
@@ -32,15 +29,9 @@ def with_examples(help: str, examples, arguments: dict[str, str] | None = None) 
     return f"{help}{args}\n\n\b\nExamples:\n" + "\n".join(f"  {x}" for x in examples)
 
 
-@functools.cache
-def takes(fn) -> Mapping[str, inspect.Parameter]:
-    """The parameters of a probe's API function, by name (read once per function)."""
-    return inspect.signature(fn).parameters
-
-
 def offered(probe: registry.Probe) -> list[str]:
     """The API parameters of ``probe`` the command line offers as options, in command order."""
-    sig = takes(probe.function)
+    sig = registry.parameters(probe.function)
     names = [n for n in sig if n not in NOT_OFFERED and n not in probe.api_only and n != "other"]
     return [n for n in names if n not in LAST] + [n for n in LAST if n in names]
 
@@ -55,7 +46,7 @@ def _file_help(probe: registry.Probe) -> str:
 
 def command(probe: registry.Probe) -> click.Command:
     """``probe NAME``: the command of ``probe``, and the flags of the probes declared on it."""
-    sig = takes(probe.function)
+    sig = registry.parameters(probe.function)
     arguments = {"FILE": _file_help(probe)}
     params: list[click.Parameter] = [click.Argument(["file"])]
     if "other" in sig:
@@ -78,8 +69,8 @@ def command(probe: registry.Probe) -> click.Command:
         if chosen is not probe:   # a flag's probe: its own default step unless one was given
             ctx = click.get_current_context()
             if ctx.get_parameter_source("step") is click.core.ParameterSource.DEFAULT:
-                options["step"] = takes(chosen.function)["step"].default
-        options = {n: v for n, v in converted(options).items() if n in takes(chosen.function)}
+                options["step"] = registry.parameters(chosen.function)["step"].default
+        options = converted(options)   # a flag's probe gets its own options alone: registry.call
         if other is not None:
             options["other"] = other
         run_probe(chosen, file, options, fmt, plot, wide)
@@ -89,7 +80,8 @@ def command(probe: registry.Probe) -> click.Command:
 
 
 def _default(name: str, probe: registry.Probe, flagged) -> object:
-    return next(takes(p.function)[name].default for p in (probe, *flagged) if name in takes(p.function))
+    return next(registry.parameters(p.function)[name].default for p in (probe, *flagged)
+                if name in registry.parameters(p.function))
 
 
 def run_probe(probe: registry.Probe, file: str, options: dict, fmt: str, plot: str | None, wide: bool) -> None:
@@ -102,11 +94,11 @@ def run_probe(probe: registry.Probe, file: str, options: dict, fmt: str, plot: s
 
         check_writable(plot)
     fn = probe.function
-    if "progress" in takes(fn):
+    if "progress" in registry.parameters(fn):
         with progress(probe.name) as tick:
-            results = fn(file, progress=tick, **options)
+            results = registry.call(fn, file, progress=tick, **options)
     else:
-        results = fn(file, **options)
+        results = registry.call(fn, file, **options)
     if plot:  # the figure first: if it cannot be written, the error comes alone
         from .. import plotting
 
@@ -149,7 +141,7 @@ def batch_options() -> list[click.Option]:
     out = []
     for n in [n for n in takers if n not in LAST] + [n for n in LAST if n in takers]:
         first = takers[n][0]
-        default = takes(first.function)[n].default
+        default = registry.parameters(first.function)[n].default
         if own.get(n):
             text = own[n]
         elif len(takers[n]) == len(probes):

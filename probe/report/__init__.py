@@ -20,7 +20,7 @@ MAX_STEPS = 6                       # steps shown per probe (the CLI's default t
 SLIDER_MAX = 64                     # figures behind a probe's step slider at most, log-spaced (0: every snapshot)
 
 _LAZY = {"Report": "page", "Section": "sources", "Budget": "sources", "RunSource": "sources", "pick_steps": "sources",
-         "check_out": "watch", "report": "watch", "watch": "watch"}
+         "check_out": "watch", "report": "watch", "watch": "watch", "Failed": "watch"}
 __all__ = ["MAX_STEPS", "SLIDER_MAX", *_LAZY]
 
 

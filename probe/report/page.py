@@ -57,6 +57,7 @@ class Report:
         self.pending = False            # the last html() left work for later (its budget ran out)
         self.sources: list[RunSource] = []
         self.errors: dict[str, str] = {}
+        self.failed: dict[tuple[str, str], str] = {}   # (path, probe) -> what a probe that raised said
 
     def refresh(self) -> tuple:
         """Re-read every run's header; returns a signature that changes when a run gains a step."""
@@ -67,6 +68,12 @@ class Report:
             except ProbeError as exc:
                 self.errors[spec] = str(exc)
         return tuple((s.path, tuple(s.steps)) for s in self.sources) + tuple(sorted(self.errors.items()))
+
+    def failures(self) -> list[str]:
+        """``RUN: PROBE failed: WHAT`` per section whose probe raised (a bug of the probe, not a run it does
+        not apply to), in the page's order."""
+        return [f"{s.label}: {p} failed: {self.failed[(s.path, p)]}" for s in self.sources for p in self.probes
+                if (s.path, p) in self.failed]
 
     @property
     def done(self) -> bool:
@@ -93,9 +100,12 @@ class Report:
             else:
                 calls = [(src.checkpoints[s], "latest", [s]) for s in todo]
             for path, spec_steps, wanted in calls:
-                results, error, notes = captured(lambda: fn(path, step=spec_steps, **kwargs))
-                note = None if error is None else \
-                    (failure(error) if isinstance(error, ProbeError) else f"failed: {failure(error)}")
+                # the probe gets what it declares of these (a plugin need not take max_memory)
+                results, error, notes = captured(lambda: registry.call(fn, path, step=spec_steps, **kwargs))
+                note = None if error is None else failure(error)
+                if error is not None and not isinstance(error, ProbeError):
+                    # a bug, not a run it does not apply to (a ProbeError: a missing group, a refused size)
+                    self.failed.setdefault((src.path, probe), " ".join(note.split()))
                 if spec.whole_run is not None and results:
                     results[0].step = wanted[0]
                 by_step = {int(r.step): r for r in results} if src.kind == "snapshot" else \
@@ -240,15 +250,19 @@ class Report:
         ylims = {fam: extent(vals) for fam, vals in fams.items()}
         cells = []
         for s, sec in zip(srcs, secs):
+            failed = self.failed.get((s.path, probe))
             if not sec.results:
                 cells.append([note_html(PENDING, "note pending") if sec.pending else
+                              note_html(f"failed: {failed}", "note error") if failed else
                               note_html(f"not applicable: {sec.note or 'no result'}", "note na")])
                 continue
             parts = [note_html(PENDING, "note pending")] if sec.pending else []
             chosen = Report._tokens(s, probe)
             if chosen:
                 parts.append(note_html(f"tokens: {chosen} (the run has no {registry.default_tokens(probe)} group)"))
-            if sec.note:
+            if failed:   # at some steps
+                parts.append(note_html(f"failed: {failed}", "note error"))
+            elif sec.note:
                 parts.append(note_html(sec.note))
             parts += [note_html(w, "warn") for w in sec.warnings[:5]]
             parts.append(numbers_table(sec, f"{s.label}-{probe}"))

@@ -13,6 +13,22 @@ from .page import Report
 from .sources import Budget
 
 
+class Failed(ProbeError):
+    """Sections whose probe raised (a bug of the probe, not a run it does not apply to): ``failures``, a
+    line each (``RUN: PROBE failed: WHAT``); the page was not written."""
+
+    def __init__(self, failures: list[str]):
+        super().__init__("; ".join(failures))
+        self.failures = failures
+
+
+def _check(rep: Report, keep_going: bool) -> None:
+    """Before a page of ``rep`` is written: a probe that raised stops it unless ``keep_going`` (then its
+    section says it failed), for a page that merely lacks a section would hide the probe's bug."""
+    if rep.failures() and not keep_going:
+        raise Failed(rep.failures())
+
+
 def check_out(path: str) -> None:
     if not path.endswith((".html", ".htm")):
         raise ProbeError(f"report {path}: use a .html name")
@@ -21,28 +37,34 @@ def check_out(path: str) -> None:
 
 def report(specs: list[str], out: str, *, probes: list[str] | None = None, max_steps: int = MAX_STEPS,
            revisions: str | None = None, progress: Callable[[str], None] | None = None,
-           allow_nonfinite: bool = False, slider_steps: int = SLIDER_MAX, max_memory=None) -> Report:
-    """Write the page for ``specs`` to ``out`` once; returns the :class:`Report` (its sections)."""
+           allow_nonfinite: bool = False, slider_steps: int = SLIDER_MAX, max_memory=None,
+           keep_going: bool = False) -> Report:
+    """Write the page for ``specs`` to ``out`` once; returns the :class:`Report` (its sections). A probe
+    that raises is :class:`Failed` and nothing is written, unless ``keep_going`` (its section says so)."""
     check_out(out)
     with OutputLock(out):   # one writer per page: a second command on it is refused, naming this one
         rep = Report(specs, probes, max_steps, revisions, progress, allow_nonfinite, slider_steps, max_memory)
         rep.refresh()
         if not rep.sources:
             raise ProbeError(next(iter(rep.errors.values())))
-        write_atomic(out, rep.html(live=False), "report")
+        page = rep.html(live=False)
+        _check(rep, keep_going)
+        write_atomic(out, page, "report")
         return rep
 
 
 def watch(specs: list[str], out: str, *, probes: list[str] | None = None, max_steps: int = MAX_STEPS,
           revisions: str | None = None, interval: float = 2.0, max_share: float = 1.0,
           progress: Callable[[str], None] | None = None, log: Callable[[str], None] | None = None,
-          allow_nonfinite: bool = False, slider_steps: int = SLIDER_MAX, max_memory=None) -> Report:
+          allow_nonfinite: bool = False, slider_steps: int = SLIDER_MAX, max_memory=None,
+          keep_going: bool = False) -> Report:
     """Rewrite ``out`` whenever a run gains a snapshot, until every run reached its last step, or a
     stop signal (Ctrl-C, SIGTERM, SIGHUP: then the page is written once more, no longer reloading
     itself, and :data:`~probe.signals.STOP` holds the signal while the caller's own ``STOP.caught()``
     block lasts), or no process writes the unfinished runs any more (their trainer stopped or was
     killed: the page is written once more, then a ProbeError says so), or a run's file holds another
-    run (a ProbeError: its steps are not mixed into the old run's page).
+    run (a ProbeError: its steps are not mixed into the old run's page), or a probe that raises (:class:`Failed`,
+    before that page is written; with ``keep_going`` its section says it failed and the watch goes on).
 
     ``max_share`` < 1 bounds this process's CPU time (imports included) to that share of one core
     (:class:`Budget`; 0.01 from ``probe-train --report``): a page goes out with what the budget
@@ -86,7 +108,9 @@ def watch(specs: list[str], out: str, *, probes: list[str] | None = None, max_st
             if done:
                 normal_priority()
             t0 = time.perf_counter()
-            write_atomic(out, rep.html(live=not done, budget=None if done else budget), "report")
+            page = rep.html(live=not done, budget=None if done else budget)
+            _check(rep, keep_going)
+            write_atomic(out, page, "report")
             took = time.perf_counter() - t0
             last = sig
             steps = ", ".join(f"{s.label} step {s.steps[-1] if s.steps else '-'}" for s in rep.sources)
