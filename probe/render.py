@@ -25,7 +25,7 @@ from typing import Iterable, Sequence
 from ._text import shown, terminal
 from .analyses.base import TIDY, jsonable, split_key, tidy_rows, tidy_value   # the one source of every CSV row
 
-WIDTH = 100      # a terminal's columns: every probe table fits them unless --wide
+WIDTH = 80       # a terminal's columns: every probe table fits them unless --wide
 MAX_CELL = 40    # a longer label (a token's text, a checkpoint's tensor name) is cut with … to fit
 MAX_KEYS = 24    # keys of one metric a summary shows (sink_mass of every head of a 12 x 12 model: 144)
 MORE_HINT = "--wide: all; -f csv or json: every value"

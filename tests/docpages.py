@@ -13,7 +13,7 @@ What a page can say, and how this module reads it:
   inside a line for any text.
 - ``<!-- files: A B -->`` after a block: the files the text says it writes; each must exist after it.
 - A block whose title (```` ```bash title="..." ````, shown above the block on the site) starts with
-  ``⏱`` takes minutes, one starting with ``GPU`` needs CUDA. The suite runs each page up to its first
+  ``Takes`` ('Takes about 3 minutes ...') takes minutes, one starting with ``GPU`` needs CUDA. The suite runs each page up to its first
   such block; the ``slow`` set runs the whole page, GPU blocks where CUDA is present (the test names
   the GPU blocks it left out where it is not).
 - A block whose title starts with ``King James`` needs Debian's ``bible-kjv`` program: it runs where that
@@ -38,7 +38,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
-SLOW, GPU, NETWORK, KJV = "⏱", "GPU", "Network", "King James"
+SLOW, GPU, NETWORK, KJV = "Takes", "GPU", "Network", "King James"
 
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,})(?P<info>[^`]*)$")
 _TITLE = re.compile(r'title="(?P<title>[^"]*)"')

@@ -65,7 +65,8 @@ def test_the_seed_count_rule_is_the_wilson_intervals():
          f"and only when every seed agrees: {n}/{n + 1} is {interval(*wilson(n, n + 1))}, not shown. With one seed "
          f"against, {WORDS[m]} are the fewest ({m - 1}/{m} is {interval(*wilson(m - 1, m))}).")
     says("tutorials/paper1.md", f"that needs {WORDS[n]} seeds or more ({n}/{n} gives {interval(*wilson(n, n))};")
-    says("tutorials/paper1.md", f"three seeds even 3/3 has the Wilson interval {interval(*wilson(3, 3))}, which reaches below ½")
+    says("tutorials/paper1.md", f"three seeds even 3/3 has the [Wilson interval](../reference/glossary.md) "
+                                f"{interval(*wilson(3, 3))}, which reaches below ½")
     says("explanation/paper1.md", f"With 5 seeds, 5/5 is {interval(*wilson(5, 5))} and 0/5 is {interval(*wilson(0, 5))}")
 
 
@@ -239,3 +240,56 @@ def test_paper4_logic_over_story_reversed_on_both_corpora(corpus):
     says("explanation/paper4.md", "**γ 0.75 is the critical γ on both corpora**")
     loss = {g: v["val_loss"][g]["mean"] for g in ("g0.5", "g0.75", "g1.0")}
     assert min(loss, key=loss.get) == "g0.75"
+
+
+# --- words a reader can follow -------------------------------------------------------------------
+
+def _pages() -> list[Path]:
+    return [DOCS.parent / "README.md", DOCS.parent / "bench" / "RESULTS.md",
+            *(p for p in DOCS.rglob("*.md") if "results" not in p.parts)]
+
+
+def test_no_page_points_into_the_projects_issue_tracker():
+    """"issue 38" means nothing to a reader of the site (bench/RESULTS.md: its goals go into a page)."""
+    for p in _pages():
+        text = p.read_text()
+        if p.name == "RESULTS.md":
+            text = text.split("[start:goals]")[1].split("[end:goals]")[0]
+        assert not re.search(r"\bissues? \d+", text), f"{p}: {re.search(r'.{0,40}issues? [0-9]+', text).group()}"
+
+
+def test_no_page_needs_an_emoji_font():
+    """A glyph from the emoji and pictograph blocks draws as an empty box where no emoji font is installed
+    (the clock once in front of every slow block's title)."""
+    emoji = re.compile("[\u2300-\u23ff\u2600-\u27bf\U0001f000-\U0001ffff]")
+    for p in _pages():
+        found = emoji.search(p.read_text())
+        assert not found, f"{p}: {found.group()!r}"
+
+
+def test_paper_4_is_cited_with_its_authors():
+    says("reference/papers.md", "Liangkai Hang, Junjie Yao, Zhiyu Li, Feiyu Xiong, Hongkang Yang, Zhi-Qin John Xu. "
+                                "*Small Initialization Matters for Large Language Models.*")
+
+
+# a term a tutorial uses in a sense of its own -> the glossary entry that defines it
+TERMS = {"effective rank": "effective rank", "escape step": "escape step, plateau", "plateau": "escape step, plateau",
+         "ln V": "escape step, plateau", "nats": "nats", "PrOntoQA": "PrOntoQA-style logic",
+         "sink mass": "sink (attention sink), sink mass", "not shown": "not shown", "Wilson": "interval (95 %)",
+         "ε share": "ε-saturation", "condensation": "condensation"}
+
+
+def _paragraphs(path: Path) -> list[str]:
+    """The page's prose, a paragraph each (fenced blocks left out: an output is not where a word is taught)."""
+    prose = re.sub(r"^(`{3,}).*?^\1\s*$", "", path.read_text(), flags=re.S | re.M)
+    return [re.sub(r"\s+", " ", p) for p in re.split(r"\n\s*\n", prose)]
+
+
+@pytest.mark.parametrize("tutorial", sorted(p.name for p in (DOCS / "tutorials").glob("*.md")))
+def test_a_tutorial_links_each_term_to_its_definition_where_it_first_uses_it(tutorial):
+    glossary = page("reference/glossary.md")
+    for term, entry in TERMS.items():
+        assert f"**{entry}** —" in glossary, f"the glossary defines no {entry!r}"
+        first = next((p for p in _paragraphs(DOCS / "tutorials" / tutorial) if re.search(rf"\b{term}\b", p)), None)
+        assert first is None or "glossary.md" in first or "notation.md" in first, \
+            f"{tutorial}: first use of {term!r} without a link to its definition: {first[:200]}"

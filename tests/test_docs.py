@@ -1,6 +1,6 @@
 """The documentation runs as written: every bash and python block of the README and of every page of the
 site, in the order of mkdocs.yml's nav, each page in a scratch folder of its own (tests/docpages.py says
-what a page can state and how it is checked). The suite runs each page up to its first block titled ⏱
+what a page can state and how it is checked). The suite runs each page up to its first block titled "Takes ..."
 (minutes) or GPU; the slow set runs the whole page: ``pytest -m slow tests/test_docs.py``."""
 import importlib.util
 import json
