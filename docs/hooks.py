@@ -37,11 +37,27 @@ def provenance(meta: dict, link: str) -> str:
     if isinstance(machine, dict):
         machine = f"{machine['cores']} cores ({machine['cpu']})"
     who = f"one seed (seed {seeds[0]})" if len(seeds) == 1 else f"{len(seeds)} seeds ({', '.join(map(str, seeds))})"
-    text = (f"{who}, measured {meta['date'][:10]} on {machine}, commit {meta['commit'][:7]} "
-            f"([the command and every value]({link}))")
+    text = f"{who}, measured {meta['date'][:10]} on {machine}, {code(meta)} ([the command and every value]({link}))"
     if len(seeds) == 1:
         text += "; one seed's numbers vary from machine to machine"
     return text
+
+
+def code(meta: dict) -> str:
+    """Which code made the numbers: the commit(s) and device(s) the run files recorded, and the commit
+    that wrote the table where it differs; in files from before runs recorded them, the commit given to
+    the script as the runs' (``--commit``) or else the one that wrote the table, said as such."""
+    table = meta["commit"][:7]
+    ran = meta.get("trained") or {}
+    if isinstance(ran, int):   # a measuring command that trained its runs itself (bench/cka_seeds.py)
+        return f"runs trained and measured by the command at commit {table}"
+    if ran.get("commits"):
+        commits = ", ".join(c[:7] + ("-dirty" if c.endswith("-dirty") else "") for c in ran["commits"])
+        text = f"runs trained at commit {commits}" + (f" on {', '.join(ran['devices'])}" if ran.get("devices") else "")
+        return text + ("" if all(c.startswith(table) for c in ran["commits"]) else f", table written at commit {table}")
+    if "--commit" in meta.get("command", ""):
+        return f"runs trained at commit {table}"
+    return f"table written at commit {table} (its runs' commit not recorded)"
 
 
 def minus(text: str) -> str:

@@ -72,12 +72,25 @@ def commit() -> str:
     return p.stdout.strip() if p.returncode == 0 and p.stdout.strip() else "unknown"
 
 
-def write(out: str, values: dict, seeds, trained_at: str | None = None, **more) -> None:
+def trained(runs) -> dict:
+    """What the run files say they trained with: ``{"commits", "devices"}``, each value once (a run file
+    records its toolkit commit and device; files trained before it did add nothing)."""
+    import probe
+
+    envs = [probe.info(r).get("environment") or {} for r in runs]
+    return {"commits": sorted({e["commit"] for e in envs if e.get("commit")}),
+            "devices": sorted({e["device_name"] for e in envs if e.get("device_name")})}
+
+
+def write(out: str, values: dict, seeds, trained_at: str | None = None, runs=None, **more) -> None:
     """``{"meta", "values"}`` to ``out``, whole or not at all (a stopped script leaves the old file);
-    ``trained_at``: the commit the runs were trained at (default: this checkout's)."""
+    ``trained_at``: the commit the runs were trained at (default: this checkout's); ``runs``: the run
+    files, whose recorded commits and devices go into ``meta["trained"]`` (docs/hooks.py says them)."""
     meta = {"command": shlex.join(["python", f"examples/{Path(sys.argv[0]).name}", *sys.argv[1:]]),
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "machine": machine(), "commit": trained_at or commit(), "seeds": sorted(seeds), **more}
+    if runs is not None:
+        meta["trained"] = trained(runs)
     tmp = Path(out).with_suffix(".tmp")
     tmp.write_text(json.dumps({"meta": meta, "values": values}, indent=1, ensure_ascii=False, allow_nan=False) + "\n")
     tmp.replace(out)

@@ -37,13 +37,14 @@ def main() -> None:
     except probe.ProbeError as e:
         fail(str(e))
     folder = Path(a.sweep).parent if Path(a.sweep).is_file() else Path(a.sweep)   # a folder or its sweep.json
-    values, seeds = {}, set()
+    values, seeds, runs = {}, set(), []
     for c in cells:
         label = ",".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in c.cell.items()) or "all"
         values[label] = {**{key(m): mean_entry(s) for m, s in c.stats.items()},
                          **{key(o): count_entry(s) for o, s in c.outcomes.items()}}
         seeds |= {probe.info(folder / r)["config"]["seed"] for r in c.runs}
-    write(a.out, values, seeds, a.commit, step=cells[0].step if cells else None)
+        runs += [folder / r for r in c.runs]
+    write(a.out, values, seeds, a.commit, runs=runs, step=cells[0].step if cells else None)
 
 if __name__ == "__main__":
     main()

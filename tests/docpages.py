@@ -11,6 +11,8 @@ What a page can say, and how this module reads it:
   in order, in what the block printed on stdout, with each number standing for any number (values
   differ between machines; names, columns and rows may not), a line ``...`` for any lines and ``...``
   inside a line for any text.
+- ``<!-- exact -->`` after an output block: its numbers must be printed as shown (a fixed model file's
+  numbers are the same on every machine, so the prose may quote them).
 - ``<!-- files: A B -->`` after a block: the files the text says it writes; each must exist after it.
 - A block whose title (```` ```bash title="..." ````, shown above the block on the site) starts with
   ``Takes`` ('Takes about 3 minutes ...') takes minutes, one starting with ``GPU`` needs CUDA. The suite runs each page up to its first
@@ -44,6 +46,7 @@ _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,})(?P<info>[^`]*)$")
 _TITLE = re.compile(r'title="(?P<title>[^"]*)"')
 _FILES = re.compile(r"<!--\s*files:\s*(?P<files>.*?)\s*-->")
 _NOT_RUN = re.compile(r"<!--\s*not run:\s*(?P<why>.*?)\s*-->")
+_EXACT = re.compile(r"<!--\s*exact\s*-->")
 _NUMBER = r"[-+−]?(?:\d[\d,]*\.?\d*|\.\d+)(?:[eE][-+]?\d+)?%?"
 
 
@@ -57,6 +60,7 @@ class Block:
     output: str | None = None  # the ```text block right after it
     files: list[str] = field(default_factory=list)
     not_run: str | None = None
+    exact: bool = False        # <!-- exact --> after its output: numbers as shown, not any number
 
     @property
     def runs(self) -> bool:
@@ -83,6 +87,8 @@ def blocks(path: Path) -> list[Block]:
             fm = _FILES.search(text)
             if fm and out:
                 out[-1].files += fm.group("files").split()
+            if _EXACT.search(text) and out:
+                out[-1].exact = True
             i += 1
             continue
         indent, fence, info = m.group("indent"), m.group("fence"), m.group("info").strip()
@@ -127,14 +133,14 @@ def commands(body: str) -> list[str]:
     return cmds
 
 
-def line_pattern(expected_line: str) -> re.Pattern:
+def line_pattern(expected_line: str, exact: bool = False) -> re.Pattern:
     """One expected output line -> a regex for one printed line: each number stands for any number
-    (or an undefined value), runs of spaces for any spaces, and ``...`` inside a line for any text (a
-    path that differs between machines)."""
+    (or an undefined value; with ``exact``, for itself), runs of spaces for any spaces, and ``...``
+    inside a line for any text (a path that differs between machines)."""
     chunks = []
     for chunk in re.split(r"\.\.\.|…", expected_line.strip()):
         pieces, pos = [], 0
-        for m in re.finditer(_NUMBER, chunk):
+        for m in ([] if exact else re.finditer(_NUMBER, chunk)):
             pieces.append(_loose(chunk[pos:m.start()]))
             pieces.append(r"(?:" + _NUMBER + r"|nan|-|inf|-inf)")
             pos = m.end()
@@ -150,13 +156,13 @@ def _loose(text: str) -> str:
     return lead + r"[ \t]+".join(words) + trail
 
 
-def check_output(expected: str, actual: str) -> bool:
+def check_output(expected: str, actual: str, exact: bool = False) -> bool:
     """Whether ``expected`` appears in ``actual``: its lines follow each other in the printed lines (a
     ``...`` line stands for any lines, none included); lines before its first and after its last may be
     more. Line by line, so a mismatch costs time linear in the output, never a regex blow-up."""
     exp = [ln for ln in expected.rstrip("\n").splitlines()]
     act = [ln.rstrip() for ln in actual.splitlines()]
-    pats = [None if ln.strip() in ("...", "…") else line_pattern(ln) for ln in exp]
+    pats = [None if ln.strip() in ("...", "…") else line_pattern(ln, exact) for ln in exp]
     from functools import lru_cache
 
     @lru_cache(maxsize=None)
@@ -308,7 +314,7 @@ def run_page(path: Path, folder: Path, whole: bool = False, gpu: bool = False, t
                 if changed:
                     kind = "the block" if b.lang == "bash" else "the python block"
                     return [f"{b.where}: {kind} rewrote {changed}, written by an earlier example"]
-            if b.output is not None and not check_output(b.output, stdout):
+            if b.output is not None and not check_output(b.output, stdout, b.exact):
                 return [f"{b.where}: the output differs from the page's\n--- page:\n{b.output}--- printed:\n{stdout}"]
             missing = [f for f in b.files if not (folder / f).exists()]
             if missing:

@@ -114,19 +114,27 @@ def test_paper1_emb_mlp_direction_in_every_seed():
     assert k_of(v["gamma=0.3"]["acc(rsn_test)>0.5"])[0] == 0
 
 
-def test_paper1_seed_sweep_output_is_the_results_files_fractions_and_means():
+def test_paper1_seed_sweep_cpu_repeat_has_the_gpus_fractions_and_means():
     """seed-sweep.md: "The output of step 2 above is the same sweep on a 2-core CPU: the same fractions,
-    means equal to two or three digits" — the shown CPU output against the GPU's results file."""
+    means equal to two or three digits" — the CPU sweep's results file against the GPU's, and the
+    output shown in step 2 against the CPU's file."""
     says("tutorials/seed-sweep.md", "the same fractions, means equal to two or three digits")
-    v, text = values("emb-mlp-seeds"), (DOCS / "tutorials/seed-sweep.md").read_text()
+    gpu, cpu = values("emb-mlp-seeds"), values("emb-mlp-seeds-cpu")
+    for cell, entries in gpu.items():
+        for name, g in entries.items():
+            if "shown" in g:
+                assert cpu[cell][name]["shown"] == g["shown"], (cell, name)
+            else:
+                assert abs(cpu[cell][name]["mean"] - g["mean"]) < 0.01, (cell, name)
+    text = (DOCS / "tutorials/seed-sweep.md").read_text().split("## 2.")[1].split("## 3.")[0]
     rows = re.findall(r"^ *gamma=(0\.[38]) +(\S+) +(\d+) +([\d.]+) +[\d.]+ +\[", text, re.M)
-    assert len(rows) == 4
-    for gamma, metric, _, mean in rows:
-        assert abs(float(mean) - v[f"gamma={gamma}"][metric.replace("[", "(").replace("]", ")")]["mean"]) < 0.01
     fracs = re.findall(r"^ *gamma=(0\.[38]) +(\S+) +(\d+/\d+) ", text, re.M)
-    assert len(fracs) == 4
+    assert len(rows) == 4 and len(fracs) == 4
+    name = lambda m: m.replace("[", "(").replace("]", ")")   # noqa: E731 (the results files' spelling)
+    for gamma, metric, _, mean in rows:
+        assert float(mean) == round(cpu[f"gamma={gamma}"][name(metric)]["mean"], 4)
     for gamma, outcome, shown in fracs:
-        assert v[f"gamma={gamma}"][outcome.replace("[", "(").replace("]", ")")]["shown"] == shown
+        assert cpu[f"gamma={gamma}"][name(outcome)]["shown"] == shown
 
 
 def test_paper1_language_template_stories_reversed_from_step_200():
@@ -293,3 +301,16 @@ def test_a_tutorial_links_each_term_to_its_definition_where_it_first_uses_it(tut
         first = next((p for p in _paragraphs(DOCS / "tutorials" / tutorial) if re.search(rf"\b{term}\b", p)), None)
         assert first is None or "glossary.md" in first or "notation.md" in first, \
             f"{tutorial}: first use of {term!r} without a link to its definition: {first[:200]}"
+
+
+def test_figures_cpu_repeat_of_the_language_figures_matches_the_gpus_to_three_digits():
+    cpu, gpu = values("figures-language-cpu"), values("figures-language")["kjv"]
+    says("figures.md", "gives the GPU's values for the same seeds to three significant digits, every value of every claim")
+    for fig, claims in cpu.items():
+        for i, claim in enumerate(claims):
+            n = len(claim["values"])
+            assert [f"{x:.3g}" for x in claim["values"]] == [f"{x:.3g}" for x in gpu[fig][i]["values"][:n]], (fig, i)
+    says("figures.md", "shows every expected claim in every seed")
+    for fig in ("p1-language", "p4-critical", "p4-tokens"):
+        k, n = k_of(cpu[fig][1])
+        assert k == n, fig

@@ -222,6 +222,14 @@ def test_runner_checks_output_names_and_lets_numbers_vary(scratch_page, tmp_path
     assert "output differs" in run_page(bad, tmp_path / "b")[0]
 
 
+def test_runner_holds_an_exact_output_to_its_numbers(scratch_page, tmp_path):
+    shown = "```bash\nprintf 'rho -0.93\\n'\n```\n\n```text\nrho {}\n```\n<!-- exact -->\n"
+    (tmp_path / "a").mkdir()
+    assert run_page(scratch_page(shown.format("-0.93")), tmp_path / "a") == []
+    (tmp_path / "b").mkdir()
+    assert "output differs" in run_page(scratch_page(shown.format("-0.89")), tmp_path / "b")[0]
+
+
 def test_runner_refuses_an_example_that_overwrites_an_earlier_output(scratch_page, tmp_path):
     page = scratch_page("```bash\necho a > out.txt\n```\n\n```bash\necho b > out.txt\n```\n")
     (tmp_path / "w").mkdir()
@@ -292,3 +300,20 @@ def test_the_environment_page_lists_every_variable_the_toolkit_reads():
                         re.fullmatch(r"PROBE_[A-Z_]+", node.value):
                     elsewhere.append(f"{p.relative_to(ROOT)}:{node.lineno}: {node.value}")
     assert elsewhere == []
+
+
+def test_the_dask_example_runs_as_a_script(tiny_run, tmp_path):
+    """The batch page's LocalCluster example, saved as a file and run with ``python``, as a reader would:
+    its worker processes import the script again (without the ``__main__`` guard: 'Nanny failed to
+    start'). The page's runner executes blocks in one process, where that cannot show."""
+    import shutil
+
+    block = next(b for b in blocks(ROOT / "docs/how-to/batch.md") if b.lang == "python" and "LocalCluster" in b.body)
+    (tmp_path / "runs").mkdir()
+    shutil.copy(tiny_run, tmp_path / "runs" / "tiny.h5")
+    (tmp_path / "cluster_example.py").write_text(block.body)
+    env = {**os.environ, "PATH": f"{docpages.BIN}{os.pathsep}{os.environ['PATH']}"}
+    res = subprocess.run([sys.executable, "cluster_example.py"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=300, env=env)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert check_output(block.output, res.stdout), res.stdout

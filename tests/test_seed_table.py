@@ -42,6 +42,29 @@ def test_the_file_holds_sweep_summarys_numbers_and_their_seeds(sweep, tmp_path):
     assert again.returncode == 0, again.stderr   # the manifest names the same sweep
 
 
+def test_the_file_says_which_code_and_device_trained_the_runs(sweep, tmp_path):
+    """The provenance a page prints: the commit the runs trained at, as their files recorded it, and
+    the device, next to the commit that wrote the table (they differ when the table is written later)."""
+    import importlib.util
+
+    res = _script(sweep, "--metric", "acc[rsn_test]", "-o", tmp_path / "t.json", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    meta = json.loads((tmp_path / "t.json").read_text())["meta"]
+    here = subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=12"], cwd=ROOT, capture_output=True,
+                          text=True).stdout.strip()
+    assert meta["trained"]["commits"] == [here]
+    assert len(meta["trained"]["devices"]) == 1 and meta["trained"]["devices"][0]
+    spec = importlib.util.spec_from_file_location("docs_hooks", ROOT / "docs" / "hooks.py")
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+    said = hooks.provenance({**meta, "commit": "0123456789"}, "t.json")
+    assert f"runs trained at commit {here[:7]}" in said and meta["trained"]["devices"][0] in said
+    assert "table written at commit 0123456" in said
+    legacy = {k: v for k, v in meta.items() if k != "trained"}
+    assert "table written at commit" in hooks.provenance(legacy, "t.json")
+    assert "runs trained at commit" in hooks.provenance({**legacy, "command": "x --commit abc"}, "t.json")
+
+
 def test_a_missing_sweep_is_one_error_line(tmp_path):
     res = _script(tmp_path / "nowhere", "-o", tmp_path / "t.json", cwd=tmp_path)
     assert res.returncode == 2 and res.stdout == "" and not (tmp_path / "t.json").exists()

@@ -2,6 +2,11 @@
 by :mod:`.evaluate`, which the trainer imports: a module of its own keeps them out of a circle)."""
 from __future__ import annotations
 
+import functools
+import platform
+import subprocess
+from pathlib import Path
+
 import torch
 
 from probe import environment
@@ -43,3 +48,28 @@ def pick_device(name: str) -> torch.device:
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ProbeError("device 'cuda' asked for, but CUDA is not available")
     return dev
+
+
+def device_name(device: torch.device) -> str:
+    """The device in words, as a run file records it: the GPU's name, or the CPU's model."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    try:
+        with open("/proc/cpuinfo") as f:
+            name = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "")
+    except OSError:
+        name = ""
+    return name or platform.processor() or "CPU"
+
+
+@functools.cache
+def source_commit() -> str | None:
+    """The git commit of the toolkit's checkout that trains (``-dirty`` with uncommitted changes), or
+    None outside one (installed from a wheel): a results table names the code its runs trained with,
+    not only the code that wrote the table."""
+    try:
+        p = subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=12"], capture_output=True,
+                           text=True, timeout=30, cwd=Path(__file__).resolve().parent)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return p.stdout.strip() if p.returncode == 0 and p.stdout.strip() else None

@@ -23,7 +23,7 @@ from probe.format.writer import WriteFailed
 from probe.signals import STOP
 
 from .config import RunConfig, snapshot_steps
-from .device import pick_device, set_threads
+from .device import device_name, pick_device, set_threads, source_commit
 from .evaluate import evaluate, evaluate_lm
 from .models import build_model
 from .progress import Progress
@@ -251,7 +251,8 @@ class Trainer:
         seed give the same numbers with the same threads and library versions."""
         env = {"threads": torch.get_num_threads(), "device": str(self.device), "python": platform.python_version(),
                "torch": torch.__version__, "numpy": np.__version__, "h5py": h5py.__version__,
-               "flush_denormal": self.device.type == "cpu", "precision": self.precision(), "ensemble": self.ensemble}
+               "flush_denormal": self.device.type == "cpu", "precision": self.precision(), "ensemble": self.ensemble,
+               "device_name": device_name(self.device), "commit": source_commit()}
         if self.stop_at is not None:
             env["stop_at"] = self.stop_at
         return env
