@@ -73,7 +73,7 @@ def presets() -> str:
     from probe_train.config import PRESETS, PURPOSES, RunConfig, preset
 
     base = RunConfig()
-    cols = [("task", "task"), ("model", "model"), ("layers", "layers"), ("d_model", "d_model"), ("heads", "heads"),
+    cols = [("layers", "layers"), ("d_model", "d_model"), ("heads", "heads"),
             ("d_ff", "d_ff"), ("steps", "steps"), ("batch", "batch_size"), ("lr", "lr"),
             ("wd", "weight_decay"), ("snapshot every", "snapshot_every")]
     out = ["# Presets", "", NOTE.format(src="train/config.py (PRESETS)").rstrip(), "",
@@ -81,12 +81,15 @@ def presets() -> str:
            "(`probe-train --preset quick --gamma 0.3 --steps 5000 --out run.h5`). "
            "`probe-train presets` prints this table; `probe-train --preset NAME --print-config` prints "
            "every field of one, with the flags applied. The papers named below: [the papers](papers.md).", "",
-           "| preset | what it is for | " + " | ".join(c for c, _ in cols) + " |", "|" + "---|" * (len(cols) + 2)]
+           # two tables, not one of 13 columns: each fits a laptop's text column whole
+           "| preset | what it is for | task | model |", "|---|---|---|---|"]
+    out += [f"| `{name}` | {PURPOSES[name]} | {preset(name).task} | {preset(name).model} |" for name in PRESETS]
+    out += ["", "Their sizes:", "", "| preset | " + " | ".join(c for c, _ in cols) + " |", "|" + "---|" * (len(cols) + 1)]
     for name in PRESETS:
         cfg = preset(name)
         # the Emb-MLP has no attention layers: its layers and heads fields mean nothing
         cells = ["—" if cfg.model == "emb-mlp" and f in ("layers", "heads") else _cell(getattr(cfg, f)) for _, f in cols]
-        out.append(f"| `{name}` | {PURPOSES[name]} | " + " | ".join(cells) + " |")
+        out.append(f"| `{name}` | " + " | ".join(cells) + " |")
     out += ["", "## Fields each preset sets", "",
             "The values that differ from the defaults of `RunConfig` (the `paper1` task at paper size):", ""]
     for name, values in PRESETS.items():

@@ -314,3 +314,12 @@ def test_figures_cpu_repeat_of_the_language_figures_matches_the_gpus_to_three_di
     for fig in ("p1-language", "p4-critical", "p4-tokens"):
         k, n = k_of(cpu[fig][1])
         assert k == n, fig
+
+
+def test_no_docs_table_is_too_wide_to_read_whole():
+    """A table of 13 columns was cut off at 1200 px (its scroll box hides the last columns); ten short
+    columns fit a laptop's text column."""
+    for p in _pages():
+        for line in p.read_text().splitlines():
+            if re.fullmatch(r"\|(-+\|)+", line.strip()):
+                assert line.count("|") - 1 <= 10, f"{p}: a table of {line.count('|') - 1} columns"

@@ -45,3 +45,6 @@ def test_the_numbers_it_quotes_are_those_of_their_results_file():
         assert hooks.number("p1-seeds", key, fmt) in text, key
     shown = hooks.number("p1-seeds", "gamma=0.8/acc(rsn_test)>0.5", "frac").split()[0]
     assert f"above 0.5 in {shown} seeds" in text
+    machine = hooks.number("p1-seeds", "meta/machine", None)     # where the runs trained: said with the numbers
+    assert machine.startswith("NVIDIA H100") and "trained on the GPU" in machine
+    assert "five seeds on a GPU (an NVIDIA H100;" in text
