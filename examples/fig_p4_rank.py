@@ -1,5 +1,5 @@
-"""Paper 4: condense, then expand. The effective rank of the weight matrices (mean over every
-matrix of every layer) and of the centred token embedding against the log step, for γ 0.5 and 1,
+"""Paper 4: condensation (the paper's "condense, then expand"; the figure checks the dip). The
+effective rank of the weight matrices (mean over every matrix of every layer) and of the centred token embedding against the log step, for γ 0.5 and 1,
 with a band over seeds; the dots mark where each seed's trajectory bottoms out.
 
     python examples/fig_p4_rank.py --size quick -o figures [--seeds 3]
@@ -11,7 +11,7 @@ from probe.figures import claim, run_script
 from probe.plotting import gamma_color, pyplot, seed_band
 
 NAME = "p4-rank"
-TITLE = "Paper 4: effective rank over training (condense, then expand)"
+TITLE = "Paper 4: effective rank over training, and its condensing dip"
 GAMMAS = (0.5, 1.0)
 
 
