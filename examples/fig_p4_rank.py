@@ -1,6 +1,7 @@
 """Paper 4: condensation (the paper's "condense, then expand"; the figure checks the dip). The
-effective rank of the weight matrices (mean over every matrix of every layer) and of the centred token embedding against the log step, for γ 0.5 and 1,
-with a band over seeds; the dots mark where each seed's trajectory bottoms out.
+effective rank of the weight matrices (mean over every matrix of every layer) and of the centred
+token embedding against the log step, for γ 0.5 and 1, with a band over seeds; the dots mark where
+each seed's trajectory bottoms out.
 
     python examples/fig_p4_rank.py --size quick -o figures [--seeds 3]
 """
