@@ -12,23 +12,27 @@ A probe's table fits :data:`WIDTH` columns (``tests/test_output_readable.py`` ru
 wide table wraps its columns into blocks that repeat the row labels, a summary too wide for one
 table splits into one table per keyed metric (``sv1[layer0/W_K]``: a table ``sv1:`` with a column
 per key), steps are always rows, and a matrix shows its corner with a note. ``--wide`` prints
-everything at full width; ``-f csv`` and ``-f json`` always hold every value.
+everything at full width; ``-f csv`` and ``-f json`` always hold every value. ``probe batch``'s table
+shows an error or warning row's reason, its whole message on stderr (:func:`batch_table`).
 """
 from __future__ import annotations
 
 import csv
 import json
 import math
+import os
+import re
 import sys
 from typing import Iterable, Sequence
 
 from ._text import shown, terminal
 from .analyses.base import TIDY, jsonable, split_key, tidy_rows, tidy_value   # the one source of every CSV row
 
-WIDTH = 80       # a terminal's columns: every probe table fits them unless --wide
+WIDTH = 80       # the terminal ls and git assume: every probe table fits it unless --wide
 MAX_CELL = 40    # a longer label (a token's text, a checkpoint's tensor name) is cut with … to fit
 MAX_KEYS = 24    # keys of one metric a summary shows (sink_mass of every head of a 12 x 12 model: 144)
 MORE_HINT = "--wide: all; -f csv or json: every value"
+REASON = 40      # a batch table's error or warning cell: the message's first clause; stderr gets all of it
 
 
 def cell(v, small: bool = False) -> str:
@@ -108,15 +112,26 @@ def table(header: Sequence[str], rows: Iterable[Sequence], out=None, left: Seque
 
 
 def wrapped(prefix: str, items: Sequence[str], width: int | None) -> None:
-    """``prefix`` and the items on one line, continued on indented lines past ``width``."""
+    """``prefix`` and the items on one line, continued on indented lines past ``width`` (a prefix too
+    long to share its line with the first item has the line to itself)."""
     line, pad = prefix, " " * min(4, len(prefix))
     for it in items:
-        if width is not None and line.strip() and len(line) + 1 + len(it) > width and line != prefix:
+        if width is not None and line.strip() and len(line) + 1 + len(it) > width:
             _line(line)
             line = pad + it
         else:
             line = f"{line} {it}" if line else it
     _line(line)
+
+
+def note(text: str, hint: str, width: int | None) -> None:
+    """``text (hint)`` on one line, or the hint in parentheses on the next where one line would pass
+    ``width``: a note under a table fits its columns too."""
+    if width is None or len(text) + len(hint) + 3 <= width:
+        _line(f"{text} ({hint})")
+    else:
+        _line(text)
+        _line(f"  ({hint})")
 
 
 def _line(text: str) -> None:
@@ -179,9 +194,58 @@ def summary_table(results, wide: bool = False) -> None:
     for n, (metric, ks) in enumerate(families.items()):
         if plain or n:
             print()
-        more = f" the first {MAX_KEYS} of {len(ks)} keys ({MORE_HINT})" if len(ks) > MAX_KEYS else ""
-        _line(f"{metric}:{more}")
+        if len(ks) > MAX_KEYS:
+            note(f"{metric}: the first {MAX_KEYS} of {len(ks)} keys", MORE_HINT, WIDTH)
+        else:
+            _line(f"{metric}:")
         table(["step"] + [key for _, key in ks[:MAX_KEYS]], rows([k for k, _ in ks[:MAX_KEYS]]), width=WIDTH)
+
+
+# --- probe batch ----------------------------------------------------------------------------------
+
+def reason(message: str, subject: str = "") -> str:
+    """``message``'s first clause in at most :data:`REASON` columns (cut after a word, with …): a table
+    cell. A message that starts with ``subject`` (the row's path, or a file in its folder) starts after
+    it; one that is ``Type: text`` (not a ProbeError: :func:`probe.errors.failure`) gives its type."""
+    text = terminal(message)
+    if subject and text.startswith(terminal(subject)):
+        text = text[len(terminal(subject)):].partition(": ")[2] or text
+    first = re.split(r": |; | \(|\. ", text, maxsplit=1)[0].strip()
+    if len(first) <= REASON:
+        return first
+    head = first[:REASON - 1]
+    return (head.rsplit(" ", 1)[0] if " " in head[REASON // 2:] else head) + "…"
+
+
+def _near(path: str) -> str:
+    """A path below the working folder relative to it, as ``ls`` and ``git`` show one; any other path (a
+    hub source, a path outside) as it is."""
+    try:
+        rel = os.path.relpath(path) if os.path.isabs(path) else path
+    except (OSError, ValueError):   # no working folder any more; another drive
+        return path
+    return path if rel == os.pardir or rel.startswith(os.pardir + os.sep) else rel
+
+
+def batch_table(header: Sequence[str], rows: list[Sequence]) -> None:
+    """``probe batch``'s table: paths below the working folder relative to it; an error or warning row
+    shows :func:`reason` (its message would make every row as wide as itself: up to 358 columns) and the
+    whole message goes to stderr, a line per row, after the table. CSV and JSON keep the absolute path
+    and the whole message in their columns."""
+    path, probe, metric, value = (list(header).index(c) for c in ("path", "probe", "metric", "value"))
+    shown_rows, notes = [], []
+    for r in rows:
+        r = list(r)
+        full, r[path] = r[path], _near(r[path])
+        if r[metric] in ("error", "warning"):
+            message = str(r[value])
+            rest = message[len(full) + 2:] if message.startswith(f"{full}: ") else message
+            notes.append(f"{r[metric]}: {r[path]} ({r[probe]}): {rest}")
+            r[value] = reason(message, full)
+        shown_rows.append(r)
+    table(header, shown_rows)
+    for n in notes:
+        print(terminal(n), file=sys.stderr)
 
 
 # --- the per-probe detail shown above the summary when one step is selected ------------------------
@@ -271,6 +335,9 @@ def info(d: dict, fmt: str) -> None:
               + (f"; {env['precision']} matmuls" if "precision" in env else "")
               + (f"; one of an ensemble of {env['ensemble']}" if env.get("ensemble", 1) != 1 else "")
               + (f" (resumed at step {env['resumed_at']})" if "resumed_at" in env else ""))
+        if env.get("device_name") or env.get("commit"):
+            _line(f"           on {env.get('device_name') or env.get('device')}"
+                  + (f", toolkit at commit {env['commit']}" if env.get("commit") else ""))
     _line(f"snapshots  {d['snapshots']}: steps {shown}")
     for split, m in d["metrics"].items():
         if m:

@@ -72,6 +72,19 @@ def test_batch_table_is_sorted_tidy_and_records_errors(folder, tmp_path):
     assert res.returncode == 1 and out.read_text() == before
 
 
+def test_an_error_row_of_the_table_is_short_and_stderr_holds_its_message(folder):
+    """A failed task's message made every row of the table as wide as itself (358 columns once): the
+    row shows its first clause, paths below the working folder are relative, stderr has the whole
+    message (and the CSV above keeps it in its column)."""
+    res = run_cli("probe", "batch", ".", "--probe", "similarity", "--tokens", "1:5", cwd=folder)
+    assert res.returncode == 1, res.stderr
+    lines = res.stdout.splitlines()
+    assert [ln.split() for ln in lines if " error " in ln] == [["model_7.pt", "7", "similarity", "error", "not", "a",
+                                                                "snapshot", "or", "checkpoint"]]
+    assert max(map(len, lines)) <= 80, res.stdout
+    assert "error: model_7.pt (similarity): not a snapshot or checkpoint: its content is neither HDF5" in res.stderr
+
+
 def _same(a, b):
     """Same rows; numbers equal up to the last bits that BLAS thread counts may change."""
     assert len(a) == len(b)

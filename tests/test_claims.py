@@ -68,6 +68,8 @@ def test_the_seed_count_rule_is_the_wilson_intervals():
     says("tutorials/paper1.md", f"three seeds even 3/3 has the [Wilson interval](../reference/glossary.md) "
                                 f"{interval(*wilson(3, 3))}, which reaches below ½")
     says("explanation/paper1.md", f"With 5 seeds, 5/5 is {interval(*wilson(5, 5))} and 0/5 is {interval(*wilson(0, 5))}")
+    says("tutorials/paper4.md", f"and 1/1 has the interval {interval(*wilson(1, 1))}: an illustration")
+    says("tutorials/paper4.md", f"3/3 is still \"not shown\" against ½ (its interval starts at {wilson(3, 3)[0]:.2f})")
 
 
 # --- paper 1 -----------------------------------------------------------------------------------------

@@ -318,8 +318,12 @@ def test_check_states_each_figures_claims_with_its_seeds(tiny_all):
     assert all(c["expected"] for n, cs in claims.items() if n != "p4-tokens" for c in cs)
     table = run_cli("probe", "figures", "p1-label-dist", "p4-saturation", "--tiny", "-o", out, "--check")
     assert table.returncode == 0, table.stderr
-    lines = table.stdout.splitlines()
+    numbers, words = table.stdout.split("\n\n")
+    lines = numbers.splitlines()
     assert lines[0].split()[:3] == ["figure", "shown", "fraction"] and len(lines) == 1 + 1 + 3
+    assert [ln.split()[-1] for ln in lines[1:]] == ["1", "2", "3", "4"]           # each row names its claim
+    assert [ln.split()[0] for ln in words.splitlines() if not ln.startswith("     ")] == ["1", "2", "3", "4"]
+    assert max(map(len, table.stdout.splitlines())) <= 80
 
 
 def test_dry_run_once_everything_is_trained_reuses_every_run(tiny_all):

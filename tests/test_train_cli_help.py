@@ -103,6 +103,36 @@ def test_a_flag_is_shown_as_a_flag_and_a_value_with_its_kind(argv, command):
     assert "-q, --quiet" in shown if command == "train_command" else True
 
 
+def test_help_lists_every_option_under_one_heading():
+    """The options were 186 lines of one list: each is under one heading, the config fields' under the
+    group their declaration in config.py gives, and every option of the command is shown once."""
+    import re
+    from dataclasses import fields
+
+    from probe_train.cli import train_command
+    from probe_train.config import RunConfig
+
+    res = run_cli("probe-train", "--help")
+    assert res.returncode == 0, res.stderr
+    heading, under = None, {}
+    for line in res.stdout.splitlines():
+        if re.fullmatch(r"[A-Z][a-z ]+:", line):
+            heading = line[:-1]
+            under[heading] = []
+        elif line.startswith("  -"):
+            assert heading is not None, line   # no option before the first heading
+            under[heading] += [w for w in re.split(r"\s{2,}", line.strip())[0].replace(",", " ").split()
+                               if w.startswith("--")]
+    assert list(under) == ["Run control", "Output", "Task", "Model", "Optimisation", "Snapshots"]
+    shown = [flag for flags in under.values() for flag in flags]
+    every = [o for p in train_command.params for o in p.opts + p.secondary_opts if o.startswith("--")] + ["--help"]
+    assert sorted(shown) == sorted(every)                       # each once, none left out
+    for f in fields(RunConfig):
+        assert "--" + f.name.replace("_", "-") in under[f.metadata["group"]], f.name
+    assert {"--preset", "--resume", "--print-config"} <= set(under["Run control"])
+    assert {"--out", "--overwrite", "--tensorboard"} <= set(under["Output"])
+
+
 @pytest.mark.parametrize("command", ["sweep", "presets"])
 def test_each_command_has_its_own_examples(command):
     res = run_cli("probe-train", command, "--help")

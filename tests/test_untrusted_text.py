@@ -331,7 +331,10 @@ def test_batch_table_shows_paths_and_the_error_column_escaped(work):
     assert lines[0].split() == ["path", "step", "probe", "key", "metric", "value"]
     assert {ln.split()[0] for ln in lines[1:-1]} == {f"{work}/{SHOWN}.h5"} and len(lines) == 9
     assert lines[-1].split()[:4] == [f"{work}/evil.safetensors", "-", "cohesion", "error"]
-    assert lines[-1].endswith("error  " + _batch_error(work / "evil.safetensors").replace(TENSOR, f"evil{SHOWN}.weight"))
+    assert lines[-1].endswith("error  unknown checkpoint layout")   # the reason; stderr says it whole
+    whole = _batch_error(work / "evil.safetensors").replace(f"{work / 'evil.safetensors'}: ", "")
+    assert f"error: {work}/evil.safetensors (cohesion): {whole.replace(TENSOR, f'evil{SHOWN}.weight')}\n" \
+        in without_status(res.stderr)
     clean(res.stdout, res.stderr)
 
 
@@ -358,7 +361,9 @@ def test_batch_warning_rows_show_tokenizer_pieces_escaped_and_csv_keeps_them(wor
     assert res.returncode == 0, res.stderr
     pieces = r"\x1b ] 0 ; p w n e d \x07 \x1b [ 2 J \x9b \u202e"
     warned = [ln for ln in res.stdout.splitlines() if " warning  " in ln]
-    assert len(warned) == 1 and warned[0].endswith(f"warning  '{W_SHOWN}' is 16 tokens ({pieces}); left out")
+    assert len(warned) == 1 and warned[0].endswith(f"warning  '{W_SHOWN}' is…")   # its reason, in 40 columns
+    assert f"warning: {tokenized} (cohesion): '{W_SHOWN}' is 16 tokens ({pieces}); left out\n" \
+        in without_status(res.stderr)
     clean(res.stdout, res.stderr)
     code, out, err = exact(*args, "-f", "csv", cwd=work)
     assert code == 0, err

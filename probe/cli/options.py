@@ -150,8 +150,9 @@ def fmt(help: str = FORMAT):
 REVISIONS = ("hub sources (hf:ORG/NAME): a comma list of revisions (step1000,step2000) or all (every branch and tag, "
              "in step order); HF_HUB_OFFLINE=1 reads the local hub cache only")
 PLOT = "write a figure to this .png/.pdf/.svg"
+# 80: probe.render.WIDTH, spelled out here since importing render would load numpy for every --help
 WIDE = ("table: print everything at full width (every column of a matrix, every key of a metric) instead of "
-        "fitting 100 columns")
+        "fitting 80 columns")
 TENSORBOARD = (
     "also write the table's numbers as TensorBoard scalars, PROBE/METRIC[KEY] at each step, into a run per folder "
     "under DIR: a snapshot file is a run named by its stem, step-named checkpoints (model_500.pt, checkpoint-500/) "

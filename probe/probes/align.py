@@ -22,7 +22,7 @@ from ..errors import ProbeError
 from ..plotting import as_text, legend
 from ..readers.source import open_source
 from ..registry import WEIGHTS, Probe
-from ..render import table, wrapped
+from ..render import note, table, wrapped
 from ..report.charts import indexed
 from ..report.svg import Panel
 
@@ -127,7 +127,7 @@ def detail(r, width) -> None:
         table(["group"] + [f"|cos| v{i + 1}" for i in range(k)], [[g] + v for g, v in r.group_mean.items()],
               width=width)
     else:   # a checkpoint, or a run without token groups: no table, and no header without rows
-        print("no token groups to compare W_V's singular vectors with (--groups FILE names some)")
+        note("no token groups to compare W_V's singular vectors with", "--groups FILE names some", width)
     print()
 
 

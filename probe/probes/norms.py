@@ -116,18 +116,22 @@ def norms(path: str | os.PathLike, *, step: str | int = "latest", saturation: fl
     return with_warnings(out)
 
 
-def head(r, step: bool = True) -> None:
-    print(f"norm sites{f', step {r.step}' if step else ''}: eps {r.eps:g}; eps_share s = eps / (m + eps); "
-          f"saturated from s >= {r.saturation:g}")
+def head(r, width, step: bool = True) -> None:
+    """The sites' settings: one line, or two where one would pass ``width`` (with a step: 86 columns)."""
+    sites = f"norm sites{f', step {r.step}' if step else ''}: eps {r.eps:g}; eps_share s = eps / (m + eps)"
+    rule = f"saturated from s >= {r.saturation:g}"
+    print(f"{sites}; {rule}" if width is None or len(sites) + 2 + len(rule) <= width else f"{sites}\n{rule}")
+
+
 def tables(results, width) -> None:
     """Several steps: the sites' settings once, then a row per step."""
-    head(results[-1], step=False)
+    head(results[-1], width, step=False)
     print()
     summary_table(results, wide=width is None)
 
 
 def detail(r, width) -> None:
-    head(r)
+    head(r, width)
     med = r.median_square if r.median_square is not None else [None] * len(r.sites)
     gain = r.gain if r.gain is not None else [None] * len(r.sites)
     # the columns are NormsResult's attributes (m: mean_square)

@@ -11,7 +11,7 @@ from ..api._common import TokenRows, with_warnings
 from ..plotting import similarity_heatmaps
 from ..readers.source import open_source
 from ..registry import WEIGHTS, Probe
-from ..render import MORE_HINT, MAX_CELL, cell, cut, table, token_labels
+from ..render import MORE_HINT, MAX_CELL, cell, cut, note, table, token_labels
 from ..report.charts import id_labels
 from ..report.svg import Panel
 
@@ -95,7 +95,7 @@ def detail(r, width) -> None:
             else ["…"] + [""] * len(show) for i in show]
     table(head, rows, width=width)
     if len(show) < k:
-        print(f"matrix {k}×{k}: its first and last {(len(show) - 1) // 2} tokens shown ({MORE_HINT})")
+        note(f"matrix {k}×{k}: its first and last {(len(show) - 1) // 2} tokens shown", MORE_HINT, width)
     print()
 
 
