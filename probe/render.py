@@ -396,12 +396,14 @@ def sweep_summary(res, fmt: str, folder: str) -> None:
         emit(res, fmt, folder, "sweep-summary")
         return
     rows = [[r.label, m, s["n"], s["mean"], s["std"], _interval(s)] for r in res for m, s in r.stats.items()]
-    table(["cell", "metric", "seeds", "mean", "std", "95% CI (bootstrap)"], rows)
+    # long metric names (a probe's, with its options) wrap the columns past WIDTH into a block of their own
+    table(["cell", "metric", "seeds", "mean", "std", "95% CI (bootstrap)"], rows, left=(0, 1), width=WIDTH, keep=2)
     if any(r.outcomes for r in res):
         print()
         table(["cell", "outcome", "k/n", "fraction", "95% CI (Wilson)", "vs 1/2"],
-                     [[r.label, o, f"{s['k']}/{s['n']}", s["fraction"], _interval(s),
-                       verdict(s["ci_lo"], s["ci_hi"], 0.5)] for r in res for o, s in r.outcomes.items()])
+              [[r.label, o, f"{s['k']}/{s['n']}", s["fraction"], _interval(s),
+                verdict(s["ci_lo"], s["ci_hi"], 0.5)] for r in res for o, s in r.outcomes.items()],
+              left=(0, 1), width=WIDTH, keep=2)
 
 
 def _interval(s: dict) -> str:

@@ -460,7 +460,7 @@ class _sweep_progress:
 PRESET_COLUMNS = ("preset", "task", "model", "layers", "d_model", "heads", "d_ff", "steps", "batch_size",
                   "purpose")
 _TABLE_COLUMNS = ("preset", "task", "model", "layers", "d_model", "steps", "purpose")
-TABLE_WIDTH = 100   # every table the command lines print fits 100 columns (issue 37)
+TABLE_WIDTH = 80    # every table the command lines print fits an 80-column terminal (probe.render.WIDTH)
 
 
 def preset_rows() -> list[dict]:
@@ -501,20 +501,22 @@ def presets(fmt: str) -> None:
 
 
 def preset_table(rows: list[dict], width: int = TABLE_WIDTH) -> list[str]:
-    """The lines of ``probe-train presets``: a row per preset, its purpose (the last column) wrapped onto
-    lines of its own column so that no line is over ``width`` characters."""
+    """The lines of ``probe-train presets``: a row per preset, then its purpose on lines of its own,
+    indented and wrapped, so that no line is over ``width`` characters (as a column, at 80 columns, the
+    purposes wrapped into a strip of 14)."""
     import textwrap
 
-    cells = [[str(r[k]) for k in _TABLE_COLUMNS] for r in rows]
-    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(_TABLE_COLUMNS)]
-    indent = sum(w + 2 for w in widths[:-1])
+    columns = _TABLE_COLUMNS[:-1]
+    cells = [[str(r[k]) for k in columns] for r in rows]
+    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(columns)]
     numeric = {"layers", "d_model", "steps"}
     lines = []
-    for line in [list(_TABLE_COLUMNS), *cells]:
-        first, *more = textwrap.wrap(line[-1], max(width - indent, 20), break_on_hyphens=False) or [""]
+    for i, line in enumerate([list(columns), *cells]):
         lines.append("  ".join(c.rjust(w) if h in numeric else c.ljust(w)
-                               for h, c, w in zip(_TABLE_COLUMNS, [*line[:-1], first], widths)).rstrip())
-        lines += [" " * indent + x for x in more]
+                               for h, c, w in zip(columns, line, widths)).rstrip())
+        if i:
+            lines += textwrap.wrap(rows[i - 1]["purpose"], width, initial_indent="    ", subsequent_indent="    ",
+                                   break_on_hyphens=False)
     return lines
 
 
