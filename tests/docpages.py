@@ -270,10 +270,12 @@ def kjv_blocks(path: Path) -> list[Block]:
     return [b for b in blocks(path) if b.runs and b.title.startswith(KJV)]
 
 
-def run_page(path: Path, folder: Path, whole: bool = False, gpu: bool = False, timeout: float = 1800) -> list[str]:
+def run_page(path: Path, folder: Path, whole: bool = False, gpu: bool = False, timeout: float = 1800,
+             printed: dict | None = None) -> list[str]:
     """Run the blocks of ``path`` in ``folder``, in order; returns the failures (empty: the page works as
     written). Without ``whole``, up to the first block that takes minutes or a GPU (the fast set); with
-    it, every block, those needing a GPU only when ``gpu`` (the slow set)."""
+    it, every block, those needing a GPU only when ``gpu`` (the slow set). ``printed``: filled with what
+    each block printed, by its first line (:func:`regenerate`)."""
     env = environment()
     # the pages speak from a clone's root: its example scripts are where they say
     if not (folder / "examples").exists():
@@ -314,6 +316,9 @@ def run_page(path: Path, folder: Path, whole: bool = False, gpu: bool = False, t
                 if changed:
                     kind = "the block" if b.lang == "bash" else "the python block"
                     return [f"{b.where}: {kind} rewrote {changed}, written by an earlier example"]
+            if printed is not None:
+                printed[b.line] = stdout
+                continue
             if b.output is not None and not check_output(b.output, stdout, b.exact):
                 return [f"{b.where}: the output differs from the page's\n--- page:\n{b.output}--- printed:\n{stdout}"]
             missing = [f for f in b.files if not (folder / f).exists()]
@@ -340,3 +345,35 @@ def nav_pages() -> list[Path]:
     nav = text[text.index("\nnav:"):]
     pages = re.findall(r"([\w./-]+\.md)\s*$", nav, re.M)
     return [ROOT / "README.md"] + [ROOT / "docs" / p for p in pages]
+
+
+def regenerate(path: Path, folder: Path) -> list[int]:
+    """Rewrite the output block of each ``python`` block of ``path`` with what it prints now (a Python
+    output is regenerated, never typed; a ``bash`` block's output is often cut with ``...`` and stays as
+    written). Runs the whole page in ``folder``; returns the lines of the blocks rewritten.
+
+    ``python tests/docpages.py docs/tutorials/seed-sweep.md`` (in a scratch folder of its own)."""
+    printed: dict[int, str] = {}
+    failures = run_page(path, folder, whole=True, printed=printed)
+    if failures:
+        raise RuntimeError(failures[0])
+    lines = path.read_text().split("\n")
+    done = []
+    for b in reversed(blocks(path)):   # from the end: a rewrite changes the line numbers below it only
+        if b.lang != "python" or b.output is None or b.line not in printed:
+            continue
+        close = next(i for i in range(b.line, len(lines)) if lines[i].strip() == "```")   # the code's fence
+        start = next(i for i in range(close + 1, len(lines)) if lines[i].startswith("```text"))
+        end = next(i for i in range(start + 1, len(lines)) if lines[i].strip() == "```")
+        lines[start + 1:end] = printed[b.line].rstrip("\n").split("\n")
+        done.append(b.line)
+    path.write_text("\n".join(lines))
+    return sorted(done)
+
+
+if __name__ == "__main__":
+    import tempfile
+
+    for page in sys.argv[1:]:
+        with tempfile.TemporaryDirectory() as tmp:
+            print(f"{page}: rewrote the outputs of the python blocks at lines {regenerate(Path(page).resolve(), Path(tmp))}")

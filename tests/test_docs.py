@@ -236,6 +236,20 @@ def test_runner_refuses_an_example_that_overwrites_an_earlier_output(scratch_pag
     assert "rewrote ['out.txt']" in run_page(page, tmp_path / "w")[0]
 
 
+def test_regenerate_writes_what_python_blocks_print_and_leaves_bash_outputs(scratch_page, tmp_path):
+    """A Python output on a page is regenerated (``python tests/docpages.py PAGE``), never typed: after
+    a change of a repr, the page shows what the code prints now."""
+    page = scratch_page("```bash\necho 'a 1'\necho 'b 2'\n```\n\n```text\na 1\n...\n```\n\n"
+                        "```python\nprint('CellSummary(x: 5 runs)')\nprint(6 * 7)\n```\n\n```text\nCell(x)\n41\n```\n\ntext\n")
+    (tmp_path / "w").mkdir()
+    assert docpages.regenerate(page, tmp_path / "w") == [11]   # the python block's first line
+    assert page.read_text() == ("```bash\necho 'a 1'\necho 'b 2'\n```\n\n```text\na 1\n...\n```\n\n"
+                                "```python\nprint('CellSummary(x: 5 runs)')\nprint(6 * 7)\n```\n\n"
+                                "```text\nCellSummary(x: 5 runs)\n42\n```\n\ntext\n")
+    (tmp_path / "v").mkdir()
+    assert run_page(page, tmp_path / "v") == []
+
+
 def test_runner_keeps_python_state_across_blocks_and_checks_files(scratch_page, tmp_path):
     page = scratch_page("```python\nx = 41\n```\n\n```python\nprint(x + 1)\nopen('made.txt', 'w').write('x')\n```\n"
                         "\n```text\n42\n```\n<!-- files: made.txt missing.txt -->\n")
