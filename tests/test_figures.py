@@ -63,6 +63,7 @@ def test_changed_config_gets_its_own_run(tmp_path):
     assert a != b and run_finished(a, 40) and run_finished(b, 20)
 
 
+@pytest.mark.slow   # CI time (the last CI took 1179 s of 1200): 14 s; test_resume.py resumes killed runs in the default set
 def test_killed_run_is_resumed_not_restarted(tmp_path):
     import signal
 

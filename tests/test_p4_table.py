@@ -17,6 +17,7 @@ def sweep(tmp_path_factory):
     return train_sweep(tmp_path_factory.mktemp("p4") / "p4", "llm-tiny", "gamma=0.5,1.0", "seed=0:2")
 
 
+@pytest.mark.slow   # CI time (the last CI took 1179 s of 1200): 23 s with its sweep; test_seed_table.py checks a results-file script in the default set
 def test_the_results_file_holds_the_tables_numbers(sweep, tmp_path):
     res = subprocess.run([sys.executable, str(ROOT / "examples" / "p4_critical_table.py"), str(sweep), "--json",
                           str(tmp_path / "t.json")], capture_output=True, text=True, timeout=300, cwd=tmp_path)

@@ -170,6 +170,7 @@ def follow(page: Path, run: Path, trainer, writer) -> list[str]:
     return seen
 
 
+@pytest.mark.slow   # CI time (the last CI took 1179 s of 1200): 17 s; test_signals.py and test_faults_followers.py follow trainers in the default set
 def test_watch_follows_a_training_run(tmp_path):
     run, trainer = train_live(tmp_path, steps=800, every=100)
     page = tmp_path / "watch.html"

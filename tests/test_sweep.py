@@ -108,6 +108,7 @@ def test_summary_per_cell_over_seeds(swept):
     assert bad.returncode == 2 and "no sweep manifest" in bad.stderr
 
 
+@pytest.mark.slow   # CI time (the last CI took 1179 s of 1200): 18 s; a batch on a LocalCluster and a sweep stopped on one stay in the default set
 def test_dask_local_cluster_gives_the_same_runs(swept, tmp_path):
     from distributed import LocalCluster
 
