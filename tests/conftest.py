@@ -130,13 +130,6 @@ LONGEST_FIRST = ("test_docs.py", "test_signals.py", "test_notebook.py", "test_in
                  "test_language_corpora.py", "test_untrusted_open.py")
 
 
-def pytest_xdist_auto_num_workers(config):
-    """``-n auto``: a worker more than the cores. Most tests spend their time waiting on the processes
-    they start (a trainer, a browser, a Dask cluster), so on 2 cores two workers left the CPUs idle a
-    fifth of the time (user+sys 1400 s in 873 s of wall time); bench/RESULTS.md has the measurement."""
-    return (os.cpu_count() or 1) + 1
-
-
 def pytest_collection_modifyitems(items):
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))   # stable: order within a file kept
