@@ -31,6 +31,7 @@ def test_list_names_every_figure():
     assert {line.split("\t")[0] for line in res.stdout.splitlines()} == FIGURES
 
 
+@pytest.mark.slow   # CI time (1003 s in a clean clone here, the CI machine ~170 s slower): 14 s; the dry-run test below trains a figure and plans it again as reused
 def test_figures_train_once_then_reuse(tmp_path):
     out = tmp_path / "figs"
     names = ("p1-accuracy", "p1-cosine", "p1-emb-mlp")
@@ -345,6 +346,7 @@ def _plan(tmp_path, *args):
     return json.loads(res.stdout), res.stderr
 
 
+@pytest.mark.slow   # CI time (1003 s in a clean clone here, the CI machine ~170 s slower): 10 s; the budget planner test (slow) plans from the same estimates
 def test_dry_run_estimates_the_time_from_each_presets_measured_speed(tmp_path):
     from probe_train.runs import makespan
 

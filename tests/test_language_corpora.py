@@ -37,6 +37,7 @@ def _runs(folder):
     return {(probe.info(p)["config"]["gamma"], probe.info(p)["config"]["seed"]): p for p in sorted(folder.glob("*.h5"))}
 
 
+@pytest.mark.slow   # CI time (1003 s in a clean clone here, the CI machine ~170 s slower): with its sweeps 31 s; test_seed_table.py checks a results-file script in the default set
 def test_numbers_are_the_probes_numbers_with_their_seeds(sweeps, tmp_path):
     res = _script(sweeps / "p1", sweeps / "p4", "-o", tmp_path / "out.json", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
@@ -71,6 +72,7 @@ def test_numbers_are_the_probes_numbers_with_their_seeds(sweeps, tmp_path):
     assert p4["val_loss"]["g0.75"]["values"] == pytest.approx(val)
 
 
+@pytest.mark.slow   # CI time (1003 s in a clean clone here, the CI machine ~170 s slower): shares the sweeps above
 def test_a_folder_of_run_files_is_read_like_its_sweep(sweeps, tmp_path):
     loose = tmp_path / "loose"
     loose.mkdir()

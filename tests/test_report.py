@@ -188,6 +188,7 @@ def test_watch_follows_a_training_run(tmp_path):
     assert "watching" in watcher.stderr.read()
 
 
+@pytest.mark.slow   # CI time (1003 s in a clean clone here, the CI machine ~170 s slower): 10 s; test_signals.py trains with --report in the default set
 def test_trainer_keeps_its_report(tmp_path):
     page = tmp_path / "train.html"
     run, trainer = train_live(tmp_path, steps=300, every=300, report=page, log=False)

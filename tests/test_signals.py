@@ -387,7 +387,9 @@ def cluster():
         yield c
 
 
-@pytest.mark.parametrize("sig, ensemble", [(signal.SIGTERM, False), pytest.param(signal.SIGHUP, False, marks=pytest.mark.slow),
+# all slow (CI time): test_batch.py runs a batch on a LocalCluster in the default set
+@pytest.mark.parametrize("sig, ensemble", [pytest.param(signal.SIGTERM, False, marks=pytest.mark.slow),
+                                           pytest.param(signal.SIGHUP, False, marks=pytest.mark.slow),
                                            pytest.param(signal.SIGTERM, True, marks=pytest.mark.slow)],
                          ids=["SIGTERM", "SIGHUP", "SIGTERM-ensemble"])
 def test_sweep_on_dask_stops_its_trainers(cluster, tmp_path, sig, ensemble):
