@@ -396,14 +396,15 @@ def sweep_summary(res, fmt: str, folder: str) -> None:
         emit(res, fmt, folder, "sweep-summary")
         return
     rows = [[r.label, m, s["n"], s["mean"], s["std"], _interval(s)] for r in res for m, s in r.stats.items()]
-    # long metric names (a probe's, with its options) wrap the columns past WIDTH into a block of their own
-    table(["cell", "metric", "seeds", "mean", "std", "95% CI (bootstrap)"], rows, left=(0, 1), width=WIDTH, keep=2)
+    # not wrapped at WIDTH: a row holds one cell's statistic, and a verdict split from its interval was
+    # harder to read than a long line (long cell and metric names: gamma=0.3,steps=1000, probe options)
+    table(["cell", "metric", "seeds", "mean", "std", "95% CI (bootstrap)"], rows, left=(0, 1))
     if any(r.outcomes for r in res):
         print()
-        table(["cell", "outcome", "k/n", "fraction", "95% CI (Wilson)", "vs 1/2"],
-              [[r.label, o, f"{s['k']}/{s['n']}", s["fraction"], _interval(s),
-                verdict(s["ci_lo"], s["ci_hi"], 0.5)] for r in res for o, s in r.outcomes.items()],
-              left=(0, 1), width=WIDTH, keep=2)
+        # k/n says the fraction (CSV and JSON hold it as a number): ten columns fewer
+        table(["cell", "outcome", "k/n", "95% CI (Wilson)", "vs 1/2"],
+              [[r.label, o, f"{s['k']}/{s['n']}", _interval(s),
+                verdict(s["ci_lo"], s["ci_hi"], 0.5)] for r in res for o, s in r.outcomes.items()], left=(0, 1))
 
 
 def _interval(s: dict) -> str:
