@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _util import machine  # noqa: E402
-from probe._proc import entry_command  # noqa: E402
+from probe.children import entry_command  # noqa: E402
 
 import probe  # noqa: E402
 from probe.analyses.ood import OODResult  # noqa: E402

@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _util import machine  # noqa: E402
-from probe._proc import entry_command  # noqa: E402
+from probe.children import entry_command  # noqa: E402
 
 
 def train(folder: Path, preset: str, steps: int, threads: int, report: bool, i: int) -> tuple[float, float, int]:

@@ -46,7 +46,7 @@ def main() -> None:
         run = args.run
         if args.train:
             run = str(Path(tmp) / "run.h5")
-            from probe._proc import entry_command
+            from probe.children import entry_command
 
             subprocess.run([*entry_command("probe-train"), "--preset", "quick", "--gamma", "0.8", "--steps",
                             str(args.steps), "--out", run, "--quiet"], check=True)

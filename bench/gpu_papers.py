@@ -85,7 +85,6 @@ import json  # noqa: E402
 import math  # noqa: E402
 import os  # noqa: E402
 import shutil  # noqa: E402
-import signal  # noqa: E402
 import statistics  # noqa: E402
 import sys  # noqa: E402
 import threading  # noqa: E402
@@ -171,10 +170,10 @@ class Clock:
         self._timer.start()
 
     def _fire(self) -> None:
-        from probe.signals import STOP
+        from probe.signals import ask_stop
 
         self.over = True
-        STOP.asked = signal.SIGINT   # what Ctrl-C does: every running member stops at its next step
+        ask_stop()   # what Ctrl-C does: every running member stops at its next step
 
     def left(self) -> float:
         return 0.0 if self.over else max(0.0, self.stop - time.monotonic())
@@ -939,12 +938,15 @@ def main(argv=None) -> int:
     code = 0
     # seconds below which a part is not started (paper 4's text task alone is built in seconds to minutes)
     min_left = {"a": 1.0, "b": 1.0, "c": 1.0} if args.tiny else {"a": 20.0, "b": 20.0, "c": 60.0}
-    def terminated(signum, frame):   # outside the ensembles (they stop at a step on their own), as Ctrl-C
-        raise KeyboardInterrupt
+    from probe.signals import stop_asked, stoppable
 
-    old_term = signal.signal(signal.SIGTERM, terminated)
+    # a stop signal is a flag for the whole command: the ensembles stop at a step, the parts between them
+    stopping = contextlib.ExitStack()
+    stopping.enter_context(stoppable())
     try:
         for key in args.parts:
+            if stop_asked() and not clock.over:
+                raise KeyboardInterrupt
             part, rec = all_parts[key], results["parts"][key]
             if clock.left() < min_left[key]:
                 rec["skipped"] = f"the budget ended before this part ({clock.left():.0f} s were left)"
@@ -977,7 +979,7 @@ def main(argv=None) -> int:
         results["interrupted"] = True
         code = 130
     finally:
-        signal.signal(signal.SIGTERM, old_term)
+        stopping.close()
         clock.cancel()
         done.set()
         watch.set("", "keeping the snapshots")

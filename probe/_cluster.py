@@ -11,7 +11,7 @@ from contextlib import contextmanager, suppress
 from typing import Iterator
 
 from .errors import ProbeError, param
-from .signals import STOP
+from .signals import stop_asked
 
 TIMEOUT_S = 5.0   # a live scheduler answers in milliseconds; a silent port should not hold a command for long
 TIMEOUT_HELP = ("seconds to connect to the Dask scheduler, and as many again for its answer (a port that "
@@ -88,7 +88,7 @@ def finished(pending: set, scheduler: str) -> Iterator[tuple[object, object, Bas
     def lost(exc: BaseException) -> ClusterLost:
         return ClusterLost(f"lost the Dask scheduler at {scheduler} ({type(exc).__name__})")
 
-    while pending and not STOP.asked:
+    while pending and not stop_asked():
         try:
             done = wait(pending, timeout=0.5, return_when="FIRST_COMPLETED").done
         except TimeoutError:

@@ -24,11 +24,10 @@ from . import registry, render
 from ._cluster import TIMEOUT_S, ClusterLost, finished, session
 from ._files import OutputLock, open_regular, regular_file, writable, write_atomic
 from ._limits import load_json
-from ._proc import die_with_parent
 from ._text import shown
 from .errors import Interrupted, ProbeError, captured, failure, unknown, warn
 from .readers.names import FOLDER_FILES, step_from_name
-from .signals import STOP
+from .signals import die_with_parent, ignore_stop_signals, stop_asked, stoppable
 
 COLUMNS = ("path", "step", "probe", "key", "metric", "value")
 _CHECKPOINT_EXT = (".h5", ".hdf5", ".safetensors", ".pt", ".pth", ".bin", ".ckpt")
@@ -272,7 +271,7 @@ def _batch(paths, probes, options, out, jobs, cluster, progress, revisions, tens
             saved["at"] = time.monotonic()
 
     stopped, fault = 0, None
-    with STOP.caught():
+    with stoppable():
         try:
             if scheduler:
                 _run_dask(tasks, *cluster, collect)
@@ -280,12 +279,12 @@ def _batch(paths, probes, options, out, jobs, cluster, progress, revisions, tens
                 _run_pool(tasks, min(jobs, len(tasks)), collect)
             else:
                 for t in tasks:
-                    if STOP.asked:
+                    if stop_asked():
                         break
                     collect(run_task(t))
-            stopped = STOP.asked
+            stopped = stop_asked()
         except KeyboardInterrupt:  # a second Ctrl-C, inside a task
-            stopped = STOP.received or signal.SIGINT
+            stopped = signal.SIGINT   # KeyboardInterrupt, inside a block: the second Ctrl-C
         except (WorkersLost, ClusterLost) as exc:   # the rows so far are written below first
             fault = exc
     table = sorted(table_now(), key=_sort_key)
@@ -402,7 +401,7 @@ def _run_pool(tasks: list[Task], jobs: int, collect) -> None:
     complete = False
     try:
         pending = {pool.submit(run_task, t) for t in tasks}
-        while pending and not STOP.asked:
+        while pending and not stop_asked():
             done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
             for fut in done:
                 try:
@@ -434,8 +433,7 @@ _THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 def _worker_init(parent: int) -> None:
     """A worker: one torch thread; the stop signals left to the parent, which stops the workers itself;
     killed by the kernel if the parent dies without a word."""
-    for sig in STOP.signals():
-        signal.signal(sig, signal.SIG_IGN)
+    ignore_stop_signals()
     die_with_parent(parent, signal.SIGKILL)
     with suppress(ImportError):
         import torch

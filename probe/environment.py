@@ -24,5 +24,5 @@ def threads() -> str:
 
 def take_parent() -> str:
     """``PROBE_PARENT`` ('' when unset), removed from this process's environment so that its own children
-    do not inherit it (:func:`probe._proc.adopt_parent`)."""
+    do not inherit it (:func:`probe.signals.adopt_parent`)."""
     return os.environ.pop(PARENT, "")

@@ -18,9 +18,8 @@ from contextlib import suppress
 from typing import Callable, NoReturn
 
 from . import environment
-from ._proc import adopt_parent
 from ._text import ERRORS as _SHOWN, terminal  # terminal: probe-train's door too (train imports errors)
-from .signals import STOP, say, signal_name
+from .signals import STOP, adopt_parent, say, signal_name, started_blocked, stoppable
 
 EXIT_BAD_INPUT = 2
 _MARK = "\x1f"  # brackets a parameter reference inside a message; never typed by a user
@@ -294,7 +293,17 @@ def _printable_streams() -> None:
 def run_cli(app, **kw) -> None:
     """Run a command-line entry point (a Typer app or a function): bad input ends in one ``Error: ...``
     line on stderr and exit 2; a stop signal in one line saying what was kept and exit 128 + the
-    signal's number (Ctrl-C 130, SIGTERM 143, SIGHUP 129)."""
+    signal's number (Ctrl-C 130, SIGTERM 143, SIGHUP 129). A child of the toolkit, started with the stop
+    signals blocked (:func:`probe.signals.signals_blocked`), runs whole inside
+    :func:`~probe.signals.stoppable`: a stop asked while it starts is heard at its first safe point."""
+    if started_blocked():
+        with stoppable():
+            _run_cli(app, **kw)
+    else:
+        _run_cli(app, **kw)
+
+
+def _run_cli(app, **kw) -> None:
     warnings.showwarning = _show_warning
     _printable_streams()
     if not isinstance(sys.stdout, _Stdout):

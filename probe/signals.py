@@ -1,6 +1,23 @@
-"""The stop signals, SIGINT (Ctrl-C), SIGTERM and SIGHUP: a flag that long work reads at its safe
-points (:data:`STOP`), a command's end at once outside them, and the watchdog for a main thread
-inside one long library call.
+"""The stop signals, SIGINT (Ctrl-C), SIGTERM and SIGHUP: the one module that handles them.
+
+Long work has one way to stop::
+
+    from probe.signals import stoppable
+
+    with stoppable():
+        for step in steps:
+            if stop_asked():        # a safe point: nothing half-written
+                raise Interrupted("Interrupted at step ...; resume with ...")
+            ...
+
+Inside the block a stop signal sets the flag :func:`stop_asked` reads (its number) instead of raising wherever the
+interpreter happens to be; the work reads it at its safe points, stops its workers there and raises
+:class:`~probe.errors.Interrupted`, which the command line (:func:`probe.errors.run_cli`) says in one
+line with the signal's exit code. A second Ctrl-C raises KeyboardInterrupt (the user will not wait).
+Outside the blocks a command ends at once on a stop signal (nothing is kept half-written there: files
+are written under a temporary name and renamed). Blocks nest; only the outermost installs handlers.
+No other module installs a signal handler: a worker that leaves the signals to its parent calls
+:func:`ignore_stop_signals`, a parent that starts a child uses :func:`signals_blocked`.
 
 The watchdog. Python runs a signal handler in the main thread, between two bytecodes: while that
 thread is inside one C call (an SVD of a 50257 x 768 embedding, a model's forward pass, a read of a
@@ -10,7 +27,7 @@ a thread blocked on that descriptor wakes at once, and where the main thread has
 (:func:`_heard`) within :data:`GRACE` seconds, it ends the command itself (``STOP._end``).
 
 Where the handler does run — the main thread between calls, or a stop handled as a flag at a safe
-point (``STOP.caught()``) — the watchdog stands down: it acts only for a main thread stuck in C.
+point (inside :func:`stoppable`) — the watchdog stands down: it acts only for a main thread stuck in C.
 It needs the GIL to act, so a library call that holds the GIL is not covered; HDF5 calls, the ones
 h5py makes with the GIL held, are bounded in time instead (``probe.format._h5.READ_ATTEMPTS``).
 """
@@ -23,9 +40,9 @@ import signal
 import sys
 import threading
 import time
-from typing import Callable
+from typing import Callable, Iterator
 
-from ._proc import stop_signals
+from . import environment
 from ._text import terminal
 
 GRACE = 0.5   # seconds the main thread has to run its handler; "within a second" with room to exit
@@ -33,6 +50,105 @@ GRACE = 0.5   # seconds the main thread has to run its handler; "within a second
 _heard_at = 0.0
 _heard_event = threading.Event()
 _pipe: tuple[int, int] | None = None
+
+
+def stop_signals() -> list:
+    """The signals that ask a command to stop: SIGINT (Ctrl-C), SIGTERM, SIGHUP (those this platform has)."""
+    return [s for s in (getattr(signal, n, None) for n in ("SIGINT", "SIGTERM", "SIGHUP")) if s is not None]
+
+
+@contextlib.contextmanager
+def signals_blocked():
+    """A block in which this thread holds the stop signals blocked: a child started inside it (a signal
+    mask survives fork and exec) starts with them blocked, and this thread's mask is restored at once.
+    The child hears one sent meanwhile at its first :func:`stoppable` block (or, for a command line
+    with none, when :func:`probe.errors.run_cli` starts)."""
+    if not hasattr(signal, "pthread_sigmask"):   # not POSIX: no masks to inherit
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals())
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def started_blocked() -> bool:
+    """Whether this thread holds the stop signals blocked: a toolkit child (:func:`signals_blocked`),
+    which handles them as a flag from its first moment."""
+    if not hasattr(signal, "pthread_sigmask"):
+        return False
+    return bool(set(stop_signals()) & set(signal.pthread_sigmask(signal.SIG_BLOCK, [])))
+
+
+def ignore_stop_signals() -> None:
+    """A worker process that leaves the stop signals to its parent (which stops it itself): a terminal's
+    Ctrl-C or hangup and ``timeout``'s SIGTERM reach the whole process group, the worker too."""
+    for sig in stop_signals():
+        signal.signal(sig, signal.SIG_IGN)
+
+
+def stoppable() -> "contextlib.AbstractContextManager[_Stop]":
+    """The one way long work stops: a block in which SIGINT, SIGTERM and SIGHUP set the flag
+    :func:`stop_asked` reads (the signal's number; 0 until one comes), read at the work's safe points
+    (see the module's docstring).
+    Blocks nest (only the outermost installs and restores the handlers). A child started with the
+    signals blocked (:func:`signals_blocked`) hears one sent meanwhile here. Main thread only for the
+    handlers (Python's rule); in another thread the block only reads the flag.
+
+    Returns
+    -------
+    context manager
+
+    Examples
+    --------
+    >>> from probe.signals import stoppable
+    >>> with stoppable():
+    ...     for item in work:
+    ...         if stop_asked():
+    ...             break
+    """
+    return STOP.block()
+
+
+def adopt_parent() -> None:
+    """In a child started with :func:`probe.children.child_env`: stop with the parent. The variable is removed, so the
+    child's own children name their own parent."""
+    value = environment.take_parent()
+    try:
+        parent, signum = (int(x) for x in value.split(":"))
+    except ValueError:   # not set (or not ours)
+        return
+    die_with_parent(parent, signum)
+
+
+def die_with_parent(parent: int, signum: int) -> None:
+    """Ask the kernel to send ``signum`` to this process when its parent (pid ``parent``) ends
+    (Linux's PR_SET_PDEATHSIG; elsewhere nothing). A parent that ended before the request was made
+    is noticed here (this process then has another parent) and the signal sent at once."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    try:
+        if ctypes.CDLL(None, use_errno=True).prctl(1, int(signum), 0, 0, 0) != 0:   # 1: PR_SET_PDEATHSIG
+            return
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:
+        os.kill(os.getpid(), signum)
+
+
+def stop_asked() -> int:
+    """The stop signal asked for inside the current :func:`stoppable` block (its number; 0: none yet):
+    what long work reads at its safe points."""
+    return STOP.asked
+
+
+def ask_stop(signum: int = signal.SIGINT) -> None:
+    """Ask the work inside the current :func:`stoppable` block to stop at its next safe point, as a stop
+    signal would (from any thread: a time budget's timer)."""
+    STOP.asked = STOP.asked or int(signum)
 
 
 def signal_name(signum: int) -> str:
@@ -53,7 +169,7 @@ def _main_thread() -> bool:
 
 
 class _Stop:
-    """The stop signals as a flag: inside ``with STOP.caught():`` SIGINT (Ctrl-C), SIGTERM (``kill``,
+    """The stop signals as a flag: inside :func:`stoppable` SIGINT (Ctrl-C), SIGTERM (``kill``,
     ``timeout``, a service manager) and SIGHUP (the terminal closed) set ``asked`` to the signal's
     number instead of raising KeyboardInterrupt wherever the interpreter happens to be (inside an HDF5
     write, a torch import); long work reads the flag at its safe points, stops its workers there and
@@ -66,13 +182,11 @@ class _Stop:
     at once on any of the three, with one line and the signal's exit code (:meth:`_now`)."""
 
     def __init__(self):
-        self.asked = 0        # inside caught(): the first stop signal (0: none yet)
+        self.asked = 0        # inside the blocks: the first stop signal (0: none yet)
         self.received = 0     # the last stop signal handled, inside a block or not (for the exit code)
         self._depth = 0
         self._old: dict = {}
         self._cleanups: list = []
-
-    signals = staticmethod(stop_signals)
 
     def at_stop(self, cleanup: Callable[[], None]) -> None:
         """Call ``cleanup`` when a stop signal ends the command at once (:meth:`_now`): a module
@@ -118,11 +232,12 @@ class _Stop:
         os._exit(128 + signum)
 
     @contextlib.contextmanager
-    def caught(self):
+    def block(self) -> Iterator["_Stop"]:
+        """:func:`stoppable`."""
         main = _main_thread()
         if main and self._depth == 0:
             self._old = {}
-            for sig in self.signals():
+            for sig in stop_signals():
                 old = signal.getsignal(sig)
                 # SIGINT always: a parent stops its children with it, even where a shell started the
                 # parent with SIGINT ignored; the others not where ignored (nohup) or set outside Python
@@ -130,6 +245,7 @@ class _Stop:
                     continue
                 self._old[sig] = signal.signal(sig, self._handle)
         self._depth += main
+        self.unblock()   # a child started with them blocked: one sent meanwhile is a flag now
         try:
             yield self
         finally:
@@ -141,13 +257,13 @@ class _Stop:
                 self.asked = 0
 
     def stop_outside(self) -> None:
-        """A command line's handlers: outside caught() blocks SIGINT, SIGTERM and SIGHUP end the command
+        """A command line's handlers: outside the blocks SIGINT, SIGTERM and SIGHUP end the command
         at once (:meth:`_now`), where Python's default would be a KeyboardInterrupt (SIGINT) or no
         last line at all, and the watchdog ends it where the main thread is inside a library call.
         A signal ignored or handled outside Python is left as it is. Main thread only."""
         if not _main_thread():
             return
-        for sig in self.signals():
+        for sig in stop_signals():
             current = self._old.get(sig) if self._depth else signal.getsignal(sig)
             if (current is signal.default_int_handler or current is _Stop._exit   # _exit: an earlier run_cli's
                     or (current == signal.SIG_DFL and sig != signal.SIGINT)):
@@ -159,9 +275,9 @@ class _Stop:
 
     def unblock(self) -> None:
         """Unblock the stop signals in this thread (a toolkit child starts with them blocked:
-        :func:`probe._proc.start`); one sent meanwhile is delivered now."""
+        :func:`signals_blocked`); one sent meanwhile is delivered now."""
         if hasattr(signal, "pthread_sigmask"):
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, self.signals())
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, stop_signals())
 
     def late(self) -> None:
         """A command line that has its exit code: a stop signal from now on ends the process at once
@@ -169,7 +285,7 @@ class _Stop:
         KeyboardInterrupt traceback out of the interpreter's shutdown. Main thread only."""
         if not _main_thread():
             return
-        for sig in self.signals():
+        for sig in stop_signals():
             if self._depth and sig in self._old:
                 self._old[sig] = self._exit      # what the outermost block restores
             current = signal.getsignal(sig)

@@ -32,7 +32,7 @@ def _script(name: str) -> list[str]:
     exe = BIN / name
     if exe.exists():
         return [str(exe)]
-    from probe._proc import entry_command
+    from probe.children import entry_command
 
     return entry_command(name)
 

@@ -572,11 +572,11 @@ SECOND_CTRL_C = """
 import os, signal
 import click
 from probe.errors import run_cli
-from probe.signals import STOP
+from probe.signals import stoppable
 
 @click.command()
 def main():
-    with STOP.caught():
+    with stoppable():
         os.kill(os.getpid(), signal.SIGINT)   # the first: a stop asked for at the next safe point
         os.kill(os.getpid(), signal.SIGINT)   # the second: the user will not wait (KeyboardInterrupt)
         while True:
@@ -715,7 +715,7 @@ def test_normal_priority_reaches_the_main_thread_of_another_process():
     writes the page; a process that is not at SCHED_IDLE is left as it is."""
     import subprocess
 
-    from probe._proc import idle_priority, normal_priority
+    from probe.children import idle_priority, normal_priority
 
     code = "import sys; print('ready', flush=True); sys.stdin.read()"
     child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,

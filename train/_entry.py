@@ -4,9 +4,9 @@ at a safe point and reported in one line, never as a traceback out of an import.
 
 
 def main() -> None:
-    from probe.signals import STOP
+    from probe.signals import stoppable
 
-    with STOP.caught():
+    with stoppable():
         from .cli import main as cli_main
 
         cli_main()

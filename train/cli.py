@@ -20,9 +20,9 @@ from typing import Optional
 import click
 
 from probe._cluster import TIMEOUT_HELP, TIMEOUT_S
-from probe._proc import child_env, entry_command, idle_priority, normal_priority, start
+from probe.children import child_env, entry_command, idle_priority, normal_priority, start
 from probe.errors import did_you_mean, fail, param, run_cli, terminal, unknown
-from probe.signals import STOP
+from probe.signals import stop_signals
 
 from .config import GROUPS, PRESETS, PURPOSES, RunConfig, preset as make_preset
 
@@ -114,7 +114,7 @@ class _LiveReport:
         # last page and says so with the signal's exit code
         # (a watcher may also have seen this trainer let go of the run before the signal came: it then ends
         # by itself, with the same last page, and says that no process writes the run)
-        stopped = (code in {128 + int(s) for s in STOP.signals()} or not completed) and os.path.exists(self.page)
+        stopped = (code in {128 + int(s) for s in stop_signals()} or not completed) and os.path.exists(self.page)
         if code != 0 and not stopped:
             self.log.seek(0)
             msg = self.log.read().decode(errors="replace").strip().splitlines()
@@ -521,18 +521,18 @@ def preset_table(rows: list[dict], width: int = TABLE_WIDTH) -> list[str]:
 
 
 def main() -> None:
-    with STOP.caught():   # from the first moment: a stop signal during torch's import is read at a safe point
-        first = sys.argv[1] if len(sys.argv) > 1 else ""
-        if first == "sweep":
-            run_cli(sweep, args=sys.argv[2:], prog_name="probe-train sweep")
-        elif first == "presets":
-            run_cli(presets, args=sys.argv[2:], prog_name="probe-train presets")
-        elif first == "ensemble":
-            run_cli(ensemble, args=sys.argv[2:], prog_name="probe-train ensemble")
-        elif first and not first.startswith("-"):
-            # training takes options only: a word here is a mistyped command, not a stray argument
-            run_cli(lambda: fail(f"unknown command '{first}'{did_you_mean(first, COMMANDS)} (commands: "
-                                 f"{', '.join(COMMANDS)}; training takes "
-                                 "options only, e.g. probe-train --preset quick --out run.h5)"))
-        else:
-            run_cli(train_command)
+    # the console script (probe_train._entry) made the stop signals a flag before this module was imported
+    first = sys.argv[1] if len(sys.argv) > 1 else ""
+    if first == "sweep":
+        run_cli(sweep, args=sys.argv[2:], prog_name="probe-train sweep")
+    elif first == "presets":
+        run_cli(presets, args=sys.argv[2:], prog_name="probe-train presets")
+    elif first == "ensemble":
+        run_cli(ensemble, args=sys.argv[2:], prog_name="probe-train ensemble")
+    elif first and not first.startswith("-"):
+        # training takes options only: a word here is a mistyped command, not a stray argument
+        run_cli(lambda: fail(f"unknown command '{first}'{did_you_mean(first, COMMANDS)} (commands: "
+                             f"{', '.join(COMMANDS)}; training takes "
+                             "options only, e.g. probe-train --preset quick --out run.h5)"))
+    else:
+        run_cli(train_command)

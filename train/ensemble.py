@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from torch.func import functional_call, stack_module_state, vmap
 
 from probe.errors import Interrupted, ProbeError
-from probe.signals import STOP
+from probe.signals import stop_asked, stoppable
 
 from .config import RunConfig, shape_key
 from .tasks import make_task
@@ -103,7 +103,7 @@ class Ensemble:
         """Train every member to its end step. Ctrl-C stops all at the next step boundary with
         :class:`~probe.errors.Interrupted`, every file resumable from its last snapshot."""
         try:
-            with STOP.caught():
+            with stoppable():
                 return self._run()
         finally:
             self.release()
@@ -207,7 +207,7 @@ class Ensemble:
 
     # --- the loop ----------------------------------------------------------------------------------------
     def _run(self) -> EnsembleResult:
-        if STOP.asked:
+        if stop_asked():
             raise Interrupted("Interrupted before training started; nothing was written")
         K = len(self.members)
         self.failed: dict[str, str] = {}
@@ -243,7 +243,7 @@ class Ensemble:
                         metrics[k] = m.snapshot(self.writers[k], 0, 0.0, float("nan"), opt_state=self._member_state(k))
                 bar.show_metrics(_spread(metrics))
             for step in range(start, first.end_step):
-                if STOP.asked:
+                if stop_asked():
                     raise self._interrupted(step)
                 for group in self.opt.param_groups:
                     group["lr"] = lr_at(cfg, step)

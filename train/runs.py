@@ -27,10 +27,10 @@ from typing import Callable, Mapping
 from probe import environment
 from probe._cluster import TIMEOUT_S, ClusterLost, finished, session
 from probe._files import writer_alive
-from probe._proc import child_env, entry_command, entry_point, signals_blocked, start
+from probe.children import child_env, entry_command, entry_point, start
 from probe.errors import Interrupted, ProbeError, terminal
 from probe.format import last_step
-from probe.signals import STOP
+from probe.signals import signals_blocked, stop_asked, stoppable
 
 from .config import RunConfig, preset  # noqa: F401 - also the figures' planner's
 from .speeds import MACHINE, context, estimate, makespan, measure  # noqa: F401 - the figures' planner reads them here
@@ -175,12 +175,12 @@ def train_jobs(todo: list[Job], jobs: int = 0, log: Log = log_stderr, *, keep_go
     state = {"done": 0, "failed": {}}
     total = sum(len(job.members) or 1 for job in todo)
     log(f"training {total} run(s), {jobs} at a time, into {todo[0].path.parent if todo else '.'}")
-    with STOP.caught():
+    with stoppable():
         try:
             _loop(queue, running, jobs, log, state, keep_going, progress, total, on_end)
         finally:   # stopped, failed or interrupted: every trainer still running stops at a step and is waited for
             _stop(running)
-        if STOP.asked:
+        if stop_asked():
             raise _interrupted(state["done"], total)
     log(f"trained {state['done']} run(s) in {time.perf_counter() - t0:.0f} s"
         + (f"; {len(state['failed'])} failed" if state["failed"] else ""))
@@ -270,14 +270,12 @@ def _trainer(args: list[str], stderr: str, env: dict) -> None:
     os.environ.clear()
     os.environ.update(env)
     # a thread, as this process's parent is the fork server (which outlives the queue while a trainer
-    # runs): the kernel's parent-death signal (probe._proc.die_with_parent) cannot name the queue
+    # runs): the kernel's parent-death signal (probe.signals.die_with_parent) cannot name the queue
     # (tests/test_signals.py: figures killed outright, their trainers stop at a snapshot)
     threading.Thread(target=stop_with_queue, daemon=True).start()
     sys.argv = ["probe-train", *args]
     module, attr = entry_point("probe-train")   # the console script's function, as pyproject.toml names it
-    with STOP.caught():
-        STOP.unblock()
-        getattr(importlib.import_module(module), attr)()
+    getattr(importlib.import_module(module), attr)()   # stoppable from its first moment, as from a terminal
 
 
 def _taken(job: Job) -> str | None:
@@ -294,7 +292,7 @@ def _taken(job: Job) -> str | None:
 
 def _loop(queue: list[Job], running: list, jobs: int, log: Log, state: dict, keep_going: bool,
           progress: Progress | None, total: int, on_end: Callable[[Job, str | None], None] | None) -> None:
-    while (queue or running) and not STOP.asked:
+    while (queue or running) and not stop_asked():
         while queue and len(running) < jobs:
             job = queue.pop(0)
             taken = _taken(job)
@@ -433,7 +431,7 @@ def train_on_dask(todo: list[Job], scheduler: str, log: Log = log_stderr, progre
         stop = Event(f"probe-train-stop-{uuid.uuid4().hex}", client=client)   # set: the running trainers stop
         pending: set = set()
         try:
-            with STOP.caught():
+            with stoppable():
                 for job, taken in [(job, _taken(job)) for job in todo]:
                     if taken:   # another sweep into this folder has it
                         log(f"  {job.label}: another process {'trains' if taken == 'busy' else 'has finished'} it; "
@@ -457,7 +455,7 @@ def train_on_dask(todo: list[Job], scheduler: str, log: Log = log_stderr, progre
                     pending = set()
                     raise ProbeError(f"{exc}: {done} of {total} runs done; their files are kept, and the same "
                                      "command on a running cluster trains the rest") from None
-                if STOP.asked:
+                if stop_asked():
                     # a running task cannot be cancelled: the event stops its trainer at a step boundary,
                     # and a task still queued returns at once; waited for, so the files are resumable
                     stop.set()

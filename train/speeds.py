@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from functools import lru_cache
 
-from probe._proc import signals_blocked
+from probe.signals import signals_blocked
 from probe.errors import ProbeError
 
 from .config import RunConfig, preset, snapshot_steps
@@ -86,26 +86,14 @@ def _measure(name: str, send, stories: str | None = None) -> None:
 
     cfg = preset(name, steps=min(STEPS, preset(name).steps), snapshot_every=0, snapshot_log=False, threads=1,
                  device="cpu", **({"stories": stories} if stories else {}))
-    spent = {"snapshot": 0.0, "create": 0.0}
-
-    def timed(part, fn):
-        def call(*args, **kw):
-            t0 = time.perf_counter()
-            try:
-                return fn(*args, **kw)
-            finally:
-                spent[part] += time.perf_counter() - t0
-        return call
-
     try:
         with tempfile.TemporaryDirectory() as folder:
             t0 = time.perf_counter()
             trainer = Trainer(cfg, os.path.join(folder, "run.h5"), progress=False)
             set_up = time.perf_counter() - t0
-            trainer.snapshot = timed("snapshot", trainer.snapshot)
-            trainer._create_writer = timed("create", trainer._create_writer)
             t0 = time.perf_counter()
             trainer.run()
+            spent = trainer.spent
             steps = time.perf_counter() - t0 - spent["snapshot"] - spent["create"]
         result = Speed(set_up + spent["create"], steps / cfg.steps, spent["snapshot"] / 2)
     except Exception as exc:   # noqa: BLE001 - said by the caller, in one line

@@ -20,7 +20,7 @@ from probe.format import Run, Writer
 from probe.format._write import temp_names
 from probe.format.run import resumable_step
 from probe.format.writer import WriteFailed
-from probe.signals import STOP
+from probe.signals import stop_asked, stoppable
 
 from .config import RunConfig, snapshot_steps
 from .device import device_name, pick_device, set_threads, source_commit
@@ -87,6 +87,9 @@ class Trainer:
         self.resume = resume
         self.progress = progress
         self.snapshots = snapshots
+        # seconds spent creating the run file and writing snapshots (evaluation included): a preset's
+        # measured speed (probe_train.speeds) is the rest of the time over the steps
+        self.spent = {"create": 0.0, "snapshot": 0.0}
         parent = os.path.dirname(os.path.abspath(self.out))
         if not os.path.isdir(parent):
             raise ProbeError(f"cannot write {self.out}: directory {parent} does not exist")
@@ -315,6 +318,7 @@ class Trainer:
                  step_losses: np.ndarray | None = None, opt_state: dict[str, dict] | None = None) -> dict:
         """Evaluate, append a snapshot at ``step`` and its resume state (``opt_state``: see _resume_tensors);
         the split metrics."""
+        t0 = time.perf_counter()
         metrics = self.evaluate()
         extra = {}
         if hasattr(self.model, "inspect"):
@@ -340,6 +344,7 @@ class Trainer:
             step_losses=step_losses,
         )
         writer.save_resume(step, self._resume_tensors(opt_state))
+        self.spent["snapshot"] += time.perf_counter() - t0
         if self.on_snapshot is not None:
             self.on_snapshot(step)
         if self.on_metrics is not None:
@@ -352,7 +357,7 @@ class Trainer:
         finished first) with :class:`~probe.errors.Interrupted`; the file then resumes from its last
         snapshot."""
         try:
-            with STOP.caught():
+            with stoppable():
                 return self._run()
         except WriteFailed as exc:
             if exc.snapshots is None:   # creating or copying the file: nothing to resume from it
@@ -387,14 +392,17 @@ class Trainer:
         if not self.snapshots:
             return None, 0, 0.0
         if not self.resume:
-            return self._create_writer(), 0, 0.0
+            t0 = time.perf_counter()
+            writer = self._create_writer()
+            self.spent["create"] += time.perf_counter() - t0
+            return writer, 0, 0.0
         writer, start, state, params = Writer.resume(self.out, config=self.cfg.to_dict(), environment=self.environment())
         self._load_resume(state, params)
         return writer, start, float(writer.last("time"))
 
     def _run(self) -> TrainResult:
         cfg = self.cfg
-        if STOP.asked:   # Ctrl-C while torch loaded or the task was built
+        if stop_asked():   # Ctrl-C while torch loaded or the task was built
             raise self._interrupted(0, None)
         schedule = self.schedule()
         writer, start, time_offset = self.open_writer()
@@ -411,7 +419,7 @@ class Trainer:
                     bar.show_metrics(metrics)
                 self.model.train()
                 for step in range(start, self.end_step):
-                    if STOP.asked:   # the safe point: between steps, after any snapshot
+                    if stop_asked():   # the safe point: between steps, after any snapshot
                         raise self._interrupted(step, writer)
                     lr = lr_at(cfg, step)
                     for group in self.opt.param_groups:

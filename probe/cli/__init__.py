@@ -20,7 +20,7 @@ from .. import registry
 from .._cluster import TIMEOUT_HELP, TIMEOUT_S
 from .._text import terminal
 from ..errors import EXIT_BAD_INPUT, Interrupted, ProbeError, closest, run_cli
-from ..signals import STOP
+from ..signals import stop_asked, stoppable
 from . import options as O
 from .probes import batch_options, command, converted, progress, with_examples
 
@@ -282,9 +282,9 @@ def _report_written(paths, out, watch, interval, max_share, log, options):
     from .. import report as R
 
     if watch:
-        # STOP held open here, so that the signal that ended the watch is still known below. The first page
+        # the stoppable block held open here, so that the signal that ended the watch is still known below. The first page
         # takes as long as a report: its sections say so as they start; each later page is one log line.
-        with STOP.caught(), ExitStack() as status:
+        with stoppable(), ExitStack() as status:
             tick = status.enter_context(progress("report", each=True))
             written = []
 
@@ -298,7 +298,7 @@ def _report_written(paths, out, watch, interval, max_share, log, options):
             if not rep.sources:
                 raise Interrupted(f"Interrupted before any run could be read "
                                   f"({next(iter(rep.errors.values()), 'none yet')}); nothing was written")
-            if STOP.asked:
+            if stop_asked():
                 raise Interrupted(f"Interrupted: {out} holds the runs as they were (no longer reloading); the "
                                   "same command watches again")
         return rep

@@ -125,8 +125,8 @@ class FigureContext:
     stories: str | None = None
 
     def __post_init__(self):
-        self._failed: dict[Path, str] = {}   # run file -> the error its training ended with (not retried)
-        self._at_once = False   # the experiments train and return files (a script without runs())
+        self.failed_runs: dict[Path, str] = {}   # run file -> the error its training ended with (not retried)
+        self.at_once = False   # the experiments train and return files (a script without runs())
         if self.size not in SIZES:
             raise ProbeError(f"unknown size '{self.size}' (known: {', '.join(SIZES)})")
         if self.seeds < 0:
@@ -168,7 +168,8 @@ class FigureContext:
         title = f"{title} — logic + {self.story_source}" if text else title
         return f"{title}\n({caveat})" if caveat and self.quick else title
 
-    def _gpu(self) -> bool:
+    def on_gpu(self) -> bool:
+        """Whether the runs train on a GPU (the full size, with CUDA): then one at a time."""
         return self.size == "full" and cuda_available()
 
     # --- the papers' experiments: declarations, nothing trained -------------------------------
@@ -192,12 +193,12 @@ class FigureContext:
                             tuple({**sized, **overrides, **({"seed": s} if s else {})}.items()))
                     for s in range(self.seeds if seeds else 1)]
             out[key] = runs if seeds else runs[0]
-        return self.train(out) if self._at_once else out
+        return self.train(out) if self.at_once else out
 
     def declare(self, preset: str, runs: Mapping[str, dict]) -> dict:
         """Any runs, at every size: {label: overrides of ``preset``} -> {label: RunSpec}."""
         out = {label: RunSpec(label, preset, tuple(overrides.items())) for label, overrides in runs.items()}
-        return self.train(out) if self._at_once else out
+        return self.train(out) if self.at_once else out
 
     def anchor(self, gammas=(0.3, 0.5, 0.8), seeds: bool = False) -> dict:
         """Paper 1's anchor task on the transformer, one run per γ (and seed)."""
@@ -227,18 +228,18 @@ class FigureContext:
         """(path of every run in ``wanted`` = {label: (preset, overrides)}, the jobs that are missing)."""
         from probe_train.runs import plan
 
-        return plan(wanted, self.runs_dir, threads=None if self._gpu() else 1)
+        return plan(wanted, self.runs_dir, threads=None if self.on_gpu() else 1)
 
     def runs(self, wanted: Mapping[str, tuple[str, dict]]) -> dict[str, Path]:
         """Paths of finished runs for ``wanted`` = {label: (preset, overrides)}; trains what is missing,
         ``jobs`` at a time (one CPU thread each on a CPU). A run that failed raises ProbeError."""
         paths, todo = self.plan(wanted)
-        todo = [job for job in todo if job.path not in self._failed]
+        todo = [job for job in todo if job.path not in self.failed_runs]
         if todo:
-            self._train(todo)
+            self.train_jobs(todo)
         for label, path in paths.items():   # a run that failed fails every figure that needs it
-            if path in self._failed:
-                raise ProbeError(f"training run '{label}' failed: {self._failed[path]}")
+            if path in self.failed_runs:
+                raise ProbeError(f"training run '{label}' failed: {self.failed_runs[path]}")
         return paths
 
     def train(self, declared):
@@ -247,20 +248,20 @@ class FigureContext:
         paths = self.runs({s.label: s.wanted for s in found})
         return resolved(declared, {s: paths[s.label] for s in found})
 
-    def _train(self, todo, on_end: Callable[[Path], None] | None = None) -> None:
+    def train_jobs(self, todo, on_end: Callable[[Path], None] | None = None) -> None:
         """Train the jobs, longest first; a failed run is logged and remembered (the figures that need
         it fail, the others go on). ``on_end(path)`` is called as each run ends."""
         from probe_train.runs import train_jobs
 
         def ended(job, error: str | None) -> None:
             if error is not None:   # before on_end: a figure that needs this run must see it failed
-                self._failed[job.path] = error
+                self.failed_runs[job.path] = error
             if on_end is not None:
                 on_end(job.path)
 
         todo = sorted(todo, key=lambda job: -(job.seconds or 0.0))   # the longest never starts last
-        failed = train_jobs(todo, 1 if self._gpu() else self.jobs, self.log, keep_going=True, on_end=ended)
-        self._failed.update({job.path: failed[job.label] for job in todo if job.label in failed})
+        failed = train_jobs(todo, 1 if self.on_gpu() else self.jobs, self.log, keep_going=True, on_end=ended)
+        self.failed_runs.update({job.path: failed[job.label] for job in todo if job.label in failed})
 
     def save(self, fig, name: str) -> list[Path]:
         """Write ``name``.png and ``name``.pdf into the output folder and close the figure."""

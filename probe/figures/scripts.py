@@ -20,7 +20,7 @@ from typing import Any, Callable, Mapping
 from .. import environment
 from .._files import OutputLock, regular_file
 from ..errors import Interrupted, ProbeError, closest, run_cli, terminal, unknown
-from ..signals import STOP
+from ..signals import stop_asked, stoppable
 from .context import SIZES, Claim, FigureContext, resolved, seed_count, specs
 
 
@@ -110,10 +110,10 @@ def _each_figure(names: list[str], ctx: FigureContext, folder: Path, action: Cal
 
     def one(n: str) -> None:
         need = specs(declared[n])
-        lost = [s.label for s in need if paths[s.label] in ctx._failed]
+        lost = [s.label for s in need if paths[s.label] in ctx.failed_runs]
         t0 = time.perf_counter()
         if lost:
-            failed[n] = f"training run '{lost[0]}' failed: {ctx._failed[paths[lost[0]]]}"
+            failed[n] = f"training run '{lost[0]}' failed: {ctx.failed_runs[paths[lost[0]]]}"
         else:
             ctx.log(f"figure {n}: {scripts[n].title}")
             try:
@@ -135,10 +135,10 @@ def _each_figure(names: list[str], ctx: FigureContext, folder: Path, action: Cal
 
     def drawer() -> None:
         while (n := ready.get()) is not None:
-            if not STOP.asked:
+            if not stop_asked():
                 one(n)
 
-    with STOP.caught():
+    with stoppable():
         wanted = {s.label: s.wanted for n in declared for s in specs(declared[n])}
         paths, todo = ctx.plan(wanted)
         waiting = {n: {paths[s.label] for s in specs(declared[n])} & {job.path for job in todo} for n in declared_ones}
@@ -158,8 +158,8 @@ def _each_figure(names: list[str], ctx: FigureContext, folder: Path, action: Cal
         thread = threading.Thread(target=drawer, name="probe-figures-drawer", daemon=True)
         thread.start()
         try:
-            if todo and not STOP.asked:
-                ctx._train(todo, on_end=trained)
+            if todo and not stop_asked():
+                ctx.train_jobs(todo, on_end=trained)
         finally:
             with lock:   # whatever is left (its runs failed, or training stopped) is decided by one()
                 for n in declared_ones:
@@ -169,7 +169,7 @@ def _each_figure(names: list[str], ctx: FigureContext, folder: Path, action: Cal
             ready.put(None)
             thread.join()
         for n in todo_figures:
-            if STOP.asked:
+            if stop_asked():
                 raise Interrupted(f"Interrupted: {len(out)} of {len(names)} figure(s) {verb}; the runs are kept")
             if n not in declared_ones:
                 one(n)   # a script without runs(): in this thread (its experiments train at once)
@@ -189,11 +189,11 @@ def _draw(script: FigureScript, ctx: FigureContext, runs) -> list[Path]:
     for there train at once (it picks its runs while drawing, so they are not trained in the batch)."""
     if script.declare is not None:
         return script.make(ctx, runs)
-    ctx._at_once = True
+    ctx.at_once = True
     try:
         return script.make(ctx)
     finally:
-        ctx._at_once = False
+        ctx.at_once = False
 
 
 def check_figures(names: list[str], ctx: FigureContext, folder: Path, seeds: Mapping[str, int] | None = None
@@ -322,7 +322,7 @@ def plan_figures(names: list[str], ctx: FigureContext, folder: Path, seeds: Mapp
 
     scripts = load_scripts(folder)
     check_known(names, scripts)
-    return _plan(names, scripts, ctx, seeds, default_jobs(1 if ctx._gpu() else ctx.jobs))
+    return _plan(names, scripts, ctx, seeds, default_jobs(1 if ctx.on_gpu() else ctx.jobs))
 
 
 def _plan(names, scripts, ctx, seeds, jobs, cache: dict | None = None) -> Plan:
@@ -356,7 +356,7 @@ def seeds_for_budget(names: list[str], ctx: FigureContext, folder: Path, minutes
 
     scripts = load_scripts(folder)
     check_known(names, scripts)
-    jobs = default_jobs(1 if ctx._gpu() else ctx.jobs)
+    jobs = default_jobs(1 if ctx.on_gpu() else ctx.jobs)
     cache: dict = {}
 
     def plan(seeds):

@@ -5,9 +5,9 @@ import time
 from typing import Callable
 
 from .._files import OutputLock, writable, write_atomic, writer_alive
-from .._proc import normal_priority
+from ..children import normal_priority
 from ..errors import ProbeError
-from ..signals import STOP
+from ..signals import stop_asked, stoppable
 from . import MAX_STEPS, SLIDER_MAX
 from .page import Report
 from .sources import Budget
@@ -60,7 +60,7 @@ def watch(specs: list[str], out: str, *, probes: list[str] | None = None, max_st
           keep_going: bool = False) -> Report:
     """Rewrite ``out`` whenever a run gains a snapshot, until every run reached its last step, or a
     stop signal (Ctrl-C, SIGTERM, SIGHUP: then the page is written once more, no longer reloading
-    itself, and :data:`~probe.signals.STOP` holds the signal while the caller's own ``STOP.caught()``
+    itself, and :func:`~probe.signals.stop_asked` holds the signal while the caller's own ``stoppable()``
     block lasts), or no process writes the unfinished runs any more (their trainer stopped or was
     killed: the page is written once more, then a ProbeError says so), or a run's file holds another
     run (a ProbeError: its steps are not mixed into the old run's page), or a probe that raises (:class:`Failed`,
@@ -81,29 +81,29 @@ def watch(specs: list[str], out: str, *, probes: list[str] | None = None, max_st
     budget = Budget(max_share) if max_share < 1 else None
     last = None
     seen: dict[str, str] = {}   # path -> the run it held when first read
-    with OutputLock(out), STOP.caught():   # one writer per page, for as long as it is watched
+    with OutputLock(out), stoppable():   # one writer per page, for as long as it is watched
         while True:
             # over budget: wait (reading headers only), but never for the last page
-            while (budget is not None and last is not None and not budget.allows() and not STOP.asked
+            while (budget is not None and last is not None and not budget.allows() and not stop_asked()
                    and not _finished(rep)):
-                _sleep(interval, STOP)
-            if STOP.asked:
+                _sleep(interval)
+            if stop_asked():
                 normal_priority()
             sig = rep.refresh()
             if not rep.sources:              # nothing to show yet: wait for the run to appear
-                if STOP.asked:
+                if stop_asked():
                     return rep
-                _sleep(interval, STOP)
+                _sleep(interval)
                 continue
             _same_runs(rep, seen, out)
-            gone = not rep.done and not STOP.asked and _writers_gone(rep)
+            gone = not rep.done and not stop_asked() and _writers_gone(rep)
             if gone:   # a writer that ended normally wrote its last step before it let go of the file
                 sig = rep.refresh()
                 _same_runs(rep, seen, out)
                 gone = not rep.done
-            done = rep.done or bool(STOP.asked) or gone
+            done = rep.done or bool(stop_asked()) or gone
             if sig == last and not rep.pending and not done:
-                _sleep(interval, STOP)
+                _sleep(interval)
                 continue
             if done:
                 normal_priority()
@@ -122,7 +122,7 @@ def watch(specs: list[str], out: str, *, probes: list[str] | None = None, max_st
                                  "a run (probe-train --resume --out RUN) and watch again")
             if done:
                 return rep
-            _sleep(interval, STOP)
+            _sleep(interval)
 
 
 def _writers_gone(rep: Report) -> bool:
@@ -149,7 +149,7 @@ def _finished(rep: Report) -> bool:
                                      and (last_step(s.path) or -1) >= s.final_step for s in rep.sources)
 
 
-def _sleep(seconds: float, stop) -> None:
+def _sleep(seconds: float) -> None:
     end = time.monotonic() + seconds
-    while not stop.asked and time.monotonic() < end:
+    while not stop_asked() and time.monotonic() < end:
         time.sleep(min(0.2, max(0.0, end - time.monotonic())))
