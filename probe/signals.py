@@ -33,6 +33,7 @@ h5py makes with the GIL held, are bounded in time instead (``probe.format._h5.RE
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import select
@@ -184,6 +185,7 @@ class _Stop:
     def __init__(self):
         self.asked = 0        # inside the blocks: the first stop signal (0: none yet)
         self.received = 0     # the last stop signal handled, inside a block or not (for the exit code)
+        self.finished = False   # late(): the command has its exit code
         self._depth = 0
         self._old: dict = {}
         self._cleanups: list = []
@@ -285,6 +287,7 @@ class _Stop:
         KeyboardInterrupt traceback out of the interpreter's shutdown. Main thread only."""
         if not _main_thread():
             return
+        self.finished = True
         for sig in stop_signals():
             if self._depth and sig in self._old:
                 self._old[sig] = self._exit      # what the outermost block restores
@@ -311,6 +314,21 @@ class _Stop:
 
 
 STOP = _Stop()
+
+
+def _ignore_once_finished() -> None:
+    """The last exit handler (registered when this module is first imported, before any library's):
+    a command that has its exit code ignores the stop signals from here on. Python resets its own
+    handlers to the default action late in its shutdown, after the exit handlers, where a stop signal
+    would kill a finished command (exit -15, seen as a flaky exit code in tests/test_faults_kills.py);
+    what is left of the shutdown after this point runs no user code."""
+    if STOP.finished and _main_thread():
+        for sig in stop_signals():
+            if signal.getsignal(sig) is not None:
+                signal.signal(sig, signal.SIG_IGN)
+
+
+atexit.register(_ignore_once_finished)
 
 
 # --- the watchdog ----------------------------------------------------------------------------------
