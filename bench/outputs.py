@@ -37,6 +37,17 @@ def runs(folder: Path) -> dict[str, list[str]]:
             "minilm-words": [minilm, "--words", "cat,dog,fish,bird,king,queen"]}
 
 
+def _said(stderr: str) -> str:
+    """What a command said on stderr, without its status lines (shown only when work takes over 2 s)."""
+    return "".join(ln for ln in stderr.splitlines(keepends=True) if ln.startswith(("Error", "warning", "note")))
+
+
+def _paths(text: str, sources: dict) -> str:
+    """The output with the runs folder and the installed MiniLM's folder named, not spelled (two
+    checkouts have two virtual environments)."""
+    return text.replace(sources["minilm"][0], "MINILM").replace(str(Path(sources["a"][0]).parent), "RUNS")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=Path, required=True)
@@ -62,12 +73,12 @@ def main() -> None:
                     res = subprocess.run([_bin("probe"), probe, *paths, "--step", step, "--format", fmt],
                                          capture_output=True, text=True, cwd=args.runs)
                     name = f"{probe}-{src}-{step}.{fmt}"
-                    (args.out / name).write_text(f"exit {res.returncode}\n--- stdout\n{res.stdout}"
-                                                 f"--- stderr\n{res.stderr.replace(str(args.runs), 'RUNS')}")
+                    (args.out / name).write_text(f"exit {res.returncode}\n--- stdout\n{_paths(res.stdout, sources)}"
+                                                 f"--- stderr\n{_paths(_said(res.stderr), sources)}")
         print(probe, file=sys.stderr)
     for src in ("a", "lm"):
         res = subprocess.run([_bin("probe"), "info", *sources[src]], capture_output=True, text=True)
-        (args.out / f"info-{src}.txt").write_text(res.stdout.replace(str(args.runs), "RUNS"))
+        (args.out / f"info-{src}.txt").write_text(_paths(res.stdout, sources))
 
 
 if __name__ == "__main__":
