@@ -13,7 +13,7 @@ import textwrap
 
 #: the step grammar every ``step`` option takes (the command line's --step help, and the probes that say
 #: more about their own steps)
-STEPS = "latest, all, a step number, A:B (steps in [A, B)) or a comma list of these"
+STEP_GRAMMAR = "latest, all, a step number, A:B (steps in [A, B)) or a comma list of these"
 
 _PATHS = {"weights": "A snapshot file written by ``probe-train``, a checkpoint file or folder, or ``hf:ORG/NAME@REV``.",
           "snapshot": "A snapshot file written by ``probe-train``.",
@@ -54,13 +54,13 @@ PARAMETERS = {
                    "can have (physical memory, or a lower cgroup or ``ulimit -v`` limit)."),
 }
 _LINE = re.compile(r"^(?P<indent>[ \t]*)\{(?P<name>\w+)\}[ \t]*$", re.M)
-WIDTH = 116
+DOC_WIDTH = 116
 
 
 def entry(name: str, indent: str = "", **fields: str) -> str:
     """Parameter ``name``'s numpydoc entry at ``indent``, its ``{...}`` fields filled from ``fields``."""
     kind, text = PARAMETERS[name]
-    body = textwrap.fill(text.format(**fields), WIDTH, initial_indent=indent + "    ",
+    body = textwrap.fill(text.format(**fields), DOC_WIDTH, initial_indent=indent + "    ",
                          subsequent_indent=indent + "    ")
     return f"{indent}{name} : {kind}\n{body}"
 

@@ -69,7 +69,7 @@ class Probe:
     report_options: tuple = ()     # report: (parameter, value) pairs its calls add
     cheap: bool = False            # report: its chart at every snapshot (it reads weights or stored maps only;
     #                                else at the table's steps only)
-    layout: str = "summary"        # CLI tables: "summary" (one step: its detail, then its summary row), "detail"
+    style: str = "summary"         # CLI tables: "summary" (one step: its detail, then its summary row), "detail"
     #                                (one step: its detail alone), "steps" (each step's detail); several steps: one
     #                                summary row each, or the `tables` hook
     result: str = ""               # the Result class, "module.Class"

@@ -20,7 +20,7 @@ COMMANDS = cli_commands()
 def test_each_probe_is_declared_once_with_what_it_reads():
     assert len(set(IDS)) == len(IDS)
     assert all(s.reads in (registry.WEIGHTS, registry.ACTIVATIONS, registry.SNAPSHOT) for s in SPECS)
-    assert all(s.layout in ("summary", "detail", "steps") for s in SPECS)
+    assert all(s.style in ("summary", "detail", "steps") for s in SPECS)
     assert registry.default_tokens("similarity") == "reasoning" and registry.default_tokens("condense") is None
 
 

@@ -16,10 +16,10 @@ from typing import Any, Callable
 
 import click
 
-from ..docstrings import STEPS
+from ..docstrings import STEP_GRAMMAR
 
 FORMATS = ("table", "json", "csv")
-FORMAT = "table, json (strict: no NaN) or csv (tidy: step,metric,key,value); data on stdout, logs on stderr"
+FORMAT_HELP = "table, json (strict: no NaN) or csv (tidy: step,metric,key,value); data on stdout, logs on stderr"
 TOKENS = "group names (reasoning, memory, keys), ids 3,5,7 or a half-open range 11:21"
 SOURCE = ("snapshot file, or a checkpoint: Hugging Face folder, .safetensors, .pt/.pth/.bin state dict, nanoGPT "
           "ckpt.pt, or a hub model hf:ORG/NAME[@REVISION]")
@@ -97,7 +97,7 @@ OPTIONS: dict[str, Opt] = {
                      "float32 (about twice as fast, ~1e-6 relative)"),
     "threads": Opt("work at once, one thread each (0: one per CPU core)", type=click.IntRange(min=0)),
     "max_memory": Opt(MEMORY, type=str, metavar="SIZE"),
-    "step": Opt(STEPS, "-s", type=str),
+    "step": Opt(STEP_GRAMMAR, "-s", type=str),
     "allow_nonfinite": Opt(_nonfinite),
 }
 #: offered last, in this order, by every probe command
@@ -142,7 +142,7 @@ def converted(options: dict, absolute: bool = False) -> dict:
 
 # --- the options of the commands written by hand ------------------------------------------------
 
-def fmt(help: str = FORMAT):
+def fmt(help: str = FORMAT_HELP):
     return click.option("--format", "-f", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
                         help=help)
 

@@ -17,7 +17,7 @@ import click
 from .. import registry
 from .._text import terminal
 from ..errors import ProbeError
-from .options import FORMAT, FORMATS, LAST, OPTIONS, PLOT, SNAPSHOT_FILE, SOURCE, WIDE, click_option, converted, help_of
+from .options import FORMAT_HELP, FORMATS, LAST, OPTIONS, PLOT, SNAPSHOT_FILE, SOURCE, WIDE, click_option, converted, help_of
 
 NOT_OFFERED = ("path", "progress")   # the FILE argument; the progress line
 
@@ -59,7 +59,7 @@ def command(probe: registry.Probe) -> click.Command:
         names[-len(LAST):-len(LAST)] = [n for n in offered(p) if n not in names]
     params += [click_option(n, _default(n, probe, flagged), help_of(n, probe)) for n in names]
     params += [click.Option(["--format", "-f", "fmt"], type=click.Choice(FORMATS), default="table", show_default=True,
-                            help=FORMAT),
+                            help=FORMAT_HELP),
                click.Option(["--plot"], default=None, help=PLOT),
                click.Option(["--wide"], is_flag=True, default=False, help=WIDE)]
 
@@ -95,7 +95,7 @@ def run_probe(probe: registry.Probe, file: str, options: dict, fmt: str, plot: s
         check_writable(plot)
     fn = probe.function
     if "progress" in registry.parameters(fn):
-        with progress(probe.name) as tick:
+        with status(probe.name) as tick:
             results = registry.call(fn, file, progress=tick, **options)
     else:
         results = registry.call(fn, file, **options)
@@ -157,7 +157,7 @@ EVERY_S = 2.0   # then at most one status line per this many seconds
 
 
 @contextlib.contextmanager
-def progress(what: str, each: bool = False):
+def status(what: str, each: bool = False):
     """What a command is doing, on stderr while it works; yields a ``tick(label)`` callable.
 
     On a terminal: one rich line (a spinner and the latest label) that goes away when the work ends.

@@ -9,7 +9,7 @@ import numpy as np
 from .._limits import MAX_MEMORY, budgeted
 from ..analyses.cka import CKAResult, linear_cka
 from ..api._common import TokenRows, with_warnings
-from ..docstrings import STEPS
+from ..docstrings import STEP_GRAMMAR
 from ..errors import ProbeError, param
 from ..readers.source import open_source
 from ..registry import WEIGHTS, Probe
@@ -104,7 +104,7 @@ PROBE = Probe("cka", WEIGHTS, "Linear CKA of two runs' token vectors", function=
               options={"path": "run A: a snapshot file, or a checkpoint: Hugging Face folder, .safetensors, "
                        ".pt/.pth/.bin state dict, nanoGPT ckpt.pt, or a hub model hf:ORG/NAME[@REVISION]",
                        "other": "run B, any kind FILE can be (default: FILE again, at --step-b)",
-                       "step": f"steps of run A: {STEPS}",
+                       "step": f"steps of run A: {STEP_GRAMMAR}",
                        "step_b": "steps of run B: one for every step of A, or as many, paired in order (default: "
                        "B's latest, or with --step other than latest the same step numbers as A)"},
               result="cka.CKAResult", metrics=("cka", "n"), example="probe cka a.h5 b.h5 --tokens reasoning",

@@ -7,9 +7,9 @@ import numpy as np
 
 from .._limits import MAX_MEMORY, budgeted
 from ..analyses.dynamics import DELTA, SPIKE_FACTOR, SPIKE_WINDOW, DynamicsResult, loss_dynamics
-from ..analyses.dynamics import WINDOW as SMOOTH
+from ..analyses.dynamics import SMOOTH
 from ..api._common import Finite, check_number, with_warnings
-from ..docstrings import STEPS
+from ..docstrings import STEP_GRAMMAR
 from ..format import Run
 from ..registry import SNAPSHOT, Probe
 
@@ -81,7 +81,7 @@ def dynamics(path: str | os.PathLike, *, step: str | int = "latest", delta: floa
 
 
 PROBE = Probe("dynamics", SNAPSHOT, "Loss dynamics", function=dynamics,
-              options={"step": f"the snapshots up to which the loss log is read: {STEPS}"},
+              options={"step": f"the snapshots up to which the loss log is read: {STEP_GRAMMAR}"},
               whole_run="latest", result="dynamics.DynamicsResult",
               metrics=("escape_step", "spikes", "initial_loss", "final_loss", "plateau"),
               example="probe dynamics run.h5",

@@ -159,7 +159,7 @@ def figure(plt, r):
     return fig
 
 
-PROBE = Probe("norms", ACTIVATIONS, "Norm saturation (ε share)", function=norms, layout="detail", tables=tables,
+PROBE = Probe("norms", ACTIVATIONS, "Norm saturation (ε share)", function=norms, style="detail", tables=tables,
               figures=saturation_map, result="norms.NormsResult",
               metrics=("max_eps_share", "saturated_sites", "eps_share", "effective_gain", "mean_square"),
               example="probe norms run.h5 --step all",

@@ -92,7 +92,7 @@ def figure(plt, r):
 
 
 PROBE = Probe("rank_trajectory", WEIGHTS, "Rank minima over training", function=rank_trajectory,
-              command="rank --minima", layout="detail", whole_run="all", api_only=("metric",), batch=False,
+              command="rank --minima", style="detail", whole_run="all", api_only=("metric",), batch=False,
               sweeps=False, result="rank.RankTrajectoryResult",
               metrics=("min_step", "minimum", "dip", "rebound", "condense_then_expand"),
               example="probe rank run.h5 --minima",

@@ -185,7 +185,7 @@ def figure(plt, r):
 
 PROBE = Probe("spectrum", WEIGHTS, "Weight spectra (power-law alpha)", function=spectrum,
               options={"threads": "layers analysed at once, one BLAS thread each (0: one per CPU core)"},
-              layout="steps", sweeps=False, result="spectrum.SpectrumResult",
+              style="steps", sweeps=False, result="spectrum.SpectrumResult",
               metrics=("layers", "mean_alpha", "mean_log_norm"),
               example="probe spectrum run.h5 --precision float32",
               examples=("probe spectrum run.h5 --step all --plot spectrum.png",

@@ -21,7 +21,7 @@ from ..api._common import (
     text_only_for_checkpoints,
     with_warnings,
 )
-from ..docstrings import STEPS
+from ..docstrings import STEP_GRAMMAR
 from ..errors import ProbeError, ProbeWarning, param
 from ..format import Run, is_snapshot_file
 from ..plotting import as_text, legend
@@ -222,10 +222,10 @@ PROBE = Probe("tokens", ACTIVATIONS, "Per-token loss difference", function=token
               options={"path": "run A: a snapshot file, or (with --text) a Hugging Face model folder or a hub "
                                "model hf:ORG/NAME[@REVISION]",
                        "other": "run B (default: FILE again, at --step-b)",
-                       "step": f"step of run A: {STEPS}",
+                       "step": f"step of run A: {STEP_GRAMMAR}",
                        "text": "for two checkpoints: a text file to run both models on, with their tokenizer files"
                                " (snapshot files store their token-probe windows)"},
-              layout="detail", report=False, batch=False, sweeps=False, result="tokens.TokensResult",
+              style="detail", report=False, batch=False, sweeps=False, result="tokens.TokensResult",
               metrics=("n", "mean_loss_a", "mean_loss_b", "mean_delta", "total_gain", "gain_share"),
               example="probe tokens a.h5 b.h5",
               examples=("probe tokens run.h5 --step 1000 --step-b 3000 --buckets 5",
