@@ -126,8 +126,10 @@ PARAMS: dict[str, Param] = {
     "text": Param("for a checkpoint: a text file to run the model on, with its tokenizer files (a snapshot file stores "
                   "what it needs)", "Checkpoints only: a text file to run the model on (with its tokenizer files); a "
                   "snapshot file stores what it needs, and ``text`` is ignored there (with a warning).", path=True),
-    "window": Param("with --text: tokens per window the model sees", "Checkpoints: tokens per window the text is cut into.", "int", lo=2, integer=True),
-    "max_tokens": Param("with --text: at most this many tokens of the text", "Checkpoints: tokens of the text used at most.", "int", lo=2, integer=True),
+    "window": Param("with --text: tokens per window the model sees",
+                    "Checkpoints: tokens per window the text is cut into.", "int", lo=2, integer=True),
+    "max_tokens": Param("with --text: at most this many tokens of the text",
+                        "Checkpoints: tokens of the text used at most.", "int", lo=2, integer=True),
     "delta": Param("the loss has escaped once it is below ln V minus this (nats)",
                    "How far below ln V the smoothed loss must fall to have escaped (nats).", "float", lo=0.0),
     "smooth": Param("steps averaged for the escape test", "Steps the loss is averaged over for the escape.", "int",

@@ -66,7 +66,7 @@ def test_a_module_name_is_no_function_name():
 
 def test_progress_is_a_callable_except_the_trainers_switch():
     """A parameter ``progress`` is the callable a long call reports to; a context manager on stderr is
-    ``probe.cli.probes.status``. probe_train's ``Trainer``/``Ensemble(progress=True)`` (show the progress
+    ``probe.cli.probes.status_line``. probe_train's ``Trainer``/``Ensemble(progress=True)`` (show the progress
     bar) is public API, kept."""
     switches, managers = set(), set()
     for path, tree in FILES.items():

@@ -4,7 +4,7 @@
 results: the options are the function's parameters, each offered as :data:`probe.params.PARAMS` declares
 it with the function's own default, ``--step`` and ``--allow-nonfinite`` last, then ``--format``,
 ``--plot`` and ``--wide``. A probe declared as ``command="OTHER --FLAG"`` is a flag of OTHER's command
-(``probe rank --minima``). A parameter ``progress`` becomes status on stderr (:func:`status`).
+(``probe rank --minima``). A parameter ``progress`` becomes status on stderr (:func:`status_line`).
 Every help ends with the probe's examples.
 """
 from __future__ import annotations
@@ -96,7 +96,7 @@ def run_probe(probe: registry.Probe, file: str, options: dict, fmt: str, plot: s
         check_writable(plot)
     fn = probe.function
     if "progress" in registry.parameters(fn):
-        with status(probe.name) as tick:
+        with status_line(probe.name) as tick:
             results = registry.call(fn, file, progress=tick, **options)
     else:
         results = registry.call(fn, file, **options)
@@ -148,7 +148,7 @@ EVERY_S = 2.0   # then at most one status line per this many seconds
 
 
 @contextlib.contextmanager
-def status(what: str, each: bool = False):
+def status_line(what: str, each: bool = False):
     """What a command is doing, on stderr while it works; yields a ``tick(label)`` callable.
 
     On a terminal: one rich line (a spinner and the latest label) that goes away when the work ends.

@@ -31,9 +31,7 @@ def rank_trajectory(path: str | os.PathLike, *, step: str | int = "all", metric:
     Parameters
     ----------
     {path}
-    step : str or int, default "all"
-        The snapshots: ``"latest"``, ``"all"``, a step number, a half-open range ``"A:B"`` or a comma list of
-        these (``"100,500,latest"``). A checkpoint holds one step.
+    {step}
     metric : {"effective_rank", "stable_rank", "top1_energy", "top5_energy"}, default "effective_rank"
         The number of [`rank`][probe.probes.rank.rank] followed over the steps.
     {groups}
