@@ -26,6 +26,7 @@ from ._files import OutputLock, open_regular, regular_file, writable, write_atom
 from ._limits import load_json
 from ._text import shown
 from .errors import Interrupted, ProbeError, captured, failure, unknown, warn
+from .params import PARAMS, check_number
 from .readers.names import FOLDER_FILES, step_from_name
 from .signals import die_with_parent, ignore_stop_signals, stop_asked, stoppable
 
@@ -190,7 +191,8 @@ def batch(paths: Iterable[str], probes: Iterable[str], options: dict | None = No
     ``tensorboard``: a folder that gets the table's numbers as TensorBoard scalars once the batch is
     done (:func:`write_tensorboard`); the tensorboard package and the folder are checked first.
 
-    ``options`` maps API parameter names to values; each probe gets the ones it takes.
+    ``options`` maps API parameter names to values; each probe gets the ones it takes. A number is
+    checked first (:func:`probe.params.check_number`: a ProbeError).
     ``scheduler``: a Dask scheduler's address, reached within ``scheduler_timeout`` seconds (each
     for the connection and its answer).
     ``jobs`` local worker processes; 0 or 1: this process, whose BLAS already uses every core
@@ -202,6 +204,9 @@ def batch(paths: Iterable[str], probes: Iterable[str], options: dict | None = No
     for p in probes:
         if p not in registry.names("batch"):
             raise unknown("probe", p, registry.names("batch"))
+    for name, value in options.items():   # a bad value once, up front, not as an error row per checkpoint
+        if value is not None and name in PARAMS and PARAMS[name].checked:
+            check_number(name, value)
     if out and not out.endswith((".csv", ".json")):
         raise ProbeError(f"output {out}: use a .csv or .json name")
     if out:

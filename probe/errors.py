@@ -43,9 +43,9 @@ def _flag(name: str, value: str | None) -> str:
     return flag if value is None or value == "True" else f"{flag} {value}"
 
 
-def render(message: str, style: Callable[[str, str | None], str] = _python) -> str:
-    """``message`` with its parameter references written in ``style``."""
-    return _REF.sub(lambda m: style(m.group(1), m.group(2)), message)
+def spell(message: str, spelling: Callable[[str, str | None], str] = _python) -> str:
+    """``message`` with its parameter references written by ``spelling`` (Python's, or a flag)."""
+    return _REF.sub(lambda m: spelling(m.group(1), m.group(2)), message)
 
 
 class ProbeError(Exception):
@@ -65,11 +65,11 @@ class ProbeError(Exception):
     """
 
     def __str__(self) -> str:
-        return render(super().__str__())
+        return spell(super().__str__())
 
     def cli_message(self) -> str:
         """The message with parameters written as the command-line flags that feed them."""
-        return render(super().__str__(), _flag)
+        return spell(super().__str__(), _flag)
 
 
 class ProbeWarning(UserWarning):
@@ -89,7 +89,7 @@ class ProbeWarning(UserWarning):
 
 
 def warn(message: str) -> None:
-    warnings.warn(render(message), ProbeWarning, stacklevel=3)
+    warnings.warn(spell(message), ProbeWarning, stacklevel=3)
 
 
 def captured(call: Callable[[], list]) -> tuple[list, Exception | None, list[str]]:
@@ -221,7 +221,7 @@ class Interrupted(Exception):
         return 128 + self.signum
 
     def __str__(self) -> str:
-        text = render(super().__str__(), _flag)
+        text = spell(super().__str__(), _flag)
         if self.signum != signal.SIGINT and text.startswith("Interrupted"):   # "Interrupted by SIGTERM: ..."
             text = f"Interrupted by {signal_name(self.signum)}{text[len('Interrupted'):]}"
         return text

@@ -61,7 +61,8 @@ class Probe:
     command: str | None = ""       # CLI: "" a command of its own, "OTHER --FLAG": a flag of probe OTHER's
     #                                command, None: none
     api_only: tuple[str, ...] = ()  # API parameters the CLI and batch do not offer
-    options: dict[str, str] = field(default_factory=dict)   # CLI: its own help of an option ("path": FILE)
+    options: dict[str, str] = field(default_factory=dict)   # CLI: its own help of an option where the probe gives
+    #                                the parameter a meaning of its own ("path": FILE; else probe.params's)
     batch: bool = True             # a probe of `probe batch`
     report: bool = True            # a section of `probe report`
     sweeps: bool = True            # a PROBE:NAME metric of `probe sweep-summary`
@@ -69,7 +70,7 @@ class Probe:
     report_options: tuple = ()     # report: (parameter, value) pairs its calls add
     cheap: bool = False            # report: its chart at every snapshot (it reads weights or stored maps only;
     #                                else at the table's steps only)
-    layout: str = "summary"        # CLI tables: "summary" (one step: its detail, then its summary row), "detail"
+    style: str = "summary"         # CLI tables: "summary" (one step: its detail, then its summary row), "detail"
     #                                (one step: its detail alone), "steps" (each step's detail); several steps: one
     #                                summary row each, or the `tables` hook
     result: str = ""               # the Result class, "module.Class"
@@ -88,15 +89,16 @@ class Probe:
     tables: Callable | None = None
 
     def __post_init__(self):
-        """The declaration writes the shared parameter text into its function's docstring
-        (:mod:`probe.docstrings`: a ``{name}`` line there becomes that parameter's entry, about this probe)."""
+        """The declaration writes the shared parameters' entries into its function's docstring
+        (:mod:`probe.docstrings`: a ``{name}`` line there becomes that parameter's entry, about this probe,
+        from its declaration in :mod:`probe.params`)."""
         from .docstrings import fill
 
         t = self.tokens or ""
         default = {EVERY_ROW: "every row of ``tensor``", EVERY_GROUP: "every stored group"}.get(
             t, f"the groups ``{t}``" if "," in t else f"the ``{t}`` group")
         if callable(self.function):   # and the function a decorator wrapped: the API reference reads both
-            doc = fill(self.function.__doc__, self.reads, default, self.nonfinite)
+            doc = fill(self.function.__doc__, self.reads, default, self.nonfinite, self.function)
             self.function.__doc__ = inspect.unwrap(self.function).__doc__ = doc
 
 

@@ -270,7 +270,7 @@ def emit(results, fmt: str, file: str, probe: str, wide: bool = False) -> None:
 
 def tables(results, probe: str, wide: bool = False) -> None:
     """The tables of probe ``probe``'s results, as its declaration lays them out
-    (:class:`probe.registry.Probe`: ``layout``, ``detail``, ``tables``)."""
+    (:class:`probe.registry.Probe`: ``style``, ``detail``, ``tables``)."""
     from . import registry
 
     try:
@@ -279,7 +279,7 @@ def tables(results, probe: str, wide: bool = False) -> None:
         spec = None
     width = None if wide else WIDTH
     detail = spec.detail if spec else None
-    if spec and spec.layout == "steps":   # a table per step
+    if spec and spec.style == "steps":   # a table per step
         for r in results:
             print(f"step {r.step}")
             detail(r, width)
@@ -287,7 +287,7 @@ def tables(results, probe: str, wide: bool = False) -> None:
         spec.tables(results, width) if spec and spec.tables else summary_table(results, wide)
     elif detail is not None:
         detail(results[0], width)
-        if spec.layout == "summary":
+        if spec.style == "summary":
             summary_table(results, wide)
     else:
         summary_table(results, wide)

@@ -8,7 +8,7 @@ import pytest
 import probe
 from conftest import ROOT, cli_commands, run_cli
 from probe import api, registry, sweeps
-from probe.cli.options import OPTIONS
+from probe.params import PARAMS
 from probe.cli.probes import offered
 from probe.errors import ProbeError
 
@@ -20,7 +20,7 @@ COMMANDS = cli_commands()
 def test_each_probe_is_declared_once_with_what_it_reads():
     assert len(set(IDS)) == len(IDS)
     assert all(s.reads in (registry.WEIGHTS, registry.ACTIVATIONS, registry.SNAPSHOT) for s in SPECS)
-    assert all(s.layout in ("summary", "detail", "steps") for s in SPECS)
+    assert all(s.style in ("summary", "detail", "steps") for s in SPECS)
     assert registry.default_tokens("similarity") == "reasoning" and registry.default_tokens("condense") is None
 
 
@@ -49,7 +49,7 @@ def test_reachable_from_the_cli(spec):
         got = {p.name: p.default for p in cmd.params
                if p.name not in ("file", "other", "fmt", "plot", "wide", "help", *flags)}
         want = {n: sig.parameters[n].default for n in offered(spec)}
-        assert got == want and set(got) <= set(OPTIONS)
+        assert got == want and set(got) <= set(PARAMS)
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=IDS)

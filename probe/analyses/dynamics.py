@@ -15,7 +15,7 @@ import numpy as np
 from .base import Result
 
 DELTA = 0.5
-WINDOW = 10
+SMOOTH = 10
 SPIKE_FACTOR = 1.3     # measured on llm-quick: step-to-step noise stays below 1.2x the running median
 SPIKE_WINDOW = 50
 
@@ -64,7 +64,7 @@ class DynamicsResult(Result):
                 "plateau": self.plateau}
 
 
-def loss_dynamics(losses: np.ndarray, vocab: int, *, delta: float = DELTA, window: int = WINDOW,
+def loss_dynamics(losses: np.ndarray, vocab: int, *, delta: float = DELTA, window: int = SMOOTH,
                   spike_factor: float = SPIKE_FACTOR, spike_window: int = SPIKE_WINDOW,
                   step: int | None = None) -> DynamicsResult:
     """losses (steps,) the training loss of every step (row t: step t); vocab the vocabulary size."""

@@ -15,6 +15,7 @@ from .._limits import FLOAT64, WHY, check
 from ..analyses._stats import finite_rows, nonfinite
 from ..analyses.base import Results, TokenTexts
 from ..docstrings import fill
+from ..params import check_number
 from ..errors import ProbeError, ProbeWarning, param
 from ..format import Run, read_rows
 from ..readers.source import open_source, token_texts, word_ids
@@ -86,19 +87,7 @@ def select_tokens(run, tokens=None, *, words=None, words_file: str | None = None
 
 
 select_tokens.__doc__ = fill(select_tokens.__doc__, "", "the default selection of probe ``probe`` (``None`` where "
-                             "that is every row)", "")
-
-
-def check_number(name: str, value, lo=None, hi=None, integer: bool = False):
-    """``value`` if it is a finite number in [lo, hi]; else a ProbeError naming the parameter."""
-    ok = isinstance(value, (int, np.integer)) if integer else isinstance(value, (int, float, np.number))
-    if not ok or isinstance(value, bool) or not math.isfinite(float(value)):
-        kind = "an integer" if integer else "a finite number"
-        raise ProbeError(f"{param(name, value)}: need {kind}")
-    if (lo is not None and value < lo) or (hi is not None and value > hi):
-        rng = f"at least {lo}" if hi is None else f"at most {hi}" if lo is None else f"between {lo} and {hi}"
-        raise ProbeError(f"{param(name, value)}: need {rng}")
-    return value
+                             "that is every row)", "", select_tokens)
 
 
 def check_enough(ids, need: int, what: str) -> None:
@@ -352,8 +341,8 @@ def forward(path: str, text: str | None, what: str, step, *, window: int, max_to
                          "file to run the model on (its tokenizer files are used)")
     if str(step) not in ("latest", "all"):
         raise ProbeError(f"{path}: a checkpoint holds one step; use {param('step', 'latest')}")
-    check_number("window", window, lo=2, integer=True)
-    check_number("max_tokens", max_tokens, lo=2, integer=True)
+    check_number("window", window)
+    check_number("max_tokens", max_tokens)
     return run_text(path, text, window=window, max_tokens=max_tokens, attention=attention)
 
 

@@ -22,7 +22,7 @@ from .._text import terminal
 from ..errors import EXIT_BAD_INPUT, Interrupted, ProbeError, closest, run_cli
 from ..signals import stop_asked, stoppable
 from . import options as O
-from .probes import batch_options, command, converted, progress, with_examples
+from .probes import batch_options, command, converted, status_line, with_examples
 
 HELP = with_examples("Probe training snapshots and checkpoints for reasoning vs memorizing structure. "
                      "probe COMMAND --help says what a command does, its options and examples.",
@@ -132,7 +132,7 @@ def _batch_command() -> click.Command:
 
         options = converted(options, absolute=True)
         try:
-            with progress("batch") as tick:
+            with status_line("batch") as tick:
                 rows = B.batch(paths, probes, options, out=out, jobs=jobs, scheduler=scheduler,
                                progress=lambda n, total: n < total and tick(f"{n}/{total} tasks done"),
                                revisions=revisions, tensorboard=tensorboard, scheduler_timeout=scheduler_timeout)
@@ -285,7 +285,7 @@ def _report_written(paths, out, watch, interval, max_share, log, options):
         # the stoppable block held open here, so that the signal that ended the watch is still known below. The first page
         # takes as long as a report: its sections say so as they start; each later page is one log line.
         with stoppable(), ExitStack() as status:
-            tick = status.enter_context(progress("report", each=True))
+            tick = status.enter_context(status_line("report", each=True))
             written = []
 
             def said(msg):
@@ -302,7 +302,7 @@ def _report_written(paths, out, watch, interval, max_share, log, options):
                 raise Interrupted(f"Interrupted: {out} holds the runs as they were (no longer reloading); the "
                                   "same command watches again")
         return rep
-    with progress("report", each=True) as tick:   # a line per run and section: the sections take seconds each
+    with status_line("report", each=True) as tick:   # a line per run and section: the sections take seconds each
         rep = R.report(list(paths), out, progress=tick, **options)
     for spec, err in rep.errors.items():
         log(f"warning: {spec}: {err}")
@@ -332,7 +332,7 @@ def sweep_summary(folder: str, metric: tuple, outcome: tuple, step: str, fmt: st
     below, or not shown when the interval straddles it)."""
     from .. import api, render
 
-    with progress("sweep-summary") as tick:
+    with status_line("sweep-summary") as tick:
         res = api.sweep_summary(folder, list(metric) or None, list(outcome) or None, step=step, progress=tick)
     render.sweep_summary(res, fmt, folder)
 

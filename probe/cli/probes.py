@@ -1,10 +1,10 @@
 """The probe commands and ``probe batch``, built from the probes' declarations (:mod:`probe.registry`).
 
 ``probe NAME FILE [options]`` calls the probe's function ``fn(FILE, **options)`` and renders the
-results: the options are the function's parameters, each offered as :data:`.options.OPTIONS` declares
+results: the options are the function's parameters, each offered as :data:`probe.params.PARAMS` declares
 it with the function's own default, ``--step`` and ``--allow-nonfinite`` last, then ``--format``,
 ``--plot`` and ``--wide``. A probe declared as ``command="OTHER --FLAG"`` is a flag of OTHER's command
-(``probe rank --minima``). A parameter ``progress`` becomes status on stderr (:class:`progress`).
+(``probe rank --minima``). A parameter ``progress`` becomes status on stderr (:func:`status_line`).
 Every help ends with the probe's examples.
 """
 from __future__ import annotations
@@ -17,7 +17,8 @@ import click
 from .. import registry
 from .._text import terminal
 from ..errors import ProbeError
-from .options import FORMAT, FORMATS, LAST, OPTIONS, PLOT, SNAPSHOT_FILE, SOURCE, WIDE, click_option, converted, help_of
+from ..params import PARAMS
+from .options import FORMAT_HELP, FORMATS, LAST, PLOT, SNAPSHOT_FILE, SOURCE, WIDE, click_option, converted, help_of
 
 NOT_OFFERED = ("path", "progress")   # the FILE argument; the progress line
 
@@ -59,7 +60,7 @@ def command(probe: registry.Probe) -> click.Command:
         names[-len(LAST):-len(LAST)] = [n for n in offered(p) if n not in names]
     params += [click_option(n, _default(n, probe, flagged), help_of(n, probe)) for n in names]
     params += [click.Option(["--format", "-f", "fmt"], type=click.Choice(FORMATS), default="table", show_default=True,
-                            help=FORMAT),
+                            help=FORMAT_HELP),
                click.Option(["--plot"], default=None, help=PLOT),
                click.Option(["--wide"], is_flag=True, default=False, help=WIDE)]
 
@@ -95,7 +96,7 @@ def run_probe(probe: registry.Probe, file: str, options: dict, fmt: str, plot: s
         check_writable(plot)
     fn = probe.function
     if "progress" in registry.parameters(fn):
-        with progress(probe.name) as tick:
+        with status_line(probe.name) as tick:
             results = registry.call(fn, file, progress=tick, **options)
     else:
         results = registry.call(fn, file, **options)
@@ -112,21 +113,10 @@ def run_probe(probe: registry.Probe, file: str, options: dict, fmt: str, plot: s
 
 # --- probe batch -----------------------------------------------------------------------------------
 
-BATCH_HELP = {
-    "tokens": None,    # filled in by batch_options: each probe's default
-    "groups": "JSON/YAML file: group name -> token ids or words, for the probes that read token groups (adds "
-              "--tokens names)",
-    "layer": "attention layer, 0-based [default: align: 0; attention: every layer]",
-    "threads": "spectrum: layers, ood: snapshots analysed at once, one BLAS/torch thread each (0: one per CPU "
-               "core; with --jobs above 1 or --scheduler, 1)",
-    "step": f"snapshot files: {OPTIONS['step'].help} (a checkpoint holds one step)",
-}
-
-
 def batch_options() -> list[click.Option]:
     """The options ``probe batch`` offers for its probes: every option of the batch probes, in the order
     first met, ``--step`` and ``--allow-nonfinite`` last. An option that only some probes take says which
-    (``align: ...``) with the help of the first, unless batch has its own text for it."""
+    (``align: ...``) with the help of the first, unless its declaration has a text for batch."""
     probes = [registry.get(n) for n in registry.names("batch")]
     takers: dict[str, list[registry.Probe]] = {}
     for p in probes:
@@ -136,8 +126,9 @@ def batch_options() -> list[click.Option]:
     for p in probes:
         if p.tokens:
             by.setdefault(p.tokens, []).append(p.name)
-    own = {**BATCH_HELP, "tokens": f"{OPTIONS['tokens'].help(None)} [default: each probe's own: "
-                                   + "; ".join(f"{', '.join(n)}: {t}" for t, n in by.items()) + "]"}
+    own = {n: p.batch for n, p in PARAMS.items() if p.batch}
+    own["tokens"] = (f"{help_of('tokens')} [default: each probe's own: "
+                     + "; ".join(f"{', '.join(n)}: {t}" for t, n in by.items()) + "]")
     out = []
     for n in [n for n in takers if n not in LAST] + [n for n in LAST if n in takers]:
         first = takers[n][0]
@@ -157,7 +148,7 @@ EVERY_S = 2.0   # then at most one status line per this many seconds
 
 
 @contextlib.contextmanager
-def progress(what: str, each: bool = False):
+def status_line(what: str, each: bool = False):
     """What a command is doing, on stderr while it works; yields a ``tick(label)`` callable.
 
     On a terminal: one rich line (a spinner and the latest label) that goes away when the work ends.

@@ -10,7 +10,6 @@ from ..analyses.align import AlignResult
 from ..analyses.align import align as _align
 from ..api._common import (
     Finite,
-    check_number,
     layer_check,
     read_at,
     step_at,
@@ -18,6 +17,7 @@ from ..api._common import (
     unconverged,
     with_warnings,
 )
+from ..params import check_number
 from ..errors import ProbeError
 from ..plotting import as_text, legend
 from ..readers.source import open_source
@@ -44,11 +44,9 @@ def align(path: str | os.PathLike, layer: int | None = None, head: int | None = 
     {path}
     layer : int, optional
         The layer (default: 0).
-    head : int, optional
-        The query head (default: 0).
+    {head}
     {step}
-    top_k : int, default 3
-        Singular vectors compared with the embeddings (at least 1).
+    {top_k}
     groups : str, optional
         A JSON or YAML file of token groups (name -> token ids or words) for the group means, added to the
         stored ones.
@@ -76,9 +74,9 @@ def align(path: str | os.PathLike, layer: int | None = None, head: int | None = 
     >>> [r.sv1_share for r in res]
     >>> res[-1].group_mean["reasoning"]          # mean |cos| with singular vectors 1..top_k
     """
-    layer = 0 if layer is None else check_number("layer", layer, integer=True)
-    head = 0 if head is None else check_number("head", head, integer=True)
-    check_number("top_k", top_k, lo=1, integer=True)
+    layer = 0 if layer is None else check_number("layer", layer)
+    head = 0 if head is None else check_number("head", head)
+    check_number("top_k", top_k)
     with open_source(path, groups, mapping) as run:
         layer_check(run, layer, head)
         indices = run.step_indices(step)

@@ -9,13 +9,13 @@ from .._limits import MAX_MEMORY, budgeted
 from ..analyses.attention import AttentionResult, attention_stats
 from ..api._common import (
     Finite,
-    check_number,
     finite_sequences,
     layer_check,
     read_at,
     read_whole,
     with_warnings,
 )
+from ..params import check_number
 from ..errors import ProbeError
 from ..format import P, Run
 from ..plotting import legend
@@ -63,7 +63,7 @@ def attention(path: str | os.PathLike, *, layer: int | None = None, step: str | 
     >>> res[0].mean_map.shape                     # (1, H, T, T)
     """
     if layer is not None:
-        check_number("layer", layer, integer=True)
+        check_number("layer", layer)
     with Run(path) as run:
         if layer is not None:
             layer_check(run, layer)

@@ -25,9 +25,7 @@ def bias(path: str | os.PathLike, splits: tuple[str, str] | None = None, *, step
     Parameters
     ----------
     {path}
-    splits : tuple of (str, str), optional
-        The splits (A, B); by default the task's pair (anchor task: ``mem``, ``rsn_train``; text runs:
-        ``story``, ``logic``).
+    {splits}
     {step}
     {allow_nonfinite}
     {max_memory}

@@ -9,7 +9,7 @@ import numpy as np
 from .._limits import MAX_MEMORY, budgeted
 from ..analyses.cka import CKAResult, linear_cka
 from ..api._common import TokenRows, with_warnings
-from ..docstrings import STEPS
+from ..params import STEP_GRAMMAR
 from ..errors import ProbeError, param
 from ..readers.source import open_source
 from ..registry import WEIGHTS, Probe
@@ -32,23 +32,17 @@ def cka(path: str | os.PathLike, other: str | os.PathLike | None = None, tokens=
         Run A: a snapshot file written by ``probe-train``, a checkpoint file or folder, or ``hf:ORG/NAME@REV``.
     other : str or os.PathLike, optional
         Run B, any kind ``path`` can be; ``None``: ``path`` again, at ``step_b``.
-    tokens : str or sequence of int or str, optional
-        The tokens, as in [`similarity`][probe.probes.similarity.similarity]; ``None`` (and no ``words``): the
-        ``reasoning`` group.
-    words : str or list of str, optional
-        Words instead of ``tokens``, looked up in each run's own vocabulary or tokenizer files.
+    {tokens}
+    {words} Each run looks them up in its own.
     {words_file}
-    tensor : str, default "token_embedding"
-        The tensor whose rows are the token vectors, in both runs.
+    {tensor} The same in both runs.
     step : str or int, default "latest"
         A's snapshots (see [`similarity`][probe.probes.similarity.similarity]); several make a trajectory.
     step_b : str or int, optional
         B's step: one step for every step of A, or as many steps as A's, paired in order. ``None``: B's latest
         step, or with a second run and a ``step`` other than ``"latest"``, the same step numbers as A.
-    groups : str, optional
-        A JSON or YAML file of token groups (name -> token ids or words), added to both runs' stored ones.
-    mapping : str, optional
-        A JSON name-mapping file (canonical -> raw tensor names) for checkpoints of an unknown layout.
+    {groups} Both runs get them.
+    {mapping}
     {allow_nonfinite}
     {max_memory}
 
@@ -104,7 +98,7 @@ PROBE = Probe("cka", WEIGHTS, "Linear CKA of two runs' token vectors", function=
               options={"path": "run A: a snapshot file, or a checkpoint: Hugging Face folder, .safetensors, "
                        ".pt/.pth/.bin state dict, nanoGPT ckpt.pt, or a hub model hf:ORG/NAME[@REVISION]",
                        "other": "run B, any kind FILE can be (default: FILE again, at --step-b)",
-                       "step": f"steps of run A: {STEPS}",
+                       "step": f"steps of run A: {STEP_GRAMMAR}",
                        "step_b": "steps of run B: one for every step of A, or as many, paired in order (default: "
                        "B's latest, or with --step other than latest the same step numbers as A)"},
               result="cka.CKAResult", metrics=("cka", "n"), example="probe cka a.h5 b.h5 --tokens reasoning",

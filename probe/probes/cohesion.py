@@ -29,10 +29,7 @@ def cohesion(path: str | os.PathLike, tokens=None, *, words=None, words_file: st
     Parameters
     ----------
     {path}
-    tokens : str or sequence of int or str, optional
-        The tokens: group names, ids (``"3,5,7"``), a half-open range (``"11:21"``) or a list of ids and group
-        names. ``None`` (and no ``words``): every stored group. Ids and words go to the stored group holding them,
-        else to a group named ``selected``.
+    {tokens} Ids and words go to the stored group holding them, else to a group named ``selected``.
     {words}
     {words_file}
     {tensor}

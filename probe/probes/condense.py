@@ -12,7 +12,6 @@ from ..analyses.condense import condense as _condense
 from ..api._common import (
     Finite,
     check_enough,
-    check_number,
     finite_tokens,
     matrix_names,
     neuron_matrix,
@@ -23,6 +22,7 @@ from ..api._common import (
     unconverged,
     with_warnings,
 )
+from ..params import check_number
 from ..errors import ProbeError, param
 from ..format import Run
 from ..readers.source import open_source
@@ -52,11 +52,8 @@ def condense(path: str | os.PathLike, tokens=None, *, words=None, words_file: st
     {words}
     {words_file}
     {tensor}
-    neurons : str or None, default "layer0/W_Q"
-        The weight whose neurons are grouped; ``""`` or ``None``: none (the default is skipped on a model
-        without attention).
-    threshold : float, default 0.7
-        Cosine above which two neurons are linked (between -1 and 1).
+    {neurons}
+    {threshold}
     {step}
     top_shares : tuple of int, default (1, 2, 5)
         The k of each top-k variance share (positive integers; not offered by the command line).
@@ -85,7 +82,7 @@ def condense(path: str | os.PathLike, tokens=None, *, words=None, words_file: st
     >>> [(r.step, r.effective_rank) for r in res]
     >>> res[-1].top_share[1]                      # variance share of the top direction
     """
-    check_number("threshold", threshold, lo=-1.0, hi=1.0)
+    check_number("threshold", threshold)
     if not top_shares or any(isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1
                              for k in top_shares):
         raise ProbeError(f"{param('top_shares', top_shares)}: need positive integers")

@@ -7,9 +7,10 @@ import numpy as np
 
 from .._limits import MAX_MEMORY, budgeted
 from ..analyses.dynamics import DELTA, SPIKE_FACTOR, SPIKE_WINDOW, DynamicsResult, loss_dynamics
-from ..analyses.dynamics import WINDOW as SMOOTH
-from ..api._common import Finite, check_number, with_warnings
-from ..docstrings import STEPS
+from ..analyses.dynamics import SMOOTH
+from ..api._common import Finite, with_warnings
+from ..params import check_number
+from ..params import STEP_GRAMMAR
 from ..format import Run
 from ..registry import SNAPSHOT, Probe
 
@@ -30,14 +31,10 @@ def dynamics(path: str | os.PathLike, *, step: str | int = "latest", delta: floa
     ----------
     {path}
     {step}
-    delta : float, default 0.5
-        How far below ln V the smoothed loss must fall to have escaped (nats, at least 0).
-    smooth : int, default 10
-        Steps the loss is averaged over for the escape (at least 1).
-    spike_factor : float, default 1.3
-        A spike's loss over the running median (at least 1).
-    spike_window : int, default 50
-        Steps of the running median (at least 1).
+    {delta}
+    {smooth}
+    {spike_factor}
+    {spike_window}
     {allow_nonfinite}
     {max_memory}
 
@@ -59,10 +56,10 @@ def dynamics(path: str | os.PathLike, *, step: str | int = "latest", delta: floa
     >>> d = probe.dynamics("run.h5")[0]
     >>> d.escape_step, d.spikes, d.spike_steps
     """
-    check_number("delta", delta, lo=0.0)
-    check_number("smooth", smooth, lo=1, integer=True)
-    check_number("spike_factor", spike_factor, lo=1.0)
-    check_number("spike_window", spike_window, lo=1, integer=True)
+    check_number("delta", delta)
+    check_number("smooth", smooth)
+    check_number("spike_factor", spike_factor)
+    check_number("spike_window", spike_window)
     with Run(path) as run:
         indices = run.step_indices(step)
         losses = run.step_losses()
@@ -81,7 +78,7 @@ def dynamics(path: str | os.PathLike, *, step: str | int = "latest", delta: floa
 
 
 PROBE = Probe("dynamics", SNAPSHOT, "Loss dynamics", function=dynamics,
-              options={"step": f"the snapshots up to which the loss log is read: {STEPS}"},
+              options={"step": f"the snapshots up to which the loss log is read: {STEP_GRAMMAR}"},
               whole_run="latest", result="dynamics.DynamicsResult",
               metrics=("escape_step", "spikes", "initial_loss", "final_loss", "plateau"),
               example="probe dynamics run.h5",

@@ -12,13 +12,13 @@ from ..api._common import (
     MAX_TOKENS,
     WINDOW,
     Finite,
-    check_number,
     finite_sites,
     forward,
     read_at,
     text_only_for_checkpoints,
     with_warnings,
 )
+from ..params import check_number
 from ..errors import ProbeError, ProbeWarning
 from ..format import Run, is_snapshot_file
 from ..plotting import as_text, legend, saturation_map
@@ -45,8 +45,7 @@ def norms(path: str | os.PathLike, *, step: str | int = "latest", saturation: fl
     ----------
     {path}
     {step}
-    saturation : float, default 0.1
-        ε share at or above which a site counts as saturated (between 0 and 1).
+    {saturation}
     {text}
     {window}
     {max_tokens}
@@ -74,7 +73,7 @@ def norms(path: str | os.PathLike, *, step: str | int = "latest", saturation: fl
     >>> [(r.step, r.summary()["max_eps_share"]) for r in res]
     >>> probe.norms("model/", text="corpus.txt")[0].saturated
     """
-    check_number("saturation", saturation, lo=0.0, hi=1.0)
+    check_number("saturation", saturation)
     path = os.fspath(path)
     if not is_snapshot_file(path):
         fw = forward(path, text, "norms", step, window=window, max_tokens=max_tokens)
@@ -159,7 +158,7 @@ def figure(plt, r):
     return fig
 
 
-PROBE = Probe("norms", ACTIVATIONS, "Norm saturation (ε share)", function=norms, layout="detail", tables=tables,
+PROBE = Probe("norms", ACTIVATIONS, "Norm saturation (ε share)", function=norms, style="detail", tables=tables,
               figures=saturation_map, result="norms.NormsResult",
               metrics=("max_eps_share", "saturated_sites", "eps_share", "effective_gain", "mean_square"),
               example="probe norms run.h5 --step all",

@@ -9,7 +9,8 @@ import numpy as np
 from .._limits import MAX_MEMORY, budgeted, check_total
 from ..analyses._stats import finite_rows, nonfinite
 from ..analyses.ood import OODResult, loss_acc
-from ..api._common import Finite, check_fits, check_number, with_warnings
+from ..api._common import Finite, check_fits, with_warnings
+from ..params import check_number
 from ..format import Run
 from ..plotting import as_text
 from ..registry import SNAPSHOT, Probe
@@ -33,8 +34,7 @@ def ood(path: str | os.PathLike, *, step: str | int = "latest", full: bool = Fal
     ----------
     {path}
     {step}
-    full : bool, default False
-        Evaluate every sequence of each split, not only the trainer's metric sequences.
+    {full}
     threads : int, default 0
         With several steps, snapshots evaluated at once, one torch thread each (0: one per CPU core);
         the numbers do not depend on it.
@@ -63,7 +63,7 @@ def ood(path: str | os.PathLike, *, step: str | int = "latest", full: bool = Fal
     >>> [(r.step, r.splits["rsn_test"]["acc"]) for r in res]
     >>> res[-1].combos                            # {"11,13": {"loss": ..., "acc": ..., "n": ...}, ...}
     """
-    check_number("threads", threads, lo=0, integer=True)
+    check_number("threads", threads)
     from probe_train import (
         evaluate as E,  # probe's one door into the trainer (torch is imported here)
     )

@@ -8,7 +8,8 @@ import numpy as np
 from .._limits import DECOMPOSITION, MAX_MEMORY, budgeted
 from ..analyses.pca import PCAResult
 from ..analyses.pca import pca as _pca
-from ..api._common import TokenRows, check_number, unconverged, with_warnings
+from ..api._common import TokenRows, unconverged, with_warnings
+from ..params import check_number
 from ..plotting import as_text, legend, pyplot
 from ..readers.source import open_source
 from ..registry import WEIGHTS, Probe
@@ -39,8 +40,7 @@ def pca(path: str | os.PathLike, tokens=None, *, words=None, words_file: str | N
     {words_file}
     {tensor}
     {step}
-    n_components : int, default 3
-        Principal components kept (at least 1; at most min(k, d) are returned).
+    {n_components}
     {groups}
     {mapping}
     {allow_nonfinite}
@@ -66,7 +66,7 @@ def pca(path: str | os.PathLike, tokens=None, *, words=None, words_file: str | N
     >>> res[0].explained                          # (2,)
     >>> res[0].order_pc1["reasoning"]
     """
-    check_number("n_components", n_components, lo=1, integer=True)
+    check_number("n_components", n_components)
     with open_source(path, groups, mapping) as run:
         rows = TokenRows(run, tokens, words, words_file, tensor, step, allow_nonfinite, "pca", 2, "PCA",
                           DECOMPOSITION)

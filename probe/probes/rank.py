@@ -114,7 +114,7 @@ def figure(plt, r):
 PROBE = Probe("rank", WEIGHTS, "Effective rank of weights", function=rank,
               options={"groups": "JSON/YAML file: group name -> token ids or words (checked; the ranks do not "
                                  "depend on groups)"},
-              layout="detail", result="rank.RankResult", metrics=("effective_rank", "stable_rank", "top{N}_energy"),
+              style="detail", result="rank.RankResult", metrics=("effective_rank", "stable_rank", "top{N}_energy"),
               example="probe rank run.h5 --step all", examples=("probe rank model/ --format csv",),
               nonfinite="the embedding rows holding one are left out (the rest centred), and so is a weight matrix "
                         "holding one",

@@ -31,9 +31,7 @@ def rank_trajectory(path: str | os.PathLike, *, step: str | int = "all", metric:
     Parameters
     ----------
     {path}
-    step : str or int, default "all"
-        The snapshots: ``"latest"``, ``"all"``, a step number, a half-open range ``"A:B"`` or a comma list of
-        these (``"100,500,latest"``). A checkpoint holds one step.
+    {step}
     metric : {"effective_rank", "stable_rank", "top1_energy", "top5_energy"}, default "effective_rank"
         The number of [`rank`][probe.probes.rank.rank] followed over the steps.
     {groups}
@@ -92,7 +90,7 @@ def figure(plt, r):
 
 
 PROBE = Probe("rank_trajectory", WEIGHTS, "Rank minima over training", function=rank_trajectory,
-              command="rank --minima", layout="detail", whole_run="all", api_only=("metric",), batch=False,
+              command="rank --minima", style="detail", whole_run="all", api_only=("metric",), batch=False,
               sweeps=False, result="rank.RankTrajectoryResult",
               metrics=("min_step", "minimum", "dip", "rebound", "condense_then_expand"),
               example="probe rank run.h5 --minima",

@@ -11,13 +11,13 @@ from ..api._common import (
     MAX_TOKENS,
     WINDOW,
     Finite,
-    check_number,
     finite_sequences,
     forward,
     read_at,
     text_only_for_checkpoints,
     with_warnings,
 )
+from ..params import check_number
 from ..errors import ProbeError
 from ..format import P, Run, is_snapshot_file
 from ..plotting import heatmap
@@ -43,10 +43,8 @@ def sinks(path: str | os.PathLike, *, step: str | int = "latest", min_query: int
     ----------
     {path}
     {step}
-    min_query : int, default 4
-        The first query position counted (at least 1).
-    sink_threshold : float, default 0.3
-        Mean sink mass at or above which a head is a sink head (between 0 and 1).
+    {min_query}
+    {sink_threshold}
     {text}
     {window}
     {max_tokens}
@@ -73,8 +71,8 @@ def sinks(path: str | os.PathLike, *, step: str | int = "latest", min_query: int
     >>> r.sink_mass.shape                         # (layers, heads)
     >>> r.summary()["sink_head_fraction"]
     """
-    check_number("min_query", min_query, lo=1, integer=True)
-    check_number("sink_threshold", sink_threshold, lo=0.0, hi=1.0)
+    check_number("min_query", min_query)
+    check_number("sink_threshold", sink_threshold)
     path = os.fspath(path)
     if not is_snapshot_file(path):
         fw = forward(path, text, "sinks", step, window=window, max_tokens=max_tokens, attention=True)

@@ -12,13 +12,13 @@ from ..api._common import (
     Finite,
     as_matrix,
     check_fits,
-    check_number,
     matrix_names,
     natural,
     preflight,
     unconverged,
     with_warnings,
 )
+from ..params import check_number
 from ..errors import ProbeError, param
 from ..format import Run, is_snapshot_file
 from ..plotting import as_text
@@ -45,9 +45,7 @@ def spectrum(path: str | os.PathLike, *, step: str | int = "latest", precision: 
     ----------
     {path}
     {step}
-    precision : {"float64", "float32"}, default "float64"
-        Precision of the Gram matrix: float64 gives WeightWatcher's values to machine precision, float32
-        is about twice as fast (eigenvalues to ~1e-6 relative).
+    {precision}
     threads : int, default 0
         Layers analysed at once, each with one BLAS thread (0: one per CPU core); at most that many
         matrices are in memory.
@@ -77,7 +75,7 @@ def spectrum(path: str | os.PathLike, *, step: str | int = "latest", precision: 
     """
     if precision not in PRECISIONS:
         raise ProbeError(f"{param('precision', precision)}: use {' or '.join(PRECISIONS)}")
-    check_number("threads", threads, lo=0, integer=True)
+    check_number("threads", threads)
     out = []
     if is_snapshot_file(path):
         with Run(path) as run:
@@ -185,7 +183,7 @@ def figure(plt, r):
 
 PROBE = Probe("spectrum", WEIGHTS, "Weight spectra (power-law alpha)", function=spectrum,
               options={"threads": "layers analysed at once, one BLAS thread each (0: one per CPU core)"},
-              layout="steps", sweeps=False, result="spectrum.SpectrumResult",
+              style="steps", sweeps=False, result="spectrum.SpectrumResult",
               metrics=("layers", "mean_alpha", "mean_log_norm"),
               example="probe spectrum run.h5 --precision float32",
               examples=("probe spectrum run.h5 --step all --plot spectrum.png",

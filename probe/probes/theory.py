@@ -11,13 +11,13 @@ from ..analyses.theory import theory as _theory
 from ..api._common import (
     Finite,
     check_enough,
-    check_number,
     group_of,
     read_at,
     read_whole,
     select_tokens,
     with_warnings,
 )
+from ..params import check_number
 from ..errors import ProbeError, param
 from ..format import P, Run
 from ..plotting import fitted_range, heatmap, legend
@@ -46,14 +46,10 @@ def theory(path: str | os.PathLike, tokens=None, *, words=None, words_file: str 
     {tokens}
     {words}
     {words_file}
-    anchor : int, optional
-        The token s0 of the profile, one of the chosen tokens (default: the middle one).
+    {anchor}
     {step}
-    dim : int, optional
-        Length of the reconstructed vectors (default: the vocabulary size, where the Gaussian bump of
-        P^s lives).
-    seed : int, default 0
-        Seed of the reconstruction's noise.
+    {dim}
+    {seed}
     {groups}
     {allow_nonfinite}
     {max_memory}
@@ -79,8 +75,8 @@ def theory(path: str | os.PathLike, tokens=None, *, words=None, words_file: str 
     >>> res[-1].measured.shape                    # (k, k)
     """
     if dim is not None:
-        check_number("dim", dim, lo=1, integer=True)
-    check_number("seed", seed, lo=0, integer=True)
+        check_number("dim", dim)
+    check_number("seed", seed)
     with open_source(path, groups) as run:
         if not isinstance(run, Run):
             raise ProbeError(f"{path}: theory needs a snapshot file written by probe-train (its P^s)")

@@ -13,7 +13,6 @@ from ..api._common import (
     MAX_TOKENS,
     WINDOW,
     Finite,
-    check_number,
     finite_tokens_of,
     forward,
     read_at,
@@ -21,7 +20,8 @@ from ..api._common import (
     text_only_for_checkpoints,
     with_warnings,
 )
-from ..docstrings import STEPS
+from ..params import check_number
+from ..params import STEP_GRAMMAR
 from ..errors import ProbeError, ProbeWarning, param
 from ..format import Run, is_snapshot_file
 from ..plotting import as_text, legend
@@ -54,10 +54,8 @@ def tokens(path: str | os.PathLike, other: str | os.PathLike | None = None, *, s
         Run B, of the same kind as A; ``None``: ``path`` again, at ``step_b``.
     step : str or int, default "latest"
         A's snapshots (see [`similarity`][probe.probes.similarity.similarity]); several, or a numbered one, make a trajectory.
-    step_b : str or int, optional
-        B's step; by default B's latest step, or with several or a numbered ``step`` the same steps as A.
-    buckets : int, default 4
-        Quantile bins per feature (at least 1).
+    {step_b}
+    {buckets}
     {text}
     {window}
     {max_tokens}
@@ -85,7 +83,7 @@ def tokens(path: str | os.PathLike, other: str | os.PathLike | None = None, *, s
     >>> [(b["bucket"], b["gain_share"]) for b in r.buckets["context_benefit"]]
     >>> probe.tokens("model-a/", "model-b/", text="corpus.txt")[0].summary()
     """
-    check_number("buckets", buckets, lo=1, integer=True)
+    check_number("buckets", buckets)
     path = os.fspath(path)
     other = os.fspath(other) if other is not None else None
     for p in (path, other):   # a broken file is named before anything else is said
@@ -222,10 +220,10 @@ PROBE = Probe("tokens", ACTIVATIONS, "Per-token loss difference", function=token
               options={"path": "run A: a snapshot file, or (with --text) a Hugging Face model folder or a hub "
                                "model hf:ORG/NAME[@REVISION]",
                        "other": "run B (default: FILE again, at --step-b)",
-                       "step": f"step of run A: {STEPS}",
+                       "step": f"step of run A: {STEP_GRAMMAR}",
                        "text": "for two checkpoints: a text file to run both models on, with their tokenizer files"
                                " (snapshot files store their token-probe windows)"},
-              layout="detail", report=False, batch=False, sweeps=False, result="tokens.TokensResult",
+              style="detail", report=False, batch=False, sweeps=False, result="tokens.TokensResult",
               metrics=("n", "mean_loss_a", "mean_loss_b", "mean_delta", "total_gain", "gain_share"),
               example="probe tokens a.h5 b.h5",
               examples=("probe tokens run.h5 --step 1000 --step-b 3000 --buckets 5",

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from ..errors import ProbeError
 
 MAX_HEADER = 100_000_000          # the crate's MAX_HEADER_SIZE
-MAX_DEPTH = 127                   # serde_json's recursion limit: 128 nested arrays/objects are refused
+SERDE_MAX_DEPTH = 127                   # serde_json's recursion limit: 128 nested arrays/objects are refused
 U64 = 2**64 - 1
 # every dtype of safetensors 0.8, with its size in bits
 DTYPE_BITS = {"BOOL": 8, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8,
@@ -90,8 +90,8 @@ def _walk(v, depth: int, strings: bool) -> None:
     """Refuse what serde_json refuses and Python's json takes: nesting of 128 levels and (with
     ``strings``) unpaired surrogates, which only a \\u escape can make."""
     if isinstance(v, list):               # _Obj included
-        if depth > MAX_DEPTH:
-            raise _Bad(f"nested more than {MAX_DEPTH} levels deep")
+        if depth > SERDE_MAX_DEPTH:
+            raise _Bad(f"nested more than {SERDE_MAX_DEPTH} levels deep")
         for x in v:
             _walk(x, depth + 1, strings)
     elif isinstance(v, tuple):            # an object's (key, value) pair: same level as the object
@@ -106,13 +106,13 @@ def _json(text: str):
         doc = json.loads(text, object_pairs_hook=_Obj, parse_int=_parse_int, parse_float=_parse_float,
                          parse_constant=_constant)
     except RecursionError:
-        raise _Bad(f"nested more than {MAX_DEPTH} levels deep") from None
+        raise _Bad(f"nested more than {SERDE_MAX_DEPTH} levels deep") from None
     except (_Bad, OverflowError, ValueError) as exc:
         if isinstance(exc, json.JSONDecodeError):
             raise _Bad(f"{exc.msg} (character {exc.pos})") from None
         raise _Bad(str(exc) if isinstance(exc, _Bad) else "number out of range") from None
     strings = bool(_SURROGATE_ESCAPE.search(text))
-    if strings or text.count("[") + text.count("{") > MAX_DEPTH:     # else neither can be the case
+    if strings or text.count("[") + text.count("{") > SERDE_MAX_DEPTH:     # else neither can be the case
         _walk(doc, 1, strings)
     return doc
 
