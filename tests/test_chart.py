@@ -110,3 +110,16 @@ def test_several_steps_draw_the_probes_charts_or_the_reports_trajectory(tiny_run
     shown = [float(t.rsplit(": ", 1)[1]) for t in _hover(report) if t.startswith("mean_offdiag · ")]
     assert shown == pytest.approx([s["mean_offdiag"] for s in summaries], rel=1e-3)
     pyplot().close("all")
+
+
+def test_a_similarity_without_its_matrix_is_a_clear_error_and_no_file(tmp_path):
+    """Above 4096 tokens similarity keeps only the summaries (no matrix): --plot says so in one line."""
+    from probe.analyses.similarity import cosine_similarity_blocked
+    from probe.chart.mpl import plot_results
+    from probe.errors import ProbeError
+
+    r = cosine_similarity_blocked(np.random.default_rng(0).normal(size=(6, 4)), np.arange(6), step=0)
+    assert r.matrix is None
+    with pytest.raises(ProbeError, match=r"too many tokens for a heat map \(more than 4096\); choose fewer with"):
+        plot_results("similarity", [r], tmp_path / "sim.png", "t")
+    assert not (tmp_path / "sim.png").exists()
