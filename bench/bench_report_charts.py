@@ -1,5 +1,5 @@
 """A report's step figure: the inline SVG chart (``probe.report.charts.step_figure``) against the
-matplotlib PNG the report drew before (``probe.plotting.plot_results`` at 80 dpi, the baseline),
+matplotlib PNG the report drew before (``probe.chart.plot_results`` at 80 dpi, the baseline),
 alternating, on the same results.
 
     python bench/bench_report_charts.py RUN.h5 [--repeats 3]
@@ -37,7 +37,7 @@ def main() -> None:
     if not args.run and not args.train:
         ap.error("give a run file, or --train")
     import probe
-    from probe.plotting import plot_results
+    from probe.chart import plot_results
     from probe import registry
     from probe.report import charts
 

@@ -23,7 +23,7 @@ from _results import commit, machine   # examples/_results.py, beside this scrip
 
 import probe
 from probe.errors import run_cli
-from probe.plotting import similarity_heatmaps
+from probe.chart import plot_results
 from probe_train.runs import ensure
 
 GAMMAS = (0.3, 0.8)
@@ -83,7 +83,7 @@ def main() -> None:
                 print(f"{g:>6}  {group:<10} {r.step:>5} {r.mean_offdiag:>6.2f} {r.std_offdiag:>6.2f} "
                       f"{r.distance_corr:>10.2f} {r.by_distance[1]:>6.2f} {r.by_distance[9]:>6.2f}")
             png = out / f"similarity_gamma{g}_{group}.png"
-            similarity_heatmaps([early, last], str(png), f"gamma={g}: {group} anchors")
+            plot_results("similarity", [early, last], str(png), f"gamma={g}: {group} anchors")
             print(f"{'':>6}  heat map: {png}")
 
     small, large = 0.8, 0.3

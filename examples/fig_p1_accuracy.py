@@ -9,7 +9,7 @@ import numpy as np
 
 import probe
 from probe.figures import claim, run_script
-from probe.plotting import GROUP_COLORS, pyplot, seed_band
+from probe.chart import GROUP_COLORS, pyplot, seed_band
 
 NAME = "p1-accuracy"
 TITLE = "Paper 1 Fig. 3A: loss and accuracy per split against γ (transformer, anchor task)"

@@ -8,7 +8,7 @@ reasoning anchors in every seed.
 """
 import probe
 from probe.figures import claim, run_script
-from probe.plotting import heatmap, pyplot
+from probe.chart import heatmap, pyplot
 
 NAME = "p1-cosine"
 TITLE = "Paper 1 Fig. 4A: embedding cosine similarity, memory vs reasoning anchors (γ = 0.8)"

@@ -8,7 +8,7 @@ import numpy as np
 
 import probe
 from probe.figures import claim, run_script
-from probe.plotting import GROUP_COLORS, gamma_color, points_with_ci, pyplot, seed_band
+from probe.chart import GROUP_COLORS, gamma_color, points_with_ci, pyplot, seed_band
 
 NAME = "p1-emb-mlp"
 TITLE = "Paper 1 Fig. 3B: Emb-MLP accuracy against γ"

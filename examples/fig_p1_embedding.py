@@ -9,7 +9,7 @@ import numpy as np
 
 import probe
 from probe.figures import claim, run_script
-from probe.plotting import GROUP_COLORS, gamma_color, heatmap, pyplot
+from probe.chart import GROUP_COLORS, gamma_color, heatmap, pyplot
 
 NAME = "p1-embedding"
 TITLE = "Paper 1 Fig. 5: embedding structure and the P^s theory, γ = 0.8 (top) vs γ = 0.3 (bottom)"

@@ -8,7 +8,7 @@ import numpy as np
 
 import probe
 from probe.figures import claim, run_script
-from probe.plotting import heatmap, pyplot
+from probe.chart import heatmap, pyplot
 
 NAME = "p1-label-dist"
 TITLE = "Paper 1 Fig. 4B-C: P^s − 1/d_vob of the reasoning anchors and its cosine matrix"

@@ -6,7 +6,7 @@ against γ, and the embedding cosine matrices of logic vs story tokens at small 
 """
 import probe
 from probe.figures import claim, run_script
-from probe.plotting import gamma_color, heatmap, points_with_ci, pyplot, seed_band
+from probe.chart import gamma_color, heatmap, points_with_ci, pyplot, seed_band
 
 NAME = "p1-language"
 TITLE = "Paper 1 Fig. 7: reasoning bias ΔL on logic + stories, and token-embedding cosines"

@@ -8,7 +8,7 @@ import numpy as np
 
 import probe
 from probe.figures import claim, run_script
-from probe.plotting import gamma_color, pyplot, seed_band
+from probe.chart import gamma_color, pyplot, seed_band
 
 NAME = "p1-wv-alignment"
 TITLE = "Paper 1 Fig. 6D: alignment of W^V's top singular vector with anchor embeddings (layer 0)"

@@ -8,7 +8,7 @@ seed 0 early in training and at the last step; the effect is checked in every se
 """
 import probe
 from probe.figures import claim, run_script
-from probe.plotting import heatmap, pyplot
+from probe.chart import heatmap, pyplot
 
 NAME = "p2-attention"
 TITLE = "Paper 2: attention per layer on the composite task (mean over probe sequences)"

@@ -8,7 +8,7 @@ import numpy as np
 
 import probe
 from probe.figures import claim, run_script
-from probe.plotting import gamma_color, pyplot
+from probe.chart import gamma_color, pyplot
 
 NAME = "p2-condensation"
 TITLE = "Paper 2 Fig. 12b: covariance eigenvalues of the embeddings over training (composite task)"

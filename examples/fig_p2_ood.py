@@ -10,7 +10,7 @@ import numpy as np
 import probe
 from probe.analyses.uncertainty import proportion
 from probe.figures import claim, run_script
-from probe.plotting import heatmap, points_with_ci, pyplot
+from probe.chart import heatmap, points_with_ci, pyplot
 
 NAME = "p2-ood"
 TITLE = "Paper 2 Fig. 2: inferential vs symmetric solution on the unseen pair (4,3)"

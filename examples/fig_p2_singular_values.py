@@ -8,7 +8,7 @@ import numpy as np
 
 import probe
 from probe.figures import claim, run_script
-from probe.plotting import gamma_color, pyplot
+from probe.chart import gamma_color, pyplot
 
 NAME = "p2-singular-values"
 TITLE = "Paper 2 Fig. 13: singular values of every layer at the last step (composite task, 2 layers)"

@@ -9,7 +9,7 @@ import numpy as np
 import probe
 from probe.analyses.uncertainty import crossing
 from probe.figures import claim, run_script
-from probe.plotting import points_with_ci, pyplot
+from probe.chart import points_with_ci, pyplot
 
 NAME = "p2-transition"
 TITLE = "Paper 2: the transition γ* between the symmetric and the inferential solution (2 layers)"

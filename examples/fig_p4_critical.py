@@ -11,7 +11,7 @@ import numpy as np
 import probe
 from probe.analyses.uncertainty import argmin_x
 from probe.figures import claim, run_script
-from probe.plotting import points_with_ci, pyplot
+from probe.chart import points_with_ci, pyplot
 
 NAME = "p4-critical"
 TITLE = "Paper 4: the critical γ between reasoning gain and training cost"

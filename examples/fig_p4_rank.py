@@ -9,7 +9,7 @@ import numpy as np
 
 import probe
 from probe.figures import claim, run_script
-from probe.plotting import gamma_color, pyplot, seed_band
+from probe.chart import gamma_color, pyplot, seed_band
 
 NAME = "p4-rank"
 TITLE = "Paper 4: effective rank over training, and its condensing dip"

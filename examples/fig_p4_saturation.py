@@ -6,8 +6,9 @@ A small-init model's activations are tiny, so ε = 1e-5 is no longer negligible 
     python examples/fig_p4_saturation.py --size quick -o figures
 """
 import probe
+from probe import registry
+from probe.chart import draw, pyplot
 from probe.figures import claim, run_script
-from probe.plotting import pyplot, saturation_map
 
 NAME = "p4-saturation"
 TITLE = "Paper 4: ε share of every norm site over training (γ × ε)"
@@ -45,7 +46,7 @@ def make(ctx, runs):
                                 ha="center", va="center", fontsize=8, transform=axes[i][j].transAxes)
                 continue
             res = probe.norms(runs[g, e, False], step="all")
-            im = saturation_map(res, None, "", ax=axes[i][j])
+            im = draw(axes[i][j], *registry.get("norms").charts(res))   # the map of probe norms --step all --plot
             peak = max(r.eps_share.max() for r in res)
             axes[i][j].set_title(f"γ {g}, ε {e:g}: max s {peak:.3f}", fontsize=9)
             axes[i][j].tick_params(axis="x", labelsize=5)

@@ -9,7 +9,7 @@ import numpy as np
 
 import probe
 from probe.figures import claim, run_script
-from probe.plotting import gamma_color, pyplot
+from probe.chart import gamma_color, pyplot
 
 NAME = "p4-sinks"
 TITLE = "Paper 4: attention-sink mass and first-position norm, with and without the attention gate"

@@ -10,7 +10,7 @@ import numpy as np
 
 import probe
 from probe.figures import claim, run_script
-from probe.plotting import pyplot
+from probe.chart import pyplot
 
 NAME = "p4-tokens"
 TITLE = "Paper 4: the per-token gain of small init over γ 0.5, by token feature"

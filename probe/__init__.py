@@ -8,19 +8,20 @@
 Every probe takes a path and ``step`` and returns one result per selected snapshot, as a
 :class:`Results` list whose ``to_frame()`` is the tidy ``step,metric,key,value`` table of
 ``probe NAME --format csv``. Submodules are imported on first use, so ``import probe`` is cheap
-(no numpy, h5py or torch): ``probe.plotting``, ``probe.figures``, ``probe.report`` too.
+(no numpy, h5py or torch): ``probe.chart``, ``probe.figures``, ``probe.report`` too.
 ``probe.__version__`` is the installed distribution's version (``probe --version``).
 
 Layers (one folder each): ``format/`` the snapshot file, ``readers/`` everything else a
 path can be, ``analyses/`` the math, ``probes/`` one module per probe (its API function, tables and
-figures), ``registry`` finds them, ``api/`` path in -> results out, ``cli/`` the command line.
+chart), ``chart/`` draws charts, ``registry`` finds them, ``api/`` path in -> results out, ``cli/``
+the command line.
 """
 from .errors import ProbeError, ProbeWarning
 
 _API = ("Run", "info", "token_text", "validate", "select_tokens", "sweep_summary")   # and every probe (registry)
 
-#: submodules a user reaches as attributes (``probe.plotting.heatmap``), imported on first use
-_SUBMODULES = ("api", "batch", "errors", "figures", "plotting", "registry", "report")
+#: submodules a user reaches as attributes (``probe.chart.heatmap``), imported on first use
+_SUBMODULES = ("api", "batch", "chart", "errors", "figures", "registry", "report")
 
 
 def __getattr__(name):   # PEP 562: the API (numpy, h5py) and the submodules only when first used

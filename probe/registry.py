@@ -1,8 +1,8 @@
 """Every probe, found in one place: the built-in ones (:mod:`probe.probes`) and those other installed
 packages declare in the entry point group ``gamma_probe.probes``.
 
-A probe is one unit: a module that defines its API function, its terminal detail table, its report
-chart and its ``--plot`` figure, and declares them in one :class:`Probe`. The CLI commands
+A probe is one unit: a module that defines its API function, its terminal detail table and its chart
+(the report's SVG and the ``--plot`` file draw the same panels), and declares them in one :class:`Probe`. The CLI commands
 (:mod:`probe.cli`), ``probe batch``, the report's sections, sweep-summary's ``PROBE:NAME`` metrics, the
 Python API (``probe.NAME``) and the reference page (``docs/probes.md``, :func:`reference`) all come
 from :func:`probes`; ``tests/test_registry.py`` checks that every probe is reachable from each of them.
@@ -45,11 +45,11 @@ class Probe:
 
     ``function(path, ..., step=..., allow_nonfinite=...)`` returns a list of ``Result`` s, one per
     step (:class:`probe.analyses.base.Result`); its parameters are the command's options. The hooks
-    draw one step's result: ``detail(result, width)`` its table on the terminal (``width``: columns, None
-    at ``--wide``), ``chart(result)`` its report chart (a list of :class:`probe.report.svg.Panel`),
-    ``figure(plt, result)`` its ``--plot`` figure (a matplotlib Figure), ``figures(results, path,
-    title, dpi=)`` its figure of several steps (default: the trajectory of the summary numbers), ``tables(results,
-    width)`` its tables of several steps (default: a summary row per step)."""
+    draw its results: ``detail(result, width)`` one step's table on the terminal (``width``: columns, None
+    at ``--wide``), ``chart(result)`` one step's picture (a list of :class:`probe.chart.panel.Panel`: the
+    report's SVG and the ``--plot`` file), ``charts(results)`` the picture of several steps in a ``--plot``
+    file (default: the trajectory of the summary numbers, as in the report), ``tables(results, width)``
+    its tables of several steps (default: a summary row per step)."""
 
     name: str
     reads: str                     # WEIGHTS, ACTIVATIONS or SNAPSHOT
@@ -84,8 +84,7 @@ class Probe:
     #                                "i,j"): left out of probe batch --tensorboard (k x k series)
     detail: Callable | None = None
     chart: Callable | None = None
-    figure: Callable | None = None
-    figures: Callable | None = None
+    charts: Callable | None = None
     tables: Callable | None = None
 
     def __post_init__(self):
@@ -218,7 +217,8 @@ def reference() -> str:
            "[the papers](reference/papers.md); the symbols: [notation](reference/notation.md).", ""]
     for p in probes():
         where = [w for w, on in (("batch", p.batch), ("report", p.report), ("sweep-summary", p.sweeps)) if on]
-        figure = ("a figure of each step" if p.figures else "its figure of one step" if p.figure
+        figure = ("its chart of one step, and of several" if p.charts else
+                  "its chart of one step; of several, the trajectory of its summary numbers" if p.chart
                   else "the trajectory of its summary numbers")
         out += [f"## {p.name}", "", p.help, "",
                 f"- reads: {reads[p.reads]}",

@@ -21,9 +21,9 @@ import importlib, json, os, sys, time
 import numpy, h5py, torch                      # the heavy imports, once
 for mod in ("probe.api", "probe.batch", "probe.figures", "probe.render", "probe.format.validate",
             "probe.readers.checkpoints", "probe.readers.activations", "probe_train.trainer", "probe_train.tasks",
-            "probe_train.evaluate", "rich.console", "rich.progress", "scipy.linalg", "probe.plotting"):
+            "probe_train.evaluate", "rich.console", "rich.progress", "scipy.linalg", "probe.chart.mpl"):
     importlib.import_module(mod)
-sys.modules["probe.plotting"].pyplot()          # matplotlib with its Agg backend, as a figure call sets it
+sys.modules["probe.chart.style"].pyplot()          # matplotlib with its Agg backend, as a figure call sets it
 from importlib.metadata import entry_points
 # the console scripts as installed (pyproject's [project.scripts]), so the entry points cannot drift
 mains = {ep.name: ep.load() for ep in entry_points(group="console_scripts") if ep.name in ("probe", "probe-train")}

@@ -113,6 +113,12 @@ def test_rule6_train_imports_only_errors_format_and_words_of_probe():
     assert _violations("probe_train", lambda m, t: not _in(t, "probe") or _in(t, *allowed)) == []
 
 
+def test_rule9_chart_imports_neither_the_report_nor_the_probes():
+    # one picture, two renderers: the probes describe with chart/, the report and --plot draw with it
+    assert _violations("probe.chart", lambda m, t: not _in(t, "probe.report", "probe.probes", "probe.api",
+                                                             "probe.cli")) == []
+
+
 def _cycles(graph: dict[str, set[str]]) -> list[str]:
     state, cycles = {}, []
 
@@ -162,7 +168,7 @@ def test_the_circle_test_sees_a_circle_inside_a_function():
                                     "train/text"])
 def test_the_tree_has_the_rooms_of_the_architecture(folder):
     assert (ROOT / folder / "__init__.py").exists()
-    for name in ("probe/api/__init__.py", "probe/api/_common.py", "probe/batch.py", "probe/plotting.py", "probe/figures/context.py", "probe/errors.py",
+    for name in ("probe/api/__init__.py", "probe/api/_common.py", "probe/batch.py", "probe/chart/mpl.py", "probe/chart/svg.py", "probe/figures/context.py", "probe/errors.py",
                  "probe/registry.py", "probe/sweeps.py", "probe/_files.py", "probe/format/_h5.py", "probe/format/run.py",
                  "probe/format/writer.py", "probe/format/validate.py", "probe/format/sweep.py",
                  "probe/readers/names.py", "probe/cli/options.py", "probe/render.py", "probe/cli/probes.py", "probe/probes/__init__.py",

@@ -417,13 +417,9 @@ def test_pca_words_are_one_group_ordered_as_given():
     """--words asks whether the words form a number line in the order given: their order score is
     |Spearman(position, PC1)| of their own PCA (checked here against numpy on the embedding rows), and
     the plot labels each point with its word."""
-    import matplotlib
-
     from probe.analyses._stats import spearman
-    from probe.probes.pca import figure
-    from probe.plotting import pyplot
-
-    matplotlib.use("Agg")
+    from probe.chart.mpl import figure
+    from probe.probes.pca import chart
     words = "one,two,three,four,five,six,seven,eight,nine"
     r = probe.pca(_minilm(), words=words)[0]
     assert set(r.groups) == {"words"} and list(r.texts.get()) == words.split(",")
@@ -437,7 +433,7 @@ def test_pca_words_are_one_group_ordered_as_given():
     assert backwards.order_pc1["words"] == pytest.approx(r.order_pc1["words"])   # ranks by the given order
     shuffled = probe.pca(_minilm(), words="five,one,nine,two,eight,three,seven,four,six")[0]
     assert shuffled.order_pc1["words"] < r.order_pc1["words"]
-    fig = figure(pyplot(), r)
+    fig = figure(chart(r))
     assert {t.get_text() for t in fig.axes[0].texts} == set(words.split(","))
     from conftest import run_cli
 

@@ -1277,6 +1277,6 @@ def test_contributing_names_what_is_there():
     a_test_named("test_docs.py", "test_no_measured_seed_count_or_interval_is_typed_into_a_page")
     for path in ("examples/seed_table.py", "examples/demo.py", "examples/language_corpora.py",
                  "examples/p4_critical_table.py", "examples/p2_direction_table.py", "examples/figure_claims.py",
-                 "bench/cka_seeds.py", "examples/_results.py", "probe/report/svg.py", "probe/_text.py",
+                 "bench/cka_seeds.py", "examples/_results.py", "probe/chart/svg.py", "probe/_text.py",
                  "tests/test_bad_input_text.py", "probe/docstrings.py", "probe/cli/options.py"):
         assert path in text and (ROOT / path).exists(), path

@@ -18,7 +18,6 @@ SAME_NAME = {
 }
 # the names that had two or three meanings: each means one thing now
 MODULE_NAMES = ("render",)   # probe/render.py: results to stdout; no function is called so
-NOT_YET = {("render", "probe/report/svg.py")}   # issue 49 point 4 rewrites the chart stack: renamed there
 
 
 def _constants(files: dict[str, ast.Module]) -> dict[str, dict[str, str]]:
@@ -61,7 +60,7 @@ def test_a_module_name_is_no_function_name():
     """``render`` was the table module, the parameter spelling of an error message and an SVG writer."""
     defs = {(node.name, path) for path, tree in FILES.items() for node in ast.walk(tree)
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in MODULE_NAMES}
-    assert defs - NOT_YET == set()
+    assert defs == set()
 
 
 def test_progress_is_a_callable_except_the_trainers_switch():

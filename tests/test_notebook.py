@@ -41,7 +41,7 @@ def test_import_probe_is_cheap_and_dir_lists_the_public_api(tmp_path):
                              "print(json.dumps({'dir': dir(probe), 'modules': sorted(sys.modules)}))", cwd=tmp_path))
     assert [m for m in got["modules"] if m.split(".")[0] in HEAVY] == []
     assert got["dir"] == sorted(got["dir"])
-    assert set(got["dir"]) == {*probe.__all__, "api", "batch", "errors", "figures", "plotting", "registry", "report"}
+    assert set(got["dir"]) == {*probe.__all__, "api", "batch", "chart", "errors", "figures", "registry", "report"}
     assert set(registry.names()) <= set(got["dir"]) and {"Results", "ProbeError", "info", "Run"} <= set(got["dir"])
     assert not [n for n in got["dir"] if n.startswith("_")]
 
@@ -53,7 +53,7 @@ def test_every_name_dir_lists_resolves():
         assert getattr(probe, name) is not None, name
     for name in probe.__all__:
         assert not isinstance(getattr(probe, name), types.ModuleType), name
-    assert probe.plotting.heatmap and probe.figures.SIZES and probe.report.MAX_STEPS
+    assert probe.chart.heatmap and probe.figures.SIZES and probe.report.MAX_STEPS
     assert probe.similarity is probe.api.similarity and probe.Results.__name__ == "Results"
     with pytest.raises(AttributeError, match="no attribute 'similarty'"):
         probe.similarty

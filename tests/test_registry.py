@@ -157,6 +157,6 @@ def test_sweep_summary_refuses_an_unknown_metric_before_probing():
 
 @pytest.mark.parametrize("spec", SPECS, ids=IDS)
 def test_the_declared_hooks_take_a_result(spec):
-    for hook, params in (("detail", 2), ("chart", 1), ("figure", 2), ("tables", 2)):
+    for hook, params in (("detail", 2), ("chart", 1), ("charts", 1), ("tables", 2)):
         fn = getattr(spec, hook)
         assert fn is None or len(inspect.signature(fn).parameters) == params, hook

@@ -231,7 +231,7 @@ def test_pick_steps_are_log_spaced_and_keep_early_picks_while_a_run_grows():
 
 
 def test_chart_ticks_read():
-    from probe.report import axes as A
+    from probe.chart import axes as A
 
     assert [s for _, s in A.linear(-0.00999, 0.031).ticks] == ["-0.01", "0", "0.01", "0.02", "0.03", "0.04"]
     assert [s for _, s in A.linear(0.0, 1.0, fixed=True).ticks] == ["0", "0.2", "0.4", "0.6", "0.8", "1"]
@@ -246,7 +246,7 @@ def test_chart_ticks_read():
 def test_heat_map_colours_fit_the_data():
     import numpy as np
 
-    from probe.plotting import fitted_range
+    from probe.chart.panel import fitted_range
 
     band = np.full((4, 4), 0.8) + np.eye(4) * 0.2 + np.arange(4) * 0.03   # theory: values in a narrow band
     lo, hi, cmap = fitted_range(band)
@@ -257,9 +257,9 @@ def test_heat_map_colours_fit_the_data():
 
 
 def test_every_report_probe_with_a_figure_has_a_chart():
-    """The browser test looks at the report's charts: a probe whose figure were not one of them would
-    go unchecked (and a report draws no matplotlib figure)."""
+    """The browser test looks at the report's charts: a probe whose --plot of several steps had a picture of
+    its own but not of one step would go unchecked (and a report draws no matplotlib figure)."""
     from probe import registry
 
-    assert [p.name for p in registry.probes() if p.report and p.figure and p.chart is None] == []
+    assert [p.name for p in registry.probes() if p.report and p.charts and p.chart is None] == []
     assert [p.name for p in registry.probes() if p.cheap and p.chart is None] == []

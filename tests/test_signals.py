@@ -664,7 +664,7 @@ TITLE = "a figure that needs no run"
 
 
 def make(ctx):
-    from probe.plotting import pyplot
+    from probe.chart import pyplot
 
     fig, ax = pyplot().subplots()
     ax.plot([0, 1], [0, 1])

@@ -91,7 +91,7 @@ def run_probe(probe: registry.Probe, file: str, options: dict, fmt: str, plot: s
     from .. import render
 
     if plot:
-        from ..plotting import check_writable
+        from ..chart.style import check_writable
 
         check_writable(plot)
     fn = probe.function
@@ -101,10 +101,10 @@ def run_probe(probe: registry.Probe, file: str, options: dict, fmt: str, plot: s
     else:
         results = registry.call(fn, file, **options)
     if plot:  # the figure first: if it cannot be written, the error comes alone
-        from .. import plotting
+        from ..chart.mpl import plot_results
 
         try:
-            plotting.plot_results(probe.name, results, plot, title=f"{file}: {probe.name}")
+            plot_results(probe.name, results, plot, title=f"{file}: {probe.name}")
         except OSError as exc:
             raise ProbeError(f"cannot write plot {plot}: {exc.strerror or exc}") from None
         print(terminal(f"wrote {plot}"), file=sys.stderr)

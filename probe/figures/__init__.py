@@ -12,7 +12,7 @@ batch, longest first (:mod:`probe_train.runs`: a finished run is reused, an unfi
 changed configuration trained anew), then draws. Rooms: :mod:`.context` (the experiments at each
 size, declarations, claims, the context), :mod:`.scripts` (finding, drawing, checking; and the
 plan: dry run, estimated time, seeds for a budget). The look of every figure lives in
-:mod:`probe.plotting`; the time a run takes in :mod:`probe_train.speeds`.
+:mod:`probe.chart`; the time a run takes in :mod:`probe_train.speeds`.
 
 Sizes: ``tiny`` (tests, seconds), ``quick`` (a CPU: every figure in minutes on 2 cores),
 ``full`` (the papers' sizes, for a GPU).

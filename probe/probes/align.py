@@ -17,14 +17,12 @@ from ..api._common import (
     unconverged,
     with_warnings,
 )
+from ..chart.panel import Panel, indexed
 from ..params import check_number
 from ..errors import ProbeError
-from ..plotting import as_text, legend
 from ..readers.source import open_source
 from ..registry import WEIGHTS, Probe
 from ..render import note, table, wrapped
-from ..report.charts import indexed
-from ..report.svg import Panel
 
 
 @budgeted
@@ -141,24 +139,6 @@ def chart(r) -> list[Panel]:
     return panels
 
 
-def figure(plt, r):
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), constrained_layout=True)
-    axes[0].semilogy(np.arange(1, len(r.singular_values) + 1), r.singular_values, "o-", label="W_V")
-    axes[0].semilogy(np.arange(1, len(r.ov_singular_values) + 1), r.ov_singular_values, "s--", label="W_V W_O")
-    axes[0].set_xlabel("index")
-    axes[0].set_ylabel("singular value")
-    legend(axes[0], fontsize=8)
-    width = 0.8 / max(1, len(r.group_mean))
-    for gi, (g, v) in enumerate(r.group_mean.items()):
-        axes[1].bar(np.arange(len(v)) + gi * width, v, width, label=as_text(g))
-    k = max((len(v) for v in r.group_mean.values()), default=0)
-    axes[1].set_xticks(np.arange(k) + width * (len(r.group_mean) - 1) / 2, [str(i + 1) for i in range(k)])
-    axes[1].set_xlabel("singular vector of W_V")
-    axes[1].set_ylabel("mean |cos| with the group's embeddings")
-    legend(axes[1], fontsize=8)
-    return fig
-
-
 PROBE = Probe("align", WEIGHTS, "Singular vectors of W_V against the embeddings", function=align,
               options={"groups": "JSON/YAML file: group name -> token ids or words, the groups W_V's singular "
                                  "vectors are compared with [default: the run's stored groups]",
@@ -170,4 +150,4 @@ PROBE = Probe("align", WEIGHTS, "Singular vectors of W_V against the embeddings"
                         "out of the group means",
               help="Singular values of W_V and W_V W_O of one head (default: layer 0, head 0), and |cos| of W_V's "
                    "top singular vectors with each token group.",
-              detail=detail, chart=chart, figure=figure, cheap=True)
+              detail=detail, chart=chart, cheap=True)

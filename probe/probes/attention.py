@@ -15,12 +15,11 @@ from ..api._common import (
     read_whole,
     with_warnings,
 )
+from ..chart.panel import Panel
 from ..params import check_number
 from ..errors import ProbeError
 from ..format import P, Run
-from ..plotting import legend
 from ..registry import SNAPSHOT, Probe
-from ..report.svg import Panel
 
 
 @budgeted
@@ -96,21 +95,6 @@ def chart(r) -> list[Panel]:
                   xscale="int", hline=(1.0 / T, "uniform")) for l in range(L)]
 
 
-def figure(plt, r):
-    L, H, T = r.last_profile.shape
-    fig, axes = plt.subplots(1, L, figsize=(4 * L, 3.4), squeeze=False, constrained_layout=True)
-    for l in range(L):
-        ax = axes[0][l]
-        for h in range(H):
-            ax.plot(np.arange(T), r.last_profile[l, h], "o-", label=f"head {h}")
-        ax.axhline(1.0 / T, color="grey", ls=":", label="uniform")
-        ax.set_xlabel("key position")
-        ax.set_ylabel("attention of the last position")
-        ax.set_title(f"layer {l}: mean |A_ij - 1/i| {r.avg_dev[l].mean():.3f}", fontsize=9)
-        legend(ax, fontsize=7)
-    return fig
-
-
 PROBE = Probe("attention", SNAPSHOT, "Attention against causal averaging", function=attention,
               options={"layer": "attention layer, 0-based [default: every layer]"},
               result="attention.AttentionResult",
@@ -121,4 +105,4 @@ PROBE = Probe("attention", SNAPSHOT, "Attention against causal averaging", funct
               help="Attention on the stored probe batch (default: every layer): distance from causal averaging "
                    "(mean |A_ij - 1/i|, entropy relative to uniform) and where the last position attends (key, "
                    "anchors).",
-              chart=chart, figure=figure, cheap=True)
+              chart=chart, cheap=True)

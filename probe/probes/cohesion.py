@@ -9,10 +9,10 @@ from .._limits import MAX_MEMORY, budgeted
 from ..analyses.cohesion import CohesionResult
 from ..analyses.cohesion import cohesion as _cohesion
 from ..api._common import TokenRows, with_warnings
+from ..chart.panel import Panel
 from ..errors import ProbeError, param
 from ..readers.source import open_source
 from ..registry import EVERY_GROUP, WEIGHTS, Probe
-from ..report.svg import Panel
 
 
 @budgeted

@@ -22,14 +22,13 @@ from ..api._common import (
     unconverged,
     with_warnings,
 )
+from ..chart.panel import Panel, indexed
 from ..params import check_number
 from ..errors import ProbeError, param
 from ..format import Run
 from ..readers.source import open_source
 from ..registry import EVERY_ROW, WEIGHTS, Probe
 from ..render import wrapped
-from ..report.charts import indexed
-from ..report.svg import Panel
 
 
 @budgeted
@@ -164,16 +163,6 @@ def chart(r) -> list[Panel]:
                   series={"eigenvalue": indexed(ev[ev > 0])}, xscale="int", yscale="log")]
 
 
-def figure(plt, r):
-    fig, ax = plt.subplots(figsize=(5, 3.8), constrained_layout=True)
-    ev = r.eigenvalues[r.eigenvalues > 0]
-    ax.semilogy(np.arange(1, len(ev) + 1), ev, "o-", ms=3)
-    ax.set_xlabel("index")
-    ax.set_ylabel("covariance eigenvalue")
-    ax.set_title(f"step {r.step}: effective rank {r.effective_rank:.1f}", fontsize=9)
-    return fig
-
-
 PROBE = Probe("condense", WEIGHTS, "Covariance eigenvalues", function=condense, tokens=EVERY_ROW,
               api_only=("top_shares",), result="condense.CondenseResult",
               metrics=("eig1", "eig2", "top{N}_share", "effective_rank", "stable_rank", "largest_neuron_group", "neuron_groups", "sv1"),
@@ -184,4 +173,4 @@ PROBE = Probe("condense", WEIGHTS, "Covariance eigenvalues", function=condense, 
               help="Condensation: covariance eigenvalues of token vectors (default: every row; centred, unscaled, "
                    "/ (k-1)), effective and stable rank, neuron groups, and the singular values of every weight "
                    "matrix.",
-              detail=detail, chart=chart, figure=figure, cheap=True)
+              detail=detail, chart=chart, cheap=True)

@@ -18,14 +18,12 @@ from ..api._common import (
     text_only_for_checkpoints,
     with_warnings,
 )
+from ..chart.panel import Panel, barh
 from ..params import check_number
 from ..errors import ProbeError, ProbeWarning
 from ..format import Run, is_snapshot_file
-from ..plotting import as_text, legend, saturation_map
 from ..registry import ACTIVATIONS, Probe
 from ..render import summary_table, table
-from ..report.charts import barh
-from ..report.svg import Panel
 
 
 @budgeted
@@ -147,19 +145,18 @@ def chart(r) -> list[Panel]:
                   {"ε share": list(r.eps_share)}, xscale="unit", vline=(r.saturation, "saturated from"))]
 
 
-def figure(plt, r):
-    fig, ax = plt.subplots(figsize=(6, 3.6), constrained_layout=True)
-    ax.barh([as_text(s) for s in r.sites], r.eps_share, color=["#d62728" if s in r.saturated else "#1f77b4" for s in r.sites])
-    ax.axvline(r.saturation, color="grey", ls=":", label=f"saturated from s = {r.saturation:g}")
-    ax.set_xlim(0, 1)
-    ax.set_xlabel(f"ε share s = ε / (m + ε), ε = {r.eps:g}")
-    ax.invert_yaxis()
-    legend(ax, fontsize=7)
-    return fig
+def charts(results) -> list[Panel]:
+    """The ε share of each site (rows) at each step (columns), on a log colour scale: the shares that
+    matter span orders of magnitude (1e-8 at large init, 0.1 saturated)."""
+    return [Panel("ε share of each norm site", "step", "norm site", kind="heat",
+                  matrix=np.clip(np.array([r.eps_share for r in results]).T, 1e-4, 1.0),
+                  rows=list(results[0].sites), cols=[str(r.step) for r in results], vmin=1e-4, vmax=1.0,
+                  cmap="magma", cscale="log",
+                  clabel=f"ε share (ε = {results[0].eps:g}; below 1e-4 shown as 1e-4)")]
 
 
 PROBE = Probe("norms", ACTIVATIONS, "Norm saturation (ε share)", function=norms, style="detail", tables=tables,
-              figures=saturation_map, result="norms.NormsResult",
+              result="norms.NormsResult",
               metrics=("max_eps_share", "saturated_sites", "eps_share", "effective_gain", "mean_square"),
               example="probe norms run.h5 --step all",
               examples=("probe norms model/ --text corpus.txt --saturation 0.05",),
@@ -167,4 +164,4 @@ PROBE = Probe("norms", ACTIVATIONS, "Norm saturation (ε share)", function=norms
               help="ε-saturation of every norm site: ε share s = ε / (m + ε), m the mean over tokens of mean(x²) "
                    "(var(x) for LayerNorm), and the effective gain; flags the saturated sites (--step all: a row per step, "
                    "a column per site).",
-              detail=detail, chart=chart, figure=figure)
+              detail=detail, chart=chart, charts=charts)

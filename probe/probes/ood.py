@@ -10,13 +10,11 @@ from .._limits import MAX_MEMORY, budgeted, check_total
 from ..analyses._stats import finite_rows, nonfinite
 from ..analyses.ood import OODResult, loss_acc
 from ..api._common import Finite, check_fits, with_warnings
+from ..chart.panel import Panel, barh
 from ..params import check_number
 from ..format import Run
-from ..plotting import as_text
 from ..registry import SNAPSHOT, Probe
 from ..render import table
-from ..report.charts import barh
-from ..report.svg import Panel
 
 
 @budgeted
@@ -152,18 +150,6 @@ def chart(r) -> list[Panel]:
     return [barh(f"step {r.step}", "accuracy", "split", names, {"accuracy": vals}, xscale="unit")]
 
 
-def figure(plt, r):
-    fig, ax = plt.subplots(figsize=(6, 3.8), constrained_layout=True)
-    names = [as_text(x) for x in list(r.splits) + [f"held-out {c}" for c in r.combos]
-             + [f"target {t}" for t in r.targets]]
-    vals = [m["acc"] for m in r.splits.values()] + [m["acc"] for m in r.combos.values()] \
-        + [m["acc"] for m in r.targets.values()]
-    ax.barh(names, vals)
-    ax.set_xlim(0, 1)
-    ax.set_xlabel("accuracy")
-    return fig
-
-
 PROBE = Probe("ood", SNAPSHOT, "Accuracy per split and held-out combination", function=ood,
               options={"threads": "snapshots evaluated at once, one torch thread each (0: one per CPU core); the "
                                   "numbers do not depend on it"},
@@ -173,4 +159,4 @@ PROBE = Probe("ood", SNAPSHOT, "Accuracy per split and held-out combination", fu
                         "left out of each split's loss and accuracy",
               help="Rebuild the model from the stored weights; accuracy and loss per split and per held-out anchor "
                    "combination (composite task: inferential vs symmetric accuracy on the unseen pair).",
-              detail=detail, chart=chart, figure=figure)
+              detail=detail, chart=chart)

@@ -9,13 +9,11 @@ from .._limits import DECOMPOSITION, MAX_MEMORY, budgeted
 from ..analyses.pca import PCAResult
 from ..analyses.pca import pca as _pca
 from ..api._common import TokenRows, unconverged, with_warnings
+from ..chart.panel import Panel, id_labels
 from ..params import check_number
-from ..plotting import as_text, legend, pyplot
 from ..readers.source import open_source
 from ..registry import WEIGHTS, Probe
 from ..render import table, token_labels
-from ..report.charts import id_labels
-from ..report.svg import Panel
 
 
 @budgeted
@@ -109,26 +107,6 @@ def chart(r) -> list[Panel]:
                   series=series, names=names)]
 
 
-def figure(plt, r):
-    fig, ax = plt.subplots(figsize=(5, 4.5), constrained_layout=True)
-    groups = list(dict.fromkeys(r.groups))
-    texts = r.texts.get() if r.texts is not None else None   # a token's text where the source has a vocabulary
-    names = [as_text(t) for t in texts] if texts is not None else [str(int(i)) for i in r.ids]
-    cmap = pyplot().get_cmap("tab10")
-    for gi, g in enumerate(groups):
-        m = np.array([x == g for x in r.groups])
-        ax.scatter(r.coords[m, 0], r.coords[m, 1] if r.coords.shape[1] > 1 else 0 * r.coords[m, 0],
-                   s=18, color=cmap(gi % 10), label=as_text(g) if g else "ids")
-        for t, xy in zip(np.asarray(names)[m], r.coords[m]):
-            ax.annotate(t, (xy[0], xy[1] if len(xy) > 1 else 0), fontsize=5, alpha=0.7)
-    ex = r.explained
-    ax.set_xlabel(f"PC1 ({100 * ex[0]:.0f}%)")
-    ax.set_ylabel(f"PC2 ({100 * ex[1]:.0f}%)" if len(ex) > 1 else "")
-    ax.set_title(f"step {r.step}", fontsize=9)
-    legend(ax, fontsize=7)
-    return fig
-
-
 PROBE = Probe("pca", WEIGHTS, "PCA of token embeddings", function=pca, tokens="keys,reasoning,memory",
               result="pca.PCAResult", metrics=("explained_pc{N}", "order_pc1", "order_arc"),
               example="probe pca run.h5 --tokens keys,reasoning,memory --plot pca.png",
@@ -136,4 +114,4 @@ PROBE = Probe("pca", WEIGHTS, "PCA of token embeddings", function=pca, tokens="k
               nonfinite="the token rows holding one are left out",
               help="PCA of token vectors (default tokens: keys,reasoning,memory): explained variance, coordinates, "
                    "and how ordered each group lies (the number line).",
-              detail=detail, chart=chart, figure=figure, cheap=True)
+              detail=detail, chart=chart, cheap=True)

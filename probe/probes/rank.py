@@ -18,13 +18,11 @@ from ..api._common import (
     unconverged,
     with_warnings,
 )
+from ..chart.panel import Panel, barh
 from ..format import Run
-from ..plotting import as_text
 from ..readers.source import open_source
 from ..registry import WEIGHTS, Probe
 from ..render import table
-from ..report.charts import barh
-from ..report.svg import Panel
 
 
 @budgeted
@@ -103,14 +101,6 @@ def chart(r) -> list[Panel]:
                   {"effective rank": [r.numbers[n]["effective_rank"] for n in r.names]})]
 
 
-def figure(plt, r):
-    fig, ax = plt.subplots(figsize=(6, 0.8 + 0.25 * len(r.names)), constrained_layout=True)
-    ax.barh([as_text(n) for n in r.names], [r.numbers[n]["effective_rank"] for n in r.names])
-    ax.set_xlabel("effective rank (exp entropy of σ)")
-    ax.invert_yaxis()
-    return fig
-
-
 PROBE = Probe("rank", WEIGHTS, "Effective rank of weights", function=rank,
               options={"groups": "JSON/YAML file: group name -> token ids or words (checked; the ranks do not "
                                  "depend on groups)"},
@@ -121,4 +111,4 @@ PROBE = Probe("rank", WEIGHTS, "Effective rank of weights", function=rank,
               help="Effective rank, stable rank and top-1/top-5 energy of the centred token embedding and of every "
                    "weight matrix; with --step all a trajectory, with --minima the step where each one bottoms "
                    "out.",
-              detail=detail, chart=chart, figure=figure, cheap=True)
+              detail=detail, chart=chart, cheap=True)

@@ -8,13 +8,11 @@ from .._limits import MAX_MEMORY, budgeted
 from ..analyses.rank import RankTrajectoryResult
 from ..analyses.rank import rank_trajectory as _rank_trajectory
 from ..api._common import with_warnings
+from ..chart.panel import Panel, barh
 from ..errors import ProbeError, param
-from ..plotting import as_text, legend
 from ..registry import WEIGHTS, Probe
 from .rank import rank
 from ..render import table
-from ..report.charts import barh
-from ..report.svg import Panel
 
 
 @budgeted
@@ -76,19 +74,6 @@ def chart(r) -> list[Panel]:
                    "rebound: final / minimum − 1": [r.rebound(n) - 1 for n in r.names]}, vline=(1.0, "no change"))]
 
 
-def figure(plt, r):
-    fig, ax = plt.subplots(figsize=(6, 0.8 + 0.25 * len(r.names)), constrained_layout=True)
-    labels = [as_text(n) for n in r.names]
-    ax.barh(labels, [r.dip(n) for n in r.names], label="dip: minimum / initial")
-    ax.barh(labels, [r.rebound(n) - 1 for n in r.names], left=[r.dip(n) for n in r.names], alpha=0.5,
-            label="rebound: final / minimum − 1")
-    ax.axvline(1.0, color="grey", ls=":")
-    ax.set_xlabel(f"{r.metric} relative to the first step")
-    ax.invert_yaxis()
-    legend(ax, fontsize=7)
-    return fig
-
-
 PROBE = Probe("rank_trajectory", WEIGHTS, "Rank minima over training", function=rank_trajectory,
               command="rank --minima", style="detail", whole_run="all", api_only=("metric",), batch=False,
               sweeps=False, result="rank.RankTrajectoryResult",
@@ -98,4 +83,4 @@ PROBE = Probe("rank_trajectory", WEIGHTS, "Rank minima over training", function=
                         "holding one",
               help="Where each matrix's effective rank bottoms out over training: its minimum, the step of it, "
                    "the dip and the rebound.",
-              detail=detail, chart=chart, figure=figure)
+              detail=detail, chart=chart)

@@ -8,12 +8,11 @@ import numpy as np
 from .._limits import MAX_MEMORY, budgeted
 from ..analyses.similarity import BLOCKED_ABOVE, SimilarityResult, cosine_similarity, cosine_similarity_blocked
 from ..api._common import TokenRows, with_warnings
-from ..plotting import similarity_heatmaps
+from ..chart.panel import Panel, id_labels, spread
+from ..errors import ProbeError, param
 from ..readers.source import open_source
 from ..registry import WEIGHTS, Probe
 from ..render import MORE_HINT, MAX_CELL, cell, cut, note, table, token_labels
-from ..report.charts import id_labels
-from ..report.svg import Panel
 
 
 @budgeted
@@ -100,12 +99,21 @@ def detail(r, width) -> None:
 
 
 def chart(r) -> list[Panel]:
+    if r.matrix is None:
+        raise ProbeError(f"too many tokens for a heat map (more than {BLOCKED_ABOVE}); choose fewer with "
+                         f"{param('tokens')}")
     return [Panel(f"step {r.step}: mean {r.mean_offdiag:.2f}, ρ(|i−j|) {r.distance_corr:.2f}", "token", "token",
-                  kind="heat", matrix=np.asarray(r.matrix), rows=id_labels(r.ids), cols=id_labels(r.ids))]   # ±1: the papers' scale, the same at every step
+                  kind="heat", matrix=np.asarray(r.matrix), rows=id_labels(r.ids), cols=id_labels(r.ids),
+                  clabel="cosine similarity")]   # ±1: the papers' scale, the same at every step
+
+
+def charts(results) -> list[Panel]:
+    """A heat map per step, at most ``MAX_PANELS`` of them, spread over the steps (one colour bar)."""
+    return spread([panel for r in results for panel in chart(r)])
 
 
 PROBE = Probe("similarity", WEIGHTS, "Cosine similarity of token embeddings", function=similarity,
-              figures=similarity_heatmaps, tokens="reasoning", result="similarity.SimilarityResult",
+              tokens="reasoning", result="similarity.SimilarityResult",
               metrics=("mean_offdiag", "std_offdiag", "distance_corr", "by_distance"),
               example="probe similarity run.h5 --tokens reasoning",
               examples=("probe similarity run.h5 --tokens memory --step all --plot similarity.png",
@@ -113,4 +121,4 @@ PROBE = Probe("similarity", WEIGHTS, "Cosine similarity of token embeddings", fu
               nonfinite="the token rows holding one are left out", matrix="cosine",
               help="Cosine-similarity matrix of token vectors (default tokens: reasoning), with its mean and its "
                    "fall-off with |i - j|; above 4096 tokens only the summaries, accumulated in blocks.",
-              detail=detail, chart=chart, cheap=True)
+              detail=detail, chart=chart, charts=charts, cheap=True)

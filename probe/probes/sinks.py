@@ -17,13 +17,12 @@ from ..api._common import (
     text_only_for_checkpoints,
     with_warnings,
 )
+from ..chart.panel import Panel
 from ..params import check_number
 from ..errors import ProbeError
 from ..format import P, Run, is_snapshot_file
-from ..plotting import heatmap
 from ..registry import ACTIVATIONS, Probe
 from ..render import table, wrapped
-from ..report.svg import Panel
 
 
 @budgeted
@@ -123,17 +122,7 @@ def chart(r) -> list[Panel]:
     m = np.asarray(r.sink_mass, dtype=float)
     return [Panel(f"step {r.step}: attention on position 0", "head", "layer", kind="heat", matrix=m,
                   rows=[f"L{i}" for i in range(m.shape[0])], cols=[f"h{h}" for h in range(m.shape[1])],
-                  vmin=0.0, vmax=1.0, cmap="magma")]
-
-
-def figure(plt, r):
-    fig, ax = plt.subplots(figsize=(1.2 + 0.7 * r.sink_mass.shape[1], 1.2 + 0.6 * r.sink_mass.shape[0]),
-                           constrained_layout=True)
-    im = heatmap(ax, r.sink_mass, [f"h{h}" for h in range(r.sink_mass.shape[1])],
-                 [f"L{l}" for l in range(r.sink_mass.shape[0])],
-                 vmin=0.0, vmax=1.0, cmap="magma", xrotation=0)
-    fig.colorbar(im, ax=ax, label="attention on position 0")
-    return fig
+                  vmin=0.0, vmax=1.0, cmap="magma", clabel="attention on position 0")]
 
 
 PROBE = Probe("sinks", ACTIVATIONS, "Attention sinks", function=sinks, result="sinks.SinksResult",
@@ -144,4 +133,4 @@ PROBE = Probe("sinks", ACTIVATIONS, "Attention sinks", function=sinks, result="s
               help="Attention sinks per layer and head: mean attention on the first position (queries past the "
                    "first few), the fraction of sink heads, and the first position's residual norm over the "
                    "median position's.",
-              detail=detail, chart=chart, figure=figure)
+              detail=detail, chart=chart)

@@ -18,14 +18,12 @@ from ..api._common import (
     unconverged,
     with_warnings,
 )
+from ..chart.panel import Panel, barh
 from ..params import check_number
 from ..errors import ProbeError, param
 from ..format import Run, is_snapshot_file
-from ..plotting import as_text
 from ..registry import WEIGHTS, Probe
 from ..render import table
-from ..report.charts import barh
-from ..report.svg import Panel
 
 
 @budgeted
@@ -171,16 +169,6 @@ def chart(r) -> list[Panel]:
                   {"log norm": [layer.log_norm for layer in r.layers]})]
 
 
-def figure(plt, r):
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), constrained_layout=True)
-    names = [as_text(l.name) for l in r.layers]
-    for ax, key, label in zip(axes, ("alpha", "log_norm"), ("alpha", "log10 ||W||_F^2")):
-        ax.plot([getattr(l, key) for l in r.layers], "o-")
-        ax.set_ylabel(label)
-        ax.set_xticks(range(len(names)), names, fontsize=5, rotation=90)
-    return fig
-
-
 PROBE = Probe("spectrum", WEIGHTS, "Weight spectra (power-law alpha)", function=spectrum,
               options={"threads": "layers analysed at once, one BLAS thread each (0: one per CPU core)"},
               style="steps", sweeps=False, result="spectrum.SpectrumResult",
@@ -191,4 +179,4 @@ PROBE = Probe("spectrum", WEIGHTS, "Weight spectra (power-law alpha)", function=
               nonfinite="a matrix holding one is left out of the table",
               help="Per linear layer: spectral norm, Frobenius norm, stable rank, entropy rank, and the power-law "
                    "exponent alpha of the eigenvalue density with its fit range (WeightWatcher's metrics).",
-              detail=detail, chart=chart, figure=figure, cheap=True)
+              detail=detail, chart=chart, cheap=True)

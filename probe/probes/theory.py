@@ -17,15 +17,13 @@ from ..api._common import (
     select_tokens,
     with_warnings,
 )
+from ..chart.panel import Panel, fitted_range, id_labels
 from ..params import check_number
 from ..errors import ProbeError, param
 from ..format import P, Run
-from ..plotting import fitted_range, heatmap, legend
 from ..readers.source import open_source
 from ..registry import SNAPSHOT, Probe
 from ..render import summary_table, table
-from ..report.charts import id_labels
-from ..report.svg import Panel
 
 
 @budgeted
@@ -156,32 +154,12 @@ def chart(r) -> list[Panel]:
     for m, t in ((r.measured, "measured cos(w_i, w_j)"), (r.predicted, "theory cos(P^s_i, P^s_j)")):
         lo, hi, cmap = fitted_range(m)   # each its own: the theory's values sit in a narrow band
         heat.append(Panel(t, "token", "token", kind="heat", matrix=np.asarray(m), rows=id_labels(r.ids), cols=id_labels(r.ids),
-                          vmin=lo, vmax=hi, cmap=cmap))
+                          vmin=lo, vmax=hi, cmap=cmap, clabel=f"cosine (colours fitted: {lo:g} to {hi:g})"))
     ids = [float(i) for i in r.ids]
     prof = Panel(f"profile of token {r.anchor}: r {r.profile_r:.2f}", "token s_j", f"cos(w({r.anchor}), w(s_j))",
                  series={"measured": (ids, list(map(float, r.profile_measured))),
                          "eq. 14": (ids, list(map(float, r.profile_reconstructed)))}, xscale="int")
     return heat + [prof]
-
-
-def figure(plt, r):
-    fig, axes = plt.subplots(1, 3, figsize=(13, 4), constrained_layout=True)
-    for ax, m, t in ((axes[0], r.measured, "measured cos(w_i, w_j)"),
-                     (axes[1], r.predicted, "theory cos(P^si - 1/d, P^sj - 1/d)")):
-        lo, hi, cmap = fitted_range(m)   # each its own: the theory's values sit in a narrow band
-        im = heatmap(ax, m, r.ids, r.ids, vmin=lo, vmax=hi, cmap=cmap)
-        ax.tick_params(labelsize=6)
-        ax.set_xlabel("token")
-        ax.set_ylabel("token")
-        ax.set_title(t, fontsize=9)
-        fig.colorbar(im, ax=ax, shrink=0.8, label=f"cosine (colours fitted: {lo:g} to {hi:g})")
-    axes[2].plot(r.ids, r.profile_measured, "o-", label="measured")
-    axes[2].plot(r.ids, r.profile_reconstructed, "s--", label="eq. 14 reconstruction")
-    axes[2].set_xlabel("token s_j")
-    axes[2].set_ylabel(f"cos(w({r.anchor}), w(s_j))")
-    legend(axes[2], fontsize=8)
-    axes[2].set_title(f"Pearson r {r.pearson_r:.2f} (matrix), {r.profile_r:.2f} (profile)", fontsize=9)
-    return fig
 
 
 PROBE = Probe("theory", SNAPSHOT, "Theory: P^s reconstruction of the embedding", function=theory,
@@ -195,4 +173,4 @@ PROBE = Probe("theory", SNAPSHOT, "Theory: P^s reconstruction of the embedding",
               help="Paper 1's theory (default tokens: reasoning): cos of P^s - 1/d_vob against the measured "
                    "embedding cosines, and the eq. 14 reconstruction's cos(w(s0), w(s_j)) profile against the "
                    "measured one.",
-              detail=detail, tables=tables, chart=chart, figure=figure, cheap=True)
+              detail=detail, tables=tables, chart=chart, cheap=True)

@@ -20,15 +20,13 @@ from ..api._common import (
     text_only_for_checkpoints,
     with_warnings,
 )
-from ..params import check_number
-from ..params import STEP_GRAMMAR
+from ..chart.panel import Panel
+from ..params import STEP_GRAMMAR, check_number
 from ..errors import ProbeError, ProbeWarning, param
 from ..format import Run, is_snapshot_file
-from ..plotting import as_text, legend
 from ..readers.source import open_source
 from ..registry import ACTIVATIONS, Probe
 from ..render import table
-from ..report.svg import Panel
 
 
 @budgeted
@@ -200,22 +198,6 @@ def chart(r) -> list[Panel]:
                           "share of the tokens": [b["token_share"] for b in bs]}) for f, bs in r.buckets.items()]
 
 
-def figure(plt, r):
-    feats = list(r.buckets)
-    fig, axes = plt.subplots(1, len(feats), figsize=(2.6 * len(feats), 3.2), squeeze=False,
-                             constrained_layout=True)
-    for ax, f in zip(axes[0], feats):
-        bs = r.buckets[f]
-        x = np.arange(len(bs))
-        ax.bar(x - 0.2, [b["gain_share"] for b in bs], 0.4, label="share of the gain")
-        ax.bar(x + 0.2, [b["token_share"] for b in bs], 0.4, label="share of the tokens")
-        ax.set_xticks(x, [f"q{b['bucket']}" for b in bs])
-        ax.set_title(as_text(f), fontsize=9)
-    legend(axes[0][0], fontsize=7)
-    axes[0][0].set_ylabel("share (A over B)")
-    return fig
-
-
 PROBE = Probe("tokens", ACTIVATIONS, "Per-token loss difference", function=tokens,
               options={"path": "run A: a snapshot file, or (with --text) a Hugging Face model folder or a hub "
                                "model hf:ORG/NAME[@REVISION]",
@@ -232,4 +214,4 @@ PROBE = Probe("tokens", ACTIVATIONS, "Per-token loss difference", function=token
               help="Per-token loss difference Δℓ = ℓ_A − ℓ_B on identical held-out tokens, bucketed by token "
                    "frequency, n-gram surprisal, how much the context lowers the loss and the predictive "
                    "entropy: mean Δℓ and share of the total gain per bucket.",
-              detail=detail, chart=chart, figure=figure)
+              detail=detail, chart=chart)

@@ -13,8 +13,8 @@ A source is a snapshot file, a checkpoint folder or a folder of them (``checkpoi
 whenever a run gains a snapshot and lets the page reload itself — computes only new steps.
 
 One module per concept: :mod:`.sources` (what a report shows, and the watch's CPU budget),
-:mod:`.page` (the page model, and the page's data for ``templates/``, autoescaped), :mod:`.svg`
-(inline charts), :mod:`.watch` (writing it, once or as runs grow).
+:mod:`.page` (the page model, and the page's data for ``templates/``, autoescaped), :mod:`.charts`
+(what its charts show, drawn by :mod:`probe.chart.svg`), :mod:`.watch` (writing it, once or as runs grow).
 """
 MAX_STEPS = 6                       # steps shown per probe (the CLI's default too: this module is cheap to import)
 SLIDER_MAX = 64                     # figures behind a probe's step slider at most, log-spaced (0: every snapshot)

@@ -1,18 +1,18 @@
-"""What the report draws, as :class:`~.svg.Panel` s: the headline curves, a probe's trajectory over
-training, and one figure per stored snapshot for the probes whose result has a picture of its own.
+"""What the report draws, as inline SVG: the headline curves, a probe's trajectory over training, and
+one figure per stored snapshot for the probes whose result has a picture of its own.
 
-A probe's chart of one step is its own (:class:`probe.registry.Probe`'s ``chart``, beside its ``--plot``
-figure: same content, drawn as inline SVG in milliseconds rather than matplotlib's ~1 s, so the step
-slider can reach every snapshot); the helpers it draws with are here. A probe whose numbers need the
-model run (ood, tokens, norms, sinks) or a whole run (rank minima) is drawn at the few steps of its
-table only (a ``cheap`` probe at every snapshot).
+A probe's chart of one step is its own (:class:`probe.registry.Probe`'s ``chart``: the panels its
+``--plot`` file draws too, here drawn as inline SVG in milliseconds rather than matplotlib's ~1 s, so
+the step slider can reach every snapshot); the trajectory is :func:`probe.chart.panel.trajectory`, the
+``--plot`` file's of several steps. A probe whose numbers need the model run (ood, tokens, norms,
+sinks) or a whole run (rank minima) is drawn at the few steps of its table only (a ``cheap`` probe at
+every snapshot).
 """
 from __future__ import annotations
 
-import numpy as np
-
-from . import axes as A
-from .svg import Panel, render
+from ..chart import panel
+from ..chart.panel import Panel
+from ..chart.svg import to_svg
 
 CURVE_LABELS = {"loss": "loss", "acc": "accuracy"}
 PAGE_PX = 1350   # the width the page's run columns share (a 1400 px window less margins); a chart wider than
@@ -23,17 +23,12 @@ def _cols(n_panels: int, width: int, runs: int, most: int = 3) -> int:
     return max(1, min(n_panels, most, (PAGE_PX // max(1, runs) - 24) // width))
 
 
-def step_axis(steps) -> tuple[str, str]:
-    """The step axis's scale and label: symlog for log-spaced snapshots (the early steps get room), else linear."""
-    return ("symlog", "step (log scale)") if A.steps_are_logspaced(steps) else ("linear", "step")
-
-
 def curves(curve_steps: list[int], curves_: dict, xlim=None, ylims: dict | None = None, runs: int = 1) -> str | None:
     """Loss (log y) and accuracy ([0, 1]) per split against the step, one panel each."""
     kinds = [k for k in ("loss", "acc") if any(k in ms for ms in curves_.values())]
     if not kinds:
         return None
-    xscale, xlabel = step_axis(curve_steps if xlim is None else list(curve_steps) + list(xlim))
+    xscale, xlabel = panel.step_axis(curve_steps if xlim is None else list(curve_steps) + list(xlim))
     panels = []
     for kind in kinds:
         series = {split: (curve_steps[:len(ms[kind])], [float(v) for v in ms[kind]])
@@ -41,49 +36,17 @@ def curves(curve_steps: list[int], curves_: dict, xlim=None, ylims: dict | None 
         panels.append(Panel(CURVE_LABELS[kind], xlabel, CURVE_LABELS[kind], series=series,
                             xscale=xscale, yscale="log" if kind == "loss" else "unit", xlim=xlim,
                             ylim=(ylims or {}).get(kind)))
-    return render(panels, cols=_cols(len(panels), 320, runs, 2), width=320)
+    return to_svg(panels, cols=_cols(len(panels), 320, runs, 2), width=320)
 
 
 def trajectory(steps: list[int], summaries: list[dict], xlim=None, ylims: dict | None = None,
                runs: int = 1) -> str | None:
-    """Every summary number of a probe against the step: one panel per family (``mean``, ``by_distance[…]``)."""
-    families: dict[str, list[str]] = {}
-    for k in dict.fromkeys(k for s in summaries for k in s):
-        families.setdefault(family(k), []).append(k)
-    if not families or len(steps) < 2:
+    """Every summary number of a probe against the step (:func:`probe.chart.panel.trajectory`), or None
+    below two steps."""
+    panels = panel.trajectory(steps, summaries, xlim, ylims)
+    if not panels or len(steps) < 2:
         return None
-    xscale, xlabel = step_axis(list(steps) + list(xlim or ()))
-    panels = []
-    for fam, ks in list(families.items())[:9]:
-        series = {k[len(fam):].strip("[]") or fam: (steps, [plain_number(s.get(k)) for s in summaries]) for k in ks[:8]}
-        panels.append(Panel(fam, xlabel, fam, series=series, xscale=xscale, xlim=xlim,
-                            ylim=(ylims or {}).get(fam)))
-    return render(panels, cols=_cols(len(panels), 310, runs), width=310, height=220)
-
-
-def family(key: str) -> str:
-    """The kind of a summary number: ``by_distance`` for ``by_distance[3]`` (one panel, one scale)."""
-    return key.split("[")[0]
-
-
-def plain_number(v):
-    return float(v) if isinstance(v, (int, float, np.floating, np.integer)) and not isinstance(v, bool) else None
-
-
-# --- one figure per step -------------------------------------------------------------------------
-
-def id_labels(ids) -> list[str]:
-    return [str(int(i)) for i in ids]
-
-
-def indexed(values) -> tuple:
-    v = np.asarray(values, dtype=float)
-    return list(range(1, len(v) + 1)), list(v)
-
-
-def barh(title, xlabel, ylabel, names, series, xscale="linear", vline=None) -> Panel:
-    return Panel(title, xlabel, ylabel, kind="barh", categories=[str(n) for n in names],
-                 series={k: [plain_number(v) for v in vs] for k, vs in series.items()}, xscale=xscale, vline=vline)
+    return to_svg(panels, cols=_cols(len(panels), 310, runs), width=310, height=220)
 
 
 def step_figure(probe, result, runs: int = 1) -> str | None:
@@ -95,6 +58,6 @@ def step_figure(probe, result, runs: int = 1) -> str | None:
     if any(p.kind == "barh" for p in ps):   # a row per name
         n = max(len(p.categories) for p in ps)
         width = 560
-        return render(ps, cols=_cols(len(ps), width, runs, 2), width=width, height=max(220, 80 + 16 * n))
+        return to_svg(ps, cols=_cols(len(ps), width, runs, 2), width=width, height=max(220, 80 + 16 * n))
     width = 320 if len(ps) > 1 else 380
-    return render(ps, cols=_cols(len(ps), width, runs), width=width, height=300)
+    return to_svg(ps, cols=_cols(len(ps), width, runs), width=width, height=300)

@@ -17,11 +17,11 @@ from markupsafe import Markup
 
 from .. import registry
 from .._limits import parse_size
+from ..chart.panel import extent, family, plain_number
 from .._text import markup_text
 from ..errors import ProbeError, captured, failure, unknown
 from . import MAX_STEPS, SLIDER_MAX, charts
 from .sources import PENDING, Budget, Section, RunSource, open_run, pick_steps
-from .svg import extent
 
 REFRESH_S = 3
 HEADLINE_FIELDS = ("kind", "snapshots", "task", "model", "gamma", "layers", "d_model", "heads", "steps", "lr",
@@ -246,7 +246,7 @@ class Report:
         for sec in secs:
             for r in sec.results.values():
                 for k, v in r.summary().items():   # a family's values, for axes shared across runs
-                    fams.setdefault(charts.family(k), []).append(charts.plain_number(v))
+                    fams.setdefault(family(k), []).append(plain_number(v))
         ylims = {fam: extent(vals) for fam, vals in fams.items()}
         cells = []
         for s, sec in zip(srcs, secs):
@@ -364,21 +364,21 @@ def compare_table(probe: str, srcs: list[RunSource], secs: list[Section]) -> dic
     # a kind of number (by_distance[1..9]) sets its own scale: differences under FLOOR of its largest are noise
     scale: dict[str, float] = {}
     for k, vals in values.items():
-        scale[charts.family(k)] = max([scale.get(charts.family(k), 0.0)] + [abs(v) for v in _finite(vals)])
-    body = [row_html([k] + [_fmt(v) for v in vals], diff=_differs(vals, FLOOR * scale[charts.family(k)]))
+        scale[family(k)] = max([scale.get(family(k), 0.0)] + [abs(v) for v in _finite(vals)])
+    body = [row_html([k] + [_fmt(v) for v in vals], diff=_differs(vals, FLOOR * scale[family(k)]))
             for k, vals in values.items()]
     return table_html(head, body, f"{probe}-compare")
 
 
 def _finite(vals) -> list[float]:
-    return [x for x in map(charts.plain_number, vals) if x is not None and np.isfinite(x)]
+    return [x for x in map(plain_number, vals) if x is not None and np.isfinite(x)]
 
 
 def chart_html(svg: str, filename: str, caption: str, step: int | None = None) -> dict:
     """An inline SVG chart (its points carry hover titles) with a download link that the page's script
     fills with the chart's own markup when clicked (not a second copy of it in the page: a data: URI
     would double the page's size)."""
-    # svg.py escaped every value from a run as it built the chart: it is safe for the template
+    # probe/chart/svg.py escaped every value from a run as it built the chart: it is safe for the template
     return {"kind": "chart", "step": step, "caption": caption, "svg": Markup(svg),
             "filename": _download_name(filename)}
 

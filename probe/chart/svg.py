@@ -1,6 +1,6 @@
-"""Inline SVG charts, drawn without matplotlib: line, scatter and bar panels and heat maps.
+"""The report's renderer: panels (:class:`~.panel.Panel`) as inline SVG, drawn without matplotlib.
 
-A chart is a grid of :class:`Panel` s; every panel has a title, axis labels on both axes, ticks from
+A chart is a grid of panels; every panel has a title, axis labels on both axes, ticks from
 :mod:`.axes` (1-2-5 steps, decades, no two labels overlapping) and its legend in a column beside the
 plot, never over the data. Each point carries a hover title with its exact value. Panels in the same
 position across runs share their axes when the caller passes the same limits (``xlim``/``ylim``).
@@ -14,51 +14,17 @@ from __future__ import annotations
 import base64
 import struct
 import zlib
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from .._text import markup_text
 from . import axes as A
+from .panel import Panel, colour, extent
 
-_PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#17becf", "#8c564b", "#e377c2", "#7f7f7f")
 FONT = 12            # tick labels, legend and axis labels, px (readable at 100 % zoom)
 TITLE = 13
 LEGEND_CHARS = 18    # a longer series name is cut (its whole name in the hover title)
 NAME_CHARS = 30      # a longer category name (a tensor, a norm site) is cut on its axis, whole in its bar's title
-MAX_SERIES = 8
-
-
-@dataclass
-class Panel:
-    """One chart panel.
-
-    ``kind``: "line" (``series`` label -> (xs, ys)), "scatter" (label -> (xs, ys), ``names`` per
-    label: the hover text of each point), "bar" (label -> ys over ``categories``), "barh" (label ->
-    values over ``categories``, the first at the top: long names read on the left) or "heat"
-    (``matrix`` (m, n) with ``rows``/``cols`` labels, colours from ``cmap`` over [vmin, vmax]).
-    ``xscale``/``yscale``: linear, log, symlog, unit ([0, 1]) or int (linear, whole-number ticks).
-    """
-
-    title: str
-    xlabel: str
-    ylabel: str
-    kind: str = "line"
-    series: dict = field(default_factory=dict)
-    xscale: str = "linear"
-    yscale: str = "linear"
-    xlim: tuple | None = None
-    ylim: tuple | None = None
-    categories: list = field(default_factory=list)
-    names: dict = field(default_factory=dict)
-    matrix: np.ndarray | None = None
-    rows: list = field(default_factory=list)
-    cols: list = field(default_factory=list)
-    vmin: float = -1.0
-    vmax: float = 1.0
-    cmap: str = "RdBu_r"
-    hline: tuple | None = None   # (y, label): a dashed reference line across
-    vline: tuple | None = None   # (x, label): one up and down
 
 
 def _esc(value) -> str:
@@ -77,12 +43,6 @@ def _el(tag: str, text=None, children: str = "", **attrs) -> str:
 
 def _n(v: float) -> str:
     return f"{v:.1f}"
-
-
-def extent(values, scale: str = "linear", lim=None) -> tuple | None:
-    """(lowest, highest) of the finite ``values`` and ``lim`` (positive only on a log ``scale``); None: none."""
-    vals = [float(v) for v in [*values, *(lim or ())] if v is not None and np.isfinite(v) and (scale != "log" or v > 0)]
-    return (min(vals), max(vals)) if vals else None
 
 
 def _scale(kind: str, lims, categories=None) -> A.Scale:
@@ -109,13 +69,7 @@ def _cut(label: str, most: int = LEGEND_CHARS) -> str:
     return label if len(label) <= most else label[:most - 1] + "…"
 
 
-def _colour(label: str, i: int) -> str:
-    from ..plotting import GROUP_COLORS
-
-    return GROUP_COLORS.get(label, _PALETTE[i % len(_PALETTE)])
-
-
-def render(panels: list[Panel], width: int = 330, height: int = 230, cols: int = 2) -> str:
+def to_svg(panels: list[Panel], width: int = 330, height: int = 230, cols: int = 2) -> str:
     """The panels as one ``<svg>`` (``width`` x ``height`` px per panel, ``cols`` per row)."""
     cols = max(1, min(cols, len(panels)))
     rows = (len(panels) + cols - 1) // cols
@@ -128,7 +82,7 @@ def render(panels: list[Panel], width: int = 330, height: int = 230, cols: int =
 def _panel(p: Panel, ox: float, oy: float, width: float, height: float) -> str:
     out = [_el("text", p.title, x=_n(ox + width / 2), y=_n(oy + TITLE + 2), text_anchor="middle",
                font_weight="bold", font_size=TITLE, class_="title")]
-    labels = list(p.series)[:MAX_SERIES]
+    labels = p.labels()
     if p.kind == "heat":
         return _el("g", None, "".join(out) + _heat(p, ox, oy, width, height), class_="panel")
     if p.kind in ("bar", "barh"):
@@ -174,7 +128,7 @@ def _panel(p: Panel, ox: float, oy: float, width: float, height: float) -> str:
         lx = box[0] + box[2] + 10
         for i, lab in enumerate(labels):
             ly = box[1] + 6 + i * (FONT + 5)
-            c = _colour(lab, i)
+            c = colour(lab, i)
             out.append(_el("line", x1=_n(lx), x2=_n(lx + 12), y1=_n(ly), y2=_n(ly), stroke=c, stroke_width=2.5))
             out.append(_el("text", _cut(lab), _el("title", lab), x=_n(lx + 16), y=_n(ly + FONT / 2 - 1.5), fill="#222",
                            class_="legend"))
@@ -218,7 +172,7 @@ def _lines(p, labels, sx, sy, box, X, Y) -> list[str]:
         pts = [(float(x), float(y)) for x, y in zip(xs, ys) if sx.keeps(x) and sy.keeps(y)]
         if not pts:
             continue
-        c = _colour(lab, i)
+        c = colour(lab, i)
         out.append(_el("polyline", None, _el("title", lab), fill="none", stroke=c, stroke_width=1.8,
                        points=" ".join(f"{_n(X(x))},{_n(Y(y))}" for x, y in pts)))
         r = 2.5 if len(pts) <= 40 else 4
@@ -233,7 +187,7 @@ def _scatter(p, labels, sx, sy, box, X, Y) -> list[str]:
     for i, lab in enumerate(labels):
         xs, ys = p.series[lab]
         names = p.names.get(lab) or [""] * len(xs)
-        c = _colour(lab, i)
+        c = colour(lab, i)
         for x, y, name in zip(xs, ys, names):
             if sx.keeps(x) and sy.keeps(y):
                 out.append(_el("circle", None, _el("title", f"{lab} {name}: ({x:.3g}, {y:.3g})"), cx=_n(X(x)),
@@ -250,7 +204,7 @@ def _bars(p, labels, sx, sy, box, X, Y) -> list[str]:
     bw = 0.8 * slot / max(1, len(labels))
     base = V(max(val.lo, 0.0)) if val.kind != "log" else (box[0] if flat else box[1] + box[3])
     for i, lab in enumerate(labels):
-        c = _colour(lab, i)
+        c = colour(lab, i)
         for j, v in enumerate(p.series[lab]):
             if not val.keeps(v):
                 continue
@@ -293,12 +247,16 @@ def _image(m: np.ndarray, cmap: str, vmin: float, vmax: float) -> str:
 
 def _heat(p: Panel, ox, oy, width, height) -> str:
     m = np.asarray(p.matrix, dtype=float)
+    log = p.cscale == "log"   # colours over log10 of the values (norms' ε shares span decades)
+    lo, hi = (np.log10(p.vmin), np.log10(p.vmax)) if log else (p.vmin, p.vmax)
     r, c = m.shape
     ml = 8 + FONT + 6 + max([A.text_width(str(s), FONT) for s in p.rows] or [0])
     mt, mb, cbw = TITLE + 12, 2 * FONT + 14, 64
     side = min(width - ml - cbw - 8, height - mt - mb)
     box = (ox + ml, oy + mt, side * c / max(r, c), side * r / max(r, c))
-    out = [_el("image", href=_image(m, p.cmap, p.vmin, p.vmax), x=_n(box[0]), y=_n(box[1]), width=_n(box[2]),
+    with np.errstate(divide="ignore", invalid="ignore"):
+        shown = np.log10(m) if log else m
+    out = [_el("image", href=_image(shown, p.cmap, lo, hi), x=_n(box[0]), y=_n(box[1]), width=_n(box[2]),
                height=_n(box[3]), preserveAspectRatio="none", style="image-rendering:pixelated")]
     out.append(_el("rect", x=_n(box[0]), y=_n(box[1]), width=_n(box[2]), height=_n(box[3]), fill="none", stroke="#bbb",
                    class_="plot"))
@@ -314,15 +272,15 @@ def _heat(p: Panel, ox, oy, width, height) -> str:
     out += _axis_labels(p, ox, oy, height, box)
     # the colour bar, its range written at its ends and middle
     bx = box[0] + box[2] + 10
-    grad = np.linspace(p.vmax, p.vmin, 64)[:, None]
-    out.append(_el("image", href=_image(grad, p.cmap, p.vmin, p.vmax), x=_n(bx), y=_n(box[1]), width=10,
+    grad = np.linspace(hi, lo, 64)[:, None]
+    out.append(_el("image", href=_image(grad, p.cmap, lo, hi), x=_n(bx), y=_n(box[1]), width=10,
                    height=_n(box[3]), preserveAspectRatio="none"))
     out.append(_el("rect", x=_n(bx), y=_n(box[1]), width=10, height=_n(box[3]), fill="none", stroke="#bbb"))
-    for v in (p.vmax, (p.vmin + p.vmax) / 2, p.vmin):
-        y = box[1] + (p.vmax - v) / (p.vmax - p.vmin) * box[3]
-        out.append(_el("text", A.fmt(v, abs(p.vmax - p.vmin) / 4), x=_n(bx + 13), y=_n(y + FONT * 0.35),
-                       class_="tick ctick"))
+    for v in (hi, (lo + hi) / 2, lo):
+        y = box[1] + (hi - v) / (hi - lo) * box[3]
+        out.append(_el("text", A.fmt(10 ** v) if log else A.fmt(v, abs(hi - lo) / 4), x=_n(bx + 13),
+                       y=_n(y + FONT * 0.35), class_="tick ctick"))
     return "".join(out)
 
 
-__all__ = ["Panel", "render", "png"]
+__all__ = ["render", "png"]
