@@ -1278,5 +1278,5 @@ def test_contributing_names_what_is_there():
     for path in ("examples/seed_table.py", "examples/demo.py", "examples/language_corpora.py",
                  "examples/p4_critical_table.py", "examples/p2_direction_table.py", "examples/figure_claims.py",
                  "bench/cka_seeds.py", "examples/_results.py", "probe/chart/svg.py", "probe/_text.py",
-                 "tests/test_bad_input_text.py", "probe/docstrings.py", "probe/cli/options.py"):
+                 "tests/test_bad_input_text.py", "probe/docstrings.py", "probe/params.py"):
         assert path in text and (ROOT / path).exists(), path

@@ -283,4 +283,4 @@ def _heat(p: Panel, ox, oy, width, height) -> str:
     return "".join(out)
 
 
-__all__ = ["render", "png"]
+__all__ = ["to_svg", "png"]
