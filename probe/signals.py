@@ -208,11 +208,8 @@ class _Stop:
         """Outside the blocks: the command ends here, with one line and the signal's exit code. What
         runs there keeps nothing at a safe point (an analysis prints at its end, every file is written
         under a temporary name and renamed: :func:`probe._files.write_atomic`, whose unfinished
-        temporary files are removed first). Not a KeyboardInterrupt: raised wherever the interpreter
-        happens to be, one can be lost (in a finaliser or a weakref callback Python only prints it: CI
-        saw ``ood --threads 2`` run on to exit 0 after a SIGHUP) or break a library in mid-call (h5py's
-        lock: "SystemError: FastRLock.__exit__ returned a result with an exception set", 5 of 20
-        SIGHUPs to that command)."""
+        temporary files are removed first). Not a KeyboardInterrupt (why: docs/explanation/robustness.md,
+        "Why stopping is built this way")."""
         _heard()
         self._end(signum)
 

@@ -232,3 +232,73 @@ def test_no_underscore_name_is_imported_from_another_module():
                     found += [f"{p.relative_to(ROOT)}:{node.lineno}: {a.name}" for a in node.names
                               if a.name.startswith("_") and not a.name.startswith("__")]
     assert found == []
+
+
+def test_one_module_handles_the_stop_signals():
+    """One way to stop (probe/signals.py): no other module installs a signal handler or masks the
+    signals, and no child is handed code with ``-c`` (it runs the installed console script)."""
+    found = []
+    for folder in ("probe", "train"):
+        for p in sorted((ROOT / folder).rglob("*.py")):
+            if p == ROOT / "probe" / "signals.py":
+                continue
+            for node in ast.walk(ast.parse(p.read_text())):
+                if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "signal" \
+                        and node.attr in ("signal", "pthread_sigmask", "set_wakeup_fd", "siginterrupt"):
+                    found.append(f"{p.relative_to(ROOT)}:{node.lineno} signal.{node.attr}")
+                if isinstance(node, ast.Constant) and node.value == "-c":
+                    found.append(f"{p.relative_to(ROOT)}:{node.lineno} -c")
+    assert found == []
+
+
+# --- the rooms and who imports whom, as ARCHITECTURE.md shows them (made here, checked here) ----------
+
+ROOMS_BEGIN = "<!-- rooms: made by `python tests/test_architecture.py` from the import graph -->"
+ROOMS_END = "<!-- /rooms -->"
+
+
+def _room(module: str) -> str:
+    """A module's room: its folder under the package (``probe/format/``), or the module (``probe/errors.py``)."""
+    first, *rest = module.split(".")
+    folder = FOLDERS[first]
+    if not rest:
+        return f"{folder}/__init__.py"
+    return f"{folder}/{rest[0]}/" if (ROOT / folder / rest[0]).is_dir() else f"{folder}/{rest[0]}.py"
+
+
+def rooms_table() -> str:
+    """Each room, the rooms it imports (at module level or inside a function) and how many rooms import it."""
+    edges: dict[str, set[str]] = {}
+    for m, imps in GRAPH.items():
+        edges.setdefault(_room(m), set()).update(r for t, _ in imps if (r := _room(t)) != _room(m))
+    by = {r: sum(r in e for e in edges.values()) for r in edges}
+    order = sorted(edges, key=lambda r: (list(FOLDERS.values()).index(r.split("/")[0]), r.endswith(".py"), r))
+    lines = ["| room | imports | imported by |", "|---|---|---|"]
+    lines += [f"| `{r}` | {', '.join(f'`{t}`' for t in sorted(edges[r], key=order.index)) or '—'} | {by[r]} |"
+              for r in order]
+    return "\n".join(lines)
+
+
+def _rooms_block(text: str) -> str:
+    return text[text.index(ROOMS_BEGIN) + len(ROOMS_BEGIN):text.index(ROOMS_END)].strip()
+
+
+def test_architecture_md_shows_the_rooms_the_import_graph_has():
+    """The page's table of rooms is the import graph's, to the last import: a change that adds an import
+    between rooms changes the page (``python tests/test_architecture.py`` rewrites the table)."""
+    assert _rooms_block((ROOT / "ARCHITECTURE.md").read_text()) == rooms_table()
+
+
+def test_the_site_shows_the_one_architecture_page():
+    """One page, ARCHITECTURE.md: the site's architecture page includes it whole (pymdownx.snippets)."""
+    assert (ROOT / "docs" / "explanation" / "architecture.md").read_text() == '--8<-- "ARCHITECTURE.md"\n'
+    assert "[the architecture](ARCHITECTURE.md)" in (ROOT / "README.md").read_text()
+    assert "[ARCHITECTURE.md](ARCHITECTURE.md)" in (ROOT / "CONTRIBUTING.md").read_text()
+
+
+if __name__ == "__main__":   # rewrite ARCHITECTURE.md's table of rooms from the import graph
+    page = ROOT / "ARCHITECTURE.md"
+    text = page.read_text()
+    head, tail = text[:text.index(ROOMS_BEGIN) + len(ROOMS_BEGIN)], text[text.index(ROOMS_END):]
+    page.write_text(f"{head}\n{rooms_table()}\n{tail}")
+    print("ARCHITECTURE.md: rooms table", "unchanged" if _rooms_block(text) == rooms_table() else "rewritten")

@@ -917,30 +917,31 @@ def test_external_tutorial_reads_the_number_words_pca():
 # --- explanation: the architecture --------------------------------------------------------------------------
 
 def test_architecture_page_states_the_import_rules_its_test_holds():
-    arch = "explanation/architecture.md"
+    """ARCHITECTURE.md (the one page; the site includes it) says each rule as tests/test_architecture.py
+    holds it; its table of rooms is checked against the import graph there."""
+    arch = flat((ROOT / "ARCHITECTURE.md").read_text())
     rules = (ROOT / "tests" / "test_architecture.py").read_text()
-    says(arch, "each rule below is a test (`tests/test_architecture.py`, on the import graph read with `ast`)")
-    says(arch, "train/ makes runs; imports of probe: only errors, signals, environment, format, _files, _limits, "
-               "children, _cluster, readers.words and registry (data)")
+
+    def said(words):
+        assert flat(words) in arch, f"ARCHITECTURE.md no longer says: {words}"
+
+    said("Each rule below is a test (`tests/test_architecture.py` on the import graph read with `ast`")
     allowed = re.search(r"allowed = \(([^)]*)\)", rules).group(1)
-    assert sorted(re.findall(r'"probe\.([\w.]+)"', allowed)) == sorted(
-        ["errors", "signals", "environment", "format", "_files", "_limits", "children", "_cluster", "readers.words",
-         "registry"])
-    says(arch, "imports only schemas, errors, _files, _limits")
+    listed = re.search(r"6\. train imports only (.*?) \(plain data", arch).group(1)
+    assert sorted(re.findall(r"`probe\.([\w.]+)`", listed)) == sorted(re.findall(r'"probe\.([\w.]+)"', allowed))
+    said("2. `format/` imports only `schemas`, `errors`, `_files` and `_limits`.")
     rule2 = rules.split("def test_rule2_", 1)[1].split("\ndef ", 1)[0]
     assert set(re.findall(r'"(probe_schemas|probe\.[\w.]+)"', rule2.split("lambda", 1)[1])) == \
         {"probe_schemas", "probe.errors", "probe.format", "probe._files", "probe._limits"}    # and itself
-    says(arch, "no I/O, imports nothing else of the package but errors (inside a function)")
+    said("1. `analyses/` imports nothing of the package but `analyses/` (and `errors`, lazily")
     rule1 = rules.split("def test_rule1_", 1)[1].split("\ndef ", 1)[0]
     assert '_in(t, "probe.analyses", "probe.errors")' in rule1 and "not top" in rule1
-    says(arch, "never imports train/api/cli")
+    said("3. `readers/` never imports `train`, `api` or `cli`.")
     assert '_in(t, "probe_train", "probe.api", "probe.cli")' in rules
-    says(arch, "ood imports train, through probe_train.evaluate")
-    says(arch, "run_config / load_task / load_model: probe ood's door into train")
-    says(arch, "probe figures' door into train")
-    says(arch, "train only through probe_train.runs")
+    said("5. probe imports train in exactly two places: `probes.ood` (through `train.evaluate`) and "
+         "`figures` (through `train.runs` only), lazily.")
     assert '{("probe.probes.ood", "probe_train.evaluate")}' in rules and '== {"probe_train.runs"}' in rules
-    says(arch, "reaches the readers only through the API")
+    said("the CLI reaches the readers only through the API")
     assert '_violations("probe.cli", lambda m, t: not _in(t, "probe.readers"' in rules
 
 

@@ -18,18 +18,6 @@ def test_readme_starts_with_the_two_setup_commands_and_ci_runs_the_second():
     assert cmds[1] in [ln.strip() for ln in ci]
 
 
-def test_layout_block_names_every_module_of_the_tree():
-    text = (ROOT / "docs" / "explanation" / "architecture.md").read_text()
-    block = text
-    block = block[block.index("```"):block.index("```", block.index("```") + 3)]
-    for pkg in ("probe", "train"):
-        for p in sorted((ROOT / pkg).iterdir()):
-            if p.name.startswith("_") or p.name == "__pycache__":
-                continue
-            name = p.name + "/" if p.is_dir() else p.name
-            assert name in block, f"{pkg}/{name} missing from the layout block of docs/explanation/architecture.md"
-
-
 def test_the_numbers_it_quotes_are_those_of_their_results_file():
     """The README is not built by the docs' hook, so its measured numbers are checked against the file
     the docs insert them from (docs/hooks.py's formats): the README and the docs cannot disagree."""
