@@ -28,6 +28,7 @@ and counted (:attr:`Events.left_out`). Non-finite values are left out too (no po
 from __future__ import annotations
 
 import glob
+import importlib
 import math
 import os
 import time
@@ -44,7 +45,7 @@ def require(name: str = "tensorboard") -> None:
     """Raise a one-line ProbeError (naming parameter ``name``) unless the tensorboard package can be
     imported: before any work starts, not after a run has trained."""
     try:
-        from tensorboard.summary.writer.event_file_writer import EventFileWriter  # noqa: F401
+        importlib.import_module("tensorboard.summary.writer.event_file_writer")   # the writer the events need
     except ImportError:
         raise ProbeError(f"{param(name)} needs the tensorboard package: {EXTRA}") from None
     except Exception as exc:   # installed but broken (a protobuf it does not work with)
