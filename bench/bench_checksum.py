@@ -58,7 +58,7 @@ def train(cfg, out: Path, checksums: bool) -> tuple[float, float, float]:
     """(wall, CPU, CPU inside the writer) seconds of one training run, with or without checksums."""
     writer.CHECKSUMS = checksums
     try:
-        t = Trainer(cfg, out, progress=False, overwrite=True)
+        t = Trainer(cfg, out, show_progress=False, overwrite=True)
         WRITING[0] = 0.0
         t0, c0 = time.perf_counter(), time.process_time()
         t.run()

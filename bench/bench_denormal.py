@@ -26,7 +26,7 @@ from probe_train import Trainer, preset  # noqa: E402
 
 
 def timed(cfg, out, flush: bool) -> tuple[float, float]:
-    t = Trainer(cfg, out, progress=False, snapshots=False, overwrite=True)  # sets flush on CPU
+    t = Trainer(cfg, out, show_progress=False, snapshots=False, overwrite=True)  # sets flush on CPU
     torch.set_flush_denormal(flush)
     t0 = time.perf_counter()
     r = t.run()

@@ -46,8 +46,8 @@ def in_process(a) -> None:
 
     cfgs = [preset(a.preset, seed=s, steps=a.steps, snapshot_every=0, snapshot_log=False) for s in range(a.members)]
     with tempfile.TemporaryDirectory() as d:
-        alone = Trainer(cfgs[0], Path(d) / "alone.h5", progress=False).run()
-        ens = Ensemble(cfgs, [Path(d) / f"m{k}.h5" for k in range(a.members)], progress=False).run()
+        alone = Trainer(cfgs[0], Path(d) / "alone.h5", show_progress=False).run()
+        ens = Ensemble(cfgs, [Path(d) / f"m{k}.h5" for k in range(a.members)], show_progress=False).run()
         with Run(Path(d) / "m0.h5") as run:
             env = run.environment
     per_min = {"alone": 60 / alone.seconds, "ensemble": 60 * a.members / ens.seconds}

@@ -144,7 +144,7 @@ def main() -> None:
 
         run = Path(d) / "run100.h5"
         Trainer(preset("quick", gamma=0.8, steps=990, snapshot_every=10, snapshot_log=False), run,
-                progress=False).run()
+                show_progress=False).run()
         probe.similarity(run, "0:2")  # load lazily imported modules before measuring
         part_a(run)
         gpt2 = Path(args.gpt2_file) if args.gpt2_file else Path(d) / "gpt2.h5"

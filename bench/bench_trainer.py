@@ -107,7 +107,7 @@ def toolkit(steps: int, device: str, precision: str, snapshots: bool = False) ->
     cfg = preset("composite-paper", steps=steps, device=device, precision=precision, n_samples=BATCH * 15 * 4,
                  snapshot_every=0, snapshot_log=False, warmup_steps=2, gamma=0.8)
     with tempfile.TemporaryDirectory() as d:
-        t = Trainer(cfg, Path(d) / "b.h5", progress=False, snapshots=snapshots, overwrite=True)
+        t = Trainer(cfg, Path(d) / "b.h5", show_progress=False, snapshots=snapshots, overwrite=True)
         t.evaluate = lambda: {}        # the final evaluation is not training
         t0 = time.perf_counter()
         t.run()
@@ -125,7 +125,7 @@ def snapshot_overhead(a) -> None:
         off, on = [], []
         for _ in range(a.repeats):
             for snaps, ts in ((False, off), (True, on)):
-                t = Trainer(cfg, out, progress=False, snapshots=snaps, overwrite=True)
+                t = Trainer(cfg, out, show_progress=False, snapshots=snaps, overwrite=True)
                 t0 = time.perf_counter()
                 t.run()
                 ts.append(time.perf_counter() - t0)

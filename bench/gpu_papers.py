@@ -385,7 +385,7 @@ def calibrate(part: Part, size: Size, seeds: int, work: Path, watch: Watch) -> C
                 at[done] = time.perf_counter()
             tick(done)
 
-        ens = Ensemble(cfgs, [folder / f"m{k}.h5" for k in range(len(cfgs))], overwrite=True, progress=False,
+        ens = Ensemble(cfgs, [folder / f"m{k}.h5" for k in range(len(cfgs))], overwrite=True, show_progress=False,
                        stop_at=end, task=shared_task(cfgs[0]), on_step=timed)
         device.append(ens.device)
         K = len(ens.members)
@@ -638,7 +638,7 @@ def run_part(part: Part, share: float, clock: Clock, work: Path, watch: Watch, r
     status, stopped, failed = "finished", None, {}
     watch.set(part.key, f"building {size.name}", end, len(cfgs))
     try:
-        ens = Ensemble(cfgs, mine, overwrite=True, progress=False, stop_at=part.stop_at,
+        ens = Ensemble(cfgs, mine, overwrite=True, show_progress=False, stop_at=part.stop_at,
                        task=shared_task(cfgs[0]), on_step=watch.follow("training"))
         result = ens.run()
         failed = {Path(p).name: why for p, why in result.failed.items()}

@@ -41,7 +41,7 @@ def test_composite_labels_and_splits(task):
 
 def test_probe_ood_reads_inferential_and_symmetric_accuracy(tmp_path):
     cfg = preset("composite-quick", steps=60, snapshot_every=30, n_samples=3000, eval_size=256, gamma=0.5)
-    run = Trainer(cfg, tmp_path / "c.h5", progress=False).run()
+    run = Trainer(cfg, tmp_path / "c.h5", show_progress=False).run()
     res = probe.ood(run.path)[0]
     assert set(res.targets) == {"inferential", "symmetric"}
     assert res.targets["inferential"]["acc"] + res.targets["symmetric"]["acc"] <= 1.0
@@ -54,7 +54,7 @@ def test_probe_ood_reads_inferential_and_symmetric_accuracy(tmp_path):
 
 def test_probe_ood_trajectory_equals_logged_metrics_with_any_worker_count(tmp_path):
     cfg = preset("composite-quick", steps=40, snapshot_every=10, n_samples=2000, eval_size=128, gamma=0.5)
-    run = Trainer(cfg, tmp_path / "c.h5", progress=False).run()
+    run = Trainer(cfg, tmp_path / "c.h5", show_progress=False).run()
     one = probe.ood(run.path, step="all", threads=1)
     two = probe.ood(run.path, step="all", threads=2)
     with probe.Run(run.path) as r:

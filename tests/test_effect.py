@@ -14,7 +14,7 @@ def runs(tmp_path_factory):
     for gamma in (0.3, 0.8):
         # threads fixed: the float reduction order, hence the trajectory, depends on it
         cfg = preset("quick", gamma=gamma, steps=STEPS, snapshot_every=500, snapshot_log=False, threads=1)
-        out[gamma] = Trainer(cfg, d / f"g{gamma}.h5", progress=False).run()
+        out[gamma] = Trainer(cfg, d / f"g{gamma}.h5", show_progress=False).run()
     return out
 
 
@@ -105,7 +105,7 @@ def test_emb_mlp_small_init_reasons_large_init_memorizes(tmp_path):
     acc = {}
     for gamma in (0.3, 0.8):
         cfg = preset("emb-mlp-quick", gamma=gamma, steps=1000, snapshot_every=500, snapshot_log=False, threads=1)
-        acc[gamma] = Trainer(cfg, tmp_path / f"e{gamma}.h5", progress=False).run().metrics
+        acc[gamma] = Trainer(cfg, tmp_path / f"e{gamma}.h5", show_progress=False).run().metrics
     assert acc[0.8]["rsn_test"]["acc"] > acc[0.3]["rsn_test"]["acc"] + 0.15
     assert acc[0.3]["mem"]["acc"] > acc[0.8]["mem"]["acc"]
 

@@ -30,7 +30,7 @@ def _alone(cfgs, folder):
 
     paths = [folder / f"alone{k}.h5" for k in range(len(cfgs))]
     for cfg, path in zip(cfgs, paths):
-        Trainer(cfg, path, progress=False).run()
+        Trainer(cfg, path, show_progress=False).run()
     return paths
 
 
@@ -60,7 +60,7 @@ def test_ensemble_members_equal_runs_trained_alone(tmp_path, family):
     cfgs = _cfgs(*FAMILIES[family])
     alone = _alone(cfgs, tmp_path)
     paths = [tmp_path / f"member{k}.h5" for k in range(len(cfgs))]
-    result = Ensemble(cfgs, paths, progress=False).run()
+    result = Ensemble(cfgs, paths, show_progress=False).run()
     assert result.failed == {} and [r.path for r in result.results] == [str(p) for p in paths]
     for path, ref in zip(paths, alone):
         assert_same_run(path, ref)
@@ -88,7 +88,7 @@ def test_a_diverging_member_is_failed_and_the_others_go_on(tmp_path):
     cfgs = _cfgs(*FAMILIES["gpt"])
     alone = _alone(cfgs, tmp_path)
     paths = [tmp_path / f"member{k}.h5" for k in range(len(cfgs))]
-    result = Poisoned(cfgs, paths, progress=False).run()
+    result = Poisoned(cfgs, paths, show_progress=False).run()
     assert list(result.failed) == [str(paths[1])]
     assert "diverged: non-finite loss at step 16" in result.failed[str(paths[1])]
     for k in (0, 2):   # untouched by the NaNs beside them
@@ -107,13 +107,13 @@ def test_an_ensemble_stopped_early_resumes_alone_or_together(tmp_path):
     cfgs = _cfgs(*FAMILIES["gpt"])
     alone = _alone(cfgs, tmp_path)
     paths = [tmp_path / f"member{k}.h5" for k in range(len(cfgs))]
-    Ensemble(cfgs, paths, progress=False, stop_at=20).run()
+    Ensemble(cfgs, paths, show_progress=False, stop_at=20).run()
     for path in paths:
         with Run(path) as run:
             assert int(run.steps[-1]) == 20 and run.config["steps"] == 40 and run.environment["stop_at"] == 20
     res = run_cli("probe-train", "--resume", "--out", paths[0], "--quiet")
     assert res.returncode == 0, res.stderr
-    Ensemble(cfgs[1:], paths[1:], resume=True, progress=False).run()
+    Ensemble(cfgs[1:], paths[1:], resume=True, show_progress=False).run()
     for path, ref in zip(paths, alone):
         assert_same_run(path, ref)
 

@@ -188,7 +188,7 @@ def test_the_trainer_optimizes_with_torchs_adamw(tmp_path):
     from probe_train import Trainer
 
     cfg = preset("tiny", weight_decay=0.1, beta2=0.98)
-    trainer = Trainer(cfg, tmp_path / "r.h5", progress=False)
+    trainer = Trainer(cfg, tmp_path / "r.h5", show_progress=False)
     trainer.release()
     opt = trainer.opt
     assert type(opt) is torch.optim.AdamW and not opt.defaults["fused"]

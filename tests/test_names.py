@@ -63,10 +63,9 @@ def test_a_module_name_is_no_function_name():
     assert defs == set()
 
 
-def test_progress_is_a_callable_except_the_trainers_switch():
+def test_progress_is_a_callable():
     """A parameter ``progress`` is the callable a long call reports to; a context manager on stderr is
-    ``probe.cli.probes.status_line``. probe_train's ``Trainer``/``Ensemble(progress=True)`` (show the progress
-    bar) is public API, kept."""
+    ``probe.cli.probes.status_line``; the trainers' switch for their bar is ``show_progress``."""
     switches, managers = set(), set()
     for path, tree in FILES.items():
         for node in ast.walk(tree):
@@ -78,7 +77,7 @@ def test_progress_is_a_callable_except_the_trainers_switch():
                     if a.arg == "progress" and isinstance(d, ast.Constant) and isinstance(d.value, bool):
                         switches.add(path)
     assert managers == set()
-    assert switches <= {"train/trainer.py", "train/ensemble.py"}
+    assert switches == set()
 
 
 def test_layout_is_a_checkpoint_family_and_style_a_table_style():

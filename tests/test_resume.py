@@ -125,7 +125,7 @@ def test_the_cuda_optimizer_path_resumes_exactly(tmp_path, monkeypatch):
     adamw = torch.optim.AdamW
     monkeypatch.setattr(torch.optim, "AdamW", lambda *args, **kw: adamw(*args, **{**kw, "fused": True}))
     cfg = preset("tiny", steps=60, snapshot_every=10, snapshot_log=False, threads=1)
-    whole = Trainer(cfg, tmp_path / "whole.h5", progress=False)
+    whole = Trainer(cfg, tmp_path / "whole.h5", show_progress=False)
     assert isinstance(whole.opt, adamw) and whole.opt.defaults["fused"]
     whole.run()
 
@@ -134,8 +134,8 @@ def test_the_cuda_optimizer_path_resumes_exactly(tmp_path, monkeypatch):
             STOP.asked = signal.SIGINT
 
     with pytest.raises(Interrupted, match="Interrupted at step 30"):
-        Trainer(cfg, tmp_path / "cut.h5", progress=False, on_snapshot=stop_after_step_30).run()
-    Trainer(cfg, tmp_path / "cut.h5", progress=False, resume=True).run()
+        Trainer(cfg, tmp_path / "cut.h5", show_progress=False, on_snapshot=stop_after_step_30).run()
+    Trainer(cfg, tmp_path / "cut.h5", show_progress=False, resume=True).run()
     with Run(tmp_path / "whole.h5") as ref, Run(tmp_path / "cut.h5") as run:
         assert np.array_equal(run.steps, ref.steps)
         for name in ref.tensors():

@@ -74,7 +74,7 @@ def test_cpu_trainer_flushes_subnormals(tmp_path):
 
     torch.set_flush_denormal(False)
     assert (torch.tensor([1e-39]) * 1.0).item() != 0.0
-    Trainer(preset("tiny", gamma=1.0, steps=2), tmp_path / "r.h5", progress=False, snapshots=False)
+    Trainer(preset("tiny", gamma=1.0, steps=2), tmp_path / "r.h5", show_progress=False, snapshots=False)
     assert (torch.tensor([1e-39]) * 1.0).item() == 0.0
 
 
@@ -132,8 +132,8 @@ def test_authors_switches_change_what_they_say(tmp_path):
     assert 0 < names["b_U"].abs().max() <= 1 / cfg.d_model ** 0.5            # PyTorch's default, not gamma
     from probe_train.trainer import Trainer
 
-    t = Trainer(cfg, tmp_path / "a.h5", progress=False, snapshots=False)
+    t = Trainer(cfg, tmp_path / "a.h5", show_progress=False, snapshots=False)
     decayed = [g for g in t.opt.param_groups if g["weight_decay"] > 0][0]["params"]
     assert len(decayed) == len(list(model.parameters()))                     # decay on every parameter
-    t = Trainer(preset("tiny", steps=2, weight_decay=0.1), tmp_path / "b.h5", progress=False, snapshots=False)
+    t = Trainer(preset("tiny", steps=2, weight_decay=0.1), tmp_path / "b.h5", show_progress=False, snapshots=False)
     assert all(p.ndim >= 2 for g in t.opt.param_groups if g["weight_decay"] > 0 for p in g["params"])

@@ -244,7 +244,7 @@ def _train(preset: str, out: Optional[str], resume: bool, overwrite: bool, quiet
     live = _LiveReport(out, report) if report else None
     completed = False
     try:
-        trainer = Trainer(cfg, out, resume=resume, overwrite=overwrite, progress=not quiet, on_snapshot=live,
+        trainer = Trainer(cfg, out, resume=resume, overwrite=overwrite, show_progress=not quiet, on_snapshot=live,
                           on_metrics=board, stop_at=stop_at)
         if board is not None:
             board.start(trainer, stored_cfg)
@@ -418,7 +418,7 @@ def ensemble(spec: str) -> None:
         fail(f"bad ensemble SPEC ({type(exc).__name__}: {exc}); see probe-train ensemble --help")
     from .ensemble import Ensemble   # torch: only once there is something to train
 
-    result = Ensemble(cfgs, outs, resume=resume, overwrite=True, progress=False, stop_at=stop_at).run()
+    result = Ensemble(cfgs, outs, resume=resume, overwrite=True, show_progress=False, stop_at=stop_at).run()
     for r in result.results:
         print(terminal(f"wrote {r.path}: {r.snapshots} snapshots, {r.steps} steps"), file=sys.stderr)
     for path, why in result.failed.items():

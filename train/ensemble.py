@@ -61,7 +61,7 @@ class Ensemble:
         Each member's run file.
     resume : bool or list of bool
         Continue the member's file (all members must be at the same step).
-    overwrite, progress, stop_at
+    overwrite, show_progress, stop_at
         As :class:`~probe_train.trainer.Trainer`.
     task : Task, optional
         The members' task, already built (default: built from the first configuration; its data depend
@@ -73,7 +73,7 @@ class Ensemble:
     """
 
     def __init__(self, cfgs: list[RunConfig], outs: list, *, resume: bool | list[bool] = False,
-                 overwrite: bool = False, progress: bool = True, stop_at: int | None = None, task=None,
+                 overwrite: bool = False, show_progress: bool = True, stop_at: int | None = None, task=None,
                  on_step=None):
         if not cfgs or len(cfgs) != len(outs):
             raise ProbeError("an ensemble needs one run file per configuration")
@@ -82,12 +82,12 @@ class Ensemble:
         if len({os.path.abspath(o) for o in outs}) != len(outs):
             raise ProbeError("ensemble members need a run file each")
         resume = list(resume) if isinstance(resume, (list, tuple)) else [resume] * len(cfgs)
-        self.progress, self.on_step = progress, on_step
+        self.show_progress, self.on_step = show_progress, on_step
         task = make_task(cfgs[0]) if task is None else task   # one copy for every member
         self.members: list[Trainer] = []
         try:
             for cfg, out, res in zip(cfgs, outs, resume):
-                self.members.append(Trainer(cfg, out, resume=res, overwrite=overwrite, progress=False,
+                self.members.append(Trainer(cfg, out, resume=res, overwrite=overwrite, show_progress=False,
                                             stop_at=stop_at, task=task, ensemble=len(cfgs)))
         except BaseException:
             self.release()
@@ -236,7 +236,7 @@ class Ensemble:
         t0 = time.perf_counter()
         losses: list[torch.Tensor] = []   # (K,) per step, read back at snapshots only (no per-step sync)
         metrics: list[dict] = [{} for _ in range(K)]
-        with Progress(self.progress, first.end_step, start) as bar:
+        with Progress(self.show_progress, first.end_step, start) as bar:
             if 0 in schedule:   # a fresh member's first snapshot (all members start from one step)
                 for k, m in enumerate(self.members):
                     if not m.resume:

@@ -89,7 +89,7 @@ def _measure(name: str, send, stories: str | None = None) -> None:
     try:
         with tempfile.TemporaryDirectory() as folder:
             t0 = time.perf_counter()
-            trainer = Trainer(cfg, os.path.join(folder, "run.h5"), progress=False)
+            trainer = Trainer(cfg, os.path.join(folder, "run.h5"), show_progress=False)
             set_up = time.perf_counter() - t0
             t0 = time.perf_counter()
             trainer.run()

@@ -69,7 +69,7 @@ class Trainer:
     """
 
     def __init__(self, cfg: RunConfig, out: str | os.PathLike, *, resume: bool = False,
-                 overwrite: bool = False, progress: bool = True, snapshots: bool = True,
+                 overwrite: bool = False, show_progress: bool = True, snapshots: bool = True,
                  on_snapshot=None, on_metrics=None, stop_at: int | None = None, task=None, ensemble: int = 1):
         self.cfg = cfg
         # --stop-at: train the configured schedule (warm-up and cosine over cfg.steps) but stop after this
@@ -85,7 +85,7 @@ class Trainer:
         self.on_metrics = on_metrics
         self.out = os.fspath(out)
         self.resume = resume
-        self.progress = progress
+        self.show_progress = show_progress   # the progress bar on stderr
         self.snapshots = snapshots
         # seconds spent creating the run file and writing snapshots (evaluation included): a preset's
         # measured speed (probe_train.speeds) is the rest of the time over the steps
@@ -413,7 +413,7 @@ class Trainer:
         loss_n = 0
         step_losses: list[torch.Tensor] = []   # read back at snapshots only (no per-step sync)
         try:
-            with Progress(self.progress, self.end_step, start) as bar:
+            with Progress(self.show_progress, self.end_step, start) as bar:
                 if writer is not None and not self.resume and 0 in schedule:
                     metrics = self.snapshot(writer, 0, 0.0, float("nan"))
                     bar.show_metrics(metrics)
