@@ -8,6 +8,8 @@ Library code names the Python parameter a bad value came from with :func:`param`
 from __future__ import annotations
 
 import errno
+import math
+import numbers
 import os
 import re
 import signal
@@ -30,6 +32,20 @@ _REF = re.compile(f"{_MARK}([A-Za-z_][A-Za-z0-9_]*)(?:=(.*?))?{_MARK}")
 def param(name: str, value=None) -> str:
     """A reference to parameter ``name`` (optionally with a value) inside an error message."""
     return f"{_MARK}{name}{_MARK}" if value is None else f"{_MARK}{name}={value}{_MARK}"
+
+
+def check_number(name: str, value, lo=None, hi=None, integer: bool = False):
+    """``value`` if it is a finite number in [lo, hi]; else a ProbeError naming the parameter (every layer's
+    one check of a number argument: the API's, and a checkpoint's model run's)."""
+    # numbers.*: Python's and numpy's numbers (np.int64, np.float32) without importing numpy here
+    ok = isinstance(value, numbers.Integral) if integer else isinstance(value, numbers.Real)
+    if not ok or isinstance(value, bool) or not math.isfinite(float(value)):
+        kind = "an integer" if integer else "a finite number"
+        raise ProbeError(f"{param(name, value)}: need {kind}")
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        rng = f"at least {lo}" if hi is None else f"at most {hi}" if lo is None else f"between {lo} and {hi}"
+        raise ProbeError(f"{param(name, value)}: need {rng}")
+    return value
 
 
 def _python(name: str, value: str | None) -> str:

@@ -7,17 +7,11 @@ import numpy as np
 
 from .._limits import MAX_MEMORY, budgeted
 from ..analyses.attention import AttentionResult, attention_stats
-from ..api._common import (
-    Finite,
-    check_number,
-    finite_sequences,
-    layer_check,
-    read_at,
-    read_whole,
-    with_warnings,
-)
-from ..errors import ProbeError
+from ..api.checks import layer_check, with_warnings
+from ..api.finite import Finite, finite_sequences
+from ..errors import ProbeError, check_number
 from ..format import P, Run
+from ..format.tensors import read_at, read_whole
 from ..plotting import legend
 from ..registry import SNAPSHOT, Probe
 from ..report.svg import Panel

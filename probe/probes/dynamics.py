@@ -8,8 +8,10 @@ import numpy as np
 from .._limits import MAX_MEMORY, budgeted
 from ..analyses.dynamics import DELTA, SPIKE_FACTOR, SPIKE_WINDOW, DynamicsResult, loss_dynamics
 from ..analyses.dynamics import WINDOW as SMOOTH
-from ..api._common import Finite, check_number, with_warnings
+from ..api.checks import with_warnings
+from ..api.finite import Finite
 from ..docstrings import STEPS
+from ..errors import check_number
 from ..format import Run
 from ..registry import SNAPSHOT, Probe
 

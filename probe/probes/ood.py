@@ -9,8 +9,11 @@ import numpy as np
 from .._limits import MAX_MEMORY, budgeted, check_total
 from ..analyses._stats import finite_rows, nonfinite
 from ..analyses.ood import OODResult, loss_acc
-from ..api._common import Finite, check_fits, check_number, with_warnings
+from ..api.checks import with_warnings
+from ..api.finite import Finite
+from ..errors import check_number
 from ..format import Run
+from ..format.tensors import check_fits
 from ..plotting import as_text
 from ..registry import SNAPSHOT, Probe
 from ..render import table

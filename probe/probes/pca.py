@@ -8,7 +8,9 @@ import numpy as np
 from .._limits import DECOMPOSITION, MAX_MEMORY, budgeted
 from ..analyses.pca import PCAResult
 from ..analyses.pca import pca as _pca
-from ..api._common import TokenRows, check_number, unconverged, with_warnings
+from ..api.checks import unconverged, with_warnings
+from ..api.selection import TokenRows
+from ..errors import check_number
 from ..plotting import as_text, legend, pyplot
 from ..readers.source import open_source
 from ..registry import WEIGHTS, Probe

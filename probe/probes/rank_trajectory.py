@@ -7,7 +7,7 @@ import os
 from .._limits import MAX_MEMORY, budgeted
 from ..analyses.rank import RankTrajectoryResult
 from ..analyses.rank import rank_trajectory as _rank_trajectory
-from ..api._common import with_warnings
+from ..api.checks import with_warnings
 from ..errors import ProbeError, param
 from ..plotting import as_text, legend
 from ..registry import WEIGHTS, Probe

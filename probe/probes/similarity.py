@@ -7,7 +7,8 @@ import numpy as np
 
 from .._limits import MAX_MEMORY, budgeted
 from ..analyses.similarity import BLOCKED_ABOVE, SimilarityResult, cosine_similarity, cosine_similarity_blocked
-from ..api._common import TokenRows, with_warnings
+from ..api.checks import with_warnings
+from ..api.selection import TokenRows
 from ..plotting import similarity_heatmaps
 from ..readers.source import open_source
 from ..registry import WEIGHTS, Probe

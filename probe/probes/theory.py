@@ -8,18 +8,12 @@ import numpy as np
 from .._limits import MAX_MEMORY, budgeted
 from ..analyses.theory import TheoryResult
 from ..analyses.theory import theory as _theory
-from ..api._common import (
-    Finite,
-    check_enough,
-    check_number,
-    group_of,
-    read_at,
-    read_whole,
-    select_tokens,
-    with_warnings,
-)
-from ..errors import ProbeError, param
+from ..api.checks import check_enough, with_warnings
+from ..api.finite import Finite
+from ..api.selection import group_of, select_tokens
+from ..errors import ProbeError, check_number, param
 from ..format import P, Run
+from ..format.tensors import read_at, read_whole
 from ..plotting import fitted_range, heatmap, legend
 from ..readers.source import open_source
 from ..registry import SNAPSHOT, Probe
