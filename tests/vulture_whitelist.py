@@ -6,13 +6,11 @@ from probe.analyses.base import Result, Results
 from probe.analyses.dynamics import DynamicsResult
 from probe.analyses.spectrum import LayerSpectrum
 from probe.cli import Commands
-from probe.source import Source
 from probe_train.config import RunConfig
 
 Result.to_frame, Results.to_frame             # the notebook API (docs, examples/tutorial.ipynb)
 Result._repr_html_, Results._repr_html_       # IPython calls it: a notebook shows a result as a table
 api.token_text, api.token_vectors             # public API: a probe in another package starts from token_vectors
-Source.provenance                             # public API of every source (probe.source): what wrote it
 Commands.get_command                          # Click calls it (its lazy-group protocol)
 DynamicsResult.steps_logged, DynamicsResult.spike_steps   # result fields: to_dict() / JSON output
 LayerSpectrum.num_evals                       # a result field: the spectrum table and its JSON

@@ -8,6 +8,7 @@ import warnings
 
 from ..analyses.base import Results
 from ..errors import ProbeError, ProbeWarning, param
+from ..source import Source
 
 
 def check_enough(ids, need: int, what: str) -> None:
@@ -16,7 +17,7 @@ def check_enough(ids, need: int, what: str) -> None:
         raise ProbeError(f"{what} needs at least {need} tokens; the selection has {len(ids)}")
 
 
-def layer_check(run, layer: int, head: int | None = None) -> None:
+def layer_check(run: Source, layer: int, head: int | None = None) -> None:
     """A ProbeError unless ``run``'s model has attention layer ``layer`` (and head ``head``, if given)."""
     layers = int(run.dims.get("layers", 0))
     if layers == 0:
@@ -26,7 +27,7 @@ def layer_check(run, layer: int, head: int | None = None) -> None:
     if head is not None and run.dims.get("heads", 1) is None:   # a lone weights file
         from ..readers.layouts import needs_heads
 
-        raise needs_heads(run.path, run.reader.layout.name, "a probe of one attention head")
+        raise needs_heads(run.path, run.provenance["layout"], "a probe of one attention head")
     heads = int(run.dims.get("heads", 1))
     if head is not None and not 0 <= head < heads:
         raise ProbeError(f"{param('head', head)} out of range: the model has heads 0..{heads - 1}")

@@ -14,11 +14,12 @@ from ..format.tensors import check_fits, read_at
 from ..readers.source import open_source
 from ..readers.tokens import parse_tokens
 from ..readers.words import word_list
+from ..source import Source
 from .checks import check_enough
 from .finite import Finite, finite_tokens
 
 
-def select_tokens(run, tokens=None, *, words=None, words_file: str | None = None,
+def select_tokens(run: Source, tokens=None, *, words=None, words_file: str | None = None,
                   tensor: str = "token_embedding", probe: str = "similarity") -> tuple[np.ndarray | None, list[str]]:
     """The token ids a selection names, checked against the rows of ``tensor``.
 
@@ -122,7 +123,7 @@ class TokenRows:
     >>> X, ids, labels = rows.finite(0, rows.labels)
     """
 
-    def __init__(self, run, tokens, words, words_file, tensor: str, step, allow_nonfinite: bool, probe: str,
+    def __init__(self, run: Source, tokens, words, words_file, tensor: str, step, allow_nonfinite: bool, probe: str,
                  need: int, what: str, work: float = FLOAT64):
         """``work``: what the math holds besides the rows, in multiples of them (see :func:`read_at`)."""
         self.ids, self.labels = select_tokens(run, tokens, words=words, words_file=words_file, tensor=tensor,
