@@ -77,7 +77,7 @@ def info(path: str | os.PathLike) -> dict:
     >>> probe.info("run.h5")["steps"]
     >>> probe.info("model/")["tensors"]["model.embed_tokens.weight"]["shape"]
     """
-    with open_source(path) as src:
+    with open_source(path, canonical=False) as src:   # a checkpoint of an unknown layout is described too
         return src.describe()
 
 

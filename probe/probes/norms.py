@@ -68,7 +68,7 @@ def norms(path: str | os.PathLike, *, step: str | int = "latest", saturation: fl
     >>> probe.norms("model/", text="corpus.txt")[0].saturated
     """
     check_number("saturation", saturation, lo=0.0, hi=1.0)
-    with open_source(path) as run:
+    with open_source(path, canonical=False) as run:   # a checkpoint of any layout: its model runs
         fw = run.forward(text, "norms", step, window=window, max_tokens=max_tokens)
         if fw is None:   # the stored norm statistics
             if not run.has("norm_ms"):

@@ -68,7 +68,7 @@ def sinks(path: str | os.PathLike, *, step: str | int = "latest", min_query: int
     """
     check_number("min_query", min_query, lo=1, integer=True)
     check_number("sink_threshold", sink_threshold, lo=0.0, hi=1.0)
-    with open_source(path) as run:
+    with open_source(path, canonical=False) as run:   # a checkpoint of any layout: its model runs
         fw = run.forward(text, "sinks", step, window=window, max_tokens=max_tokens, attention=True)
         if fw is None:   # the stored probe batch
             if not run.has("attention"):

@@ -70,7 +70,7 @@ def spectrum(path: str | os.PathLike, *, step: str | int = "latest", precision: 
         raise ProbeError(f"{param('precision', precision)}: use {' or '.join(PRECISIONS)}")
     check_number("threads", threads, lo=0, integer=True)
     out = []
-    with open_source(path) as run:   # a checkpoint: every 2-D tensor by its own name, any layout
+    with open_source(path, canonical=False) as run:   # a checkpoint: every 2-D tensor by its own name
         indices, names, read = run.linear_maps(step, DECOMPOSITION)
         check = Finite(run.path, allow_nonfinite)
         for i in indices:

@@ -91,16 +91,19 @@ class CheckpointRun:
     """An external checkpoint as a one-snapshot run with canonical tensor names: a
     [`Source`][probe.source.Source], as a snapshot file's [`Run`][probe.format.run.Run] is.
 
-    Its layout (the canonical names) is found when first needed: a spectrum (every matrix by its own
-    name) and a model run over a text read a checkpoint of any layout.
+    Its layout (the canonical names) is found as it opens, an unknown one an error before any other;
+    with ``canonical=False`` when first needed: a spectrum (every matrix by its own name) and a model
+    run over a text read a checkpoint of any layout.
     """
 
-    def __init__(self, path: str, groups: str | None = None, mapping: str | None = None, step: str = "latest"):
+    def __init__(self, path: str, groups: str | None = None, mapping: str | None = None, step: str = "latest",
+                 canonical: bool = True):
         self.path = path
         self.source = open_checkpoint(path, step)
+        self._mapping = mapping
+        self._reader = CanonicalReader(self.source, mapping) if canonical else None   # (now: its error first)
         self.config = dict(self.source.config)
         self.groups = load_groups(groups, path) if groups else {}
-        self._mapping, self._reader = mapping, None
         self._tensors: dict[str, _Tensor] = {}
 
     n_snapshots = 1
@@ -247,9 +250,12 @@ class CheckpointRun:
 _LONG = {"f64": "float64", "f32": "float32", "f16": "float16", "bf16": "bfloat16"}   # safetensors' short names
 
 
-def open_source(path: str | os.PathLike, groups: str | None = None, mapping: str | None = None):
+def open_source(path: str | os.PathLike, groups: str | None = None, mapping: str | None = None, *,
+                canonical: bool = True):
     """The [`Source`][probe.source.Source] at ``path``: a :class:`Run` for a snapshot file (its groups, plus
-    any from ``groups``), else a :class:`CheckpointRun` (``mapping``: a name-mapping file for its layout).
+    any from ``groups``), else a :class:`CheckpointRun` (``mapping``: a name-mapping file for its layout;
+    ``canonical=False``: its layout found only when its canonical names are first asked for, so that a
+    probe of raw tensors or of a model run reads a checkpoint of any layout).
 
     Raises
     ------
@@ -274,4 +280,4 @@ def open_source(path: str | os.PathLike, groups: str | None = None, mapping: str
         if groups:
             run.extra_groups = load_groups(groups)
         return run
-    return CheckpointRun(path, groups, mapping)
+    return CheckpointRun(path, groups, mapping, canonical=canonical)
