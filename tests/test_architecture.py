@@ -168,7 +168,7 @@ def test_the_circle_test_sees_a_circle_inside_a_function():
                                     "train/text"])
 def test_the_tree_has_the_rooms_of_the_architecture(folder):
     assert (ROOT / folder / "__init__.py").exists()
-    for name in ("probe/api/__init__.py", "probe/api/_common.py", "probe/batch.py", "probe/chart/mpl.py", "probe/chart/svg.py", "probe/figures/context.py", "probe/errors.py",
+    for name in ("probe/api/__init__.py", "probe/api/selection.py", "probe/api/checks.py", "probe/api/finite.py", "probe/source.py", "probe/batch.py", "probe/chart/mpl.py", "probe/chart/svg.py", "probe/figures/context.py", "probe/errors.py",
                  "probe/registry.py", "probe/sweeps.py", "probe/_files.py", "probe/format/_h5.py", "probe/format/run.py",
                  "probe/format/writer.py", "probe/format/validate.py", "probe/format/sweep.py",
                  "probe/readers/names.py", "probe/cli/options.py", "probe/render.py", "probe/cli/probes.py", "probe/probes/__init__.py",

@@ -9,25 +9,26 @@ Every result follows one contract (:class:`probe.analyses.base.Result`). Warning
 a result (zero vectors, words left out) are :class:`~probe.errors.ProbeWarning`.
 
 A file as a whole here (:func:`info`, :func:`validate` and :func:`token_text`); each probe's function in its
-own module (:mod:`probe.probes`, or another package's: :mod:`probe.registry`), reached here by name; what the
-probes share in :mod:`._common`.
+own module (:mod:`probe.probes`, or another package's: :mod:`probe.registry`), reached here by name. What the
+probes share, built-in or not: :mod:`.selection` (tokens and rows: :func:`select_tokens`, :class:`TokenRows`,
+:func:`token_vectors`), :mod:`.checks` (argument checks, passing warnings on) and :mod:`.finite` (the
+non-finite policy); what they read is a :class:`probe.source.Source`.
 """
 from __future__ import annotations
 
 import functools
 import os
 
-import numpy as np
-
 from .. import registry
 from .._files import regular_file
 from ..errors import ProbeError, ProbeWarning  # noqa: F401  (as before the split)
 from ..format import Run, is_snapshot_file
 from ..format import validate as _validate
-from ..readers.source import token_texts
-from ._common import select_tokens, token_vectors
+from ..readers.source import open_source
+from .selection import TokenRows, select_tokens, token_vectors
 
-_OWN = ["Run", "info", "token_text", "validate", "select_tokens", "token_vectors", "sweep_summary", "probe_function"]
+_OWN = ["Run", "info", "token_text", "validate", "select_tokens", "TokenRows", "token_vectors", "sweep_summary",
+        "probe_function"]
 
 
 def __getattr__(name: str):   # PEP 562: every probe's function by its name, ours and other packages'
@@ -76,47 +77,8 @@ def info(path: str | os.PathLike) -> dict:
     >>> probe.info("run.h5")["steps"]
     >>> probe.info("model/")["tensors"]["model.embed_tokens.weight"]["shape"]
     """
-    if not is_snapshot_file(path):
-        return _checkpoint_info(os.fspath(path))
-    with Run(path) as run:
-        groups, strings = run.groups, run.token_strings()
-        return {
-            "file": run.path,
-            "schema_version": "%d.%d" % run.schema_version,
-            "package_version": run.package_version,
-            "created": str(run.h5.attrs.get("created", "")),
-            "snapshots": run.n_snapshots,
-            "steps": [int(s) for s in run.steps],
-            "config": run.config,
-            "environment": run.environment,
-            "task": run.task,
-            "dims": run.dims,
-            "groups": {k: [int(i) for i in v] for k, v in groups.items()},
-            "group_strings": {} if strings is None else {k: [strings[i] for i in v] for k, v in groups.items()},
-            "tensors": {k: list(v) for k, v in run.tensors().items()},
-            "canonical": list(run.weights()),
-            "metrics": {s: {m: float(v[-1]) for m, v in ms.items() if len(v)} for s, ms in run.metrics().items()},
-        }
-
-
-def _checkpoint_info(path: str) -> dict:
-    from ..readers.checkpoints import open_checkpoint
-    from ..readers.layouts import detect
-
-    src = open_checkpoint(path)
-    shapes, dtypes, tied = src.shapes(), src.dtypes(), src.aliases()
-    try:
-        layout = detect(src)
-        known = {"layout": layout.name, "layers": layout.layers, "heads": layout.heads,
-                 "canonical": {n: list(raw) for n, (raw, _) in layout.rules.items()}}
-    except ProbeError as exc:   # info describes what it can read, known layout or not
-        known = {"layout": None, "layers": None, "heads": None, "canonical": {}, "layout_error": str(exc)}
-    return {"file": path, "format": src.kind, "step": src.step, **known, "config": src.config,
-            "tensors": {n: {"shape": list(s), "dtype": dtypes.get(n, "?"), **({"tied_to": tied[n]} if n in tied
-                                                                                else {})}
-                        for n, s in shapes.items()},
-            "parameters": int(sum(int(np.prod(s)) for n, s in shapes.items()
-                                  if n not in tied and "f" in dtypes.get(n, "f")))}   # floats: not index buffers
+    with open_source(path, canonical=False) as src:   # a checkpoint of an unknown layout is described too
+        return src.describe()
 
 
 def validate(path: str | os.PathLike) -> list[str]:
@@ -186,7 +148,7 @@ def token_text(path: str | os.PathLike, ids) -> list[str] | None:
     """
     if is_snapshot_file(path):
         with Run(path) as run:
-            return token_texts(run, ids)
+            return run.token_texts(ids)
     from ..readers.words import ids_to_text
 
     return ids_to_text(os.fspath(path), ids)

@@ -14,13 +14,15 @@ Files are written with ``libver=("v110", "v110")`` so HDF5 1.10 tools read them.
 
 One module per concept: :mod:`._h5` opens a file (header, SWMR, damage) and holds the schema's
 names; :mod:`._checks` the checks against the schema; :mod:`.run` the reader (:class:`Run`);
-:mod:`.writer` the writer (:class:`Writer`) over :mod:`._write` (new files, refused writes);
+:mod:`.tensors` budgeted reads of a time-first tensor (a checkpoint's too); :mod:`.writer` the
+writer (:class:`Writer`) over :mod:`._write` (new files, refused writes);
 :mod:`.validate` every finding; :mod:`.sweep` the sweep manifest; :mod:`.tensorboard` TensorBoard
 event files (the optional tensorboard package, imported only there). Nothing here imports anything
 of the package but :mod:`probe.errors` and :mod:`probe._files`, and :mod:`schemas`.
 """
 from ._h5 import P, is_snapshot_file
-from .run import Run, last_step, read_rows
+from .run import Run, last_step
+from .tensors import read_rows
 from .validate import validate
 from .writer import Writer
 

@@ -3,6 +3,7 @@ asks for are read, each dataset checked before its first read)."""
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Sequence
 
 import h5py
@@ -11,11 +12,12 @@ import numpy as np
 from probe_schemas import path_of
 
 from .._limits import check, parse_json
-from ..errors import ProbeError
+from ..errors import ProbeError, ProbeWarning, param, warn
 from ._h5 import (
     METRICS, P, PARAMS_GROUP, SNAPSHOTS_GROUP, WEIGHTS_GROUP, json_attr, check_header, damaged_file_error, open_h5
 )
 from .steps import step_indices
+from .tensors import as_matrix, check_fits, natural, read_rows
 
 
 class Dataset(h5py.Dataset):
@@ -81,7 +83,8 @@ def _snapshot(f: h5py.File, index: int) -> str:
 
 
 class Run:
-    """Read access to one snapshot file, also while the trainer still writes it.
+    """Read access to one snapshot file, also while the trainer still writes it: a
+    [`Source`][probe.source.Source], as an external checkpoint is.
 
     Lazy: opening reads the header (configuration, task, dimensions) and checks the links, attributes and
     steps; each dataset is checked before its first read, and only the bytes asked for are read (rows
@@ -347,6 +350,106 @@ class Run:
             out[split] = {metric: np.asarray(self.at(p)[:n]) for metric, p in paths.items() if p in self._f}
         return out
 
+    # what any source offers (probe.source.Source) -----------------------------
+    def step_of(self, index: int) -> int:
+        """The step of snapshot ``index``, as messages name it."""
+        return int(self.steps[index])
+
+    def label(self, name: str) -> str:
+        """Tensor ``name`` as messages name it: its own name (a checkpoint adds the raw names)."""
+        return name
+
+    def describe(self) -> dict:
+        """The file as plain data (``probe info``; the keys: :func:`probe.api.info`)."""
+        groups, strings = self.groups, self.token_strings()
+        return {
+            "file": self.path,
+            "schema_version": "%d.%d" % self.schema_version,
+            "package_version": self.package_version,
+            "created": str(self._f.attrs.get("created", "")),
+            "snapshots": self.n_snapshots,
+            "steps": [int(s) for s in self.steps],
+            "config": self.config,
+            "environment": self.environment,
+            "task": self.task,
+            "dims": self.dims,
+            "groups": {k: [int(i) for i in v] for k, v in groups.items()},
+            "group_strings": {} if strings is None else {k: [strings[i] for i in v] for k, v in groups.items()},
+            "tensors": {k: list(v) for k, v in self.tensors().items()},
+            "canonical": list(self.weights()),
+            "metrics": {s: {m: float(v[-1]) for m, v in ms.items() if len(v)} for s, ms in self.metrics().items()},
+        }
+
+    @property
+    def provenance(self) -> dict:
+        """What wrote the file: ``written_by``, ``package_version``, ``schema_version``, ``config``, ``environment``."""
+        return {"written_by": "probe-train", "package_version": self.package_version,
+                "schema_version": "%d.%d" % self.schema_version, "config": self.config,
+                "environment": self.environment}
+
+    def matrices(self) -> list[str]:
+        """The weight matrices (2-D, or per-head 3-D) by the names every probe uses: the canonical ones
+        of ``weights/`` (``layer0/W_K``, ``token_embedding``; links to the parameters), and the parameter
+        name only for a matrix with no canonical name (the Emb-MLP's ``W_1``); in natural order (layer 2
+        before layer 10)."""
+        canonical = [n for n, shape in self.weights().items() if len(shape) >= 2]
+        linked = {self.tensor(n).id for n in canonical}    # a canonical name is a hard link: the same object
+        own = [n for n in self.weight_matrices() + [n for n in ("W_E", "W_pos", "W_U") if n in self.tensors()]
+               if self.tensor(n).id not in linked]
+        return sorted(dict.fromkeys(canonical + own), key=natural)
+
+    def linear_maps(self, spec: str | int, work: float = 0):
+        """Every weight matrix as one linear map (a spectrum's input): :meth:`matrices`, per-head ones whole.
+
+        Returns (indices, names, read): the snapshot indices ``spec`` selects, the names (each checked
+        against the memory budget with ``work`` more, before any is read) and ``read(name, index)``, the
+        2-D matrix at a snapshot.
+        """
+        indices = self.step_indices(spec)
+        names = self.matrices()
+        for n in names:              # every matrix against the budget before the first is read
+            check_fits(self.tensor(n), 1, work=work)
+        return indices, names, lambda n, i: as_matrix(n, self.read(n, i))
+
+    def word_ids(self, words: list[str]) -> np.ndarray:
+        """Ids of ``words`` in the stored vocabulary, each matched as it appears inside running text (with
+        its leading space) or else as it is; absent words are left out with a warning."""
+        strings = self.token_strings()
+        if strings is None:
+            raise ProbeError(f"{self.path}: stores no vocabulary (a synthetic task), so {param('words')} cannot "
+                             f"be looked up; select ids with {param('tokens')}")
+        index: dict[str, int] = {}
+        for i, s in enumerate(strings):
+            index.setdefault(s, i)
+        ids = []
+        for w in (w.strip() for w in words):
+            hit = index.get(" " + w, index.get(w))
+            if hit is None:
+                warn(f"'{w}' is not a token of this run's vocabulary; left out")
+            else:
+                ids.append(hit)
+        if not ids:
+            raise ProbeError(f"none of the {param('words')} is a token of this run's vocabulary")
+        return np.asarray(ids, dtype=np.int64)
+
+    def token_texts(self, ids, later: bool = False):
+        """Text of each token id from the stored vocabulary; ``None`` for a synthetic run. ``later``: a
+        function giving them, callable after the file is closed (read now: the file holds them)."""
+        strings = self.token_strings()
+        texts = None if strings is None else [strings[int(i)] for i in ids]
+        return (lambda: texts) if later else texts
+
+    stores_activations = True   # the probe batch's attention maps, norm statistics, token losses: see forward
+
+    def forward(self, text: str | None, what: str, step, *, window: int, max_tokens: int, attention: bool = False):
+        """None: a snapshot file stores the activations the probes read (``text``, a checkpoint's, is
+        ignored with a warning)."""
+        if text is not None:
+            # at the caller's line: past this method, the probe and its budgeted wrapper (probe._limits.budgeted)
+            warnings.warn(f"{self.path}: {param('text')} is for external checkpoints; a snapshot file stores what it "
+                          "needs (ignored)", ProbeWarning, stacklevel=4)
+        return None
+
     # steps -----------------------------------------------------------------
     def step_indices(self, spec: str | int) -> list[int]:
         """The snapshot indices a step selection names.
@@ -464,23 +567,3 @@ def last_step(path: str | os.PathLike) -> int | None:
             return int(run.steps[-1]) if run.n_snapshots else None
     except (ProbeError, OSError):
         return None
-
-
-def read_rows(ds: h5py.Dataset, index: int | slice, rows: Sequence[int] | np.ndarray) -> np.ndarray:
-    """``ds[index, rows]`` in the order of ``rows``, reading one hyperslab per run of consecutive ids.
-
-    ``index`` is a snapshot index or a slice of them (then axis 0 of the result is time).
-    Only the chunks that hold the rows are read, never the whole tensor.
-    """
-    rows = np.asarray(rows, dtype=np.int64)
-    axis = 0 if isinstance(index, (int, np.integer)) else 1
-    order = np.unique(rows)
-    if order.size == 0:
-        raise ValueError("no rows asked for")
-    breaks = np.flatnonzero(np.diff(order) != 1) + 1
-    parts = [ds[index, int(run[0]):int(run[-1]) + 1] for run in np.split(order, breaks)]
-    block = np.concatenate(parts, axis=axis) if len(parts) > 1 else parts[0]
-    pos = np.searchsorted(order, rows)
-    if len(pos) == len(order) and np.array_equal(pos, np.arange(len(order))):
-        return block
-    return np.take(block, pos, axis=axis)

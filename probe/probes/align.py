@@ -8,18 +8,12 @@ import numpy as np
 from .._limits import DECOMPOSITION, FLOAT64, MAX_MEMORY, budgeted
 from ..analyses.align import AlignResult
 from ..analyses.align import align as _align
-from ..api._common import (
-    Finite,
-    layer_check,
-    read_at,
-    step_at,
-    tensor_name,
-    unconverged,
-    with_warnings,
-)
-from ..chart.panel import Panel, indexed
-from ..params import check_number
+from ..api.checks import layer_check, unconverged, with_warnings
+from ..api.finite import Finite
+from ..chart.panel import indexed, Panel
 from ..errors import ProbeError
+from ..format.tensors import read_at
+from ..params import check_number
 from ..readers.source import open_source
 from ..registry import WEIGHTS, Probe
 from ..render import note, table, wrapped
@@ -87,8 +81,8 @@ def align(path: str | os.PathLike, layer: int | None = None, head: int | None = 
             if ids.size and (ids.min() < 0 or ids.max() >= vocab):
                 raise ProbeError(f"token group '{g}' has ids outside the vocabulary (0..{vocab - 1})")
         steps = run.steps
-        check, at = Finite(run.path, allow_nonfinite), [step_at(run, i) for i in indices]
-        names = [tensor_name(run, n) for n in (f"layer{layer}/W_V", f"layer{layer}/W_O", "token_embedding")]
+        check, at = Finite(run.path, allow_nonfinite), [run.step_of(i) for i in indices]
+        names = [run.label(n) for n in (f"layer{layer}/W_V", f"layer{layer}/W_O", "token_embedding")]
     # grouped-query attention: query head h reads value head h // (heads / kv_heads)
     q_heads, v_heads = wo[0].shape[0], wv[0].shape[0]
     if q_heads % v_heads:

@@ -7,18 +7,13 @@ import numpy as np
 
 from .._limits import MAX_MEMORY, budgeted
 from ..analyses.attention import AttentionResult, attention_stats
-from ..api._common import (
-    Finite,
-    finite_sequences,
-    layer_check,
-    read_at,
-    read_whole,
-    with_warnings,
-)
+from ..api.checks import layer_check, with_warnings
+from ..api.finite import Finite, finite_sequences
 from ..chart.panel import Panel
-from ..params import check_number
 from ..errors import ProbeError
 from ..format import P, Run
+from ..format.tensors import read_at, read_whole
+from ..params import check_number
 from ..registry import SNAPSHOT, Probe
 
 

@@ -7,7 +7,8 @@ import numpy as np
 
 from .._limits import MAX_MEMORY, budgeted
 from ..analyses.bias import BiasResult, reasoning_bias
-from ..api._common import Finite, with_warnings
+from ..api.checks import with_warnings
+from ..api.finite import Finite
 from ..errors import ProbeError, param
 from ..format import Run
 from ..registry import SNAPSHOT, Probe

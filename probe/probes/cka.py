@@ -8,7 +8,8 @@ import numpy as np
 
 from .._limits import MAX_MEMORY, budgeted
 from ..analyses.cka import CKAResult, linear_cka
-from ..api._common import TokenRows, with_warnings
+from ..api.checks import with_warnings
+from ..api.selection import TokenRows
 from ..params import STEP_GRAMMAR
 from ..errors import ProbeError, param
 from ..readers.source import open_source

@@ -9,23 +9,13 @@ from .._limits import DECOMPOSITION, FLOAT64, MAX_MEMORY, OverBudget, budgeted, 
 from ..analyses._stats import finite_rows
 from ..analyses.condense import CondenseResult
 from ..analyses.condense import condense as _condense
-from ..api._common import (
-    Finite,
-    check_enough,
-    finite_tokens,
-    matrix_names,
-    neuron_matrix,
-    read_at,
-    select_tokens,
-    step_at,
-    tensor_name,
-    unconverged,
-    with_warnings,
-)
-from ..chart.panel import Panel, indexed
+from ..api.checks import check_enough, unconverged, with_warnings
+from ..api.finite import Finite, finite_tokens
+from ..api.selection import select_tokens
+from ..chart.panel import indexed, Panel
+from ..errors import param, ProbeError
+from ..format.tensors import read_at
 from ..params import check_number
-from ..errors import ProbeError, param
-from ..format import Run
 from ..readers.source import open_source
 from ..registry import EVERY_ROW, WEIGHTS, Probe
 from ..render import wrapped
@@ -95,8 +85,8 @@ def condense(path: str | os.PathLike, tokens=None, *, words=None, words_file: st
         neuron_w = _neuron_weights(run, neurons, indices) if neurons else [None] * len(indices)
         layer_w, notes = _layer_matrices(run, indices)
         steps = run.steps
-        check, at = Finite(run.path, allow_nonfinite), [step_at(run, i) for i in indices]
-        label = {n: tensor_name(run, n) for n in [tensor, neurons, *layer_w] if n}
+        check, at = Finite(run.path, allow_nonfinite), [run.step_of(i) for i in indices]
+        label = {n: run.label(n) for n in [tensor, neurons, *layer_w] if n}
     out = []
     for k, i in enumerate(indices):
         v = vectors[k].reshape(vectors[k].shape[0], -1)
@@ -117,6 +107,17 @@ def condense(path: str | os.PathLike, tokens=None, *, words=None, words_file: st
                                exc) from None
     check.warn()
     return with_warnings(out)
+
+
+def neuron_matrix(W: np.ndarray) -> np.ndarray:
+    """Neuron input-weight vectors of an x @ W tensor: (in, out) -> (out, in); per head (H, in, e) -> (H*e, in)."""
+    if W.ndim == 3:
+        return np.concatenate([w.T for w in W])
+    if W.ndim == 2:
+        return W.T
+    raise ProbeError(f"cannot group neurons of a {W.ndim}-D tensor")
+
+
 def _neuron_weights(run, name: str, indices: list[int]) -> list[np.ndarray]:
     """condense's neuron weights at each step, once the memory budget allows their n x n cosine matrix
     (float64, and the boolean masks made of it: 10 bytes a pair)."""
@@ -130,7 +131,7 @@ def _layer_matrices(run, indices: list[int]) -> tuple[dict[str, list[np.ndarray]
     other probe names them) and the notes that say which were left out: a matrix over the memory budget
     (the token selection is what condense is asked about; a vocabulary's singular values are extra), and
     per-head tensors whose head count no config gives."""
-    names = matrix_names(run) if isinstance(run, Run) else run.weight_matrices()
+    names = run.matrices()
     notes = []
     if run.dims.get("heads", 1) is None:
         per_head = [n for n in names if run.tensor(n).ndim == 4]

@@ -8,9 +8,9 @@ import numpy as np
 from .._limits import MAX_MEMORY, budgeted
 from ..analyses.dynamics import DELTA, SPIKE_FACTOR, SPIKE_WINDOW, DynamicsResult, loss_dynamics
 from ..analyses.dynamics import SMOOTH
-from ..api._common import Finite, with_warnings
-from ..params import check_number
-from ..params import STEP_GRAMMAR
+from ..api.checks import with_warnings
+from ..api.finite import Finite
+from ..params import STEP_GRAMMAR, check_number
 from ..format import Run
 from ..registry import SNAPSHOT, Probe
 

@@ -8,20 +8,14 @@ import numpy as np
 
 from .._limits import MAX_MEMORY, budgeted
 from ..analyses.norms import SATURATION, NormsResult, gain_rms, norm_saturation
-from ..api._common import (
-    MAX_TOKENS,
-    WINDOW,
-    Finite,
-    finite_sites,
-    forward,
-    read_at,
-    text_only_for_checkpoints,
-    with_warnings,
-)
-from ..chart.panel import Panel, barh
-from ..params import check_number
+from ..api.checks import at_step, with_warnings
+from ..api.finite import Finite
+from ..chart.panel import barh, Panel
 from ..errors import ProbeError, ProbeWarning
-from ..format import Run, is_snapshot_file
+from ..format.tensors import read_at
+from ..params import check_number
+from ..readers.activations import MAX_TOKENS, WINDOW
+from ..readers.source import open_source
 from ..registry import ACTIVATIONS, Probe
 from ..render import summary_table, table
 
@@ -72,33 +66,31 @@ def norms(path: str | os.PathLike, *, step: str | int = "latest", saturation: fl
     >>> probe.norms("model/", text="corpus.txt")[0].saturated
     """
     check_number("saturation", saturation)
-    path = os.fspath(path)
-    if not is_snapshot_file(path):
-        fw = forward(path, text, "norms", step, window=window, max_tokens=max_tokens)
+    with open_source(path, canonical=False) as run:   # a checkpoint of any layout: its model runs
+        fw = run.forward(text, "norms", step, window=window, max_tokens=max_tokens)
+        if fw is None:   # the stored norm statistics
+            if not run.has("norm_ms"):
+                raise ProbeError(f"{run.path}: stores no norm statistics (a run without norms, or written before "
+                                 "schema 1.3)")
+            sites = run.strings("norm_sites")
+            indices = run.step_indices(step)
+            ms = read_at(run.dataset("norm_ms"), indices)
+            med = read_at(run.dataset("norm_ms_median"), indices) if run.has("norm_ms_median") else [None] * len(indices)
+            gains = {s: read_at(run.tensor(s), indices) for s in sites if s in run.weights()}
+            eps = float(run.config.get("norm_eps", 1e-5))
+            steps = run.steps
+        check = Finite(run.path, allow_nonfinite)
+    if fw is not None:   # the model run on the text
         if not fw.norm_sites:
-            raise ProbeError(f"{path}: the model has no normalisation layers")
+            raise ProbeError(f"{check.path}: the model has no normalisation layers")
         eps = set(fw.norm_eps)
         if len(eps) > 1:
-            warnings.warn(f"{path}: the norms use several epsilons ({sorted(eps)}); the largest is reported",
+            warnings.warn(f"{check.path}: the norms use several epsilons ({sorted(eps)}); the largest is reported",
                           ProbeWarning, stacklevel=3)
-        check = Finite(path, allow_nonfinite)
         sites, ms, gain, med = finite_sites(check, None, list(fw.norm_sites), fw.norm_ms, fw.norm_gain,
                                              fw.norm_ms_median, " (the model run on the text)")
         check.warn()
         return with_warnings([norm_saturation(sites, ms, max(eps), gain=gain, median_square=med, saturation=saturation)])
-    text_only_for_checkpoints(path, text)
-    with Run(path) as run:
-        if not run.has("norm_ms"):
-            raise ProbeError(f"{run.path}: stores no norm statistics (a run without norms, or written before "
-                             "schema 1.3)")
-        sites = run.strings("norm_sites")
-        indices = run.step_indices(step)
-        ms = read_at(run.dataset("norm_ms"), indices)
-        med = read_at(run.dataset("norm_ms_median"), indices) if run.has("norm_ms_median") else [None] * len(indices)
-        gains = {s: read_at(run.tensor(s), indices) for s in sites if s in run.weights()}
-        eps = float(run.config.get("norm_eps", 1e-5))
-        steps = run.steps
-        check = Finite(run.path, allow_nonfinite)
     out = []
     for k, i in enumerate(indices):
         g = np.array([gain_rms(gains[s][k]) if s in gains else 1.0 for s in sites])
@@ -111,6 +103,28 @@ def norms(path: str | os.PathLike, *, step: str | int = "latest", saturation: fl
                                    step=int(steps[i])))
     check.warn()
     return with_warnings(out)
+
+
+def finite_sites(check: Finite, step, sites: list[str], ms, gain, med, where: str):
+    """(sites, mean_square, gain, median_square) of the norm sites whose numbers are all finite (an
+    error unless allowed; a gain already reported non-finite is NaN here and not named again)."""
+    bad = np.zeros(len(sites), bool)
+    for name, x in (("norm_ms", ms), ("norm_ms_median", med)):
+        if x is not None:
+            ok = check(name + where, x, step, "the sites holding them left out")
+            if ok is not None:
+                bad |= ~ok
+    if gain is not None:
+        bad |= ~np.isfinite(np.asarray(gain, dtype=np.float64))
+        if where:   # a checkpoint: the gains come from the model run, named here
+            ok = check("norm gains" + where, gain, step, "the sites holding them left out")
+    if not bad.any():
+        return sites, ms, gain, med
+    if bad.all():
+        raise ProbeError(f"{check.path}: {at_step(step)}no norm site has finite statistics")
+    keep = ~bad
+    return ([s for s, k in zip(sites, keep) if k], np.asarray(ms)[keep],
+            None if gain is None else np.asarray(gain)[keep], None if med is None else np.asarray(med)[keep])
 
 
 def head(r, width, step: bool = True) -> None:

@@ -9,10 +9,12 @@ import numpy as np
 from .._limits import MAX_MEMORY, budgeted, check_total
 from ..analyses._stats import finite_rows, nonfinite
 from ..analyses.ood import OODResult, loss_acc
-from ..api._common import Finite, check_fits, with_warnings
-from ..chart.panel import Panel, barh
-from ..params import check_number
+from ..api.checks import with_warnings
+from ..api.finite import Finite
+from ..chart.panel import barh, Panel
 from ..format import Run
+from ..format.tensors import check_fits
+from ..params import check_number
 from ..registry import SNAPSHOT, Probe
 from ..render import table
 

@@ -8,8 +8,9 @@ import numpy as np
 from .._limits import DECOMPOSITION, MAX_MEMORY, budgeted
 from ..analyses.pca import PCAResult
 from ..analyses.pca import pca as _pca
-from ..api._common import TokenRows, unconverged, with_warnings
-from ..chart.panel import Panel, id_labels
+from ..api.checks import unconverged, with_warnings
+from ..api.selection import TokenRows
+from ..chart.panel import id_labels, Panel
 from ..params import check_number
 from ..readers.source import open_source
 from ..registry import WEIGHTS, Probe

@@ -7,19 +7,10 @@ import numpy as np
 
 from .._limits import DECOMPOSITION, MAX_MEMORY, budgeted
 from ..analyses.rank import RankResult, matrix_ranks
-from ..api._common import (
-    Finite,
-    as_matrix,
-    finite_tokens,
-    natural,
-    read_at,
-    step_at,
-    tensor_name,
-    unconverged,
-    with_warnings,
-)
-from ..chart.panel import Panel, barh
-from ..format import Run
+from ..api.checks import unconverged, with_warnings
+from ..api.finite import Finite, finite_tokens
+from ..chart.panel import barh, Panel
+from ..format.tensors import as_matrix, natural, read_at
 from ..readers.source import open_source
 from ..registry import WEIGHTS, Probe
 from ..render import table
@@ -68,8 +59,8 @@ def rank(path: str | os.PathLike, *, step: str | int = "latest", groups: str | N
         emb = read_at(run.tensor("token_embedding"), indices, work=DECOMPOSITION)
         mats = {n: read_at(run.tensor(n), indices, work=DECOMPOSITION) for n in names}
         steps = run.steps
-        check, at = Finite(run.path, allow_nonfinite), [step_at(run, i) for i in indices]
-        label = {n: tensor_name(run, n) for n in [*names, "token_embedding"]}
+        check, at = Finite(run.path, allow_nonfinite), [run.step_of(i) for i in indices]
+        label = {n: run.label(n) for n in [*names, "token_embedding"]}
     out = []
     for k, i in enumerate(indices):
         e = finite_tokens(check, label["token_embedding"], emb[k], at[k], np.arange(len(emb[k])),
@@ -85,8 +76,7 @@ def rank(path: str | os.PathLike, *, step: str | int = "latest", groups: str | N
 def _rank_names(run) -> list[str]:
     """The canonical matrices a rank probe reads: every 2-D or per-head weight but the embedding (which
     enters centred, as ``embedding``), in natural order."""
-    shapes = run.weights() if isinstance(run, Run) else run.tensors()
-    names = [n for n, s in shapes.items() if len(s) >= 2 and n != "token_embedding"]
+    names = [n for n, s in run.weights().items() if len(s) >= 2 and n != "token_embedding"]
     return sorted(names, key=natural)
 
 

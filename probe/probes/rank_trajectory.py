@@ -7,8 +7,8 @@ import os
 from .._limits import MAX_MEMORY, budgeted
 from ..analyses.rank import RankTrajectoryResult
 from ..analyses.rank import rank_trajectory as _rank_trajectory
-from ..api._common import with_warnings
-from ..chart.panel import Panel, barh
+from ..api.checks import with_warnings
+from ..chart.panel import barh, Panel
 from ..errors import ProbeError, param
 from ..registry import WEIGHTS, Probe
 from .rank import rank

@@ -7,9 +7,10 @@ import numpy as np
 
 from .._limits import MAX_MEMORY, budgeted
 from ..analyses.similarity import BLOCKED_ABOVE, SimilarityResult, cosine_similarity, cosine_similarity_blocked
-from ..api._common import TokenRows, with_warnings
-from ..chart.panel import Panel, id_labels, spread
-from ..errors import ProbeError, param
+from ..api.checks import with_warnings
+from ..api.selection import TokenRows
+from ..chart.panel import id_labels, Panel, spread
+from ..errors import param, ProbeError
 from ..readers.source import open_source
 from ..registry import WEIGHTS, Probe
 from ..render import MORE_HINT, MAX_CELL, cell, cut, note, table, token_labels

@@ -7,20 +7,14 @@ import numpy as np
 
 from .._limits import MAX_MEMORY, budgeted
 from ..analyses.sinks import MIN_QUERY, SINK_THRESHOLD, SinksResult, attention_sinks
-from ..api._common import (
-    MAX_TOKENS,
-    WINDOW,
-    Finite,
-    finite_sequences,
-    forward,
-    read_at,
-    text_only_for_checkpoints,
-    with_warnings,
-)
+from ..api.checks import with_warnings
+from ..api.finite import Finite, finite_sequences
 from ..chart.panel import Panel
-from ..params import check_number
 from ..errors import ProbeError
-from ..format import P, Run, is_snapshot_file
+from ..format.tensors import read_at
+from ..params import check_number
+from ..readers.activations import MAX_TOKENS, WINDOW
+from ..readers.source import open_source
 from ..registry import ACTIVATIONS, Probe
 from ..render import table, wrapped
 
@@ -72,10 +66,17 @@ def sinks(path: str | os.PathLike, *, step: str | int = "latest", min_query: int
     """
     check_number("min_query", min_query)
     check_number("sink_threshold", sink_threshold)
-    path = os.fspath(path)
-    if not is_snapshot_file(path):
-        fw = forward(path, text, "sinks", step, window=window, max_tokens=max_tokens, attention=True)
-        check = Finite(path, allow_nonfinite)
+    with open_source(path, canonical=False) as run:   # a checkpoint of any layout: its model runs
+        fw = run.forward(text, "sinks", step, window=window, max_tokens=max_tokens, attention=True)
+        if fw is None:   # the stored probe batch
+            if not run.has("attention"):
+                raise ProbeError(f"{run.path}: holds no attention maps (an Emb-MLP run?)")
+            indices = run.step_indices(step)
+            maps = read_at(run.dataset("attention"), indices)
+            hidden = read_at(run.dataset("hidden_norm"), indices) if run.has("hidden_norm") else [None] * len(indices)
+            steps = run.steps
+        check = Finite(run.path, allow_nonfinite)
+    if fw is not None:   # the model run on the text
         A, h = fw.attention, fw.hidden_norm
         keep = finite_sequences(check, "attention (the model run on the text)", A, None,
                                  also=None if h is None else ("residual norms (the model run on the text)", h))
@@ -83,15 +84,6 @@ def sinks(path: str | os.PathLike, *, step: str | int = "latest", min_query: int
             A, h = A[:, :, keep], None if h is None else h[:, keep]
         check.warn()
         return with_warnings([attention_sinks(A, h, min_query=min_query, threshold=sink_threshold)])
-    text_only_for_checkpoints(path, text)
-    with Run(path) as run:
-        if P["attention"] not in run.h5:
-            raise ProbeError(f"{run.path}: holds no attention maps (an Emb-MLP run?)")
-        indices = run.step_indices(step)
-        maps = read_at(run.dataset("attention"), indices)
-        hidden = read_at(run.dataset("hidden_norm"), indices) if run.has("hidden_norm") else [None] * len(indices)
-        steps = run.steps
-        check = Finite(run.path, allow_nonfinite)
     out = []
     for A, h, i in zip(maps, hidden, indices):
         keep = finite_sequences(check, "attention", A, int(steps[i]), also=None if h is None else ("hidden_norm", h))

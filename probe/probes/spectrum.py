@@ -8,20 +8,12 @@ import numpy as np
 from .._limits import DECOMPOSITION, MAX_MEMORY, budgeted, in_context
 from ..analyses._stats import nonfinite
 from ..analyses.spectrum import PRECISIONS, SpectrumResult, layer_spectrum
-from ..api._common import (
-    Finite,
-    as_matrix,
-    check_fits,
-    matrix_names,
-    natural,
-    preflight,
-    unconverged,
-    with_warnings,
-)
-from ..chart.panel import Panel, barh
+from ..api.checks import unconverged, with_warnings
+from ..api.finite import Finite
+from ..chart.panel import barh, Panel
+from ..errors import param, ProbeError
 from ..params import check_number
-from ..errors import ProbeError, param
-from ..format import Run, is_snapshot_file
+from ..readers.source import open_source
 from ..registry import WEIGHTS, Probe
 from ..render import table
 
@@ -75,33 +67,16 @@ def spectrum(path: str | os.PathLike, *, step: str | int = "latest", precision: 
         raise ProbeError(f"{param('precision', precision)}: use {' or '.join(PRECISIONS)}")
     check_number("threads", threads)
     out = []
-    if is_snapshot_file(path):
-        with Run(path) as run:
-            indices = run.step_indices(step)
-            names = matrix_names(run)   # canonical names (layer0/W_K), as every other probe says
-            for n in names:              # every matrix against the budget before the first is read
-                check_fits(run.tensor(n), 1, work=DECOMPOSITION)
-            check = Finite(run.path, allow_nonfinite)
-            for i in indices:
-                layers = _layer_spectra(names, lambda n: as_matrix(n, run.read(n, i)), precision, threads, progress,
-                                        check, int(run.steps[i]))
-                out.append(SpectrumResult(step=int(run.steps[i]), layers=layers))
-        check.warn()
-        return with_warnings(out)
-    # any checkpoint, known layout or not: every 2-D tensor, in natural order
-    from ..readers.checkpoints import open_checkpoint
-
-    src = open_checkpoint(path)
-    if str(step) not in ("latest", "all", str(src.step)):
-        raise ProbeError(f"{path}: a checkpoint holds one step; use {param('step', 'latest')}")
-    tied = src.aliases()   # a tied lm_head is the embedding: one matrix, counted once
-    names = sorted((n for n, s in src.shapes().items() if len(s) == 2 and min(s) > 1 and n not in tied),
-                   key=natural)
-    preflight(path, src, names, DECOMPOSITION)
-    check = Finite(path, allow_nonfinite)
-    layers = _layer_spectra(names, src.read, precision, threads, progress, check, src.step)
+    with open_source(path, canonical=False) as run:   # a checkpoint: every 2-D tensor by its own name
+        indices, names, read = run.linear_maps(step, DECOMPOSITION)
+        check = Finite(run.path, allow_nonfinite)
+        for i in indices:
+            layers = _layer_spectra(names, lambda n: read(n, i), precision, threads, progress, check, run.step_of(i))
+            out.append(SpectrumResult(step=int(run.steps[i]), layers=layers))
     check.warn()
-    return with_warnings([SpectrumResult(step=src.step if src.step is not None else 0, layers=layers)])
+    return with_warnings(out)
+
+
 def _layer_spectra(names: list[str], read, precision: str, threads: int, progress, check: Finite, step) -> list:
     """Each matrix read and analysed by ``threads`` workers (numpy and LAPACK release the GIL), each
     with one BLAS thread: on 2 cores the small Gram matrices and eigen-decompositions of a

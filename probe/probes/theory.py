@@ -8,19 +8,14 @@ import numpy as np
 from .._limits import MAX_MEMORY, budgeted
 from ..analyses.theory import TheoryResult
 from ..analyses.theory import theory as _theory
-from ..api._common import (
-    Finite,
-    check_enough,
-    group_of,
-    read_at,
-    read_whole,
-    select_tokens,
-    with_warnings,
-)
-from ..chart.panel import Panel, fitted_range, id_labels
-from ..params import check_number
-from ..errors import ProbeError, param
+from ..api.checks import check_enough, with_warnings
+from ..api.finite import Finite
+from ..api.selection import group_of, select_tokens
+from ..chart.panel import fitted_range, id_labels, Panel
+from ..errors import param, ProbeError
 from ..format import P, Run
+from ..format.tensors import read_at, read_whole
+from ..params import check_number
 from ..readers.source import open_source
 from ..registry import SNAPSHOT, Probe
 from ..render import summary_table, table

@@ -9,21 +9,13 @@ import numpy as np
 from .._limits import MAX_MEMORY, budgeted
 from .._text import terminal
 from ..analyses.tokens import BUCKETS, TokensResult, ngram_surprisal, token_features, token_gains
-from ..api._common import (
-    MAX_TOKENS,
-    WINDOW,
-    Finite,
-    finite_tokens_of,
-    forward,
-    read_at,
-    read_whole,
-    text_only_for_checkpoints,
-    with_warnings,
-)
+from ..api.checks import with_warnings
+from ..api.finite import Finite
 from ..chart.panel import Panel
+from ..errors import param, ProbeError, ProbeWarning
+from ..format.tensors import read_at, read_whole
 from ..params import STEP_GRAMMAR, check_number
-from ..errors import ProbeError, ProbeWarning, param
-from ..format import Run, is_snapshot_file
+from ..readers.activations import MAX_TOKENS, WINDOW
 from ..readers.source import open_source
 from ..registry import ACTIVATIONS, Probe
 from ..render import table
@@ -84,9 +76,11 @@ def tokens(path: str | os.PathLike, other: str | os.PathLike | None = None, *, s
     check_number("buckets", buckets)
     path = os.fspath(path)
     other = os.fspath(other) if other is not None else None
-    for p in (path, other):   # a broken file is named before anything else is said
+    stored = []   # whether each source stores its token losses (a snapshot file) or runs its model on the text
+    for p in (path, other):
         if p is not None:
-            open_source(p).close()
+            with open_source(p) as src:   # a broken file is named before anything else is said
+                stored.append(src.stores_activations)
     if other is None and step_b is None:
         raise ProbeError(f"tokens compares two models: give a second run, or a second step of the same run "
                          f"with {param('step_b')}")
@@ -94,13 +88,14 @@ def tokens(path: str | os.PathLike, other: str | os.PathLike | None = None, *, s
     checks = Finite(path, allow_nonfinite), Finite(b_path, allow_nonfinite)
     same_steps = step_b is None and str(step) != "latest"
     step_b = step if step_b is None else step_b
-    if not is_snapshot_file(path) or not is_snapshot_file(b_path):
-        if is_snapshot_file(path) or is_snapshot_file(b_path):
+    if not all(stored):
+        if any(stored):
             raise ProbeError("tokens compares two snapshot files or two checkpoints, not one of each")
         if other is None:
             raise ProbeError(f"{path}: a checkpoint holds one step; give a second checkpoint to compare with")
-        fa = forward(path, text, "tokens", step, window=window, max_tokens=max_tokens)
-        fb = forward(b_path, text, "tokens", step_b, window=window, max_tokens=max_tokens)
+        with open_source(path) as a, open_source(b_path) as b:
+            fa = a.forward(text, "tokens", step, window=window, max_tokens=max_tokens)
+            fb = b.forward(text, "tokens", step_b, window=window, max_tokens=max_tokens)
         if fa.vocab_size != fb.vocab_size or not np.array_equal(fa.tokens, fb.tokens):
             raise ProbeError(f"{path} and {b_path} tokenize the text differently; the per-token comparison needs "
                              "one vocabulary")
@@ -119,7 +114,8 @@ def tokens(path: str | os.PathLike, other: str | os.PathLike | None = None, *, s
         for c in checks:
             c.warn()
         return with_warnings([token_gains(la, lb, feats, buckets=buckets, label_a=path, label_b=b_path)])
-    text_only_for_checkpoints(path, text)
+    with open_source(path) as run:
+        run.forward(text, "tokens", step, window=window, max_tokens=max_tokens)   # None: text ignored, said once
     runs_a = _token_runs(path, step)
     try:   # B at step_b; with a second run and no step_b, at its latest step or at each of A's steps
         if other is not None and same_steps:
@@ -162,9 +158,24 @@ def tokens(path: str | os.PathLike, other: str | os.PathLike | None = None, *, s
     for c in checks:
         c.warn()
     return with_warnings(out)
+
+
+def finite_tokens_of(checks: tuple, arrays: list[tuple], where: str) -> np.ndarray | None:
+    """None when every per-token array is finite; else (allowed) the mask of the tokens finite in all.
+    ``arrays``: (0 for run A or 1 for run B, name, values (any shape, N values), step)."""
+    keep = None
+    for which, name, x, step in arrays:
+        ok = checks[which](name + where, x, step, "the tokens holding them left out")
+        if ok is not None:
+            keep = ok.ravel() if keep is None else keep & ok.ravel()
+    if keep is not None and not keep.any():
+        raise ProbeError(f"{checks[0].path}: no token has a finite loss, entropy and surprisal in both models")
+    return keep
+
+
 def _token_runs(path: str, step) -> list[dict]:
     """The token-probe windows of a run with their per-token loss and entropy at each selected step."""
-    with Run(path) as run:
+    with open_source(path) as run:
         if not run.has("token_loss"):
             raise ProbeError(f"{run.path}: stores no per-token losses (train a text run with --token-probe N)")
         indices = run.step_indices(step)

@@ -1,6 +1,6 @@
-"""Checkpoint readers: one interface over every source a probe can read.
+"""Checkpoint readers: one interface over the raw tensors of every checkpoint format a probe can read.
 
-A :class:`Source` lists its raw tensors (name -> shape) without reading them and
+A :class:`RawSource` lists its raw tensors (name -> shape) without reading them and
 reads one tensor on demand, so a probe touches only the bytes it asks for:
 
 * a Hugging Face model folder (``config.json`` with ``model.safetensors``, sharded
@@ -61,7 +61,7 @@ def _to_numpy(t) -> np.ndarray:
     return t.detach().cpu().numpy()
 
 
-class Source:
+class RawSource:
     """Raw tensors of one checkpoint (its ``path``, ``config``, ``step`` and ``kind``), listed by
     ``shapes()`` and ``dtypes()`` without reading them and read one at a time. Each reader defines
     ``read`` or ``read_rows``; the defaults: rows by reading the whole tensor, the whole tensor as
@@ -93,7 +93,7 @@ _ST_DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "BF16": "<u2", "I64": "<
               "I8": "i1", "U64": "<u8", "U32": "<u4", "U16": "<u2", "U8": "u1", "BOOL": "?"}
 
 
-class SafetensorsSource(Source):
+class SafetensorsSource(RawSource):
     """One .safetensors file: names, shapes, dtypes and byte ranges from the JSON header; a tensor (or
     a block of its rows) is read with numpy from exactly its bytes, no torch and no safetensors library
     (bf16 and fp16 become float32); dtypes numpy cannot hold (fp8) go through torch.
@@ -202,7 +202,7 @@ class SafetensorsSource(Source):
                 from None
 
 
-class StateDictSource(Source):
+class StateDictSource(RawSource):
     """A PyTorch state dict, or a nanoGPT checkpoint (``model`` + ``model_args``), loaded with
     ``weights_only=True`` (memory-mapped when the file allows): a pickle that would run code is refused."""
 
@@ -270,7 +270,7 @@ class StateDictSource(Source):
         return out
 
 
-class ShardedSource(Source):
+class ShardedSource(RawSource):
     """A model split over several files by an index (``model.safetensors.index.json`` or
     ``pytorch_model.bin.index.json``): each shard is opened when one of its tensors is asked for."""
 
@@ -294,9 +294,9 @@ class ShardedSource(Source):
                              + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
         safetensors = all(s.endswith(".safetensors") for s in self._weight_map.values())
         self.kind = "sharded " + ("safetensors" if safetensors else "pytorch")
-        self._shards: dict[str, Source] = {}
+        self._shards: dict[str, RawSource] = {}
 
-    def _shard(self, name: str) -> Source:
+    def _shard(self, name: str) -> RawSource:
         file = self._entry(self._weight_map, name)
         if file not in self._shards:
             full = os.path.join(self._folder, file)
@@ -307,7 +307,7 @@ class ShardedSource(Source):
                 self._shards[file] = cls(full)
         return self._shards[file]
 
-    def _all(self) -> list[Source]:
+    def _all(self) -> list[RawSource]:
         return [self._shard(n) for n in dict((f, n) for n, f in self._weight_map.items()).values()]
 
     def shapes(self) -> dict[str, tuple[int, ...]]:
@@ -324,7 +324,7 @@ class ShardedSource(Source):
         return {k: v for src in self._all() for k, v in src.aliases().items()}
 
 
-class SnapshotSource(Source):
+class SnapshotSource(RawSource):
     """This toolkit's snapshot file at one step, by the canonical names its trainer stored
     (the ``weights/`` links): the file itself says which parameter is which."""
 
@@ -351,7 +351,7 @@ class SnapshotSource(Source):
         return self._run.read(name, self._index)
 
 
-def open_checkpoint(path: str | os.PathLike, step: str | int = "latest") -> Source:
+def open_checkpoint(path: str | os.PathLike, step: str | int = "latest") -> RawSource:
     """The right reader for ``path``: a model folder, or a file recognised by its content (a
     snapshot, .safetensors, a torch.save file, an index), whatever its extension."""
     path = os.fspath(path)
@@ -396,7 +396,7 @@ def _config(folder: str, strict: bool) -> dict:
     return config if isinstance(config, dict) else {}
 
 
-def _open_file(path: str, config: dict, name_step: int | None, step) -> Source:
+def _open_file(path: str, config: dict, name_step: int | None, step) -> RawSource:
     kind = sniff(path)
     if kind == "hdf5":
         return SnapshotSource(path, step)

@@ -25,7 +25,7 @@ import numpy as np
 from .._files import open_regular
 from .._limits import load_json
 from ..errors import ProbeError, param
-from .checkpoints import Source
+from .checkpoints import RawSource
 
 Build = Callable[..., np.ndarray]
 Rules = dict[str, tuple[tuple[str, ...], Build]]
@@ -136,14 +136,14 @@ def _unsplittable(path: str, family: str, raw: str) -> Build:
 
 # --- one rule builder per family -------------------------------------------------------------
 
-def _own(source: Source, shapes: dict, cfg: dict) -> Layout:
+def _own(source: RawSource, shapes: dict, cfg: dict) -> Layout:
     """This toolkit's snapshots: the trainer stored every canonical name (``weights/``)."""
     dims = cfg.get("dims", {})
     return Layout("gamma-probe", int(dims.get("heads", 1)), int(dims.get("layers", 0)),
                   {n: ((n,), _same) for n in shapes})
 
 
-def _gpt2(source: Source, shapes: dict, cfg: dict) -> Layout:
+def _gpt2(source: RawSource, shapes: dict, cfg: dict) -> Layout:
     """GPT-2 (Hugging Face Conv1D, in x out) and nanoGPT (nn.Linear, out x in): fused c_attn."""
     pre = _prefix(shapes, "wte.weight")
     L = _layer_count(shapes, r"h\.(\d+)\.attn\.c_attn")
@@ -171,7 +171,7 @@ def _gpt2(source: Source, shapes: dict, cfg: dict) -> Layout:
     return Layout("gpt2" if conv1d else "nanogpt", H, L, rules)
 
 
-def _neox(source: Source, shapes: dict, cfg: dict) -> Layout:
+def _neox(source: RawSource, shapes: dict, cfg: dict) -> Layout:
     """GPT-NeoX / Pythia: query_key_value rows grouped per head as (H, 3, e)."""
     pre = _prefix(shapes, "layers.0.attention")
     L = _layer_count(shapes, r"layers\.(\d+)\.attention\.query_key_value")
@@ -217,7 +217,7 @@ def _decoder(shapes: dict, cfg: dict, layer_part: str):
     return pre, L, H, KV, rules
 
 
-def _llama(source: Source, shapes: dict, cfg: dict) -> Layout:
+def _llama(source: RawSource, shapes: dict, cfg: dict) -> Layout:
     """LLaMA-style: separate q/k/v/o projections, grouped K/V heads, gated MLP, RMSNorm gains."""
     pre, L, H, KV, rules = _decoder(shapes, cfg, "q_proj")
     for i in range(L):
@@ -227,7 +227,7 @@ def _llama(source: Source, shapes: dict, cfg: dict) -> Layout:
     return Layout("llama", H, L, rules)
 
 
-def _phi(source: Source, shapes: dict, cfg: dict) -> Layout:
+def _phi(source: RawSource, shapes: dict, cfg: dict) -> Layout:
     """Phi-1/1.5/2: separate q/k/v projections, output ``dense``, MLP ``fc1``/``fc2``; partial rotary
     embedding changes no weight."""
     pre, L, H, KV, rules = _decoder(shapes, cfg, "dense")
@@ -238,7 +238,7 @@ def _phi(source: Source, shapes: dict, cfg: dict) -> Layout:
     return Layout("phi", H, L, rules)
 
 
-def _phi3(source: Source, shapes: dict, cfg: dict) -> Layout:
+def _phi3(source: RawSource, shapes: dict, cfg: dict) -> Layout:
     """Phi-3: fused ``qkv_proj`` (rows: H query heads, then KV key heads, then KV value heads) and
     fused ``gate_up_proj`` (rows: gate, then up)."""
     pre, L, H, KV, rules = _decoder(shapes, cfg, "qkv_proj")
@@ -259,7 +259,7 @@ def _phi3(source: Source, shapes: dict, cfg: dict) -> Layout:
     return Layout("phi3", H, L, rules)
 
 
-def _bert(source: Source, shapes: dict, cfg: dict) -> Layout:
+def _bert(source: RawSource, shapes: dict, cfg: dict) -> Layout:
     """BERT-style encoders (MiniLM): separate query/key/value, output.dense."""
     pre = _prefix(shapes, "embeddings.word_embeddings.weight")
     L = _layer_count(shapes, r"encoder\.layer\.(\d+)\.attention")
@@ -275,7 +275,7 @@ def _bert(source: Source, shapes: dict, cfg: dict) -> Layout:
 
 
 # (how a family is recognised: a raw-name fragment, its builder), tried in order
-FAMILIES: list[tuple[str, Callable[[Source, dict, dict], Layout]]] = [
+FAMILIES: list[tuple[str, Callable[[RawSource, dict, dict], Layout]]] = [
     (".attn.c_attn.weight", _gpt2),
     (".attention.query_key_value.weight", _neox),
     (".self_attn.dense.weight", _phi),             # before LLaMA: Phi also has q_proj
@@ -285,7 +285,7 @@ FAMILIES: list[tuple[str, Callable[[Source, dict, dict], Layout]]] = [
 ]
 
 
-def detect(source: Source, mapping_file: str | None = None) -> Layout:
+def detect(source: RawSource, mapping_file: str | None = None) -> Layout:
     """The layout of ``source``: a name-mapping file, our own snapshot, or a known family."""
     shapes = source.shapes()
     if mapping_file:
@@ -331,7 +331,7 @@ def _from_mapping(path: str, shapes: dict) -> Layout:
 class CanonicalReader:
     """Read canonical tensors from any source: ``CanonicalReader(open_checkpoint(p)).read("layer0/W_V")``."""
 
-    def __init__(self, source: Source, mapping_file: str | None = None):
+    def __init__(self, source: RawSource, mapping_file: str | None = None):
         self.source = source
         self.layout = detect(source, mapping_file)
 

@@ -66,25 +66,6 @@ def words_to_ids(path: str, words: list[str]) -> np.ndarray:
     return np.asarray(ids, dtype=np.int64)
 
 
-def words_in_vocabulary(strings: list[str], words: list[str]) -> np.ndarray:
-    """Ids of ``words`` in a stored vocabulary (a text run's token strings), each word matched as
-    it appears inside running text (with its leading space) or else as it is; absent words are
-    left out with a warning."""
-    index: dict[str, int] = {}
-    for i, s in enumerate(strings):
-        index.setdefault(s, i)
-    ids = []
-    for w in (w.strip() for w in words):
-        hit = index.get(" " + w, index.get(w))
-        if hit is None:
-            warn(f"'{w}' is not a token of this run's vocabulary; left out")
-        else:
-            ids.append(hit)
-    if not ids:
-        raise ProbeError(f"none of the {param('words')} is a token of this run's vocabulary")
-    return np.asarray(ids, dtype=np.int64)
-
-
 def ids_to_text(path: str, ids) -> list[str] | None:
     """Text of each token id from the checkpoint's tokenizer files; ``None`` without them, or
     (with a warning) when they cannot be read: the text only labels rows."""
