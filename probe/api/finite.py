@@ -52,6 +52,10 @@ class Finite:
         shown = ", ".join(map(str, steps[:6])) + (", ..." if len(steps) > 6 else "")
         return f"{self.path}: {name} has {counts} at {len(steps)} steps ({shown})"
 
+    def found(self) -> str:
+        """What was left out so far, one fact per tensor and action (``; ``-joined); empty when nothing."""
+        return "; ".join(self.facts(n, f) for (n, _), f in self._found.items())
+
     def __call__(self, name: str, X, step=None, action: str = "") -> np.ndarray | None:
         ok, nan, inf = nonfinite(X)
         if ok is not None:

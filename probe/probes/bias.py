@@ -70,8 +70,7 @@ def bias(path: str | os.PathLike, splits: tuple[str, str] | None = None, *, step
             check(f"loss[{split}]", x[k:k + 1], int(at[k]), "the steps holding them left out")
             keep[k] = False
     if not keep.any():
-        facts = "; ".join(check.facts(n, f) for (n, _), f in check._found.items())
-        raise ProbeError(f"{facts}: no selected step is left")
+        raise ProbeError(f"{check.found()}: no selected step is left")
     check.warn()
     return with_warnings(reasoning_bias(a[keep], b[keep], at[keep], splits[0], splits[1]))
 
