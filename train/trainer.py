@@ -1,8 +1,6 @@
 """The training loop: AdamW, warm-up + cosine, last-position loss, SWMR snapshots, resume."""
 from __future__ import annotations
 
-import contextlib
-import glob
 import math
 import os
 import platform
@@ -17,7 +15,6 @@ import torch.nn.functional as F
 from probe._files import OutputLock
 from probe.errors import Interrupted, ProbeError, param
 from probe.format import Run, Writer
-from probe.format._write import temp_names
 from probe.format.run import resumable_step
 from probe.format.writer import WriteFailed
 from probe.signals import stop_asked, stoppable
@@ -118,10 +115,7 @@ class Trainer:
             # nothing but step 0, which is a function of the config: start again rather than refuse
             self.resume, overwrite = False, True
         if self._lock is not None:   # temporary files of a writer killed while it made or resumed the file
-            # (.creating / .resuming: the fixed names of earlier versions)
-            for stale in glob.glob(temp_names(self.out)) + [self.out + ".creating", self.out + ".resuming"]:
-                with contextlib.suppress(OSError):
-                    os.unlink(stale)
+            Writer.remove_stale(self.out)
         self.device = pick_device(cfg.device)
         set_threads(cfg.threads, self.device)
         if self.device.type == "cuda" and cfg.precision == "fp32":

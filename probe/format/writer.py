@@ -2,7 +2,9 @@
 run, and keeps the resume state in two ping-pong slots."""
 from __future__ import annotations
 
+import contextlib
 import errno
+import glob
 import json
 import os
 from datetime import datetime, timezone
@@ -22,8 +24,8 @@ from ._h5 import (
 from ._checks import CHECKSUMS_SINCE
 from .run import Dataset, Run
 from ._write import (
-    WriteFailed, abandon_file, new_dataset, file_size_limit, new_file, open_then_replace, snapshots_kept, vfd_name,
-    with_metadata
+    WriteFailed, abandon_file, new_dataset, file_size_limit, new_file, open_then_replace, snapshots_kept, temp_names,
+    vfd_name, with_metadata
 )
 
 # Whether new files carry checksums (schema 1.4). Only bench/bench_checksum.py turns it off, to time
@@ -51,6 +53,15 @@ class Writer:
     @property
     def n_snapshots(self) -> int:
         return self._n
+
+    @staticmethod
+    def remove_stale(path: str | os.PathLike) -> None:
+        """Remove the temporary files a killed writer of ``path`` left beside it (and ``.creating`` /
+        ``.resuming``, the fixed names of earlier versions). Only while holding the file's lock."""
+        path = os.fspath(path)
+        for stale in glob.glob(temp_names(path)) + [path + ".creating", path + ".resuming"]:
+            with contextlib.suppress(OSError):
+                os.unlink(stale)
 
     @classmethod
     def create(
