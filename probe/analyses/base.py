@@ -55,6 +55,10 @@ class TokenTexts:
             self._texts, self._load = self._load(), None
         return self._texts
 
+    def __getstate__(self) -> dict:
+        """Pickled with the texts themselves (a loader is a closure over an open source)."""
+        return {"_texts": self.get(), "_load": None}
+
     def subset(self, keep) -> "TokenTexts":
         """The texts of the tokens at positions ``keep`` (a boolean mask or indices), as lazy as these."""
         pick = np.flatnonzero(keep) if np.asarray(keep).dtype == bool else np.asarray(keep, dtype=np.int64)
