@@ -921,10 +921,10 @@ def test_architecture_page_states_the_import_rules_its_test_holds():
     rules = (ROOT / "tests" / "test_architecture.py").read_text()
     says(arch, "each rule below is a test (`tests/test_architecture.py`, on the import graph read with `ast`)")
     says(arch, "train/ makes runs; imports of probe: only errors, signals, environment, format, _files, _limits, "
-               "children, _cluster, readers.words and registry (data)")
+               "children, jobs, readers.words and registry (data)")
     allowed = re.search(r"allowed = \(([^)]*)\)", rules).group(1)
     assert sorted(re.findall(r'"probe\.([\w.]+)"', allowed)) == sorted(
-        ["errors", "signals", "environment", "format", "_files", "_limits", "children", "_cluster", "readers.words",
+        ["errors", "signals", "environment", "format", "_files", "_limits", "children", "jobs", "readers.words",
          "registry"])
     says(arch, "imports only schemas, errors, _files, _limits")
     rule2 = rules.split("def test_rule2_", 1)[1].split("\ndef ", 1)[0]
