@@ -16,19 +16,19 @@ import math
 import os
 import signal
 import time
-from contextlib import nullcontext, suppress
+from contextlib import closing, nullcontext, suppress
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from . import registry, render
-from ._cluster import TIMEOUT_S, ClusterLost, finished, session
 from ._files import OutputLock, open_regular, regular_file, writable, write_atomic
 from ._limits import load_json
 from ._text import shown
 from .errors import Interrupted, ProbeError, captured, failure, unknown, warn
+from .jobs import TIMEOUT_S, ClusterLost, Ended, run
 from .params import PARAMS, check_number
 from .readers.names import FOLDER_FILES, step_from_name
-from .signals import die_with_parent, ignore_stop_signals, stop_asked, stoppable
+from .signals import stop_asked, stoppable
 
 COLUMNS = ("path", "step", "probe", "key", "metric", "value")
 _CHECKPOINT_EXT = (".h5", ".hdf5", ".safetensors", ".pt", ".pth", ".bin", ".ckpt")
@@ -373,11 +373,11 @@ def write_tensorboard(folder: str, rows: list[tuple]) -> dict[str, int]:
         step = int(step) if step not in (None, "") else 0
         points.setdefault(names[path], {}).setdefault(step, {})[tb.probe_tag(probe, metric, key)] = value
     written, left_out = {}, 0
-    for run, by_step in points.items():
-        with tb.Events(os.path.join(folder, run)) as events:
+    for name, by_step in points.items():
+        with tb.Events(os.path.join(folder, name)) as events:
             for step in sorted(by_step):
                 events.add(step, by_step[step])
-        written[run], left_out = events.written, left_out + events.left_out
+        written[name], left_out = events.written, left_out + events.left_out
     if left_out:
         warn(f"{folder}: {left_out} points before the last step their tag holds there were left out "
              "(TensorBoard takes a step that goes back for a restart); a fresh folder takes them all")
@@ -390,69 +390,45 @@ class WorkersLost(ProbeError):
 
 
 def _run_pool(tasks: list[Task], jobs: int, collect) -> None:
-    """Tasks in ``jobs`` spawned worker processes, one BLAS thread each. The workers ignore the stop
-    signals (a terminal's Ctrl-C or hangup, ``timeout``'s SIGTERM, reach the whole process group):
-    this process stops them, on a stop signal or any error, and waits for them; if it dies outright,
-    the kernel kills them (they hold no output)."""
-    import multiprocessing as mp
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-    from concurrent.futures.process import BrokenProcessPool
-
+    """Tasks in ``jobs`` spawned worker processes that take one task after another (:func:`probe.jobs.run`,
+    ``reuse``: a process per task was slower, ``bench/bench_batch.py --runners``), one BLAS thread each. A
+    stop or an error kills them at once (they hold no output); so does the kernel if this process dies."""
     # one BLAS/torch thread per worker: N workers x N threads on N cores thrash
     saved = {k: os.environ.get(k) for k in _THREAD_VARS}
     os.environ.update({k: "1" for k in _THREAD_VARS})
-    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"), initializer=_worker_init,
-                               initargs=(os.getpid(),))
-    complete = False
     try:
-        pending = {pool.submit(run_task, t) for t in tasks}
-        while pending and not stop_asked():
-            done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
-            for fut in done:
-                try:
-                    collect(fut.result())
-                except BrokenProcessPool:   # the kernel's OOM killer, or any signal, took a worker
+        with closing(run(_one_thread, tasks, at_once=jobs, reuse=True)) as ends:
+            for _, rows, exc in ends:
+                if isinstance(exc, Ended):   # the kernel's OOM killer, or any signal, took a worker
                     raise WorkersLost("a worker process died (killed by a signal or for lack of memory; "
-                                      "fewer --jobs need less)") from None
-        complete = not pending
+                                      "fewer --jobs need less)")
+                if exc is not None:
+                    raise exc
+                collect(rows)
     finally:
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-        if complete:
-            pool.shutdown()
-        else:
-            workers = list(getattr(pool, "_processes", {}).values())   # no public way to stop a busy worker
-            for proc in workers:
-                proc.kill()
-            pool.shutdown(wait=False, cancel_futures=True)
-            for proc in workers:
-                proc.join()
 
 
 _THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
-def _worker_init(parent: int) -> None:
-    """A worker: one torch thread; the stop signals left to the parent, which stops the workers itself;
-    killed by the kernel if the parent dies without a word."""
-    ignore_stop_signals()
-    die_with_parent(parent, signal.SIGKILL)
+def _one_thread(task: Task) -> list[tuple]:
+    """:func:`run_task` in a local worker: one torch thread (a worker per core already)."""
     with suppress(ImportError):
         import torch
 
         torch.set_num_threads(1)
+    return run_task(task)
 
 
 def _run_dask(tasks: list[Task], scheduler: str, timeout: float, collect) -> None:
-    with session(scheduler, timeout) as client:
-        pending = set(client.map(run_task, tasks, pure=False))
-        for _, rows, exc in finished(pending, scheduler):
+    with closing(run(run_task, tasks, scheduler=scheduler, timeout=timeout)) as ends:
+        for _, rows, exc in ends:
             if exc is not None:   # run_task turns a probe's errors into rows: this is the cluster's
                 raise WorkersLost(f"a task failed on the Dask cluster at {scheduler} ({type(exc).__name__}: "
                                   f"{exc})")
             collect(rows)
-        if pending:
-            client.cancel(list(pending))

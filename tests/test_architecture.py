@@ -107,9 +107,9 @@ def test_rule5_probe_imports_train_in_exactly_two_places():
 def test_rule6_train_imports_only_errors_format_and_words_of_probe():
     # and probe.registry, plain data: the probe names probe-train --tensorboard-probes checks up front
     # and probe._limits: the one depth limit of JSON a user's file holds (a JSONL story file)
-    # and probe._cluster: the one way to reach a Dask cluster (batch and sweep alike)
+    # and probe.jobs: the one job runner, local or on a Dask cluster (batch, sweeps and figures alike)
     allowed = ("probe.errors", "probe.signals", "probe.format", "probe.readers.words", "probe.children", "probe._files",
-               "probe._cluster", "probe.registry", "probe._limits", "probe.environment")
+               "probe.jobs", "probe.registry", "probe._limits", "probe.environment")
     assert _violations("probe_train", lambda m, t: not _in(t, "probe") or _in(t, *allowed)) == []
 
 

@@ -101,10 +101,11 @@ def assert_no_orphans(procs: dict[int, tuple[int, str]]) -> None:
 
 
 def trainers(procs) -> dict[int, tuple[int, str]]:
-    """The runs' trainer processes among ``procs``: spawned probe-train processes, and the children of
+    """The runs' trainer processes among ``procs``: started probe-train processes, and the children of
     multiprocessing's fork server (forked: its command line, which names the trainer's modules), not the
     server itself."""
-    ours = {pid: v for pid, v in procs.items() if "probe_train" in v[1]}
+    # a trainer a Dask task starts runs the installed script: its command line names probe-train, not the module
+    ours = {pid: v for pid, v in procs.items() if "probe_train" in v[1] or re.search(r"/probe-train (?!sweep )", v[1])}
     return {pid: v for pid, v in ours.items() if "forkserver" not in v[1] or (_stat(pid) or (0, 0))[1] in ours}
 
 

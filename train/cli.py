@@ -19,7 +19,7 @@ from typing import Optional
 
 import click
 
-from probe._cluster import TIMEOUT_HELP, TIMEOUT_S
+from probe.jobs import TIMEOUT_HELP, TIMEOUT_S
 from probe.children import child_env, entry_command, idle_priority, normal_priority, start
 from probe.errors import did_you_mean, fail, param, run_cli, terminal, unknown
 from probe.signals import stop_signals

@@ -11,26 +11,24 @@ import contextlib
 import hashlib
 import importlib
 import json
-import multiprocessing
 import os
 import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-import uuid
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Callable, Mapping
 
 from probe import environment
-from probe._cluster import TIMEOUT_S, ClusterLost, finished, session
 from probe._files import writer_alive
 from probe.children import child_env, entry_command, entry_point, start
 from probe.errors import Interrupted, ProbeError, terminal
 from probe.format import last_step
-from probe.signals import signals_blocked, stop_asked, stoppable
+from probe.jobs import TIMEOUT_S, ClusterLost, stop_wanted
+from probe.jobs import run as run_jobs
+from probe.signals import stop_asked, stoppable
 
 from .config import RunConfig, preset  # noqa: F401 - also the figures' planner's
 from .speeds import MACHINE, context, estimate, makespan, measure  # noqa: F401 - the figures' planner reads them here
@@ -170,43 +168,76 @@ def train_jobs(todo: list[Job], jobs: int = 0, log: Log = log_stderr, *, keep_go
     # another order) would have the second refused by the first's lock, or worse, replace its file
     seen: set = set()
     todo = [job for job in todo if not (job.path in seen or seen.add(job.path))]
-    queue = list(todo)
-    running: list = []   # (job, trainer process, its stderr, start)
-    state = {"done": 0, "failed": {}}
+    state = {"done": 0, "failed": {}, "running": 0}
     total = sum(len(job.members) or 1 for job in todo)
+    started: dict[int, tuple] = {}   # id of a running job -> (its stderr file, its start)
+
+    def ended(run: Job, error: str | None) -> None:
+        if error is not None:
+            message = f"training run '{run.label}' failed: {error}"
+            if not keep_going:
+                raise ProbeError(message)
+            state["failed"][run.label] = error
+            log(f"  {message}")
+        if on_end is not None:
+            on_end(run, error)
+
+    def prepare(job: Job):
+        taken = _taken(job)
+        if taken == "finished":
+            state["done"] += 1
+            log(f"  {job.label}: another process has finished it ({state['done']}/{total})")
+            ended(job, None)
+            return None
+        if taken == "busy":
+            message = f"training run '{job.label}': another process trains {job.path} now"
+            if not keep_going:
+                raise ProbeError(f"{message}; wait for it or stop it")
+            log(f"  {message}; left to it")
+            return None
+        log(f"  $ probe-train {' '.join(job.args)}" if not job.members else
+            f"  $ probe-train ensemble of {len(job.members)}: {', '.join(m.label for m in job.members)}")
+        # its stderr to a file, not a pipe: a child writing more than a pipe holds would block
+        err = tempfile.NamedTemporaryFile("w+", prefix="probe-train-", suffix=".err")
+        started[id(job)] = err, time.perf_counter()
+        state["running"] += 1
+        if progress:
+            progress(state["done"], state["running"], len(state["failed"]), total)
+        return job.args, err.name, {k: v for k, v in os.environ.items() if k != environment.PARENT}
+
     log(f"training {total} run(s), {jobs} at a time, into {todo[0].path.parent if todo else '.'}")
-    with stoppable():
-        try:
-            _loop(queue, running, jobs, log, state, keep_going, progress, total, on_end)
-        finally:   # stopped, failed or interrupted: every trainer still running stops at a step and is waited for
-            _stop(running)
-        if stop_asked():
-            raise _interrupted(state["done"], total)
+    try:
+        # each trainer forked from multiprocessing's fork server, which imported the trainer once
+        # (:func:`.speeds.context`: 2-3 s less per run); stopped by SIGTERM, 60 s to reach a step boundary
+        with stoppable(), contextlib.closing(run_jobs(_trainer, todo, at_once=jobs, context=context(), grace=STOP_WAIT_S,
+                                                      prepare=prepare)) as ends:
+            for job, code, exc in ends:
+                err, start = started.pop(id(job))
+                state["running"] -= 1
+                code = getattr(exc, "exitcode", 1) if exc is not None else code
+                for run, error in outcomes(job, code, _err_lines(err)):
+                    if error is None:
+                        state["done"] += 1
+                        log(f"  done {run.label} in {time.perf_counter() - start:.1f} s ({state['done']}/{total})")
+                    ended(run, error)
+                if progress:
+                    progress(state["done"], state["running"], len(state["failed"]), total)
+            if stop_asked():
+                raise _interrupted(state["done"], total)
+    finally:
+        for err, _ in started.values():   # the stopped ones'
+            err.close()
     log(f"trained {state['done']} run(s) in {time.perf_counter() - t0:.0f} s"
         + (f"; {len(state['failed'])} failed" if state["failed"] else ""))
     return state["failed"]
 
 
+STOP_WAIT_S = 60.0   # how long a stopped trainer has to reach its next step boundary before it is killed
+
+
 def _interrupted(done: int, total: int) -> Interrupted:
     return Interrupted(f"Interrupted: {done} of {total} run(s) finished; the others stopped at a snapshot and "
                        "resume when the same command runs again")
-
-
-def _stop(running, wait_s: float = 60.0) -> None:
-    """One SIGTERM to each trainer still running (read like Ctrl-C), then wait for them to stop at their
-    next step boundary; one that does not within ``wait_s`` (or any, at a second Ctrl-C) is killed. Each
-    is waited for."""
-    try:
-        for _, proc, *_ in running:
-            proc.terminate()
-        deadline = time.monotonic() + wait_s
-        for _, proc, *_ in running:
-            proc.join(max(0.1, deadline - time.monotonic()))
-    finally:
-        for _, proc, *_ in running:
-            if proc.exitcode is None:
-                proc.kill()
-                proc.join()
 
 
 def _err_lines(err) -> list[str]:
@@ -237,45 +268,24 @@ def outcomes(job: Job, code: int, lines: list[str]) -> list[tuple[Job, str | Non
     return out
 
 
-def _start(job: Job):
-    """Start ``probe-train`` with the job's arguments in a process of its own (:func:`_trainer`), forked
-    from multiprocessing's fork server, which imported the trainer once (:func:`.speeds.context`: 2-3 s
-    less per run); its stderr goes to a file (not a pipe: a child writing more than a pipe
-    holds would block). Returns (process, its stderr file)."""
-    err = tempfile.NamedTemporaryFile("w+", prefix="probe-train-", suffix=".err")
-    env = {k: v for k, v in os.environ.items() if k != environment.PARENT}
-    proc = context().Process(target=_trainer, args=(job.args, err.name, env), name=f"probe-train {job.label}")
-    # the fork server, started by the first start, and so every trainer forked from it begin with the
-    # stop signals blocked: one sent while a trainer starts is heard once its command line handles them
-    with signals_blocked():
-        proc.start()
-    return proc, err
-
-
-def _trainer(args: list[str], stderr: str, env: dict) -> None:
-    """A trainer's process: ``probe-train ARGS`` in this environment, stdout to /dev/null, stderr to the
-    file ``stderr``, in a session of its own (a terminal's Ctrl-C, hangup or ``timeout``'s SIGTERM to
-    the group reaches it once, from the queue). It gets SIGTERM when the queue's process ends, however
-    it ends (SIGKILL too), and stops at its next step boundary, its file resumable."""
-    def stop_with_queue():
-        multiprocessing.parent_process().join()   # the queue's process has ended
-        os.kill(os.getpid(), signal.SIGTERM)
-
-    if hasattr(os, "setsid"):
-        os.setsid()
+def _trainer(arg: tuple[list[str], str, dict]) -> int:
+    """A trainer's process (:func:`probe.jobs.run`: a session of its own, SIGTERM when the queue's process
+    ends): ``probe-train ARGS`` in the environment ``env``, stdout to /dev/null, stderr to the file
+    ``stderr``; ``arg`` is (ARGS, stderr, env). Returns its exit code."""
+    args, stderr, env = arg
     for fd, path in ((1, os.devnull), (2, stderr)):
         target = os.open(path, os.O_WRONLY)
         os.dup2(target, fd)
         os.close(target)
     os.environ.clear()
     os.environ.update(env)
-    # a thread, as this process's parent is the fork server (which outlives the queue while a trainer
-    # runs): the kernel's parent-death signal (probe.signals.die_with_parent) cannot name the queue
-    # (tests/test_signals.py: figures killed outright, their trainers stop at a snapshot)
-    threading.Thread(target=stop_with_queue, daemon=True).start()
     sys.argv = ["probe-train", *args]
     module, attr = entry_point("probe-train")   # the console script's function, as pyproject.toml names it
-    getattr(importlib.import_module(module), attr)()   # stoppable from its first moment, as from a terminal
+    try:
+        getattr(importlib.import_module(module), attr)()   # stoppable from its first moment, as from a terminal
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+    return 0
 
 
 def _taken(job: Job) -> str | None:
@@ -288,49 +298,6 @@ def _taken(job: Job) -> str | None:
     if job.target and (last_step(job.path) or -1) >= job.target:
         return "finished"
     return None
-
-
-def _loop(queue: list[Job], running: list, jobs: int, log: Log, state: dict, keep_going: bool,
-          progress: Progress | None, total: int, on_end: Callable[[Job, str | None], None] | None) -> None:
-    while (queue or running) and not stop_asked():
-        while queue and len(running) < jobs:
-            job = queue.pop(0)
-            taken = _taken(job)
-            if taken == "finished":
-                state["done"] += 1
-                log(f"  {job.label}: another process has finished it ({state['done']}/{total})")
-                if on_end is not None:
-                    on_end(job, None)
-                continue
-            if taken == "busy":
-                message = f"training run '{job.label}': another process trains {job.path} now"
-                if not keep_going:
-                    raise ProbeError(f"{message}; wait for it or stop it")
-                log(f"  {message}; left to it")
-                continue
-            log(f"  $ probe-train {' '.join(job.args)}" if not job.members else
-                f"  $ probe-train ensemble of {len(job.members)}: {', '.join(m.label for m in job.members)}")
-            running.append((job, *_start(job), time.perf_counter()))
-        for item in list(running):
-            job, proc, err, t0 = item
-            if proc.exitcode is None:
-                continue
-            running.remove(item)
-            for run, error in outcomes(job, proc.exitcode, _err_lines(err)):
-                if error is not None:
-                    message = f"training run '{run.label}' failed: {error}"
-                    if not keep_going:
-                        raise ProbeError(message)
-                    state["failed"][run.label] = error
-                    log(f"  {message}")
-                else:
-                    state["done"] += 1
-                    log(f"  done {run.label} in {time.perf_counter() - t0:.1f} s ({state['done']}/{total})")
-                if on_end is not None:
-                    on_end(run, error)
-        if progress:
-            progress(state["done"], len(running), len(state["failed"]), total)
-        time.sleep(0.2)
 
 
 def ensure(wanted: Mapping[str, tuple[str, dict]], runs_dir: str | os.PathLike, *, jobs: int = 0,
@@ -382,29 +349,17 @@ def ensure(wanted: Mapping[str, tuple[str, dict]], runs_dir: str | os.PathLike, 
     return paths
 
 
-def _train_one(command: list[str], stop: str | None = None) -> tuple[int, list[str]]:
-    """A Dask task: train one run (or ensemble) in a subprocess on the worker; (exit code, its last 100 error
-    lines). When the
-    Dask event ``stop`` is set (the sweep was stopped), the trainer gets SIGINT and stops at a step
-    boundary; when the worker dies, SIGTERM from the kernel does the same."""
-
-    event = None
-    if stop is not None:
-        from distributed import Event
-
-        event = Event(stop)
-        if event.is_set():   # stopped while this task waited for a worker: nothing started, nothing to keep
-            return 128 + signal.SIGINT, ["stopped before it started"]
+def _train_one(command: list[str]) -> tuple[int, list[str]]:
+    """A Dask task: train one run (or ensemble) in a subprocess on the worker; (exit code, its last 100
+    error lines). When the sweep is stopped (:func:`probe.jobs.stop_wanted`) the trainer gets SIGINT
+    and stops at a step boundary; when the worker dies, SIGTERM from the kernel does the same."""
     err = tempfile.TemporaryFile("w+")
     proc = start(command, stdout=subprocess.DEVNULL, stderr=err, env=child_env(signal.SIGTERM))
     try:
-        if event is None:
-            proc.wait()
-        else:
-            while proc.poll() is None:
-                if event.wait(timeout=0.5):
-                    proc.send_signal(signal.SIGINT)
-                    proc.wait()
+        while proc.poll() is None:
+            if stop_wanted(0.5):
+                proc.send_signal(signal.SIGINT)
+                proc.wait()
     finally:
         if proc.poll() is None:   # the task itself was stopped (the worker closing): no trainer left behind
             proc.send_signal(signal.SIGINT)
@@ -420,53 +375,42 @@ def train_on_dask(todo: list[Job], scheduler: str, log: Log = log_stderr, progre
                   timeout: float = TIMEOUT_S) -> dict[str, str]:
     """Each job as one task on a Dask distributed cluster (the run files land in the shared folder
     the paths name); returns {label: error} of the failed runs. ``timeout``: seconds to reach the
-    scheduler (:func:`probe._cluster.session`)."""
+    scheduler (:func:`probe.jobs.run`)."""
     failed: dict[str, str] = {}
     done = 0
     total = sum(len(job.members) or 1 for job in todo)
-    with session(scheduler, timeout) as client:
-        from distributed import Event, wait
+    tasks = {"seen": 0, "pending": 0}
 
-        log(f"training {total} run(s) on the Dask cluster at {scheduler}")
-        stop = Event(f"probe-train-stop-{uuid.uuid4().hex}", client=client)   # set: the running trainers stop
-        pending: set = set()
+    def prepare(job: Job):   # called for every job once the scheduler answered
+        if not tasks["seen"]:
+            log(f"training {total} run(s) on the Dask cluster at {scheduler}")
+        tasks["seen"] += 1
+        taken = _taken(job)
+        if taken:   # another sweep into this folder has it
+            log(f"  {job.label}: another process {'trains' if taken == 'busy' else 'has finished'} it; left to it")
+            return None
+        tasks["pending"] += 1
+        return job.command
+
+    # a stop sets the tasks' event: their trainers stop at a step boundary (120 s, or a second Ctrl-C, end the
+    # wait for them), a task still queued returns at once; so the files are resumable
+    ends = run_jobs(_train_one, todo, scheduler=scheduler, timeout=timeout, grace=120.0, prepare=prepare)
+    with stoppable(), contextlib.closing(ends):
         try:
-            with stoppable():
-                for job, taken in [(job, _taken(job)) for job in todo]:
-                    if taken:   # another sweep into this folder has it
-                        log(f"  {job.label}: another process {'trains' if taken == 'busy' else 'has finished'} it; "
-                            "left to it")
-                        todo.remove(job)
-                futures = {client.submit(_train_one, job.command, stop.name, pure=False, key=f"train-{job.label}"):
-                           job for job in todo}
-                pending = set(futures)
-                try:
-                    for fut, result, exc in finished(pending, scheduler):
-                        rc, lines = result if exc is None else (-1, [f"{type(exc).__name__}: {exc}"])  # worker died
-                        for run, error in outcomes(futures[fut], rc, lines):
-                            if error is None:
-                                done += 1
-                            else:
-                                failed[run.label] = error
-                                log(f"  training run '{run.label}' failed: {error}")
-                        if progress:
-                            progress(done, len(pending), len(failed), total)
-                except ClusterLost as exc:   # the workers stop their trainers when they lose it too
-                    pending = set()
-                    raise ProbeError(f"{exc}: {done} of {total} runs done; their files are kept, and the same "
-                                     "command on a running cluster trains the rest") from None
-                if stop_asked():
-                    # a running task cannot be cancelled: the event stops its trainer at a step boundary,
-                    # and a task still queued returns at once; waited for, so the files are resumable
-                    stop.set()
-                    # a running task ends when its trainer stopped, a queued one when it starts; 120 s, or a
-                    # second Ctrl-C, end the wait
-                    with contextlib.suppress(TimeoutError, KeyboardInterrupt):
-                        wait(list(pending), timeout=120.0, return_when="ALL_COMPLETED")
-                    client.cancel(list(pending))
-                    raise _interrupted(done, total)
-        finally:
-            if pending:   # ended by an error or a second Ctrl-C: the trainers on the cluster stop all the same
-                with contextlib.suppress(Exception):   # the scheduler is gone with them
-                    stop.set()
+            for job, result, exc in ends:
+                rc, lines = result if exc is None else (-1, [f"{type(exc).__name__}: {exc}"])   # a worker died
+                tasks["pending"] -= 1
+                for run, error in outcomes(job, rc, lines):
+                    if error is None:
+                        done += 1
+                    else:
+                        failed[run.label] = error
+                        log(f"  training run '{run.label}' failed: {error}")
+                if progress:
+                    progress(done, tasks["pending"], len(failed), total)
+        except ClusterLost as exc:   # the workers stop their trainers when they lose it too
+            raise ProbeError(f"{exc}: {done} of {total} runs done; their files are kept, and the same "
+                             "command on a running cluster trains the rest") from None
+        if stop_asked():
+            raise _interrupted(done, total)
     return failed

@@ -12,7 +12,7 @@ from functools import partial
 from pathlib import Path
 from typing import Mapping
 
-from probe._cluster import TIMEOUT_S
+from probe.jobs import TIMEOUT_S
 from probe._files import writable_folder, writer_alive
 from probe.errors import ProbeError, param
 from probe.format import Run, last_step

@@ -17,7 +17,7 @@ from pathlib import Path
 import click
 
 from .. import registry
-from .._cluster import TIMEOUT_HELP, TIMEOUT_S
+from ..jobs import TIMEOUT_HELP, TIMEOUT_S
 from .._text import terminal
 from ..errors import EXIT_BAD_INPUT, Interrupted, ProbeError, closest, run_cli
 from ..signals import stop_asked, stoppable
