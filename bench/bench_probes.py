@@ -23,7 +23,7 @@ from _util import machine, rchar  # noqa: E402
 
 import probe  # noqa: E402
 import probe.api  # noqa: E402,F401
-from probe.analyses._stats import cosine_matrix  # noqa: E402
+from probe.analyses.stats import cosine_matrix  # noqa: E402
 
 
 def measure(fn):

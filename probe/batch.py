@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from . import registry, render
-from ._files import OutputLock, open_regular, regular_file, writable, write_atomic
-from ._limits import load_json
-from ._text import shown
+from .files import OutputLock, open_regular, regular_file, writable, write_atomic
+from .limits import load_json
+from .printable import shown
 from .errors import Interrupted, ProbeError, captured, failure, unknown, warn
 from .jobs import TIMEOUT_S, ClusterLost, Ended, run
 from .params import PARAMS, check_number
@@ -165,7 +165,7 @@ def write_inputs(out: str, record: dict[tuple[str, str], list | None]) -> None:
 
 def _strict(row: tuple) -> tuple:
     """A row as a table file holds it: non-finite numbers as None (JSON null, an empty CSV cell),
-    text as valid Unicode (a path that is not UTF-8 with ``\\xNN``: :func:`probe._text.shown`)."""
+    text as valid Unicode (a path that is not UTF-8 with ``\\xNN``: :func:`probe.printable.shown`)."""
     return tuple(None if isinstance(v, float) and not math.isfinite(v) else shown(v) if isinstance(v, str) else v
                  for v in row)
 

@@ -18,7 +18,7 @@ from contextlib import suppress
 from typing import Callable, NoReturn
 
 from . import environment
-from ._text import ERRORS as _SHOWN, terminal  # terminal: probe-train's door too (train imports errors)
+from .printable import ERRORS as _SHOWN, terminal  # terminal: probe-train's door too (train imports errors)
 from .signals import STOP, adopt_parent, say, signal_name, started_blocked, stoppable
 
 EXIT_BAD_INPUT = 2
@@ -281,7 +281,7 @@ def _invoke(app, **kw) -> int:
 
 
 def _printable_streams() -> None:
-    """stdout and stderr write what their encoding lacks as ``\\xNN`` (:mod:`probe._text`) instead of
+    """stdout and stderr write what their encoding lacks as ``\\xNN`` (:mod:`probe.printable`) instead of
     failing: a file name that is not UTF-8 prints under any locale and ``PYTHONIOENCODING``, and what
     reaches a pipe or a file is valid in the stream's encoding (no raw undecodable bytes)."""
     for stream in (sys.stdout, sys.stderr):

@@ -2,10 +2,10 @@
 
 JSON is strict (``allow_nan=False``): NaN and infinities are written as ``null``; a string holding
 surrogate escapes (a file name that is not UTF-8) is written with ``\\xNN`` for each undecodable
-byte (:func:`probe._text.shown`), so the output is valid Unicode that any JSON parser takes. CSV is the
+byte (:func:`probe.printable.shown`), so the output is valid Unicode that any JSON parser takes. CSV is the
 same ``step,metric,key,value`` for every probe (``Result.rows()``), with an empty cell where
 a value is undefined, and both keep text from files exact. Tables show an undefined value as ``-``, integers
-without decimals, and text (a tensor or group name, a path) through :func:`probe._text.terminal`, its control
+without decimals, and text (a tensor or group name, a path) through :func:`probe.printable.terminal`, its control
 characters as ``\\xNN``: a name must not retitle or clear the terminal. Logs go to stderr.
 
 A probe's table fits :data:`WIDTH` columns (``tests/test_output_readable.py`` runs every probe): a
@@ -25,7 +25,7 @@ import re
 import sys
 from typing import Iterable, Sequence
 
-from ._text import shown, terminal
+from .printable import shown, terminal
 from .analyses.base import TIDY, jsonable, split_key, tidy_rows, tidy_value   # the one source of every CSV row
 
 WIDTH = 80       # the terminal ls and git assume: every probe table fits it unless --wide
@@ -140,7 +140,7 @@ def _line(text: str) -> None:
 
 
 def _shown(v):
-    """Plain JSON data with every string (keys too) made valid Unicode (:func:`probe._text.shown`)."""
+    """Plain JSON data with every string (keys too) made valid Unicode (:func:`probe.printable.shown`)."""
     if isinstance(v, str):
         return shown(v)
     if isinstance(v, dict):

@@ -44,7 +44,7 @@ import time
 from typing import Callable, Iterator
 
 from . import environment
-from ._text import terminal
+from .printable import terminal
 
 GRACE = 0.5   # seconds the main thread has to run its handler; "within a second" with room to exit
 
@@ -192,7 +192,7 @@ class _Stop:
 
     def at_stop(self, cleanup: Callable[[], None]) -> None:
         """Call ``cleanup`` when a stop signal ends the command at once (:meth:`_now`): a module
-        with work to undo registers it (:mod:`probe._files` removes its unfinished temporary files),
+        with work to undo registers it (:mod:`probe.files` removes its unfinished temporary files),
         so this one imports nothing of it."""
         if cleanup not in self._cleanups:
             self._cleanups.append(cleanup)
@@ -207,7 +207,7 @@ class _Stop:
     def _now(self, signum, frame):
         """Outside the blocks: the command ends here, with one line and the signal's exit code. What
         runs there keeps nothing at a safe point (an analysis prints at its end, every file is written
-        under a temporary name and renamed: :func:`probe._files.write_atomic`, whose unfinished
+        under a temporary name and renamed: :func:`probe.files.write_atomic`, whose unfinished
         temporary files are removed first). Not a KeyboardInterrupt (why: docs/explanation/robustness.md,
         "Why stopping is built this way")."""
         _heard()

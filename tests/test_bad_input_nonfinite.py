@@ -403,7 +403,7 @@ def test_allowed_results_equal_the_probe_on_the_finite_rows(work, tiny_run):
 
 
 def test_stats_helpers():
-    from probe.analyses._stats import finite_rows, nonfinite
+    from probe.analyses.stats import finite_rows, nonfinite
 
     assert nonfinite(np.ones((3, 2)))[0] is None and nonfinite(np.arange(4))[0] is None
     ok, n_nan, n_inf = nonfinite(np.array([[1.0, np.nan], [np.inf, -np.inf], [0.0, 2.0]]))

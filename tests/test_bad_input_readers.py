@@ -636,7 +636,7 @@ def test_a_symlink_to_a_regular_file_is_read(sp, tmp_path):
 
 _HELPER_CHECK = r"""
 import os, sys
-from probe._files import open_regular, regular_file
+from probe.files import open_regular, regular_file
 from probe.errors import ProbeError
 d = sys.argv[1]
 fifo = os.path.join(d, "p")
@@ -662,7 +662,7 @@ print("ok")
 
 
 def test_the_helper_never_opens_a_fifo(tmp_path):
-    """probe._files: stat decides, and the open itself is non-blocking and re-checked. Run in a child
+    """probe.files: stat decides, and the open itself is non-blocking and re-checked. Run in a child
     with a timeout: were the helper to open the FIFO, the child would block, not this test process."""
     import sys
 

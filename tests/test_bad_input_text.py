@@ -328,7 +328,7 @@ def test_hostile_page_runs_none_of_its_text_in_chromium(hostile):
 # --- part 2: names that are not UTF-8, under any locale ---------------------------------------------
 
 NAME = os.fsdecode(b"run-\xff.h5")          # 'run-\udcff.h5': how Python holds the undecodable byte
-SHOWN = "run-\\xff.h5"                      # how the toolkit prints it (probe/_text.py)
+SHOWN = "run-\\xff.h5"                      # how the toolkit prints it (probe/printable.py)
 LOCALES = {
     "C": {"LC_ALL": "C"},                                       # Python coerces to C.UTF-8
     "C.UTF-8": {"LC_ALL": "C.UTF-8"},

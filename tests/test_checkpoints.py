@@ -417,7 +417,7 @@ def test_pca_words_are_one_group_ordered_as_given():
     """--words asks whether the words form a number line in the order given: their order score is
     |Spearman(position, PC1)| of their own PCA (checked here against numpy on the embedding rows), and
     the plot labels each point with its word."""
-    from probe.analyses._stats import spearman
+    from probe.analyses.stats import spearman
     from probe.chart.mpl import figure
     from probe.probes.pca import chart
     words = "one,two,three,four,five,six,seven,eight,nine"

@@ -849,7 +849,7 @@ def test_external_how_to_sizes_and_limits_are_the_codes():
     assert option_default("probe spectrum", "--max-memory").startswith(
         "half of the memory this process can have: physical memory, or a lower cgroup or ulimit -v limit")
     says(EXT, "nested deeper than 64 levels are refused in one line")
-    assert re.search(r"^MAX_DEPTH = 64\b", (ROOT / "probe" / "_limits.py").read_text(), re.M)
+    assert re.search(r"^MAX_DEPTH = 64\b", (ROOT / "probe" / "limits.py").read_text(), re.M)
     says(EXT, "metadata requests, 10 by default)")
     says("reference/environment.md", "seconds the first request to the hub may take before \"cannot reach\" "
                                      "(default 10)")
@@ -929,18 +929,18 @@ def test_architecture_page_states_the_import_rules_its_test_holds():
     allowed = re.search(r"allowed = \(([^)]*)\)", rules).group(1)
     listed = re.search(r"6\. train imports only (.*?) \(plain data", arch).group(1)
     assert sorted(re.findall(r"`probe\.([\w.]+)`", listed)) == sorted(re.findall(r'"probe\.([\w.]+)"', allowed))
-    said("2. `format/` imports only `schemas`, `errors`, `_files` and `_limits`.")
+    said("2. `format/` imports only `schemas`, `errors`, `files` and `limits`.")
     rule2 = rules.split("def test_rule2_", 1)[1].split("\ndef ", 1)[0]
     assert set(re.findall(r'"(probe_schemas|probe\.[\w.]+)"', rule2.split("lambda", 1)[1])) == \
-        {"probe_schemas", "probe.errors", "probe.format", "probe._files", "probe._limits"}    # and itself
+        {"probe_schemas", "probe.errors", "probe.format", "probe.files", "probe.limits"}    # and itself
     said("1. `analyses/` imports nothing of the package but `analyses/` (and `errors`, lazily")
     rule1 = rules.split("def test_rule1_", 1)[1].split("\ndef ", 1)[0]
     assert '_in(t, "probe.analyses", "probe.errors")' in rule1 and "not top" in rule1
     said("3. `readers/` never imports `train`, `api` or `cli`.")
     assert '_in(t, "probe_train", "probe.api", "probe.cli")' in rules
     said("5. probe imports train in exactly two places: `probes.ood` (through `train.evaluate`) and "
-         "`figures` (through `train.runs` only), lazily.")
-    assert '{("probe.probes.ood", "probe_train.evaluate")}' in rules and '== {"probe_train.runs"}' in rules
+         "`figures` (through `train.runs`, `train.speeds`, `train.config` and `train.text.kjv`")
+    assert '{("probe.probes.ood", "probe_train.evaluate")}' in rules and '== {"probe_train.runs", "probe_train.speeds"' in rules
     said("the CLI reaches the readers only through the API")
     assert '_violations("probe.cli", lambda m, t: not _in(t, "probe.readers"' in rules
 
@@ -1278,6 +1278,6 @@ def test_contributing_names_what_is_there():
     a_test_named("test_docs.py", "test_no_measured_seed_count_or_interval_is_typed_into_a_page")
     for path in ("examples/seed_table.py", "examples/demo.py", "examples/language_corpora.py",
                  "examples/p4_critical_table.py", "examples/p2_direction_table.py", "examples/figure_claims.py",
-                 "bench/cka_seeds.py", "examples/_results.py", "probe/chart/svg.py", "probe/_text.py",
+                 "bench/cka_seeds.py", "examples/_results.py", "probe/chart/svg.py", "probe/printable.py",
                  "tests/test_bad_input_text.py", "probe/docstrings.py", "probe/params.py"):
         assert path in text and (ROOT / path).exists(), path

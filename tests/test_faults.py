@@ -637,7 +637,7 @@ def test_a_killed_writers_temporary_files_are_removed_by_the_next(tmp_path, cli)
 
 
 def test_readers_do_not_take_the_lock(tmp_path, cli, tiny_run):
-    from probe._files import OutputLock
+    from probe.files import OutputLock
 
     run = tmp_path / "run.h5"
     shutil.copy(tiny_run, run)
@@ -650,7 +650,7 @@ def test_readers_do_not_take_the_lock(tmp_path, cli, tiny_run):
 
 
 def test_the_lock_is_reentrant_and_released_once(tmp_path):
-    from probe._files import OutputLock, lock_path
+    from probe.files import OutputLock, lock_path
 
     path = tmp_path / "x.h5"
     a, b = OutputLock(path).acquire(), OutputLock(path).acquire()
@@ -677,7 +677,7 @@ def test_a_sweep_starts_one_trainer_per_file(tmp_path):
 # --- the routine every whole-file writer uses ----------------------------------------------------
 
 def test_write_atomic_keeps_the_old_file_when_the_content_fails(tmp_path):
-    from probe._files import write_atomic
+    from probe.files import write_atomic
 
     target = tmp_path / "page.html"
     target.write_text("old")
@@ -695,7 +695,7 @@ def test_write_atomic_keeps_the_old_file_when_the_content_fails(tmp_path):
 
 
 def test_write_atomic_gives_new_files_the_usual_mode(tmp_path):
-    from probe._files import write_atomic
+    from probe.files import write_atomic
 
     old = os.umask(0o022)
     try:

@@ -20,7 +20,7 @@ from conftest import end_all, linked_runs, popen_cli, run_cli
 from test_signals import descendants, still_running
 from waiting import DEADLINE, committed, wait_for
 
-from probe._files import lock_path
+from probe.files import lock_path
 from probe.format import Run
 
 pytestmark = pytest.mark.slow

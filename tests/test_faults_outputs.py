@@ -12,7 +12,7 @@ import pytest
 from conftest import end_all, popen_cli, run_cli
 from waiting import committed, wait_for
 
-from probe._files import lock_path
+from probe.files import lock_path
 
 
 def test_a_second_batch_on_one_table_is_refused_and_the_first_loses_nothing(tiny_run, tmp_path):
@@ -83,7 +83,7 @@ def test_two_sweeps_into_one_folder_share_the_work(tmp_path):
 def test_a_figures_folder_has_one_writer(tmp_path):
     """Another command holds the folder (here the test, through the same lock): probe figures is refused
     in one line naming it, before anything trains."""
-    from probe._files import OutputLock
+    from probe.files import OutputLock
 
     out = tmp_path / "figs"
     with OutputLock(out):

@@ -348,7 +348,7 @@ def _plan(tmp_path, *args):
 
 @pytest.mark.slow   # CI time (1003 s in a clean clone here, the CI machine ~170 s slower): 10 s; the budget planner test (slow) plans from the same estimates
 def test_dry_run_estimates_the_time_from_each_presets_measured_speed(tmp_path):
-    from probe_train.runs import makespan
+    from probe_train.speeds import makespan
 
     plan, err = _plan(tmp_path)
     todo = {r["file"]: r["estimate_s"] for r in plan["runs"] if r["action"] == "train"}

@@ -174,7 +174,7 @@ def partial_run(tmp_path_factory) -> Path:
 def being_written(partial_run) -> Path:
     """The partial run as a follower sees one whose trainer is at work: its writer's lock held (here by the
     test), so that a watch of it goes on until a signal ends it (a run nobody writes ends a watch at once)."""
-    from probe._files import OutputLock
+    from probe.files import OutputLock
 
     with OutputLock(partial_run):
         yield partial_run
@@ -539,7 +539,7 @@ def test_a_signal_met_in_a_finaliser_still_stops_the_command(tmp_path, sig):
 
 WRITE_SIGNAL = """
 import os, sys
-from probe._files import write_atomic
+from probe.files import write_atomic
 from probe.errors import run_cli
 
 def content(fh):

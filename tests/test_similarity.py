@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
-from probe.analyses._stats import cosine_matrix, spearman
+from probe.analyses.stats import cosine_matrix, spearman
 from probe.analyses.similarity import cosine_similarity
 
 

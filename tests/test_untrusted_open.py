@@ -114,7 +114,7 @@ def lock_holder():
     procs = []
 
     def hold(path: Path):
-        code = ("import sys; from probe._files import OutputLock; lock = OutputLock(sys.argv[1]).acquire(); "
+        code = ("import sys; from probe.files import OutputLock; lock = OutputLock(sys.argv[1]).acquire(); "
                 "print('locked', flush=True); sys.stdin.read()")
         proc = subprocess.Popen([sys.executable, "-c", code, str(path)], stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, text=True)
@@ -154,20 +154,20 @@ def test_the_metadata_retries_are_bounded_on_this_platform():
 # --- whether a writer holds the lock ----------------------------------------------------------------
 
 def test_writer_alive_without_a_lock_file(tmp_path):
-    from probe._files import writer_alive
+    from probe.files import writer_alive
 
     assert writer_alive(tmp_path / "run.h5") is False
 
 
 def test_writer_alive_with_a_live_holder(tmp_path, lock_holder):
-    from probe._files import writer_alive
+    from probe.files import writer_alive
 
     lock_holder(tmp_path / "run.h5")
     assert writer_alive(tmp_path / "run.h5") is True
 
 
 def test_writer_alive_after_the_holder_was_killed(tmp_path, lock_holder):
-    from probe._files import writer_alive
+    from probe.files import writer_alive
 
     proc = lock_holder(tmp_path / "run.h5")
     proc.kill()
@@ -177,7 +177,7 @@ def test_writer_alive_after_the_holder_was_killed(tmp_path, lock_holder):
 
 
 def test_writer_alive_while_a_writer_has_not_yet_written_itself_in(tmp_path):
-    from probe._files import writer_alive
+    from probe.files import writer_alive
 
     (tmp_path / ".run.h5.lock").write_text("")
     assert writer_alive(tmp_path / "run.h5") is True
@@ -188,7 +188,7 @@ def test_writer_alive_while_a_writer_has_not_yet_written_itself_in(tmp_path):
 def test_writer_alive_reads_a_stranger_lock_file_without_an_exception(tmp_path, text, alive):
     """A number no process can have is no writer; text that is no number is a writer yet to write
     itself in (the reader is then the less strict, never wrong)."""
-    from probe._files import writer_alive
+    from probe.files import writer_alive
 
     (tmp_path / ".run.h5.lock").write_text(text)
     assert writer_alive(tmp_path / "run.h5") is alive
@@ -196,14 +196,14 @@ def test_writer_alive_reads_a_stranger_lock_file_without_an_exception(tmp_path, 
 
 def test_writer_alive_for_this_process_own_lock(tmp_path):
     """A resume holds the lock of the file it reads before writing: not another writer."""
-    from probe._files import OutputLock, writer_alive
+    from probe.files import OutputLock, writer_alive
 
     with OutputLock(tmp_path / "run.h5"):
         assert writer_alive(tmp_path / "run.h5") is False
 
 
 def test_writer_alive_ignores_a_lock_path_that_is_not_a_file(tmp_path):
-    from probe._files import writer_alive
+    from probe.files import writer_alive
 
     os.mkfifo(tmp_path / ".run.h5.lock")
     assert writer_alive(tmp_path / "run.h5") is False

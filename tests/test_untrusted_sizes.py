@@ -43,7 +43,7 @@ def probe(*args, timeout: float = 120):
 def _budget() -> str:
     """The default budget under LIMIT, as the messages say it: half of the smallest of the limit, physical
     memory and the cgroup's limit (2.0 GiB on any machine with more than 4 GiB)."""
-    from probe._limits import human
+    from probe.limits import human
 
     limits = [LIMIT, os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")]
     for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
@@ -171,7 +171,7 @@ def test_the_toolkit_starts_under_the_limit_and_its_budget_is_half_of_it():
     import subprocess
     import sys
 
-    res = subprocess.run([sys.executable, "-c", "import torch, h5py, transformers; from probe._limits import budget, "
+    res = subprocess.run([sys.executable, "-c", "import torch, h5py, transformers; from probe.limits import budget, "
                           "human; print(human(budget()))"], capture_output=True, text=True, preexec_fn=_limited,
                          timeout=120)
     assert res.returncode == 0 and res.stdout == f"{BUDGET}\n", res.stderr

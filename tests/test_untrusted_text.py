@@ -6,7 +6,7 @@ controls: ESC sequences that retitle the window (``ESC ] 0 ; pwned BEL``) or cle
 BS, CR, TAB, LF, DEL, the C1 CSI (U+009B) and a bidi override (U+202E). Every way such text reaches a
 terminal (a table, ``probe info``, ``probe validate``, a warning line, an ``Error:`` line, a progress
 line off and on a terminal, batch's rows and error column, probe-train's lines) shows it through
-:func:`probe._text.terminal`: each control as ``\\xNN`` / ``\\uXXXX``, no raw control byte on stdout or
+:func:`probe.printable.terminal`: each control as ``\\xNN`` / ``\\uXXXX``, no raw control byte on stdout or
 stderr (on a terminal, only the progress bar's own codes). JSON and CSV keep the exact text: read
 back, each name is the original string.
 """
@@ -105,7 +105,7 @@ def _csv(text: str) -> list[list[str]]:
 # --- the one door -----------------------------------------------------------------------------------
 
 def test_terminal_escapes_what_a_terminal_obeys_and_keeps_the_rest():
-    from probe._text import terminal
+    from probe.printable import terminal
 
     assert terminal(P) == SHOWN
     controls = "".join(map(chr, [*range(0x20), 0x7f, *range(0x80, 0xa0)]))

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from probe import environment
-from probe._files import writer_alive
+from probe.files import writer_alive
 from probe.children import child_env, entry_command, entry_point, start
 from probe.errors import Interrupted, ProbeError, terminal
 from probe.format import last_step
@@ -30,9 +30,8 @@ from probe.jobs import TIMEOUT_S, ClusterLost, stop_wanted
 from probe.jobs import run as run_jobs
 from probe.signals import stop_asked, stoppable
 
-from .config import RunConfig, preset  # noqa: F401 - also the figures' planner's
-from .speeds import MACHINE, context, estimate, makespan, measure  # noqa: F401 - the figures' planner reads them here
-from .text.kjv import INSTALL as KJV_INSTALL, installed as kjv_installed  # noqa: F401 - the figures' default stories
+from .config import RunConfig, preset
+from .speeds import context, estimate
 
 Log = Callable[[str], None]
 

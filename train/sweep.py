@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Mapping
 
 from probe.jobs import TIMEOUT_S
-from probe._files import writable_folder, writer_alive
+from probe.files import writable_folder, writer_alive
 from probe.errors import ProbeError, param
 from probe.format import Run, last_step
 from probe.format.run import resumable_step

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from probe._files import OutputLock
+from probe.files import OutputLock
 from probe.errors import Interrupted, ProbeError, param
 from probe.format import Run, Writer
 from probe.format.run import resumable_step

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._stats import unit_rows
+from .stats import unit_rows
 from .base import Result
 
 

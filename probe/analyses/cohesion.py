@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._stats import unit_rows, zero_rows
+from .stats import unit_rows, zero_rows
 from .base import Result, jsonable
 
 

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._stats import exp_entropy, named, unit_rows
+from .stats import exp_entropy, named, unit_rows
 from .base import Result
 
 

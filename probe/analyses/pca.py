@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .base import Result, labels_field
-from ._stats import spearman
+from .stats import spearman
 
 
 @dataclass

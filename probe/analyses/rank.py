@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._stats import exp_entropy, named
+from .stats import exp_entropy, named
 from .base import Result, jsonable
 from .condense import stable_rank
 from .spectrum import eigenvalues

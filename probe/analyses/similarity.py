@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._stats import cosine_matrix, spearman, unit_rows, zero_rows
+from .stats import cosine_matrix, spearman, unit_rows, zero_rows
 from .base import Result, labels_field, jsonable
 
 

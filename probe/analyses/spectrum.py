@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._stats import exp_entropy
+from .stats import exp_entropy
 from .base import Result, jsonable
 
 EVALS_MIN = 1e-5

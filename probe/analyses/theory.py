@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._stats import cosine_matrix, pearson
+from .stats import cosine_matrix, pearson
 from .base import Result
 
 

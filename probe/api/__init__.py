@@ -20,7 +20,7 @@ import functools
 import os
 
 from .. import registry
-from .._files import regular_file
+from ..files import regular_file
 from ..errors import ProbeError, ProbeWarning  # noqa: F401  (as before the split)
 from ..format import Run, is_snapshot_file
 from ..format import validate as _validate

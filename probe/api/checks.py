@@ -48,6 +48,6 @@ def with_warnings(results: list) -> Results:
     """Pass each result's warnings on to the caller (once per distinct message); the results as
     :class:`~probe.analyses.base.Results` (a list with ``to_frame()``), as every probe returns them."""
     for msg in dict.fromkeys(w for r in results for w in r.warnings):
-        # at the caller's line: past this helper, the probe and its budgeted wrapper (probe._limits.budgeted)
+        # at the caller's line: past this helper, the probe and its budgeted wrapper (probe.limits.budgeted)
         warnings.warn(msg, ProbeWarning, stacklevel=4)
     return Results(results)

@@ -10,7 +10,7 @@ import warnings
 
 import numpy as np
 
-from ..analyses._stats import finite_rows, nonfinite
+from ..analyses.stats import finite_rows, nonfinite
 from ..errors import ProbeError, ProbeWarning, param
 from .checks import at_step
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import registry
-from .._limits import FLOAT64
+from ..limits import FLOAT64
 from ..analyses.base import TokenTexts
 from ..docstrings import fill
 from ..errors import ProbeError, param

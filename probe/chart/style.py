@@ -16,8 +16,8 @@ import sys
 
 import numpy as np
 
-from .._files import writable, write_atomic
-from .._text import markup_text
+from ..files import writable, write_atomic
+from ..printable import markup_text
 from ..errors import ProbeError
 
 PLOT_EXTS = (".png", ".pdf", ".svg", ".jpg", ".jpeg")
@@ -198,7 +198,7 @@ def save(fig, path, dpi: int = 150) -> None:
     """Write and close ``fig``.
 
     To a file name atomically (format from its extension; a full disk leaves no partial file:
-    ``probe._files.write_atomic``), or to a binary file object (PNG).
+    ``probe.files.write_atomic``), or to a binary file object (PNG).
 
     Parameters
     ----------

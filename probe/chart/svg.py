@@ -17,7 +17,7 @@ import zlib
 
 import numpy as np
 
-from .._text import markup_text
+from ..printable import markup_text
 from . import axes as A
 from .panel import Panel, colour, extent
 

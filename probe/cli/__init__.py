@@ -18,7 +18,7 @@ import click
 
 from .. import registry
 from ..jobs import TIMEOUT_HELP, TIMEOUT_S
-from .._text import terminal
+from ..printable import terminal
 from ..errors import EXIT_BAD_INPUT, Interrupted, ProbeError, closest, run_cli
 from ..signals import stop_asked, stoppable
 from . import options as O

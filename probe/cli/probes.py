@@ -15,7 +15,7 @@ import sys
 import click
 
 from .. import registry
-from .._text import terminal
+from ..printable import terminal
 from ..errors import ProbeError
 from ..params import PARAMS
 from .options import FORMAT_HELP, FORMATS, LAST, PLOT, SNAPSHOT_FILE, SOURCE, WIDE, click_option, converted, help_of

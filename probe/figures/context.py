@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from .._files import writable_folder, write_atomic
+from ..files import writable_folder, write_atomic
 from ..errors import ProbeError, param
 
 SIZES = ("tiny", "quick", "full")
@@ -134,7 +134,7 @@ class FigureContext:
         self.seeds = self.seeds or DEFAULT_SEEDS[self.size]
         self._kjv_missing = False
         if self.stories is None and self.size == "quick":
-            from probe_train.runs import kjv_installed
+            from probe_train.text.kjv import installed as kjv_installed
 
             self.stories, self._kjv_missing = ("kjv", False) if kjv_installed() else (None, True)
         self.out = Path(self.out)
@@ -157,7 +157,7 @@ class FigureContext:
     @property
     def story_source(self) -> str:
         """The story text of this context's runs on logic + stories, in words (for titles)."""
-        from probe_train.runs import preset
+        from probe_train.config import preset
 
         source = self.stories or preset(EXPERIMENTS["lm"][self.size][0]).stories
         return STORY_NAMES.get(source, f"stories from {Path(source).name}")
@@ -182,7 +182,7 @@ class FigureContext:
             sized = {**sized, "stories": self.stories}
             base = {k: (f"{label}-{Path(self.stories).name}", o) for k, (label, o) in base.items()}
         elif experiment in TEXT and self._kjv_missing:
-            from probe_train.runs import KJV_INSTALL
+            from probe_train.text.kjv import INSTALL as KJV_INSTALL
 
             self._kjv_missing = False   # said once
             self.log(f"note: the King James text is not installed ({KJV_INSTALL}); the language figures use "

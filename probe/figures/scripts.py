@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from .. import environment
-from .._files import OutputLock, regular_file
+from ..files import OutputLock, regular_file
 from ..errors import Interrupted, ProbeError, closest, run_cli, terminal, unknown
 from ..signals import stop_asked, stoppable
 from .context import SIZES, Claim, FigureContext, resolved, seed_count, specs
@@ -242,7 +242,7 @@ DRAW_STEPS, DRAW_STEPS_PER_RUN = 35, 9
 
 def drawing() -> tuple[float, float]:
     """(seconds per figure, seconds per run it draws) on this machine."""
-    from probe_train.runs import measure
+    from probe_train.speeds import measure
 
     step = measure("quick").step_s
     return DRAW_STEPS * step, DRAW_STEPS_PER_RUN * step
@@ -274,7 +274,7 @@ class Plan:
     @property
     def machine(self) -> str:
         """The machine the estimates were measured on: this one."""
-        from probe_train.runs import MACHINE
+        from probe_train.speeds import MACHINE
 
         return MACHINE
 
@@ -291,7 +291,7 @@ class Plan:
     @property
     def train_seconds(self) -> float | None:
         """Wall time of the training on ``jobs`` slots, longest first; None if a preset was never measured."""
-        from probe_train.runs import makespan
+        from probe_train.speeds import makespan
 
         secs = list(self.todo.values())
         return None if any(s is None for s in secs) else makespan(secs, self.jobs)
@@ -390,7 +390,7 @@ BEGIN, END = "<!-- made by probe.figures.reference(): do not edit -->", "<!-- en
 def _cells(declared) -> list[str]:
     """The runs of a declaration as 'preset k=v, ...' cells (γ always; the seed and other values the
     preset already has left out), each once."""
-    from probe_train.runs import preset
+    from probe_train.config import preset
 
     out: dict[str, None] = {}
     for s in specs(declared):

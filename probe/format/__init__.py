@@ -18,7 +18,7 @@ names; :mod:`._checks` the checks against the schema; :mod:`.run` the reader (:c
 writer (:class:`Writer`) over :mod:`._write` (new files, refused writes);
 :mod:`.validate` every finding; :mod:`.sweep` the sweep manifest; :mod:`.tensorboard` TensorBoard
 event files (the optional tensorboard package, imported only there). Nothing here imports anything
-of the package but :mod:`probe.errors` and :mod:`probe._files`, and :mod:`schemas`.
+of the package but :mod:`probe.errors` and :mod:`probe.files`, and :mod:`schemas`.
 """
 from ._h5 import P, is_snapshot_file
 from .run import Run, last_step

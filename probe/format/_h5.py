@@ -12,7 +12,7 @@ import numpy as np
 
 from probe_schemas import snapshot_schema, version_tuple
 
-from .._limits import parse_json
+from ..limits import parse_json
 from ..errors import ProbeError
 
 
@@ -70,7 +70,7 @@ def open_h5(path: str | os.PathLike) -> h5py.File:
         raise ProbeError(f"{path}: no such file")
     if os.path.isdir(path):
         raise ProbeError(f"{path}: is a directory, not a snapshot file")
-    from .._files import regular_file, writer_alive   # a FIFO or device is refused unopened: opening a FIFO blocks
+    from ..files import regular_file, writer_alive   # a FIFO or device is refused unopened: opening a FIFO blocks
     regular_file(path, "snapshot file")
     try:
         with open(path, "rb") as fh:

@@ -11,7 +11,7 @@ import secrets
 import h5py
 import numpy as np
 
-from .._files import sync_file, sync_folder
+from ..files import sync_file, sync_folder
 from ..errors import ProbeError, is_write_fault, write_cause
 from ._h5 import chunks_for
 

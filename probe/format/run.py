@@ -11,7 +11,7 @@ import numpy as np
 
 from probe_schemas import path_of
 
-from .._limits import check, parse_json
+from ..limits import check, parse_json
 from ..errors import ProbeError, ProbeWarning, param, warn
 from ._h5 import (
     METRICS, P, PARAMS_GROUP, SNAPSHOTS_GROUP, WEIGHTS_GROUP, json_attr, check_header, damaged_file_error, open_h5
@@ -445,7 +445,7 @@ class Run:
         """None: a snapshot file stores the activations the probes read (``text``, a checkpoint's, is
         ignored with a warning)."""
         if text is not None:
-            # at the caller's line: past this method, the probe and its budgeted wrapper (probe._limits.budgeted)
+            # at the caller's line: past this method, the probe and its budgeted wrapper (probe.limits.budgeted)
             warnings.warn(f"{self.path}: {param('text')} is for external checkpoints; a snapshot file stores what it "
                           "needs (ignored)", ProbeWarning, stacklevel=4)
         return None

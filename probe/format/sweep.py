@@ -15,8 +15,8 @@ from __future__ import annotations
 import json
 import os
 
-from .._files import open_regular, write_atomic
-from .._limits import load_json
+from ..files import open_regular, write_atomic
+from ..limits import load_json
 from ..errors import ProbeError
 
 MANIFEST = "sweep.json"

@@ -34,7 +34,7 @@ import os
 import time
 from typing import Callable, Iterable, Mapping
 
-from .._files import writable_folder
+from ..files import writable_folder
 from ..errors import ProbeError, param, write_cause
 
 EXTRA = "pip install 'gamma-probe[tensorboard]'"

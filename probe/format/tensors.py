@@ -11,7 +11,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .._limits import WHY, check
+from ..limits import WHY, check
 
 
 def read_at(ds, indices: list[int], rows=None, work: float = 0) -> list[np.ndarray]:
@@ -27,7 +27,7 @@ def read_at(ds, indices: list[int], rows=None, work: float = 0) -> list[np.ndarr
         Rows of axis 1 (token ids), in the order wanted; None: all.
     work : float, default 0
         What the math holds besides, in multiples of one snapshot of what is read in float32
-        (``probe._limits.DECOMPOSITION``, ``FLOAT64``): checked with the read (:func:`check_fits`).
+        (``probe.limits.DECOMPOSITION``, ``FLOAT64``): checked with the read (:func:`check_fits`).
 
     Returns
     -------

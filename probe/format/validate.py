@@ -10,7 +10,7 @@ import numpy as np
 
 from probe_schemas import snapshot_schema, version_tuple
 
-from .._limits import MAX_DEPTH, parse_json
+from ..limits import MAX_DEPTH, parse_json
 from ..errors import ProbeError
 
 from ._h5 import METRICS, P, RESUME_GROUP, SNAPSHOTS_GROUP, WEIGHTS_GROUP, check_header, damaged_file_error, open_h5

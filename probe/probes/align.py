@@ -5,7 +5,7 @@ import os
 
 import numpy as np
 
-from .._limits import DECOMPOSITION, FLOAT64, MAX_MEMORY, budgeted
+from ..limits import DECOMPOSITION, FLOAT64, MAX_MEMORY, budgeted
 from ..analyses.align import AlignResult
 from ..analyses.align import align as _align
 from ..api.checks import layer_check, unconverged, with_warnings

@@ -5,7 +5,7 @@ import os
 
 import numpy as np
 
-from .._limits import MAX_MEMORY, budgeted
+from ..limits import MAX_MEMORY, budgeted
 from ..analyses.attention import AttentionResult, attention_stats
 from ..api.checks import layer_check, with_warnings
 from ..api.finite import Finite, finite_sequences

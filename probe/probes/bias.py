@@ -5,7 +5,7 @@ import os
 
 import numpy as np
 
-from .._limits import MAX_MEMORY, budgeted
+from ..limits import MAX_MEMORY, budgeted
 from ..analyses.bias import BiasResult, reasoning_bias
 from ..api.checks import with_warnings
 from ..api.finite import Finite

@@ -6,7 +6,7 @@ import os
 
 import numpy as np
 
-from .._limits import MAX_MEMORY, budgeted
+from ..limits import MAX_MEMORY, budgeted
 from ..analyses.cka import CKAResult, linear_cka
 from ..api.checks import with_warnings
 from ..api.selection import TokenRows

@@ -5,7 +5,7 @@ import os
 
 import numpy as np
 
-from .._limits import MAX_MEMORY, budgeted
+from ..limits import MAX_MEMORY, budgeted
 from ..analyses.cohesion import CohesionResult
 from ..analyses.cohesion import cohesion as _cohesion
 from ..api.checks import with_warnings

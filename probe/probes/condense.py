@@ -5,8 +5,8 @@ import os
 
 import numpy as np
 
-from .._limits import DECOMPOSITION, FLOAT64, MAX_MEMORY, OverBudget, budgeted, check
-from ..analyses._stats import finite_rows
+from ..limits import DECOMPOSITION, FLOAT64, MAX_MEMORY, OverBudget, budgeted, check
+from ..analyses.stats import finite_rows
 from ..analyses.condense import CondenseResult
 from ..analyses.condense import condense as _condense
 from ..api.checks import check_enough, unconverged, with_warnings

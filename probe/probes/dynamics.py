@@ -5,7 +5,7 @@ import os
 
 import numpy as np
 
-from .._limits import MAX_MEMORY, budgeted
+from ..limits import MAX_MEMORY, budgeted
 from ..analyses.dynamics import DELTA, SPIKE_FACTOR, SPIKE_WINDOW, DynamicsResult, loss_dynamics
 from ..analyses.dynamics import SMOOTH
 from ..api.checks import with_warnings

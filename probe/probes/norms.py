@@ -6,7 +6,7 @@ import warnings
 
 import numpy as np
 
-from .._limits import MAX_MEMORY, budgeted
+from ..limits import MAX_MEMORY, budgeted
 from ..analyses.norms import SATURATION, NormsResult, gain_rms, norm_saturation
 from ..api.checks import at_step, with_warnings
 from ..api.finite import Finite

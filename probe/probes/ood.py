@@ -6,8 +6,8 @@ import os
 
 import numpy as np
 
-from .._limits import MAX_MEMORY, budgeted, check_total
-from ..analyses._stats import finite_rows, nonfinite
+from ..limits import MAX_MEMORY, budgeted, check_total
+from ..analyses.stats import finite_rows, nonfinite
 from ..analyses.ood import OODResult, loss_acc
 from ..api.checks import with_warnings
 from ..api.finite import Finite

@@ -5,7 +5,7 @@ import os
 
 import numpy as np
 
-from .._limits import DECOMPOSITION, MAX_MEMORY, budgeted
+from ..limits import DECOMPOSITION, MAX_MEMORY, budgeted
 from ..analyses.pca import PCAResult
 from ..analyses.pca import pca as _pca
 from ..api.checks import unconverged, with_warnings

@@ -5,7 +5,7 @@ import os
 
 import numpy as np
 
-from .._limits import DECOMPOSITION, MAX_MEMORY, budgeted
+from ..limits import DECOMPOSITION, MAX_MEMORY, budgeted
 from ..analyses.rank import RankResult, matrix_ranks
 from ..api.checks import unconverged, with_warnings
 from ..api.finite import Finite, finite_tokens

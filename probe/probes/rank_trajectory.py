@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from .._limits import MAX_MEMORY, budgeted
+from ..limits import MAX_MEMORY, budgeted
 from ..analyses.rank import RankTrajectoryResult
 from ..analyses.rank import rank_trajectory as _rank_trajectory
 from ..api.checks import with_warnings

@@ -5,7 +5,7 @@ import os
 
 import numpy as np
 
-from .._limits import MAX_MEMORY, budgeted
+from ..limits import MAX_MEMORY, budgeted
 from ..analyses.similarity import BLOCKED_ABOVE, SimilarityResult, cosine_similarity, cosine_similarity_blocked
 from ..api.checks import with_warnings
 from ..api.selection import TokenRows

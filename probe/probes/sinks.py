@@ -5,7 +5,7 @@ import os
 
 import numpy as np
 
-from .._limits import MAX_MEMORY, budgeted
+from ..limits import MAX_MEMORY, budgeted
 from ..analyses.sinks import MIN_QUERY, SINK_THRESHOLD, SinksResult, attention_sinks
 from ..api.checks import with_warnings
 from ..api.finite import Finite, finite_sequences

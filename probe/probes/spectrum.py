@@ -5,8 +5,8 @@ import os
 
 import numpy as np
 
-from .._limits import DECOMPOSITION, MAX_MEMORY, budgeted, in_context
-from ..analyses._stats import nonfinite
+from ..limits import DECOMPOSITION, MAX_MEMORY, budgeted, in_context
+from ..analyses.stats import nonfinite
 from ..analyses.spectrum import PRECISIONS, SpectrumResult, layer_spectrum
 from ..api.checks import unconverged, with_warnings
 from ..api.finite import Finite

@@ -5,7 +5,7 @@ import os
 
 import numpy as np
 
-from .._limits import MAX_MEMORY, budgeted
+from ..limits import MAX_MEMORY, budgeted
 from ..analyses.theory import TheoryResult
 from ..analyses.theory import theory as _theory
 from ..api.checks import check_enough, with_warnings

@@ -6,8 +6,8 @@ import warnings
 
 import numpy as np
 
-from .._limits import MAX_MEMORY, budgeted
-from .._text import terminal
+from ..limits import MAX_MEMORY, budgeted
+from ..printable import terminal
 from ..analyses.tokens import BUCKETS, TokensResult, ngram_surprisal, token_features, token_gains
 from ..api.checks import with_warnings
 from ..api.finite import Finite

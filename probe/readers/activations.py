@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._files import regular_file
-from .._limits import check, check_total
+from ..files import regular_file
+from ..limits import check, check_total
 from ..errors import ProbeError, param, warn
 from .hub import local
 from .words import load_tokenizer, read_text

@@ -22,8 +22,8 @@ import re
 
 import numpy as np
 
-from .._files import open_regular, regular_file
-from .._limits import check, load_json
+from ..files import open_regular, regular_file
+from ..limits import check, load_json
 from ..errors import ProbeError, warn
 from .names import FOLDER_FILES, step_from_name   # (also imported from here)
 from .safetensors_header import MAX_HEADER, header_length, parse

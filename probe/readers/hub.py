@@ -24,7 +24,7 @@ import re
 import socket
 from functools import cached_property
 
-from .._files import open_regular
+from ..files import open_regular
 from ..errors import ProbeError
 from .names import FOLDER_FILES, step_from_name
 

@@ -22,8 +22,8 @@ from typing import Callable
 
 import numpy as np
 
-from .._files import open_regular
-from .._limits import load_json
+from ..files import open_regular
+from ..limits import load_json
 from ..errors import ProbeError, param
 from .checkpoints import RawSource
 

@@ -11,8 +11,8 @@ import re
 
 import numpy as np
 
-from .._files import regular_file
-from .._limits import WHY, check, parse_json, parse_yaml
+from ..files import regular_file
+from ..limits import WHY, check, parse_json, parse_yaml
 from ..errors import ProbeError, param
 from ..params import check_number
 from ..format import Run, is_snapshot_file

@@ -12,7 +12,7 @@ import os
 
 import numpy as np
 
-from .._files import open_regular, regular_file
+from ..files import open_regular, regular_file
 from ..errors import ProbeError, param, warn
 
 

@@ -16,9 +16,9 @@ import numpy as np
 from markupsafe import Markup
 
 from .. import registry
-from .._limits import parse_size
+from ..limits import parse_size
 from ..chart.panel import extent, family, plain_number
-from .._text import markup_text
+from ..printable import markup_text
 from ..errors import ProbeError, captured, failure, unknown
 from . import MAX_STEPS, SLIDER_MAX, charts
 from .sources import PENDING, Budget, Section, RunSource, open_run, pick_steps
@@ -286,7 +286,7 @@ class Report:
 
 def _shown_text(value):
     """Every value a template prints, before autoescape: text from a run made valid in HTML and XML
-    (undecodable bytes of a file name and control characters as \\xNN: :func:`probe._text.markup_text`)."""
+    (undecodable bytes of a file name and control characters as \\xNN: :func:`probe.printable.markup_text`)."""
     if type(value) is str:
         # most values are plain ASCII (numbers, names, base64): skip the search for characters to spell
         return value if value.isascii() and value.isprintable() else markup_text(value)

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._files import open_regular
-from .._limits import load_json
+from ..files import open_regular
+from ..limits import load_json
 from ..errors import ProbeError
 
 

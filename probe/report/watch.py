@@ -4,7 +4,7 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-from .._files import OutputLock, writable, write_atomic, writer_alive
+from ..files import OutputLock, writable, write_atomic, writer_alive
 from ..children import normal_priority
 from ..errors import ProbeError
 from ..signals import stop_asked, stoppable

@@ -14,8 +14,8 @@ import re
 from pathlib import Path
 from typing import Callable
 
-from probe._files import open_regular
-from probe._limits import parse_json
+from probe.files import open_regular
+from probe.limits import parse_json
 from probe.errors import ProbeError
 
 from .kjv import kjv_passages
