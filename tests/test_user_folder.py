@@ -25,6 +25,10 @@ def _clean(res):
 
 
 def test_figures_in_a_folder_with_a_train_py(user_folder):
+    # and modules named like the toolkit's: multiprocessing starts the trainers' fork server with
+    # `python -c`, which (Python 3.11) put this folder first on its path until it ran with PYTHONSAFEPATH
+    (user_folder / "probe_train.py").write_text(TRAP.format(name="probe_train.py"))
+    (user_folder / "probe.py").write_text(TRAP.format(name="probe.py"))
     _clean(run_cli("probe", "figures", "p1-label-dist", "--tiny", "-o", "figs", cwd=user_folder, real=True,
                    timeout=600))
     assert (user_folder / "figs" / "p1-label-dist.png").is_file()

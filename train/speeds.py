@@ -21,8 +21,9 @@ import time
 from dataclasses import dataclass
 from functools import lru_cache
 
-from probe.signals import signals_blocked
+from probe import environment
 from probe.errors import ProbeError
+from probe.signals import signals_blocked
 
 from .config import RunConfig, preset, snapshot_steps
 
@@ -40,10 +41,20 @@ STEPS = 10   # steps of a measurement: the slowest preset measured (llm-mini) ta
 def context():
     """The multiprocessing context the trainers (:mod:`.runs`) and the measurements start in:
     multiprocessing's fork server, which imports PRELOAD once, so that each process forked from it
-    starts in a fraction of a second (spawn where there is no fork server)."""
+    starts in a fraction of a second (spawn where there is no fork server).
+
+    The fork server is started here, with the stop signals blocked (they stay blocked in every trainer
+    forked from it until its own ``stoppable()`` block) and with ``PYTHONSAFEPATH``: multiprocessing
+    starts it with ``python -c``, which puts the working directory first on the import path, and Python
+    3.11 does not give it the parent's path (``forkserver.main`` ignores its ``sys_path``), so a user's
+    ``probe_train.py`` or ``probe/`` beside the command would be what it preloads."""
     ctx = multiprocessing.get_context("forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn")
     if ctx.get_start_method() == "forkserver":
+        from multiprocessing import forkserver
+
         ctx.set_forkserver_preload(PRELOAD)
+        with environment.safe_path(), signals_blocked():
+            forkserver.ensure_running()
     return ctx
 
 
