@@ -5,6 +5,7 @@ Importing it costs nothing: train/ and every layer of probe/ may use it.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 
 DEBUG = "PROBE_DEBUG"        # set (to anything): a bug's traceback instead of its one "Error: unexpected" line
@@ -22,12 +23,20 @@ def threads() -> str:
     return os.environ.get(THREADS, "").strip()
 
 
-def safe_path() -> None:
-    """From now on a Python this process starts keeps the working directory off its import path
+@contextlib.contextmanager
+def safe_path():
+    """A block in which a Python this process starts keeps the working directory off its import path
     (``PYTHONSAFEPATH``, what ``-P`` does), however it is started (``python -c``: multiprocessing's fork
-    server). Set by the processes that start the trainers' fork server; their other children are the
-    toolkit's own console scripts, which do not need the working directory either."""
-    os.environ["PYTHONSAFEPATH"] = "1"   # Python's own (3.11), set, not read
+    server); the variable is as it was after the block."""
+    old = os.environ.get("PYTHONSAFEPATH")   # Python's own (3.11), set, not read
+    os.environ["PYTHONSAFEPATH"] = "1"
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("PYTHONSAFEPATH", None)
+        else:
+            os.environ["PYTHONSAFEPATH"] = old
 
 
 def take_parent() -> str:

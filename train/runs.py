@@ -208,7 +208,7 @@ def train_jobs(todo: list[Job], jobs: int = 0, log: Log = log_stderr, *, keep_go
     try:
         # each trainer forked from multiprocessing's fork server, which imported the trainer once
         # (:func:`.speeds.context`: 2-3 s less per run); stopped by SIGTERM, 60 s to reach a step boundary
-        with stoppable(), contextlib.closing(run_jobs(_trainer, todo, at_once=jobs, context=context(), grace=STOP_WAIT_S,
+        with stoppable(), contextlib.closing(run_jobs(_trainer, todo, at_once=jobs, context=context() if todo else None, grace=STOP_WAIT_S,
                                                       prepare=prepare)) as ends:
             for job, code, exc in ends:
                 err, start = started.pop(id(job))

@@ -43,16 +43,18 @@ def context():
     multiprocessing's fork server, which imports PRELOAD once, so that each process forked from it
     starts in a fraction of a second (spawn where there is no fork server).
 
-    The fork server starts with the first process (with the stop signals blocked: they stay blocked in
-    every trainer forked from it until its own ``stoppable()`` block) and with ``PYTHONSAFEPATH`` set:
-    multiprocessing starts it with ``python -c``, which puts the working directory first on the import
-    path, and Python 3.11 does not give it the parent's path (``forkserver.main`` ignores its
-    ``sys_path``), so a user's ``probe_train.py`` or ``probe/`` beside the command would be what it
-    preloads."""
+    The fork server is started here, with the stop signals blocked (they stay blocked in every trainer
+    forked from it until its own ``stoppable()`` block) and with ``PYTHONSAFEPATH``: multiprocessing
+    starts it with ``python -c``, which puts the working directory first on the import path, and Python
+    3.11 does not give it the parent's path (``forkserver.main`` ignores its ``sys_path``), so a user's
+    ``probe_train.py`` or ``probe/`` beside the command would be what it preloads."""
     ctx = multiprocessing.get_context("forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn")
     if ctx.get_start_method() == "forkserver":
+        from multiprocessing import forkserver
+
         ctx.set_forkserver_preload(PRELOAD)
-        environment.safe_path()
+        with environment.safe_path(), signals_blocked():
+            forkserver.ensure_running()
     return ctx
 
 
