@@ -76,7 +76,7 @@ def measure(name: str, stories: str | None = None) -> Speed | None:
     ctx = context()
     receive, send = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_measure, args=(name, send, stories), name=f"measure {name}")
-    with signals_blocked():   # the fork server, if this starts it, and its children: as the trainers'
+    with signals_blocked():   # a spawned child (no fork server) starts with them blocked, as the trainers
         proc.start()
     send.close()
     try:
