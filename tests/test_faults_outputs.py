@@ -15,11 +15,21 @@ from waiting import committed, wait_for
 from probe.files import lock_path
 
 
+def names_holder(output, process):
+    """True once ``output``'s lock file names ``process``: the lock is taken before the holder writes
+    its pid into it, so the file's existence alone is a moment too early for the message's pid."""
+    try:
+        with open(lock_path(output)) as fh:
+            return fh.readline().strip() == str(process.pid)
+    except FileNotFoundError:
+        return False
+
+
 def test_a_second_batch_on_one_table_is_refused_and_the_first_loses_nothing(tiny_run, tmp_path):
     table = tmp_path / "table.csv"
     first = popen_cli("probe", "batch", tiny_run, "-p", "similarity", "-p", "ood", "--step", "all", "-o", table)
     try:
-        wait_for(lambda: os.path.exists(lock_path(table)), "the table's lock", first)
+        wait_for(lambda: names_holder(table, first), "the table's lock", first)
         first.send_signal(signal.SIGSTOP)   # held while the second command tries
         second = run_cli("probe", "batch", tiny_run, "-p", "bias", "-o", table)
         assert second.returncode == 2, second.stderr
@@ -40,7 +50,7 @@ def test_a_watched_page_is_refused_to_a_second_report(tiny_run, tmp_path):
     page = tmp_path / "page.html"
     watcher = popen_cli("probe", "report", tiny_run, "-o", page, "--watch", "-p", "bias")
     try:
-        wait_for(lambda: os.path.exists(lock_path(page)), "the page's lock", watcher)
+        wait_for(lambda: names_holder(page, watcher), "the page's lock", watcher)
         watcher.send_signal(signal.SIGSTOP)
         second = run_cli("probe", "report", tiny_run, "-o", page, "-p", "bias")
         assert second.returncode == 2 and f"{page} is being written by process {watcher.pid}" in second.stderr
