@@ -84,11 +84,8 @@ def run_task(task: Task) -> list[tuple]:
     vector, a word left out) a ``warning`` row. The probe gets the options its API function takes
     (:func:`probe.registry.call`)."""
     from . import api
-    from .format import is_snapshot_file
 
     def call():
-        if registry.get(task.probe).reads == registry.SNAPSHOT and not is_snapshot_file(task.path):
-            raise ProbeError(f"probe {task.probe} needs a snapshot file written by probe-train")
         return registry.call(api.probe_function(task.probe), task.path, **dict(task.options))
 
     results, error, notes = captured(call)

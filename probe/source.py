@@ -38,7 +38,10 @@ class Source(Protocol):
         The token groups, name -> token ids (a checkpoint: those of a ``--groups`` file).
     stores_activations : bool
         Whether it stores the activations of its probe batch (attention maps, norm statistics, token
-        losses: a snapshot file's schema entries, ``has`` and ``dataset``); else :meth:`forward` gives them.
+        losses: a snapshot file's schema entries, :meth:`has` and :meth:`dataset`); else :meth:`forward`
+        gives them.
+    splits : list of str
+        The data splits its stored metrics and probe batch are by (a checkpoint: none).
     provenance : dict
         What wrote it: ``written_by`` (``"probe-train"`` or ``"checkpoint"``) and the configuration, with a
         run's package and schema versions and environment, a checkpoint's format, step and layout.
@@ -57,6 +60,7 @@ class Source(Protocol):
     config: dict
     n_snapshots: int
     stores_activations: bool
+    splits: list[str]
 
     @property
     def dims(self) -> dict: ...
@@ -115,6 +119,17 @@ class Source(Protocol):
         """Activations of the model over ``text`` (a ``probe.readers.activations.Forward``) for a source
         that does not store them; None for one that does (a snapshot file: ``text`` ignored with a warning).
         ``what`` names the probe in its errors."""
+
+    def has(self, entry: str, **fields) -> bool:
+        """Whether it stores schema entry ``entry`` (``attention``, ``norm_ms``, ``token_loss``; the names of
+        ``schemas/``): only a source that stores activations holds any."""
+
+    def dataset(self, entry: str, **fields) -> Any:
+        """Stored schema entry ``entry`` as an h5py-like dataset (axis 0 the snapshot where it has one); a
+        ProbeError for one it does not store."""
+
+    def strings(self, entry: str) -> list[str]:
+        """A stored string entry (``norm_sites``) as a list; a ProbeError for one it does not store."""
 
     def close(self) -> None:
         """Close it (a ``with`` block does it on leaving)."""

@@ -11,10 +11,11 @@ from ..api.checks import layer_check, with_warnings
 from ..api.finite import Finite, finite_sequences
 from ..chart.panel import Panel
 from ..errors import ProbeError
-from ..format import P, Run
+from ..format import P
 from ..format.tensors import read_at, read_whole
 from ..params import check_number
 from ..registry import SNAPSHOT, Probe
+from ..readers.source import open_snapshot
 
 
 @budgeted
@@ -58,7 +59,7 @@ def attention(path: str | os.PathLike, *, layer: int | None = None, step: str | 
     """
     if layer is not None:
         check_number("layer", layer)
-    with Run(path) as run:
+    with open_snapshot(path, "attention") as run:
         if layer is not None:
             layer_check(run, layer)
         if P["attention"] not in run.h5:

@@ -10,8 +10,8 @@ from ..analyses.bias import BiasResult, reasoning_bias
 from ..api.checks import with_warnings
 from ..api.finite import Finite
 from ..errors import ProbeError, param
-from ..format import Run
 from ..registry import SNAPSHOT, Probe
+from ..readers.source import open_snapshot
 
 
 @budgeted
@@ -51,7 +51,7 @@ def bias(path: str | os.PathLike, splits: tuple[str, str] | None = None, *, step
     """
     if splits is not None and len(splits) != 2:
         raise ProbeError(f"{param('splits')} takes exactly two splits, A then B")
-    with Run(path) as run:
+    with open_snapshot(path, "bias") as run:
         known = run.splits
         if splits is None:
             fallback = ("mem", "rsn_train") if run.task.get("kind") == "anchor" else (known[0], known[-1])

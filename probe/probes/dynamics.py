@@ -11,8 +11,8 @@ from ..analyses.dynamics import SMOOTH
 from ..api.checks import with_warnings
 from ..api.finite import Finite
 from ..params import STEP_GRAMMAR, check_number
-from ..format import Run
 from ..registry import SNAPSHOT, Probe
+from ..readers.source import open_snapshot
 
 
 @budgeted
@@ -60,7 +60,7 @@ def dynamics(path: str | os.PathLike, *, step: str | int = "latest", delta: floa
     check_number("smooth", smooth)
     check_number("spike_factor", spike_factor)
     check_number("spike_window", spike_window)
-    with Run(path) as run:
+    with open_snapshot(path, "dynamics") as run:
         indices = run.step_indices(step)
         losses = run.step_losses()
         vocab = int(run.dims["vocab"])

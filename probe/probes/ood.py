@@ -17,6 +17,7 @@ from ..format.tensors import check_fits
 from ..params import check_number
 from ..registry import SNAPSHOT, Probe
 from ..render import table
+from ..readers.source import open_snapshot
 
 
 @budgeted
@@ -68,7 +69,7 @@ def ood(path: str | os.PathLike, *, step: str | int = "latest", full: bool = Fal
         evaluate as E,  # probe's one door into the trainer (torch is imported here)
     )
 
-    with Run(path) as run:
+    with open_snapshot(path, "ood") as run:
         cfg = E.run_config(run)
         indices = run.step_indices(step)
         _model_fits(run, min(threads or os.cpu_count() or 1, len(indices)))

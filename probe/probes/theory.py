@@ -13,10 +13,10 @@ from ..api.finite import Finite
 from ..api.selection import group_of, select_tokens
 from ..chart.panel import fitted_range, id_labels, Panel
 from ..errors import param, ProbeError
-from ..format import P, Run
+from ..format import P
 from ..format.tensors import read_at, read_whole
 from ..params import check_number
-from ..readers.source import open_source
+from ..readers.source import open_snapshot
 from ..registry import SNAPSHOT, Probe
 from ..render import summary_table, table
 
@@ -70,12 +70,10 @@ def theory(path: str | os.PathLike, tokens=None, *, words=None, words_file: str 
     if dim is not None:
         check_number("dim", dim)
     check_number("seed", seed)
-    with open_source(path, groups) as run:
-        if not isinstance(run, Run):
-            raise ProbeError(f"{path}: theory needs a snapshot file written by probe-train (its P^s)")
+    with open_snapshot(path, "theory", groups) as run:
         ids, labels = select_tokens(run, tokens, words=words, words_file=words_file, probe="theory")
         check_enough(ids, 2, "the P^s theory")
-        if P["label_dist"] not in run.h5:
+        if not run.has("label_dist"):
             raise ProbeError(f"{run.path}: holds no label distribution P^s ('{P['label_dist']}')")
         Pmat = read_whole(run.dataset("label_dist"))
         kinds = ["reasoning" if g == "reasoning" else "key" if g == "keys" else g

@@ -222,8 +222,6 @@ class CheckpointRun:
         path, ids = self.path, [int(i) for i in ids]
         return (lambda: ids_to_text(path, ids)) if later else ids_to_text(path, ids)
 
-    stores_activations = False   # its model runs over a text instead: forward
-
     def forward(self, text: str | None, what: str, step, *, window: int, max_tokens: int, attention: bool = False):
         """The checkpoint's model run over the windows of ``text`` (a
         :class:`~probe.readers.activations.Forward`): the activations a checkpoint does not store."""
@@ -237,6 +235,24 @@ class CheckpointRun:
         check_number("window", window)
         check_number("max_tokens", max_tokens)
         return run_text(self.path, text, window=window, max_tokens=max_tokens, attention=attention)
+
+    stores_activations = False   # its model runs over a text instead: forward
+    @property
+    def splits(self) -> list[str]:
+        """No data splits: the toolkit did not train it."""
+        return []
+
+    def has(self, entry: str, **fields) -> bool:
+        """Whether it stores snapshot entry ``entry``: a checkpoint stores none."""
+        return False
+
+    def dataset(self, entry: str, **fields):
+        """A stored snapshot entry: a checkpoint has none, a ProbeError."""
+        raise ProbeError(f"{self.path}: a checkpoint stores no '{entry}' (a snapshot file of probe-train does)")
+
+    def strings(self, entry: str) -> list[str]:
+        """A stored string entry: a checkpoint has none, a ProbeError."""
+        return self.dataset(entry)
 
     def close(self) -> None:
         self._tensors.clear()
@@ -282,3 +298,34 @@ def open_source(path: str | os.PathLike, groups: str | None = None, mapping: str
             run.extra_groups = load_groups(groups)
         return run
     return CheckpointRun(path, groups, mapping, canonical=canonical)
+
+
+def open_snapshot(path: str | os.PathLike, what: str, groups: str | None = None) -> Run:
+    """The snapshot file at ``path`` for probe ``what``, which reads what only a training run stores (its
+    losses, task and probe batch), with any token groups of a ``groups`` file added to its own; a
+    checkpoint is refused in one line saying so.
+
+    Raises
+    ------
+    ProbeError
+        A checkpoint, or no readable snapshot file.
+    """
+    path = os.fspath(path)
+    if not is_snapshot_file(path) and (os.path.isdir(path) or path.startswith("hf:") or _is_checkpoint_file(path)):
+        raise ProbeError(f"{path}: probe {what} reads what a training run stores (its losses, task and probe "
+                         "batch): it needs a snapshot file written by probe-train, not a checkpoint")
+    if groups and os.path.exists(groups):
+        regular_file(groups, "groups file")
+    run = Run(path)
+    if groups:
+        run.extra_groups = load_groups(groups)
+    return run
+
+
+def _is_checkpoint_file(path: str) -> bool:
+    from .checkpoints import sniff
+
+    try:
+        return os.path.isfile(path) and sniff(path) in ("safetensors", "zip", "pickle")
+    except (OSError, ProbeError):
+        return False
