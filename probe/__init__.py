@@ -28,7 +28,7 @@ def __getattr__(name):   # PEP 562: the API (numpy, h5py) and the submodules onl
     if name == "__all__":   # the probes are known once the registry has looked (other packages' too)
         from . import registry
 
-        return ["ProbeError", "ProbeWarning", "Results", *_API, *registry.declared()]
+        return ["ProbeError", "ProbeWarning", "Recorder", "Results", *_API, *registry.declared()]
     if name == "__version__":   # the installed distribution's (probe --version's), read once when asked
         from importlib.metadata import PackageNotFoundError, version
 
@@ -41,6 +41,10 @@ def __getattr__(name):   # PEP 562: the API (numpy, h5py) and the submodules onl
         from .analyses.base import Results
 
         return Results
+    if name == "Recorder":
+        from .recorder import Recorder
+
+        return Recorder
     if name in _SUBMODULES:
         import importlib
 

@@ -319,25 +319,32 @@ def info(d: dict, fmt: str) -> None:
     _line(f"task       {d['task'].get('kind')}: splits {', '.join(d['task'].get('splits', []))}")
     if d["task"].get("stories"):  # a text run: what its story source was (story_text since issue 38)
         _line(f"stories    {d['task'].get('story_text') or d['task']['stories']}")
-    _line(f"model      {c.get('model')}  gamma={c.get('gamma')}  d_model={c.get('d_model')}  layers={c.get('layers')}"
-          f"  heads={c.get('heads')}  d_ff={c.get('d_ff')}  norm={c.get('norm')}")
-    extra = [f"{k}={c[k]}" for k in ("gamma_embed", "gamma_attn", "gamma_mlp", "gamma_head", "init_std", "kv_heads")
-             if c.get(k)] + [k for k in ("tie_embeddings", "gated_attention") if c.get(k)]
-    if c.get("model") == "llama" or extra or c.get("norm_eps", 1e-5) != 1e-5:
-        _line(f"           norm_eps={c.get('norm_eps', 1e-5):g}  " + "  ".join(extra))
-    env = d.get("environment") or {}
-    _line(f"training   {c.get('steps')} steps, batch {c.get('batch_size')}, lr {c.get('lr')}, "
-          f"weight decay {c.get('weight_decay')}, seed {c.get('seed')}"
-          + (f"; stopped at step {env['stop_at']} as asked (--stop-at; --resume trains on)" if "stop_at" in env else ""))
-    if env:
-        _line(f"trained    {env.get('device')}, {env.get('threads')} torch thread(s); torch {env.get('torch')}, "
-              f"numpy {env.get('numpy')}, h5py {env.get('h5py')}, python {env.get('python')}"
-              + (f"; {env['precision']} matmuls" if "precision" in env else "")
-              + (f"; one of an ensemble of {env['ensemble']}" if env.get("ensemble", 1) != 1 else "")
-              + (f" (resumed at step {env['resumed_at']})" if "resumed_at" in env else ""))
-        if env.get("device_name") or env.get("commit"):
-            _line(f"           on {env.get('device_name') or env.get('device')}"
-                  + (f", toolkit at commit {env['commit']}" if env.get("commit") else ""))
+    if d.get("written_by", "probe-train") != "probe-train":   # a model recorded from the user's own loop
+        own = [f"{terminal(str(k))}={terminal(str(v))}" for k, v in c.items()
+               if k not in ("recorded_by", "model", "layout", "every", "model_config")]
+        _line(f"recorded   by {terminal(d['written_by'])}: {terminal(str(c.get('model')))}, "
+              f"{terminal(str(c.get('layout')))} layout, every {c.get('every')} steps"
+              + (f"; {'  '.join(own)}" if own else ""))
+    else:
+        _line(f"model      {c.get('model')}  gamma={c.get('gamma')}  d_model={c.get('d_model')}  layers={c.get('layers')}"
+              f"  heads={c.get('heads')}  d_ff={c.get('d_ff')}  norm={c.get('norm')}")
+        extra = [f"{k}={c[k]}" for k in ("gamma_embed", "gamma_attn", "gamma_mlp", "gamma_head", "init_std", "kv_heads")
+                 if c.get(k)] + [k for k in ("tie_embeddings", "gated_attention") if c.get(k)]
+        if c.get("model") == "llama" or extra or c.get("norm_eps", 1e-5) != 1e-5:
+            _line(f"           norm_eps={c.get('norm_eps', 1e-5):g}  " + "  ".join(extra))
+        env = d.get("environment") or {}
+        _line(f"training   {c.get('steps')} steps, batch {c.get('batch_size')}, lr {c.get('lr')}, "
+              f"weight decay {c.get('weight_decay')}, seed {c.get('seed')}"
+              + (f"; stopped at step {env['stop_at']} as asked (--stop-at; --resume trains on)" if "stop_at" in env else ""))
+        if env:
+            _line(f"trained    {env.get('device')}, {env.get('threads')} torch thread(s); torch {env.get('torch')}, "
+                  f"numpy {env.get('numpy')}, h5py {env.get('h5py')}, python {env.get('python')}"
+                  + (f"; {env['precision']} matmuls" if "precision" in env else "")
+                  + (f"; one of an ensemble of {env['ensemble']}" if env.get("ensemble", 1) != 1 else "")
+                  + (f" (resumed at step {env['resumed_at']})" if "resumed_at" in env else ""))
+            if env.get("device_name") or env.get("commit"):
+                _line(f"           on {env.get('device_name') or env.get('device')}"
+                      + (f", toolkit at commit {env['commit']}" if env.get("commit") else ""))
     _line(f"snapshots  {d['snapshots']}: steps {shown}")
     for split, m in d["metrics"].items():
         if m:

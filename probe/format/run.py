@@ -137,6 +137,8 @@ class Run:
             self.schema_version = check_header(self._f, self.path)
             meta = {key: json_attr(self._f, key, self.path) for key in ("config", "task", "dims")}
             self.config, self.task, self.dims = meta["config"], meta["task"], meta["dims"]
+            # what wrote it: probe-train, or (1.5) the Recorder of a user's own loop, as its config says
+            self.written_by = str(self.config.get("recorded_by") or "probe-train")
             # What the probes rely on, in the words of `probe validate`: links, attributes and steps now,
             # each dataset before its first read (self.at).
             from ._checks import ReadCheck
@@ -149,6 +151,7 @@ class Run:
                 raise damaged from None
             raise
         self.package_version = str(self._f.attrs.get("package_version", "?"))
+
         try:
             self.environment = parse_json(self._f.attrs.get("environment", "{}"), self.path, "environment")
         except (TypeError, ValueError, ProbeError):   # shown by info only: not worth refusing the run
@@ -366,6 +369,7 @@ class Run:
             "file": self.path,
             "schema_version": "%d.%d" % self.schema_version,
             "package_version": self.package_version,
+            "written_by": self.written_by,
             "created": str(self._f.attrs.get("created", "")),
             "snapshots": self.n_snapshots,
             "steps": [int(s) for s in self.steps],
@@ -383,7 +387,7 @@ class Run:
     @property
     def provenance(self) -> dict:
         """What wrote the file: ``written_by``, ``package_version``, ``schema_version``, ``config``, ``environment``."""
-        return {"written_by": "probe-train", "package_version": self.package_version,
+        return {"written_by": self.written_by, "package_version": self.package_version,
                 "schema_version": "%d.%d" % self.schema_version, "config": self.config,
                 "environment": self.environment}
 

@@ -283,7 +283,9 @@ class _Checker:
         if not fields:
             required = (spec.get("required") or (spec.get("required_with_layers") and dims.get("layers", 0) > 0)
                         or task.get("kind") in spec.get("required_for_tasks", ()))
-            required = required and self.model not in spec.get("not_for_models", ())
+            required = required and self.model not in spec.get("not_for_models", ()) \
+                and task.get("kind") not in spec.get("not_for_tasks", ()) \
+                and not any(dims.get(sym) == 0 for sym in spec.get("shape", ()))   # (a Recorder's empty probe batch)
             return [path] if required or self._has(path) else []
         if "name" in fields or "group" in fields:   # discovered (the resume state, checked apart, never comes here)
             base = path.split("{")[0].rstrip("/")

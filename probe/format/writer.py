@@ -46,6 +46,8 @@ class Writer:
         self.path = path
         self._n = int(f[P["step"]].shape[0])
         self._params = {name: f[f"{PARAMS_GROUP}/{name}"] for name, _ in datasets(f[PARAMS_GROUP])}
+        splits = json.loads(f.attrs["task"]).get("splits", [])
+        self._metric_paths = {path_of("metric", split=s, metric=m) for s in splits for m in METRICS}
         self.vfd_name = vfd_name(f)
         rows = {ds.id: ds for _, ds in datasets(f[SNAPSHOTS_GROUP])}   # a dataset that hard links name twice: once
         self._row_bytes = sum(int(np.prod(ds.shape[1:], dtype=np.int64)) * ds.dtype.itemsize for ds in rows.values())
@@ -79,6 +81,7 @@ class Writer:
         resume_tensors: Mapping[str, tuple[tuple[int, ...], str]],
         environment: Mapping | None = None,
         series: Mapping[str, tuple[tuple[int, ...], str]] | None = None,
+        recorded: Iterable[str] = (),
     ) -> "Writer":
         """Create a run file with every dataset it will ever need, then open it for SWMR appends.
 
@@ -86,7 +89,8 @@ class Writer:
         ``roles`` maps canonical weight names (``token_embedding``, ``layer0/W_Q``) to
         parameter names; they become hard links, so nothing is stored twice. ``series`` maps
         further time-first schema entries (``norm_ms``, ``token_loss``, ...) to their per-snapshot
-        shape and dtype; :meth:`append` then takes their values in ``extra``.
+        shape and dtype; :meth:`append` then takes their values in ``extra``. ``recorded`` names further
+        metrics of each snapshot (a :class:`probe.Recorder`'s learning rate ...).
         The file is built under a temporary name and renamed into place, so a kill
         during creation never leaves a half-made file at ``path``. Every dataset that holds data
         carries a checksum (schema 1.4: :func:`._write.new_dataset`).
@@ -128,6 +132,8 @@ class Writer:
                 time_first(P["attention"], attention_shape, "f4")
             for entry, (shape, dtype) in (series or {}).items():
                 time_first(P[entry], shape, dtype)
+            for name in recorded:
+                time_first(path_of("recorded_metric", name=name))
             time_first(P["step_loss"])
             if resume_tensors:
                 new(P["resume_step"], np.full(2, -1, dtype=np.int64))
@@ -148,10 +154,11 @@ class Writer:
         attention: np.ndarray | None = None,
         extra: Mapping[str, np.ndarray] | None = None,
         step_losses: np.ndarray | None = None,
+        recorded: Mapping[str, float] | None = None,
     ) -> None:
         """Append one snapshot; it becomes visible to readers only when complete. ``extra``: values of
         the ``series`` entries given at creation; ``step_losses``: the loss of every step since the
-        previous snapshot (appended to the step log)."""
+        previous snapshot (appended to the step log); ``recorded``: the ``recorded`` metrics."""
         f, n = self._f, self._n
         missing = set(self._params) - set(params)
         if missing:
@@ -160,10 +167,13 @@ class Writer:
                            f"snapshot at step {step}")
         values: dict[str, object] = {P["epoch"]: epoch, P["time"]: time, P["train_loss"]: train_loss}
         values.update({path_of("metric", split=s, metric=m): v for s, ms in metrics.items() for m, v in ms.items()})
+        for p in self._metric_paths - values.keys():   # a metric not given (a Recorder's loop gave no accuracy)
+            values[p] = np.nan
         values.update({path_of("param", name=name): arr for name, arr in params.items()})
         if attention is not None:
             values[P["attention"]] = attention
         values.update({P[entry]: v for entry, v in (extra or {}).items()})
+        values.update({path_of("recorded_metric", name=k): v for k, v in (recorded or {}).items()})
         try:
             if step_losses is not None and len(step_losses) and P["step_loss"] in f:
                 log = f[P["step_loss"]]
@@ -181,6 +191,11 @@ class Writer:
             f.flush()
         except (OSError, RuntimeError) as exc:
             raise self._failed(exc, f"snapshot at step {step}") from None
+
+    @property
+    def logged_steps(self) -> int:
+        """The rows of the step log (``step_loss``): the steps whose training loss the file holds."""
+        return int(self._f[P["step_loss"]].shape[0]) if P["step_loss"] in self._f else 0
 
     def last(self, entry: str):
         """Value of time-first schema entry ``entry`` at the newest complete snapshot (None if none)."""
@@ -256,11 +271,8 @@ class Writer:
         the copy keeps the file's schema: checksums if it had them. ``config`` replaces
         the stored configuration (a resume may change the number of steps).
         """
-        path = os.fspath(path)
-        with Run(path) as run:
-            run.check_all(resume_slots=True)
+        def resumed(run: Run) -> tuple[int, int, int]:
             f = run.h5
-            sums = run.schema_version >= CHECKSUMS_SINCE   # a resumed file keeps its schema, with or without
             if P["resume_step"] not in f:
                 raise ProbeError(f"{path}: holds no resume state")
             held = np.asarray(f[P["resume_step"]][...])
@@ -270,7 +282,37 @@ class Writer:
             if step < 0 or step not in steps:
                 raise ProbeError(f"{path}: no complete resume state (the run was stopped before its first "
                                  "snapshot finished)")
-            keep = int(np.flatnonzero(steps == step)[0]) + 1
+            return int(np.flatnonzero(steps == step)[0]) + 1, step, slot
+
+        writer, keep, step, slot = cls._rewrite(path, resumed, config, environment)
+        state = {name: np.asarray(ds[...]) for name, ds in datasets(writer._f[f"{RESUME_GROUP}/slot{slot}"])}
+        params = {name: np.asarray(ds[keep - 1]) for name, ds in writer._params.items()}
+        return writer, step, state, params
+
+    @classmethod
+    def reopen(cls, path: str | os.PathLike, environment: Mapping | None = None) -> tuple["Writer", int | None]:
+        """Reopen a run for appending after its newest complete snapshot, every complete snapshot kept
+        (a file with no resume state: a :class:`probe.Recorder`'s after its loop restarted). Copied, as
+        :meth:`resume` does, so that a file a killed writer left is whole again.
+
+        Returns ``(writer, step)``: the step of the newest snapshot (None when it holds none)."""
+        def every(run: Run) -> tuple[int, int | None, None]:
+            steps = run.steps
+            return len(steps), (int(steps[-1]) if len(steps) else None), None
+
+        writer, _, step, _ = cls._rewrite(path, every, None, environment)
+        return writer, step
+
+    @classmethod
+    def _rewrite(cls, path, choose, config, environment):
+        """Copy ``path`` up to the snapshot ``choose(run)`` names — ``(snapshots kept, step, resume slot or
+        None)`` — into a fresh file that replaces it, opened for SWMR appends."""
+        path = os.fspath(path)
+        with Run(path) as run:
+            run.check_all(resume_slots=True)
+            f = run.h5
+            sums = run.schema_version >= CHECKSUMS_SINCE   # a resumed file keeps its schema, with or without
+            keep, step, slot = choose(run)
             doing, kept = f"copying it to resume from step {step}", "the file is unchanged"
             limit, size = file_size_limit(), os.path.getsize(path)
             if limit is not None and with_metadata(size) > limit:   # the copy is about as big
@@ -290,15 +332,13 @@ class Writer:
                 _copy_rows(run, g, SNAPSHOTS_GROUP, keep, sums)
                 if P["step_loss"] in f:   # the losses of the steps before the resumed one
                     log = run.dataset("step_loss")
-                    k = min(step, int(log.shape[0]))
+                    k = min(step or 0, int(log.shape[0])) if slot is not None else int(log.shape[0])
                     new_dataset(g, P["step_loss"], np.asarray(log[:k]), maxshape=(None,), chunks=log.chunks,
-                             checksums=sums)
-                _copy_slot(run, g, slot, sums)
+                                checksums=sums)
+                if slot is not None:
+                    _copy_slot(run, g, slot, sums)
                 g.flush()
-        writer = cls(open_then_replace(tmp, path, doing, kept, keep), path)
-        state = {name: np.asarray(ds[...]) for name, ds in datasets(writer._f[f"{RESUME_GROUP}/slot{slot}"])}
-        params = {name: np.asarray(ds[keep - 1]) for name, ds in writer._params.items()}
-        return writer, step, state, params
+        return cls(open_then_replace(tmp, path, doing, kept, keep), path), keep, step, slot
 
 
 def _copy_rows(run: Run, g: h5py.File, base: str, keep: int, checksums: bool) -> None:

@@ -1,0 +1,332 @@
+"""Snapshots of any torch model from any training loop, in the toolkit's own file format.
+
+:class:`Recorder` writes what ``probe-train`` writes — the same schema, SWMR appends a live report
+follows, checksums, a file a SIGKILL leaves with every earlier snapshot readable — for a model the
+toolkit did not build: its weights under the canonical names (``token_embedding``, ``layer0/W_V``)
+through the layouts that read external checkpoints, the attention maps of a fixed probe batch, the
+token groups and the metrics the loop passes in. Every probe of weights then reads the file with
+``--step all``.
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+import time
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+
+from .errors import ProbeError, param, warn
+from .files import OutputLock, regular_file
+from .format import Writer
+from .readers.module import ModelTensors
+
+WRITTEN_BY = "probe.Recorder"
+
+
+class Recorder:
+    """Record ``model`` every ``every`` steps into the snapshot file ``path``.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The snapshot file. An existing one is continued (a resumed loop): its snapshots are kept and
+        a step at or before its newest is refused. ``overwrite=True`` starts it anew.
+    model : torch.nn.Module
+        Any model whose weights a known layout names (GPT-2, GPT-NeoX, LLaMA, Phi, BERT, nanoGPT and
+        the toolkit's own), or any model with ``mapping``.
+    every : int
+        Record at the steps that are multiples of ``every`` (step 0 included).
+    groups : dict of str to sequence, optional
+        Token groups, name -> token ids or words (words need ``tokenizer``); what ``--tokens NAME``
+        selects.
+    tokenizer : optional
+        A tokenizer with ``encode`` and ``decode`` (Hugging Face's): turns the words of ``groups`` into
+        ids (a byte-level BPE word takes its leading space, its form inside running text) and stores
+        each token's text, so that rows are labelled and ``--words`` works on the file.
+    probe_inputs : array of int, shape (batch, seq), optional
+        A fixed batch whose attention maps each snapshot stores (``probe attention``, ``probe sinks``).
+    attention : callable, optional
+        ``attention(model, probe_inputs) -> (layers, heads, batch, seq, seq)`` for a model that neither
+        returns ``output_attentions`` (Hugging Face) nor has ``attention_maps`` (the toolkit's own).
+    mapping : str, optional
+        A name-mapping JSON file (as ``--mapping``) for a layout not known.
+    metrics : sequence of str, optional
+        The metric names a snapshot stores (default: those of the first recorded step); a later name
+        not among them is left out with a warning, a missing one is NaN. ``loss`` is also the
+        snapshot's training loss.
+    config : dict, optional
+        Anything to keep with the run (γ, learning rate ...), shown by ``probe info``.
+    overwrite : bool
+        Replace an existing file instead of continuing it.
+
+    Raises
+    ------
+    ProbeError
+        An unknown layout (naming the unmatched parameters), a bad argument, or a file that is not a
+        snapshot file of this model; on :meth:`step`, a step that goes backwards.
+
+    Examples
+    --------
+    >>> import probe
+    >>> with probe.Recorder("run.h5", model, every=100, groups={"digits": [15, 16, 17]}) as rec:
+    ...     for step, batch in enumerate(loader):
+    ...         loss = train_step(model, batch)
+    ...         rec.step(step, loss=loss.item())
+    """
+
+    def __init__(self, path: str | os.PathLike, model, every: int = 100, *, groups: Mapping | None = None,
+                 tokenizer=None, probe_inputs=None, attention: Callable | None = None, mapping: str | None = None,
+                 metrics: Sequence[str] | None = None, config: Mapping | None = None, overwrite: bool = False):
+        if not isinstance(every, int) or isinstance(every, bool) or every < 1:   # (check_number's wording)
+            raise ProbeError(f"{param('every', every)}: need an integer at least 1")
+        self.path, self.model, self.every = os.fspath(path), model, int(every)
+        self.metrics = None if metrics is None else [str(m) for m in metrics]
+        self._inputs = None if probe_inputs is None else _int_batch(probe_inputs)
+        self._attention_of = attention
+        self._config, self._tokenizer = dict(config or {}), tokenizer
+        self._tensors = ModelTensors(model, self.path, mapping)
+        self._groups = {str(k): _ids(str(k), v, tokenizer) for k, v in (groups or {}).items()}
+        self._writer: Writer | None = None
+        self._last: int | None = None
+        self._dropped: set[str] = set()
+        self._losses: list[float] = []   # the loss of each step since the last snapshot: the file's step log
+        self._logged = 0                 # the steps the file's log holds (row t: step t)
+        self._t0, self._time0 = time.perf_counter(), 0.0
+        self._lock = OutputLock(self.path).acquire()   # one writer per file, as probe-train's
+        try:
+            Writer.remove_stale(self.path)
+            if os.path.exists(self.path) and not overwrite:
+                regular_file(self.path, "snapshot file")
+                self._writer, self._last = Writer.reopen(self.path)
+                self._time0 = float(self._writer.last("time") or 0.0)
+                self._logged = self._writer.logged_steps
+                self._check_continued()
+        except BaseException:
+            self._lock.release()
+            raise
+
+    def due(self, step: int) -> bool:
+        """Whether :meth:`step` records at ``step`` (a multiple of ``every``)."""
+        return int(step) % self.every == 0
+
+    def step(self, step: int, **metrics: float) -> bool:
+        """Record a snapshot at ``step`` if it is due; returns whether it did. ``metrics``: numbers to keep
+        with it (``loss``, ``eval_loss``, ``eval_acc``, ``lr`` ...)."""
+        self._log_loss(int(step), metrics)
+        return self.snapshot(step, **metrics) if self.due(step) else False
+
+    def _log_loss(self, step: int, metrics: Mapping) -> None:
+        """Keep this step's ``loss`` for the step log (``probe dynamics``); a step not passed is NaN."""
+        loss = metrics.get("loss", metrics.get("train_loss"))
+        at = self._logged + len(self._losses)
+        if loss is None or step < at:
+            return
+        self._losses += [math.nan] * (step - at) + [_number("loss", loss)]
+
+    def snapshot(self, step: int, **metrics: float) -> bool:
+        """Record a snapshot at ``step`` now, due or not (the end of training, say). Returns True."""
+        step = int(step)
+        if self._last is not None and step <= self._last:
+            raise ProbeError(f"{self.path}: step {step} is not after the newest recorded step {self._last} (a loop "
+                             "resumed from an earlier checkpoint: record into a new file, or pass overwrite=True)")
+        values = {str(k): _number(k, v) for k, v in metrics.items()}
+        if self._writer is None:
+            self._create(self.metrics if self.metrics is not None else list(values))
+        known = self._split_of | dict.fromkeys(self._others, None)
+        for k in sorted(set(values) - set(known) - self._dropped):
+            self._dropped.add(k)
+            warn(f"{self.path}: metric '{k}' is not among those recorded ({', '.join(known) or 'none'}); left out "
+                 "(name them all with Recorder(metrics=...))")
+        split_metrics: dict = {}
+        for name, (split, metric) in self._split_of.items():
+            split_metrics.setdefault(split, {})[metric] = values.get(name, math.nan)
+        self._writer.append(step=step, epoch=math.nan, time=self._time0 + time.perf_counter() - self._t0,
+                            train_loss=values.get("loss", values.get("train_loss", math.nan)),
+                            params=self._tensors.read(), metrics=split_metrics, attention=self._attention(),
+                            recorded={k: values.get(k, math.nan) for k in self._others},
+                            step_losses=np.asarray(self._losses, dtype=np.float64))
+        self._logged += len(self._losses)
+        self._losses = []
+        self._last = step
+        return True
+
+    def close(self) -> None:
+        """Close the file; every snapshot written stays. Safe to call twice."""
+        try:
+            if self._writer is not None:
+                self._writer.close()
+                self._writer = None
+        finally:
+            self._lock.release()
+
+    def __enter__(self) -> "Recorder":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # --- the file -------------------------------------------------------------------------------
+
+    def _create(self, names: list[str]) -> None:
+        t = self._tensors
+        self._split_of, self._others = _metric_places(names)
+        splits = list(dict.fromkeys(["train", *(s for s, _ in self._split_of.values())]))
+        inputs = self._inputs if self._inputs is not None else np.zeros((0, 0), dtype=np.int64)
+        dims = t.dims(inputs.shape)
+        vocab = self._vocab(dims["vocab"])
+        task = {"kind": "recorded", "splits": splits, "token_groups": list(self._groups), "metrics": names}
+        config = {**self._config, "recorded_by": WRITTEN_BY, "model": type(self.model).__name__,
+                  "layout": t.layout, "every": self.every, "model_config": t.model_config}
+        attention = self._attention()
+        self._writer = Writer.create(
+            self.path, config=config, task=task, dims=dims, groups=self._groups,
+            run_arrays={**vocab, "probe_tokens": inputs, "probe_labels": np.full(len(inputs), -1, np.int64),
+                        "probe_split": np.zeros(len(inputs), np.int64), "probe_key_pos": np.zeros(len(inputs), np.int64)},
+            params=t.shapes, roles=t.roles, attention_shape=None if attention is None else attention.shape,
+            resume_tensors={}, environment=_environment(), recorded=self._others)
+        self._t0 = time.perf_counter()
+
+    def _check_continued(self) -> None:
+        """The file being continued is a Recorder's, of a model with these tensors; its metrics go on."""
+        from .format import Run
+
+        with Run(self.path) as run:
+            if run.config.get("recorded_by") != WRITTEN_BY:
+                raise ProbeError(f"{self.path}: not a file a Recorder wrote; record into a new file, or pass "
+                                 "overwrite=True")
+            stored = {n: tuple(s) for n, s in run.tensors().items()}
+            self._split_of, self._others = _metric_places(list(run.task.get("metrics", [])))
+        for n, shape in self._tensors.shapes.items():
+            if stored.get(n) != shape:
+                raise ProbeError(f"{self.path}: recorded from another model ('{n}' is {stored.get(n)} there, "
+                                 f"{shape} here); record into a new file, or pass overwrite=True")
+
+    def _vocab(self, vocab: int) -> dict:
+        """Each token's text, when a tokenizer is given: rows are labelled, ``--words`` works."""
+        tok = self._tokenizer
+        if tok is None:
+            return {}
+        return {"vocab_ids": np.arange(vocab, dtype=np.int64),
+                "vocab_strings": np.asarray([tok.decode([i]) for i in range(vocab)], dtype=object)}
+
+    def _attention(self):
+        """(layers, heads, batch, seq, seq) attention maps of the probe batch, or None without one."""
+        if self._inputs is None:
+            return None
+        return attention_maps(self.model, self._inputs, self._attention_of)
+
+
+
+# --- helpers ------------------------------------------------------------------------------------
+
+_SPLIT_METRIC = re.compile(r"(?:(\w+?)_)?(loss|acc|accuracy)")
+
+
+def _metric_places(names: list[str]) -> tuple[dict[str, tuple[str, str]], list[str]]:
+    """Where each metric goes: ``{name: (split, loss|acc)}`` for the split metrics every run has
+    (``loss`` and ``acc``: split ``train``; ``eval_loss``: split ``eval``), the other names (``lr``,
+    ``grad_norm``) as recorded metrics of their own."""
+    split_of: dict[str, tuple[str, str]] = {}
+    others: list[str] = []
+    for name in names:
+        if not re.fullmatch(r"[\w.-]+", name):
+            raise ProbeError(f"metric name '{name}': use letters, digits, '_', '.' or '-'")
+        m = _SPLIT_METRIC.fullmatch(name)
+        place = (m.group(1) or "train", "acc" if m.group(2) != "loss" else "loss") if m else None
+        if place is not None and place not in split_of.values():
+            split_of[name] = place
+        else:
+            others.append(name)
+    return split_of, others
+
+
+def _number(name, value) -> float:
+    try:
+        return float(value.item() if hasattr(value, "item") else value)
+    except (TypeError, ValueError):
+        raise ProbeError(f"metric '{name}' is {type(value).__name__}, not a number") from None
+
+
+def _int_batch(x) -> np.ndarray:
+    """The probe batch as an int64 (batch, seq) array."""
+    a = np.asarray(x.detach().cpu() if hasattr(x, "detach") else x)
+    if a.ndim != 2 or a.size == 0 or a.dtype.kind not in "iu":
+        raise ProbeError(f"{param('probe_inputs')} is token ids of shape (batch, seq); got {a.dtype} of shape "
+                         f"{a.shape}")
+    return a.astype(np.int64)
+
+
+def _ids(name: str, values, tokenizer) -> np.ndarray:
+    """A group's token ids: its ids, and its words turned into one id each by ``tokenizer``."""
+    ids = []
+    for v in values:
+        if isinstance(v, str):
+            if tokenizer is None:
+                raise ProbeError(f"token group '{name}' lists words ('{v}'): pass tokenizer= to turn them into ids")
+            ids.extend(_word_id(tokenizer, v))
+        elif isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+            ids.append(int(v))
+        else:
+            raise ProbeError(f"token group '{name}': '{v}' is neither a token id nor a word")
+    if not ids:
+        raise ProbeError(f"token group '{name}' holds no token")
+    return np.asarray(ids, dtype=np.int64)
+
+
+def _word_id(tokenizer, word: str) -> list[int]:
+    """The one id of ``word`` (with the leading space of running text where that is one token, as a
+    byte-level BPE encodes it); a word of several tokens is left out with a warning."""
+    for form in (" " + word.strip(), word.strip()):
+        ids = list(tokenizer.encode(form, add_special_tokens=False))
+        if len(ids) == 1:
+            return ids
+    warn(f"'{word}' is not one token of this tokenizer; left out")
+    return []
+
+
+def _environment() -> dict:
+    import platform
+
+    import h5py
+    import torch
+
+    return {"python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__,
+            "h5py": h5py.__version__, "threads": torch.get_num_threads()}
+
+
+def attention_maps(model, inputs: np.ndarray, attention: Callable | None = None) -> np.ndarray:
+    """(layers, heads, batch, seq, seq) attention probabilities of ``model`` over ``inputs`` (batch, seq),
+    in eval mode without gradients (the model's mode is restored): ``attention(model, inputs)``, else
+    the toolkit's models' ``attention_maps``, else a Hugging Face model's ``output_attentions``."""
+    import torch
+
+    was = model.training
+    device = next(model.parameters()).device
+    x = torch.as_tensor(inputs, device=device)
+    model.eval()
+    try:
+        with torch.no_grad():
+            if attention is not None:
+                maps = attention(model, x)
+            elif callable(getattr(model, "attention_maps", None)):
+                maps = model.attention_maps(x)
+            elif getattr(model, "config", None) is not None:
+                out = model(input_ids=x, output_attentions=True)
+                att = getattr(out, "attentions", None)
+                if not att or any(a is None for a in att):
+                    raise ProbeError("the model returned no attention maps for probe_inputs: its attention runs "
+                                     "fused (sdpa); load it with attn_implementation='eager' (or call "
+                                     "model.set_attn_implementation('eager')), or pass attention=")
+                maps = torch.stack(att).transpose(1, 2)   # (layers, batch, heads, q, k) -> heads first
+            else:
+                raise ProbeError("a model that returns no attention maps: pass attention=(model, inputs) -> "
+                                 "(layers, heads, batch, seq, seq), or no probe_inputs")
+    finally:
+        model.train(was)
+    maps = np.asarray(maps.float().cpu() if hasattr(maps, "cpu") else maps, dtype=np.float32)
+    if maps.ndim != 5 or maps.shape[2:] != (inputs.shape[0], inputs.shape[1], inputs.shape[1]):
+        raise ProbeError(f"attention maps of shape {maps.shape}; expected (layers, heads, {inputs.shape[0]}, "
+                         f"{inputs.shape[1]}, {inputs.shape[1]})")
+    return maps
