@@ -22,7 +22,7 @@ from probe.errors import ProbeError, param
 
 #: the gamma groups, as the toolkit's ``gamma_embed`` ... ``gamma_head``; ``other``: a weight matrix no
 #: rule names (a plain model's ``nn.Linear``), drawn with ``gamma['default']`` when gamma is per group
-GROUPS = ("embed", "attn", "mlp", "head", "other")
+INIT_GROUPS = ("embed", "attn", "mlp", "head", "other")
 
 #: parameter-name patterns -> group, first match wins (after the user's ``rules``): Hugging Face GPT-2,
 #: LLaMA, BERT and GPT-NeoX names and the toolkit's own. Heads come first: ``embed_out`` is NeoX's head.
@@ -128,7 +128,7 @@ class GammaInit:
 
     def gamma_init_(self, generator: torch.Generator | None = None) -> None:
         c = self.cfg
-        gammas = {g: c.module_gamma(g) for g in GROUPS[:4]}
+        gammas = {g: c.module_gamma(g) for g in INIT_GROUPS[:4]}
         draw_(self, plan(self, gammas, fixed_std=c.init_std), generator)
 
 
@@ -234,8 +234,8 @@ def draw_(model: nn.Module, rows: list[InitRow], generator: torch.Generator | No
 def _check_gamma(gamma) -> dict[str, float]:
     given = gamma if isinstance(gamma, Mapping) else {"default": gamma}
     for key, value in given.items():
-        if key not in GROUPS and key != "default":
-            raise ProbeError(f"unknown {param('gamma')} group '{key}' (known: {', '.join(GROUPS)}, default)")
+        if key not in INIT_GROUPS and key != "default":
+            raise ProbeError(f"unknown {param('gamma')} group '{key}' (known: {', '.join(INIT_GROUPS)}, default)")
         # RunConfig's range and wording: a finite number, positive
         name = param("gamma") if given is not gamma else f"{param('gamma')}[{key!r}]"
         if not isinstance(value, Real) or isinstance(value, bool) or not math.isfinite(value):
@@ -250,10 +250,10 @@ def _check_rules(rules: Rules) -> Rules:
         return rules
     if not isinstance(rules, Mapping):
         raise ProbeError(f"{param('rules')} must be a dict of name patterns -> group or a function of a name")
-    bad = {k: v for k, v in rules.items() if not isinstance(k, str) or v not in GROUPS}
+    bad = {k: v for k, v in rules.items() if not isinstance(k, str) or v not in INIT_GROUPS}
     if bad:
         k, v = next(iter(bad.items()))
-        raise ProbeError(f"{param('rules')}: {k!r} -> {v!r}: a group must be one of {', '.join(GROUPS)}")
+        raise ProbeError(f"{param('rules')}: {k!r} -> {v!r}: a group must be one of {', '.join(INIT_GROUPS)}")
     return rules
 
 
