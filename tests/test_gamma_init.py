@@ -220,3 +220,43 @@ def test_a_model_without_weight_matrices():
         gamma_init_(nn.LayerNorm(8), 0.5)
     with pytest.raises(ProbeError, match=r"^model must be a torch nn.Module, not dict$"):
         gamma_init_({"w": torch.zeros(2, 2)}, 0.5)
+
+
+def test_the_how_to_pages_claims():
+    """docs/how-to/gamma-init.md quotes the measured stds of its GPT-2: the words hold for the draws."""
+    from conftest import ROOT
+
+    text = " ".join((ROOT / "docs" / "how-to" / "gamma-init.md").read_text().split())
+    assert "within 0.3 % of fan_in^−γ" in text
+    assert "a matrix's 12,288 to 32,000 draws (1/√(2n): 0.6 % to 0.4 %)" in text
+    assert "the ratios repeat at γ = 1.0" in text and "8-fold (64^0.5)" in text and "16-fold (256^0.5)" in text
+    names = ["transformer.wte.weight", "transformer.h.0.attn.c_attn.weight", "transformer.h.0.mlp.c_proj.weight"]
+    ratios = {}
+    for gamma in (0.5, 1.0):
+        model = gpt2()
+        table = gamma_init_(model, gamma, seed=0)
+        weights = dict(model.named_parameters())
+        ratios[gamma] = [weights[n].std().item() / table[n].std for n in names]
+        sizes = [weights[n].numel() for n in names]
+    assert all(abs(r - 1) < 0.003 for r in ratios[0.5])
+    assert ratios[1.0] == pytest.approx(ratios[0.5], abs=1e-5)
+    assert (min(sizes), max(sizes)) == (12288, 32000)
+    assert (round(100 / math.sqrt(2 * 12288), 1), round(100 / math.sqrt(2 * 32000), 1)) == (0.6, 0.4)
+    assert (64 ** 0.5, 256 ** 0.5) == (8, 16)
+
+
+def test_a_torch_transformer_layer():
+    """nn.TransformerEncoderLayer: nn.MultiheadAttention's raw in_proj_weight (PyTorch's fan-in, its
+    second dimension) and its biases, the FFN named linear1/linear2, norms named norm1/norm2."""
+    layer = nn.TransformerEncoderLayer(32, 4, 64, batch_first=True)
+    layer.self_attn = nn.MultiheadAttention(32, 4, add_bias_kv=True, batch_first=True)
+    table = gamma_init_(layer, {"attn": 0.9, "mlp": 0.6}, seed=0)
+    assert [(r.name, r.group, r.fan_in) for r in table if r.init == "normal"] == [
+        ("self_attn.in_proj_weight", "attn", 32), ("self_attn.out_proj.weight", "attn", 32),
+        ("linear1.weight", "mlp", 32), ("linear2.weight", "mlp", 64)]
+    assert {r.name for r in table if r.init == "zeroed"} >= {"self_attn.in_proj_bias", "self_attn.bias_k",
+                                                              "self_attn.bias_v", "linear1.bias"}
+    assert {r.name for r in table if r.init == "ones"} == {"norm1.weight", "norm2.weight"}
+    check_small(layer, table)
+    with pytest.raises(ProbeError, match=r"^rules\('self_attn.in_proj_weight'\) gave 'ffn': a group must be"):
+        gamma_init_(layer, 0.5, rules=lambda name: "ffn")

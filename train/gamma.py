@@ -34,7 +34,7 @@ DEFAULT_RULES: tuple[tuple[str, str], ...] = (
     ("*attn*", "attn"), ("*attention*", "attn"), ("*.W_Q", "attn"), ("*.W_K", "attn"), ("*.W_V", "attn"),
     ("*.W_O", "attn"), ("*.W_G", "attn"),
     ("*mlp*", "mlp"), ("*intermediate*", "mlp"), ("*.output.dense.*", "mlp"), ("*ffn*", "mlp"),
-    ("*feed_forward*", "mlp"), ("*fc1*", "mlp"), ("*fc2*", "mlp"),
+    ("*feed_forward*", "mlp"), ("*fc1*", "mlp"), ("*fc2*", "mlp"), ("*linear1.*", "mlp"), ("*linear2.*", "mlp"),
 )
 
 Rules = Union[Mapping[str, str], Callable[[str], "str | None"], None]
@@ -136,6 +136,9 @@ def _group(name: str, rules: Rules, defaults: bool) -> str | None:
     if callable(rules):
         group = rules(name)
         if group is not None:
+            if group not in INIT_GROUPS:
+                raise ProbeError(f"{param('rules')}({name!r}) gave {group!r}: a group must be one of "
+                                 f"{', '.join(INIT_GROUPS)} (or None)")
             return group
     elif rules:
         for pattern, group in rules.items():
@@ -158,8 +161,16 @@ def _matrix_fan_in(module: nn.Module, p: torch.Tensor) -> tuple[int, str | None]
     return math.prod(p.shape[1:]), None
 
 
+def _is_bias(name: str) -> bool:
+    # "bias", nn.MultiheadAttention's in_proj_bias and bias_k / bias_v, the toolkit's b_U, b_in ...
+    leaf = name.rpartition(".")[2]
+    return leaf == "bias" or leaf.endswith("_bias") or leaf.startswith(("bias_", "b_"))
+
+
 def _is_norm(module: nn.Module, name: str) -> bool:
-    return "norm" in type(module).__name__.lower() or "norm" in name.rsplit(".", 1)[0].rsplit(".", 1)[-1].lower()
+    # by class (LayerNorm, LlamaRMSNorm, BatchNorm1d) or by the module's own name (norm1, final_norm)
+    owner = name.rpartition(".")[0]
+    return "norm" in type(module).__name__.lower() or "norm" in owner.rpartition(".")[2].lower()
 
 
 def plan(model: nn.Module, gammas: Mapping[str, float], rules: Rules = None,
@@ -182,7 +193,7 @@ def plan(model: nn.Module, gammas: Mapping[str, float], rules: Rules = None,
         if own is not None and name in own:
             fan, group = own[name]
             group = _group(name, rules, defaults=False) or group
-        elif own is None and p.ndim >= 2 and not _is_norm(module, name):
+        elif own is None and p.ndim >= 2 and not _is_norm(module, name) and not _is_bias(name):
             fan, by_type = _matrix_fan_in(module, p)
             group = _group(name, rules, defaults=True) or by_type or "other"
         else:
@@ -195,11 +206,10 @@ def plan(model: nn.Module, gammas: Mapping[str, float], rules: Rules = None,
 
 def _small_init(model, module: nn.Module, name: str, kind: str, shape: tuple[int, ...], p) -> InitRow:
     """A parameter that is no weight matrix: the toolkit's head bias, a bias, a norm weight, or kept."""
-    leaf = name.rpartition(".")[2]
     if isinstance(model, GammaInit) and name == model.head_bias_name and model.cfg.head_bias:
         fan = model.head_fan_in()   # PyTorch's nn.Linear default, as paper 2's code (not gamma-scaled)
         return InitRow(name, kind, shape, "uniform", "head", fan, 1.0 / math.sqrt(fan))
-    if leaf == "bias" or leaf.startswith("b_"):
+    if _is_bias(name):
         return InitRow(name, kind, shape, "zeroed")
     if p.ndim == 1 and _is_norm(module, name):
         return InitRow(name, kind, shape, "ones")
