@@ -260,3 +260,13 @@ def test_a_torch_transformer_layer():
     check_small(layer, table)
     with pytest.raises(ProbeError, match=r"^rules\('self_attn.in_proj_weight'\) gave 'ffn': a group must be"):
         gamma_init_(layer, 0.5, rules=lambda name: "ffn")
+
+
+def test_gpt_neox_names():
+    model = T.GPTNeoXForCausalLM(T.GPTNeoXConfig(vocab_size=300, hidden_size=64, num_hidden_layers=1,
+                                                 num_attention_heads=4, intermediate_size=128,
+                                                 max_position_embeddings=64))
+    table = gamma_init_(model, 0.7, seed=0)
+    assert [r.group for r in table if r.init == "normal"] == ["embed", "attn", "attn", "mlp", "mlp", "head"]
+    assert check_stds(model, table, 0.7) == 6
+    check_small(model, table)
