@@ -1,7 +1,7 @@
 """Trainer for the papers' tasks and models; writes snapshot files (see ``schemas/``)."""
 from .config import PRESETS, RunConfig, preset
 
-__all__ = ["PRESETS", "RunConfig", "preset", "Trainer", "train"]
+__all__ = ["PRESETS", "RunConfig", "preset", "Trainer", "train", "gamma_init_", "GammaInitTable"]
 
 
 def __getattr__(name):  # torch is imported only when training is asked for
@@ -9,6 +9,10 @@ def __getattr__(name):  # torch is imported only when training is asked for
         from . import trainer
 
         return getattr(trainer, name)
+    if name in ("gamma_init_", "GammaInitTable"):
+        from . import gamma
+
+        return getattr(gamma, name)
     if name == "train":
         from .trainer import Trainer
 

@@ -4,13 +4,14 @@ Weights use the ``x @ W`` layout (rows = inputs) with attention weights stored
 per head, so a parameter *is* the tensor a probe asks for: ``W_E[token]`` is a
 token's embedding, ``W_V[h]`` head h's value map (d_model x d_head).
 
-gamma-initialization (papers 1, 2 and 4): every weight matrix with fan-in d_in is
-drawn from N(0, (d_in^-gamma)^2); embedding tables use d_model as d_in. Each module
-(embeddings, attention, MLP, output head) may take its own gamma (``gamma_embed`` ...),
-and ``init_std`` replaces the rule by one fixed std (the usual LLM baseline, 0.02).
-Biases start at 0 and norms keep their default init (weight 1, bias 0); with ``head_bias``
-the output head's bias has PyTorch's nn.Linear default U(-1/sqrt(d), 1/sqrt(d)), as in
-paper 2's code (not gamma-scaled).
+gamma-initialization (papers 1, 2 and 4; the rule's one home is :mod:`probe_train.gamma`): every
+weight matrix with fan-in d_in is drawn from N(0, (d_in^-gamma)^2); embedding tables use d_model as
+d_in. Each module (embeddings, attention, MLP, output head) may take its own gamma (``gamma_embed``
+...), and ``init_std`` replaces the rule by one fixed std (the usual LLM baseline, 0.02). Biases start
+at 0 and norms at weight 1, bias 0; with ``head_bias`` the output head's bias has PyTorch's nn.Linear
+default U(-1/sqrt(d), 1/sqrt(d)), as in paper 2's code (not gamma-scaled). Each model says which
+parameter has which fan-in and gamma group (``fan_in()``): its weights are per head, 3-D, where no
+shape rule could tell.
 """
 from __future__ import annotations
 
@@ -21,34 +22,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .config import RunConfig
-
-
-class GammaInit:
-    """Mixin: parameters listed in ``fan_in()`` (name -> (fan-in, module)) are drawn with std
-    fan_in^-gamma(module), or ``init_std`` when it is set."""
-
-    head_bias_name = ""   # the output head's bias parameter
-
-    def fan_in(self) -> dict[str, tuple[int, str]]:
-        raise NotImplementedError
-
-    def init_stds(self) -> dict[str, float]:
-        """The std each gamma-initialised parameter is drawn with."""
-        c = self.cfg
-        return {name: c.init_std if c.init_std > 0 else fan ** (-c.module_gamma(module))
-                for name, (fan, module) in self.fan_in().items()}
-
-    @torch.no_grad()
-    def gamma_init_(self, generator: torch.Generator | None = None) -> None:
-        stds = self.init_stds()
-        for name, p in self.named_parameters():
-            if name in stds:
-                p.normal_(0.0, stds[name], generator=generator)
-            elif name == self.head_bias_name and self.cfg.head_bias:
-                bound = 1.0 / math.sqrt(self.head_fan_in())
-                p.uniform_(-bound, bound, generator=generator)
-            elif name.rsplit(".", 1)[-1].startswith("b_"):
-                p.zero_()
+from .gamma import GammaInit
 
 
 def _act(name: str):
