@@ -23,6 +23,7 @@ from .format import Writer
 from .readers.module import ModelTensors
 
 WRITTEN_BY = "probe.Recorder"
+_OPEN: set[str] = set()   # the files a Recorder of this process writes (the file lock is per process)
 
 
 class Recorder:
@@ -94,7 +95,12 @@ class Recorder:
         self._losses: list[float] = []   # the loss of each step since the last snapshot: the file's step log
         self._logged = 0                 # the steps the file's log holds (row t: step t)
         self._t0, self._time0 = time.perf_counter(), 0.0
+        key = os.path.realpath(self.path)
+        if key in _OPEN:
+            raise ProbeError(f"{self.path} is being written by another Recorder of this process; close it first")
         self._lock = OutputLock(self.path).acquire()   # one writer per file, as probe-train's
+        _OPEN.add(key)
+        self._key = key
         try:
             Writer.remove_stale(self.path)
             if os.path.exists(self.path) and not overwrite:
@@ -104,7 +110,7 @@ class Recorder:
                 self._logged = self._writer.logged_steps
                 self._check_continued()
         except BaseException:
-            self._lock.release()
+            self._release()
             raise
 
     def due(self, step: int) -> bool:
@@ -159,7 +165,11 @@ class Recorder:
                 self._writer.close()
                 self._writer = None
         finally:
-            self._lock.release()
+            self._release()
+
+    def _release(self) -> None:
+        _OPEN.discard(self._key)
+        self._lock.release()
 
     def __enter__(self) -> "Recorder":
         return self
@@ -198,6 +208,12 @@ class Recorder:
                                  "overwrite=True")
             stored = {n: tuple(s) for n, s in run.tensors().items()}
             self._split_of, self._others = _metric_places(list(run.task.get("metrics", [])))
+            batch = np.asarray(run.dataset("probe_tokens")[...])
+        if batch.size and self._inputs is None:   # the restarted loop goes on with the file's probe batch
+            self._inputs = batch
+        elif not np.array_equal(batch, self._inputs if self._inputs is not None else batch[:0]):
+            raise ProbeError(f"{self.path}: probe_inputs differ from the probe batch it was recorded with; pass "
+                             "the same ones (or none: the file's are used), or record into a new file")
         for n, shape in self._tensors.shapes.items():
             if stored.get(n) != shape:
                 raise ProbeError(f"{self.path}: recorded from another model ('{n}' is {stored.get(n)} there, "

@@ -290,9 +290,9 @@ class _Checker:
         if "name" in fields or "group" in fields:   # discovered (the resume state, checked apart, never comes here)
             base = path.split("{")[0].rstrip("/")
             found = self._leaf_names(base)
-            if not found and spec.get("required"):
-                self.findings.append(f"no datasets under '{base}'")
             names = task.get(spec.get("names_from_task", ""), None)
+            if not found and spec.get("required") and not names == []:   # (a task may name none: a Recorder's)
+                self.findings.append(f"no datasets under '{base}'")
             if isinstance(names, list):  # the task says which names must exist (its token groups)
                 found += [path.format(group=n, name=n) for n in names
                           if path.format(group=n, name=n) not in found]
