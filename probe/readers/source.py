@@ -382,7 +382,8 @@ _LONG = {"f64": "float64", "f32": "float32", "f16": "float16", "bf16": "bfloat16
 def open_source(path: str | os.PathLike, groups: str | None = None, mapping: str | None = None, *,
                 canonical: bool = True):
     """The [`Source`][probe.source.Source] at ``path``: a :class:`Run` for a snapshot file (its groups, plus
-    any from ``groups``), else a :class:`CheckpointRun` (``mapping``: a name-mapping file for its layout;
+    any from ``groups``), else a :class:`CheckpointRun` of one checkpoint or of a folder of one training's
+    checkpoints, a snapshot each (``mapping``: a name-mapping file for its layout;
     ``canonical=False``: its layout found only when its canonical names are first asked for, so that a
     probe of raw tensors or of a model run reads a checkpoint of any layout).
 
@@ -396,6 +397,8 @@ def open_source(path: str | os.PathLike, groups: str | None = None, mapping: str
     >>> from probe.readers.source import open_source
     >>> with open_source("model/") as src:
     ...     src.tensor("token_embedding").shape
+    >>> with open_source("output_dir/") as src:       # checkpoint-500/, checkpoint-1000/, ...
+    ...     list(src.steps)
     """
     path = os.fspath(path)
     # special files are refused before anything is opened (the groups and mapping files are read later)
