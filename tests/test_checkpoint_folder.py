@@ -226,3 +226,20 @@ def test_hub_revisions_named_by_step_are_one_run(tmp_path_factory):
     assert [r["step"] for r in json.loads(res.stdout)["results"]] == [1000, 2000]
     res = run_cli("probe", "similarity", f"hf:{REPO}@step1000,main", "--tokens", "0:8", env=env)
     assert res.returncode == 2 and "revision 'main' states no step" in res.stderr
+
+
+def test_what_is_not_a_run(trainer_dir, files_dir, tmp_path):
+    from probe.errors import ProbeError
+    from probe.readers.source import open_source
+
+    d = tmp_path / "unnumbered"
+    d.mkdir()
+    shutil.copy(files_dir / "step-200.safetensors", d / "final.safetensors")
+    with pytest.raises(ProbeError, match=r"nor checkpoints whose names state a step \(checkpoint-500/"):
+        open_source(d)
+    top = tmp_path / "saved"     # a Trainer's output_dir after save_model: its top is one model, as before
+    shutil.copytree(trainer_dir, top)
+    for f in (top / "checkpoint-40").iterdir():
+        shutil.copy(f, top / f.name)
+    with open_source(top) as run:
+        assert run.n_snapshots == 1
