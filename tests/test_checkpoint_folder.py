@@ -149,7 +149,7 @@ def test_a_folder_mixing_shapes_is_one_line(trainer_dir, tmp_path):
     shutil.copytree(trainer_dir, d)
     shutil.rmtree(d / "checkpoint-20")
     _gpt2(1, n_embd=32).save_pretrained(d / "checkpoint-20")
-    res = run_cli("probe", "similarity", d, "--tokens", "0:8", "--step", "all", real=True)
+    res = run_cli("probe", "similarity", d, "--tokens", "0:8", "--step", "all")
     lines = res.stderr.strip().splitlines()
     assert res.returncode == 2 and len(lines) == 1 and lines[0].startswith("Error: "), res.stderr
     assert "checkpoint checkpoint-20 does not match the newest, checkpoint-40" in lines[0]
@@ -177,8 +177,11 @@ def test_a_step_stated_twice_is_one_line(files_dir, tmp_path):
     d = tmp_path / "twice"
     shutil.copytree(files_dir, d)
     shutil.copy(d / "step-200.safetensors", d / "model_200.safetensors")
-    res = run_cli("probe", "similarity", d, "--tokens", "0:8")
-    assert res.returncode == 2 and "two checkpoints state step 200" in res.stderr
+    from probe.errors import ProbeError
+
+    with pytest.raises(ProbeError, match=r"two checkpoints state step 200 \(model_200.safetensors and "
+                                         r"step-200.safetensors\); keep one of them there"):
+        _similarity(d)
 
 
 def test_info_names_the_steps(trainer_dir):
