@@ -27,15 +27,11 @@ from .printable import shown
 from .errors import Interrupted, ProbeError, captured, failure, unknown, warn
 from .jobs import TIMEOUT_S, ClusterLost, Ended, run
 from .params import PARAMS, check_number
-from .readers.names import FOLDER_FILES, step_from_name
+from .readers.names import FOLDER_FILES, model_folder, step_from_name
 from .signals import stop_asked, stoppable
 
 COLUMNS = ("path", "step", "probe", "key", "metric", "value")
 _CHECKPOINT_EXT = (".h5", ".hdf5", ".safetensors", ".pt", ".pth", ".bin", ".ckpt")
-
-
-def _model_folder(path: str) -> bool:
-    return os.path.isdir(path) and any(os.path.exists(os.path.join(path, f)) for f in FOLDER_FILES)
 
 
 def discover(paths: Iterable[str], revisions: str | None = None) -> list[str]:
@@ -56,12 +52,12 @@ def discover(paths: Iterable[str], revisions: str | None = None) -> list[str]:
         for m in matches:
             if not os.path.exists(m):
                 raise ProbeError(f"{m}: no such file or folder")
-            if os.path.isdir(m) and not _model_folder(m):
+            if os.path.isdir(m) and not model_folder(m):
                 for x in sorted(os.path.join(m, x) for x in os.listdir(m)):
                     if x.endswith(_CHECKPOINT_EXT) and os.path.exists(x) and not os.path.isdir(x):
                         regular_file(x, "checkpoint file")   # a FIFO or device: refused, not skipped
                         found.append(x)
-                    elif _model_folder(x):
+                    elif model_folder(x):
                         found.append(x)
             else:
                 if not os.path.isdir(m):

@@ -153,7 +153,8 @@ PARAMS: dict[str, Param] = {
                         "memory this process can have (physical memory, or a lower cgroup or ``ulimit -v`` limit).",
                         "int or str", metavar="SIZE"),
     "step": Param(STEP_GRAMMAR, "The snapshots: ``\"latest\"``, ``\"all\"``, a step number, a half-open range "
-                  "``\"A:B\"`` or a comma list of these (``\"100,500,latest\"``). A checkpoint holds one step.",
+                  "``\"A:B\"`` or a comma list of these (``\"100,500,latest\"``). A checkpoint holds one step, a "
+                  "folder of checkpoints one per checkpoint.",
                   "str or int", short="-s", batch=f"snapshot files: {STEP_GRAMMAR} (a checkpoint holds one step)"),
     "allow_nonfinite": Param(_nonfinite, "Compute on the finite part instead of raising on NaN or inf: {nonfinite}. A "
                              "``ProbeWarning`` says what was left out.", "bool"),

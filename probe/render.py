@@ -374,6 +374,10 @@ def _checkpoint_info(d: dict, fmt: str) -> None:
         return
     _line(f"file       {d['file']}")
     _line(f"format     {d['format']}, step {d['step'] if d['step'] is not None else '-'}")
+    if d.get("checkpoints"):   # a folder of one training's checkpoints: the newest is described
+        steps = list(d["checkpoints"])
+        shown = ", ".join(map(str, steps if len(steps) <= 10 else steps[:4] + ["..."] + steps[-2:]))
+        _line(f"steps      {len(steps)} checkpoints: {shown} (the newest described)")
     if d["layout"]:
         heads = "no head count (no config.json)" if d["heads"] is None else f"{d['heads']} heads"
         _line(f"layout     {d['layout']}: {d['layers']} layers, {heads}, "

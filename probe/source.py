@@ -1,12 +1,13 @@
 """What a probe reads: the one protocol every source of weights and activations follows.
 
-A snapshot file ([`Run`][probe.format.run.Run]) and an external checkpoint
-([`CheckpointRun`][probe.readers.source.CheckpointRun]) are both a :class:`Source`;
+A snapshot file ([`Run`][probe.format.run.Run]) and external checkpoints
+([`CheckpointRun`][probe.readers.source.CheckpointRun]: one checkpoint, or a folder of one training's
+checkpoints, a snapshot each) are both a :class:`Source`;
 [`open_source`][probe.readers.source.open_source] gives the right one for a path. A probe calls
 these methods and never asks which kind of file it has: where a kind cannot answer, its method
 says so (a checkpoint's ``forward`` runs its model over a text where a snapshot file stores the
-activations; a lone weights file's ``dims["heads"]`` is ``None``). A new kind of source (a folder
-of checkpoints, say) implements these members and every probe of weights reads it.
+activations; a lone weights file's ``dims["heads"]`` is ``None``). A new kind of source implements
+these members and every probe of weights reads it.
 
 Nothing of the package is imported here: the protocol is a description, checked structurally
 (``isinstance(run, Source)``).
@@ -31,9 +32,10 @@ class Source(Protocol):
     dims : dict
         ``layers`` and ``heads`` at least (``heads`` None where no config gives it), a run's more.
     n_snapshots : int
-        The snapshots it holds (a checkpoint: 1).
+        The snapshots it holds (a checkpoint: 1; a folder of checkpoints: one each).
     steps : ndarray of int, shape (n_snapshots,)
-        The step of each snapshot (a checkpoint without one: 0).
+        The step of each snapshot, ascending (a folder's checkpoints: the numbers in their names; a lone
+        checkpoint without one: 0).
     groups : dict of str to ndarray of int
         The token groups, name -> token ids (a checkpoint: those of a ``--groups`` file).
     stores_activations : bool

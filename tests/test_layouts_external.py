@@ -178,13 +178,13 @@ def test_bf16_rows_are_read_lazily_and_equal_the_fp32_ones(saved, tmp_path):
     with CheckpointRun(str(tmp_path)) as run:
         assert run.tensor("token_embedding").shape == (1, V, D)
         res = probe.similarity(tmp_path, "3:9")[0]
-        assert run.tensor("token_embedding")._value is None           # the shape came from the header
+        assert run.tensor("token_embedding")._last is None            # the shape came from the header
     from probe.readers.source import open_source
 
     with open_source(tmp_path) as run:
         t = run.tensor("token_embedding")
         rows = t[0, 3:9]
-        assert t._value is None and rows.shape == (6, D)              # only the rows were read
+        assert t._last is None and rows.shape == (6, D)               # only the rows were read
     want = sd["model.embed_tokens.weight"][3:9].float().numpy()
     np.testing.assert_array_equal(rows, want)
     v = want / np.linalg.norm(want, axis=1, keepdims=True)

@@ -20,7 +20,9 @@ from ..params import PARAMS, Param
 FORMATS = ("table", "json", "csv")
 FORMAT_HELP = "table, json (strict: no NaN) or csv (tidy: step,metric,key,value); data on stdout, logs on stderr"
 SOURCE = ("snapshot file, or a checkpoint: Hugging Face folder, .safetensors, .pt/.pth/.bin state dict, nanoGPT "
-          "ckpt.pt, or a hub model hf:ORG/NAME[@REVISION]")
+          "ckpt.pt, or a hub model hf:ORG/NAME[@REVISION]; or a folder of one training's checkpoints as a run "
+          "(checkpoint-500/, ckpt_1000.pt, step-500.safetensors: the step in the name), or hub revisions named by "
+          "step, hf:ORG/NAME@step1000,step2000")
 SNAPSHOT_FILE = "snapshot file (.h5) written by probe-train"
 #: offered last, in this order, by every probe command
 LAST = ("step", "allow_nonfinite")

@@ -373,7 +373,8 @@ def open_checkpoint(path: str | os.PathLike, step: str | int = "latest") -> RawS
                 if fname.endswith(".index.json") and remote:
                     return ShardedSource(full, config, name_step, remote)
                 return _open_file(full, config, name_step, step)
-        raise ProbeError(f"{path}: a folder without {', '.join(FOLDER_FILES[:-1])} or {FOLDER_FILES[-1]}")
+        raise ProbeError(f"{path}: a folder without {', '.join(FOLDER_FILES[:-1])} or {FOLDER_FILES[-1]}, nor "
+                         "checkpoints whose names state a step (checkpoint-500/, ckpt_1000.pt: a run)")
     regular_file(path, "checkpoint file")
     return _open_file(path, _config(os.path.dirname(os.path.abspath(path)), strict=False), name_step, step)
 

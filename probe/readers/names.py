@@ -1,9 +1,12 @@
 """What a checkpoint's name says: the training step in it (``checkpoint-500``, ``step1000``,
-``hf:ORG/NAME@step1000``), and the files that make a folder a model folder."""
+``hf:ORG/NAME@step1000``), the files that make a folder a model folder, and the checkpoints whose names
+state a step in a folder of them (one run's steps)."""
 from __future__ import annotations
 
 import os
 import re
+
+from ..errors import ProbeError
 
 FOLDER_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
                 "pytorch_model.bin.index.json")
@@ -29,3 +32,40 @@ def step_from_name(path: str) -> int | None:
         if m:
             return int(m.group(1))
     return None
+
+
+NUMBERED = (".safetensors", ".pt", ".pth", ".bin")   # weight files a folder of checkpoints holds
+
+
+def model_folder(path: str) -> bool:
+    """Whether ``path`` is one model's folder (``config.json`` with its weights): one checkpoint."""
+    return os.path.isdir(path) and any(os.path.exists(os.path.join(path, f)) for f in FOLDER_FILES)
+
+
+def numbered_checkpoints(folder: str) -> list[tuple[int, str]]:
+    """The checkpoints of one training in ``folder``, (step, path) by step: model folders whose names
+    state a step (a Trainer's ``checkpoint-500/``) and weight files (``ckpt_1000.pt``,
+    ``step-500.safetensors``, ``model_00200.safetensors``); none for a model folder, which is one
+    checkpoint, or a file. Other entries are left alone (``config.json``, the tokenizer's files, a
+    ``final.pt``). Nothing is opened here: a checkpoint is read when its step is.
+
+    Raises
+    ------
+    ProbeError
+        Two checkpoints state the same step.
+    """
+    if not os.path.isdir(folder) or model_folder(folder):
+        return []
+    found: dict[int, str] = {}
+    for name in sorted(os.listdir(folder)):
+        full = os.path.join(folder, name)
+        if not (model_folder(full) if os.path.isdir(full) else name.endswith(NUMBERED)):
+            continue
+        step = step_from_name(full)
+        if step is None:
+            continue
+        if step in found:
+            raise ProbeError(f"{folder}: two checkpoints state step {step} ({os.path.basename(found[step])} and "
+                             f"{name}); keep one of them there")
+        found[step] = full
+    return sorted(found.items())

@@ -1,7 +1,8 @@
 """What a probe reads, whatever the path: :func:`open_source` returns a :class:`~probe.format.Run`
-for this toolkit's snapshot files and a :class:`CheckpointRun` — one snapshot, canonical tensor
-names — for any checkpoint :mod:`.checkpoints` can read. Both are a :class:`probe.source.Source`:
-the probes call its methods and never ask which kind of file it is.
+for this toolkit's snapshot files and a :class:`CheckpointRun` — canonical tensor names, a snapshot
+per checkpoint — for any checkpoint :mod:`.checkpoints` can read, or a folder of one training's
+checkpoints (steps by their names). Both are a :class:`probe.source.Source`: the probes call its
+methods and never ask which kind of file it is.
 """
 from __future__ import annotations
 
@@ -16,10 +17,12 @@ from ..limits import WHY, check, parse_json, parse_yaml
 from ..errors import ProbeError, param
 from ..params import check_number
 from ..format import Run, is_snapshot_file
-from ..format.steps import step_indices
+from ..format.steps import listed, step_indices
 from .checkpoints import open_checkpoint
+from .hub import expand, is_hub, parse
 from .layouts import CanonicalReader
-from .words import ids_to_text, read_text, words_to_ids
+from .names import numbered_checkpoints, step_from_name
+from .words import TOKENIZER_FILES, ids_to_text, read_text, words_to_ids
 
 
 def load_groups(path: str, checkpoint: str | None = None) -> dict[str, np.ndarray]:
@@ -51,70 +54,137 @@ def load_groups(path: str, checkpoint: str | None = None) -> dict[str, np.ndarra
 
 
 class _Tensor:
-    """A canonical tensor seen as a one-snapshot, h5py-like dataset (axis 0 = snapshot): its shape
-    comes from the checkpoint's header and ``t[0, lo:hi]`` reads only those rows where it can. ``name``
-    says it with the raw names it is built from, ``path`` is the checkpoint's, and it is read as float32:
-    what the memory budget's check of a read needs (:func:`probe.format.tensors.read_at`)."""
+    """A canonical tensor seen as an h5py-like dataset whose axis 0 is the checkpoint (one per step): its
+    shape comes from the newest checkpoint's header, and ``t[i, lo:hi]`` opens checkpoint ``i`` only then
+    and reads only those rows where it can. ``name`` says it with the raw names it is built from, ``path``
+    is the run's, and it is read as float32: what the memory budget's check of a read needs
+    (:func:`probe.format.tensors.read_at`)."""
 
     dtype = np.dtype(np.float32)
 
-    def __init__(self, reader: CanonicalReader, name: str):
-        self._reader, self._name, self._value, self._shape = reader, name, None, None
-        raw = tuple(reader.layout.rules[name][0])
-        self.name = f"{name} ({', '.join(raw)})" if raw and raw != (name,) else name
-        self.path = reader.source.path
-
-    @property
-    def value(self) -> np.ndarray:
-        if self._value is None:
-            self._value = self._reader.read(self._name)
-        return self._value
+    def __init__(self, run: "CheckpointRun", name: str):
+        self._run, self._name, self._shape = run, name, None
+        self._last: tuple[int, np.ndarray] | None = None   # the last whole tensor read: one, not one per step
+        self.name, self.path = run.label(name), run.path
 
     @property
     def shape(self) -> tuple[int, ...]:
         if self._shape is None:
-            self._shape = (1, *self._reader.shape(self._name))
+            self._shape = (self._run.n_snapshots, *self._run.reader.shape(self._name))
         return self._shape
 
     @property
     def ndim(self) -> int:
         return len(self.shape)
 
+    def _whole(self, i: int) -> np.ndarray:
+        if self._last is None or self._last[0] != i:
+            self._last = (i, self._run.reader_at(i).read(self._name))
+        return self._last[1]
+
+    def _at(self, i: int, rest: tuple):
+        rows = rest[0] if len(rest) == 1 else None
+        if isinstance(rows, slice) and rows.step in (None, 1) and (self._last is None or self._last[0] != i):
+            lo, hi, _ = rows.indices(self.shape[1])
+            return self._run.reader_at(i).read_rows(self._name, lo, hi)
+        return self._whole(i)[rest] if rest else self._whole(i)
+
     def __getitem__(self, key):
-        if (self._value is None and isinstance(key, tuple) and len(key) == 2 and key[0] in (0, -1)
-                and isinstance(key[1], slice) and key[1].step in (None, 1)):
-            lo, hi, _ = key[1].indices(self.shape[1])
-            return self._reader.read_rows(self._name, lo, hi)
-        return self.value[None][key]
+        snap, rest = (key[0], key[1:]) if isinstance(key, tuple) else (key, ())
+        at = range(self.shape[0])[snap]     # an index out of range: IndexError, as numpy's
+        if isinstance(snap, slice):
+            return np.stack([self._at(i, rest) for i in at]) if len(at) else np.zeros((0, *self.shape[1:]))
+        return self._at(at, rest)
 
 
 class CheckpointRun:
-    """An external checkpoint as a one-snapshot run with canonical tensor names: a
+    """External checkpoints as a run with canonical tensor names: one checkpoint (a run of one step), or
+    the checkpoints of one training (a folder of a Trainer's ``checkpoint-N/`` folders or of numbered
+    weight files, :func:`~probe.readers.names.numbered_checkpoints`; hub revisions named by step,
+    ``hf:ORG/NAME@step1000,step2000``), one snapshot each, its step the number in its name: a
     [`Source`][probe.source.Source], as a snapshot file's [`Run`][probe.format.run.Run] is.
 
-    Its layout (the canonical names) is found as it opens, an unknown one an error before any other;
-    with ``canonical=False`` when first needed: a spectrum (every matrix by its own name) and a model
-    run over a text read a checkpoint of any layout.
+    The newest checkpoint is opened first: its layout (the canonical names, an unknown one an error
+    before any other; with ``canonical=False`` when first needed: a spectrum and a model run over a text
+    read a checkpoint of any layout), configuration and shapes are the run's. Any other is opened only
+    when its step is read (a few held open at once) and must match the newest, tensor for tensor, or its
+    name is said in one line.
     """
 
     def __init__(self, path: str, groups: str | None = None, mapping: str | None = None, step: str = "latest",
                  canonical: bool = True):
         self.path = path
-        self.source = open_checkpoint(path, step)
+        self.members = _members(path) or [(None, path)]    # (step, checkpoint), by step
+        self.source = open_checkpoint(self.members[-1][1], step)
         self._mapping = mapping
         self._reader = CanonicalReader(self.source, mapping) if canonical else None   # (now: its error first)
         self.config = dict(self.source.config)
-        self.groups = load_groups(groups, path) if groups else {}
+        self._held: dict[int, list] = {}     # index -> [raw source, canonical reader or None]: a few at once
+        self.groups = load_groups(groups, self._words) if groups else {}
         self._tensors: dict[str, _Tensor] = {}
 
-    n_snapshots = 1
+    @property
+    def n_snapshots(self) -> int:
+        return len(self.members)
 
     @property
     def reader(self) -> CanonicalReader:
-        """The canonical names (``layer0/W_V``) of the checkpoint's raw tensors; an unknown layout's error."""
+        """The canonical names (``layer0/W_V``) of the newest checkpoint's raw tensors; an unknown layout's error."""
         if self._reader is None:
             self._reader = CanonicalReader(self.source, self._mapping)
         return self._reader
+
+    def _name(self, i: int) -> str:
+        p = self.members[i][1]
+        return p if p.startswith("hf:") else os.path.basename(os.path.normpath(p))
+
+    def source_at(self, i: int):
+        """Checkpoint ``i``'s raw tensors: opened now if not held (at most :data:`HELD` besides the newest),
+        checked against the newest's names and shapes."""
+        i = range(self.n_snapshots)[i]
+        if i == self.n_snapshots - 1:
+            return self.source
+        if i not in self._held:
+            src = open_checkpoint(self.members[i][1])
+            self._match(i, src)
+            while len(self._held) >= HELD:
+                self._held.pop(next(iter(self._held)))
+            self._held[i] = [src, None]
+        return self._held[i][0]
+
+    def reader_at(self, i: int) -> CanonicalReader:
+        """Checkpoint ``i``'s canonical tensors, its layout the newest's (or a ProbeError naming it)."""
+        src = self.source_at(i)
+        if src is self.source:
+            return self.reader
+        held = self._held[range(self.n_snapshots)[i]]
+        if held[1] is None:
+            reader = CanonicalReader(src, self._mapping)
+            mine, newest = reader.layout, self.reader.layout
+            if (mine.name, mine.layers, mine.heads) != (newest.name, newest.layers, newest.heads):
+                self._differs(i, f"it is a {mine.name} model of {mine.layers} layers and {mine.heads} heads, the "
+                                 f"newest a {newest.name} model of {newest.layers} layers and {newest.heads} heads")
+            held[1] = reader
+        return held[1]
+
+    def _match(self, i: int, src) -> None:
+        mine, newest = src.shapes(), self.source.shapes()
+        if set(mine) != set(newest):   # other tensor names: another layout, said as such where both are known
+            try:
+                kinds = CanonicalReader(src, self._mapping).layout.name, self.reader.layout.name
+            except ProbeError:
+                kinds = ("", "")
+            if kinds[0] != kinds[1]:
+                self._differs(i, f"it is a {kinds[0]} checkpoint, the newest a {kinds[1]} one")
+        for n in [*newest, *mine]:
+            a, b = mine.get(n), newest.get(n)
+            if a is None or b is None or tuple(a) != tuple(b):
+                shown = [list(x) if x is not None else "missing" for x in (a, b)]
+                self._differs(i, f"tensor {n} is {shown[0]} there, {shown[1]} in the newest")
+
+    def _differs(self, i: int, why: str):
+        raise ProbeError(f"{self.path}: checkpoint {self._name(i)} does not match the newest, "
+                         f"{self._name(-1)}: {why} (one run's checkpoints hold one model)")
 
     @property
     def dims(self) -> dict:
@@ -124,33 +194,38 @@ class CheckpointRun:
 
     @property
     def steps(self) -> np.ndarray:
-        return np.asarray([self.source.step if self.source.step is not None else 0])
+        if self.n_snapshots == 1:
+            return np.asarray([self.source.step if self.source.step is not None else 0])
+        return np.asarray([s for s, _ in self.members])
 
     def step_indices(self, spec) -> list[int]:
-        """The step grammar of snapshot runs (:func:`probe.format.steps.step_indices`) on this one step."""
+        """The step grammar of snapshot runs (:func:`probe.format.steps.step_indices`) on these steps."""
         try:
             return step_indices(spec, self.steps, self.path)
         except ProbeError:
+            if self.n_snapshots > 1:
+                raise
             raise ProbeError(f"{self.path}: a checkpoint holds one step ({int(self.steps[0])}); "
                              f"use {param('step', 'latest')}") from None
 
     def step_of(self, index: int) -> int | None:
-        """The checkpoint's own step, as messages name it; None when it has none."""
-        return self.source.step
+        """The checkpoint's own step, as messages name it; None for a lone checkpoint without one."""
+        return self.source.step if self.n_snapshots == 1 else int(self.members[index][0])
 
     @property
     def provenance(self) -> dict:
-        """What wrote it: ``written_by`` (``"checkpoint"``), ``format``, ``step``, ``layout`` (None: unknown), ``config``."""
+        """What wrote it: ``written_by`` (``"checkpoint"``), ``format``, ``step`` (the newest's), ``layout``
+        (None: unknown), ``config``, and for several ``checkpoints``: their number."""
         try:
             layout = self.reader.layout.name
         except ProbeError:
             layout = None
-        return {"written_by": "checkpoint", "format": self.source.kind, "step": self.source.step, "layout": layout,
-                "config": self.config}
+        return {"written_by": "checkpoint", "format": self.source.kind, "step": self.step_of(-1), "layout": layout,
+                "config": self.config, **({"checkpoints": self.n_snapshots} if self.n_snapshots > 1 else {})}
 
     def describe(self) -> dict:
         """The checkpoint as plain data (``probe info``; the keys: :func:`probe.api.info`), its layout
-        known or not."""
+        known or not; the newest one of several, with ``checkpoints`` (step -> its name)."""
         src = self.source
         shapes, dtypes, tied = src.shapes(), src.dtypes(), src.aliases()
         try:
@@ -159,7 +234,10 @@ class CheckpointRun:
                      "canonical": {n: list(raw) for n, (raw, _) in layout.rules.items()}}
         except ProbeError as exc:   # info describes what it can read, known layout or not
             known = {"layout": None, "layers": None, "heads": None, "canonical": {}, "layout_error": str(exc)}
-        return {"file": self.path, "format": src.kind, "step": src.step, **known, "config": src.config,
+        several = {"checkpoints": {int(s): self._name(i) for i, (s, _) in enumerate(self.members)}} \
+            if self.n_snapshots > 1 else {}
+        return {"file": self.path, "format": src.kind, "step": self.step_of(-1), **known, **several,
+                "config": src.config,
                 "tensors": {n: {"shape": list(s), "dtype": dtypes.get(n, "?"),
                                 **({"tied_to": tied[n]} if n in tied else {})} for n, s in shapes.items()},
                 "parameters": int(sum(int(np.prod(s)) for n, s in shapes.items()
@@ -169,7 +247,7 @@ class CheckpointRun:
         if name not in self.reader.names():
             raise ProbeError(f"{self.path}: no tensor '{name}' in this {self.reader.layout.name} checkpoint; "
                              f"known: {', '.join(self.reader.names()[:10])}, ...")
-        return self._tensors.setdefault(name, _Tensor(self.reader, name))
+        return self._tensors.setdefault(name, _Tensor(self, name))
 
     def tensors(self) -> dict[str, tuple[int, ...]]:
         return {n: self.tensor(n).shape[1:] for n in self.reader.names()}
@@ -193,13 +271,12 @@ class CheckpointRun:
 
     def linear_maps(self, spec, work: float = 0):
         """Every 2-D tensor by its own name, whatever the layout, in natural order, a tensor tied to another
-        (the same memory under two names) once: (indices, names, read(name, index)), the names checked
-        against the memory budget (their header's shapes and dtypes, read as float32 with ``work`` times
-        that more) before any is read."""
+        (the same memory under two names) once: (indices of ``spec``, names, read(name, index)), the names
+        checked against the memory budget (the newest's header's shapes and dtypes, read as float32 with
+        ``work`` times that more) before any is read; checkpoint ``index`` is opened when first read."""
         from ..format.tensors import natural
 
-        if str(spec) not in ("latest", "all", str(self.source.step)):
-            raise ProbeError(f"{self.path}: a checkpoint holds one step; use {param('step', 'latest')}")
+        indices = self.step_indices(spec)
         tied = self.source.aliases()   # a tied lm_head is the embedding: one matrix, counted once
         names = sorted((n for n, s in self.source.shapes().items() if len(s) == 2 and min(s) > 1 and n not in tied),
                        key=natural)
@@ -209,32 +286,45 @@ class CheckpointRun:
             bits = re.search(r"\d+", dtype)      # f32, bf16, float16, f8_e4m3 (safetensors' and torch's names)
             check(self.path, n, shapes[n], _LONG.get(dtype, dtype), int(bits.group()) // 8 if bits else 1,
                   need=math.prod(shapes[n]) * 4 * (1 + work), why=WHY)
-        return [0], names, lambda n, i: self.source.read(n)
+        return indices, names, lambda n, i: self.source_at(i).read(n)
+
+    @property
+    def _words(self) -> str:
+        """Where the tokenizer files are: the folder of several checkpoints if it holds them, else the newest."""
+        if self.n_snapshots > 1 and os.path.isdir(self.path) and \
+                any(os.path.exists(os.path.join(self.path, f)) for f in TOKENIZER_FILES):
+            return self.path
+        return self.members[-1][1]
 
     def word_ids(self, words: list[str]) -> np.ndarray:
         """Ids of ``words`` from the checkpoint's tokenizer files."""
-        return words_to_ids(self.path, words)
+        return words_to_ids(self._words, words)
 
     def token_texts(self, ids, later: bool = False):
         """Text of each token id from the tokenizer files; ``None`` without them (or, with a warning, when
         they cannot be read). ``later``: a function giving them when first asked for (the files take
         ~20 ms to load, ten times a small probe)."""
-        path, ids = self.path, [int(i) for i in ids]
+        path, ids = self._words, [int(i) for i in ids]
         return (lambda: ids_to_text(path, ids)) if later else ids_to_text(path, ids)
 
     def forward(self, text: str | None, what: str, step, *, window: int, max_tokens: int, attention: bool = False):
-        """The checkpoint's model run over the windows of ``text`` (a
+        """The model of the checkpoint at ``step`` (one step) run over the windows of ``text`` (a
         :class:`~probe.readers.activations.Forward`): the activations a checkpoint does not store."""
         from .activations import run_text   # transformers and torch: only for a probe of activations
 
         if text is None:
             raise ProbeError(f"{self.path}: {what} on a checkpoint needs activations: pass {param('text')} FILE, a "
                              "text file to run the model on (its tokenizer files are used)")
-        if str(step) not in ("latest", "all"):
+        if self.n_snapshots == 1 and str(step) not in ("latest", "all"):
             raise ProbeError(f"{self.path}: a checkpoint holds one step; use {param('step', 'latest')}")
+        indices = self.step_indices(step)
+        if len(indices) > 1:
+            raise ProbeError(f"{self.path}: {what} runs one checkpoint's model over the text; choose one step with "
+                             f"{param('step')} (steps: {listed(self.steps)})")
         check_number("window", window)
         check_number("max_tokens", max_tokens)
-        return run_text(self.path, text, window=window, max_tokens=max_tokens, attention=attention)
+        self.source_at(indices[0])   # (its match with the newest checked first)
+        return run_text(self.members[indices[0]][1], text, window=window, max_tokens=max_tokens, attention=attention)
 
     stores_activations = False   # its model runs over a text instead: forward
     @property
@@ -256,6 +346,7 @@ class CheckpointRun:
 
     def close(self) -> None:
         self._tensors.clear()
+        self._held.clear()
 
     def __enter__(self) -> "CheckpointRun":
         return self
@@ -264,13 +355,35 @@ class CheckpointRun:
         self.close()
 
 
+HELD = 2    # checkpoints held open besides the newest: a step's reads, then the next step's
+
+
+def _members(path: str) -> list[tuple[int, str]]:
+    """The checkpoints of a run at ``path``, (step, checkpoint) by step: a folder's numbered ones, or the
+    revisions of ``hf:ORG/NAME@REV1,REV2`` (each naming its step); none for one checkpoint."""
+    if not is_hub(path):
+        return numbered_checkpoints(path)
+    repo, revs = parse(path)
+    if not revs or "," not in revs:
+        return []
+    found = {}
+    for spec in expand(f"hf:{repo}", revs):
+        step = step_from_name(spec)
+        if step is None:
+            raise ProbeError(f"{path}: revision '{spec.partition('@')[2]}' states no step; the revisions of one run "
+                             "are named by step (step1000,step2000)")
+        found.setdefault(step, spec)
+    return sorted(found.items())
+
+
 _LONG = {"f64": "float64", "f32": "float32", "f16": "float16", "bf16": "bfloat16"}   # safetensors' short names
 
 
 def open_source(path: str | os.PathLike, groups: str | None = None, mapping: str | None = None, *,
                 canonical: bool = True):
     """The [`Source`][probe.source.Source] at ``path``: a :class:`Run` for a snapshot file (its groups, plus
-    any from ``groups``), else a :class:`CheckpointRun` (``mapping``: a name-mapping file for its layout;
+    any from ``groups``), else a :class:`CheckpointRun` of one checkpoint or of a folder of one training's
+    checkpoints, a snapshot each (``mapping``: a name-mapping file for its layout;
     ``canonical=False``: its layout found only when its canonical names are first asked for, so that a
     probe of raw tensors or of a model run reads a checkpoint of any layout).
 
@@ -284,6 +397,8 @@ def open_source(path: str | os.PathLike, groups: str | None = None, mapping: str
     >>> from probe.readers.source import open_source
     >>> with open_source("model/") as src:
     ...     src.tensor("token_embedding").shape
+    >>> with open_source("output_dir/") as src:       # checkpoint-500/, checkpoint-1000/, ...
+    ...     list(src.steps)
     """
     path = os.fspath(path)
     # special files are refused before anything is opened (the groups and mapping files are read later)

@@ -16,6 +16,9 @@ from ..files import open_regular, regular_file
 from ..errors import ProbeError, param, warn
 
 
+TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "merges.txt", "encoder.json", "vocab.bpe", "vocab.txt")
+
+
 def load_tokenizer(path: str, required: bool = True, purpose: str = "words"):
     """(tokenizer, byte_level) for the checkpoint at ``path``; ``None`` when it has no tokenizer
     files and ``required`` is false. Files that exist but cannot be read are a ProbeError."""
@@ -28,8 +31,7 @@ def load_tokenizer(path: str, required: bool = True, purpose: str = "words"):
         raise ProbeError(f"{param(purpose)} needs the 'tokenizers' package: pip install tokenizers") from None
     d, _ = fetch(path)    # the tokenizer files; safetensors weights stay on the hub
     d = d if os.path.isdir(d) else os.path.dirname(os.path.abspath(d))
-    has = {n: os.path.join(d, n) for n in ("tokenizer.json", "vocab.json", "merges.txt", "encoder.json", "vocab.bpe",
-                                           "vocab.txt") if os.path.exists(os.path.join(d, n))}
+    has = {n: os.path.join(d, n) for n in TOKENIZER_FILES if os.path.exists(os.path.join(d, n))}
     for f in has.values():     # the tokenizers library opens these itself: any not a regular file is refused first
         regular_file(f, "tokenizer file")
     try:

@@ -85,10 +85,11 @@ def _texts(strings: list[str] | None, ids) -> list[str] | None:
 
 def _checkpoint_series(spec: str, revisions: str | None) -> RunSource:
     from ..batch import discover
-    from ..readers.names import step_from_name
+    from ..readers.names import numbered_checkpoints, step_from_name
 
-    found = discover([spec], revisions)
-    by_step: dict[int, str] = {}
+    # a folder of one training's checkpoints: the steps every probe's --step sees on it
+    by_step: dict[int, str] = dict(numbered_checkpoints(spec)) if not revisions else {}
+    found = [] if by_step else discover([spec], revisions)
     for i, path in enumerate(found):
         step = step_from_name(path)
         by_step.setdefault(step if step is not None else -(len(found) - i), path)   # unnamed: keep their order
