@@ -21,7 +21,7 @@ from .errors import ProbeError, ProbeWarning
 _API = ("Run", "info", "token_text", "validate", "select_tokens", "sweep_summary")   # and every probe (registry)
 
 #: submodules a user reaches as attributes (``probe.chart.heatmap``), imported on first use
-_SUBMODULES = ("api", "batch", "chart", "errors", "figures", "registry", "report")
+_SUBMODULES = ("api", "batch", "callbacks", "chart", "errors", "figures", "registry", "report")
 
 
 def __getattr__(name):   # PEP 562: the API (numpy, h5py) and the submodules only when first used

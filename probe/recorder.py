@@ -20,7 +20,7 @@ import numpy as np
 from .errors import ProbeError, param, warn
 from .files import OutputLock, regular_file
 from .format import Writer
-from .readers.module import ModelTensors
+from .readers.module import ModelTensors, hf_model
 
 WRITTEN_BY = "probe.Recorder"
 _OPEN: set[str] = set()   # the files a Recorder of this process writes (the file lock is per process)
@@ -54,9 +54,10 @@ class Recorder:
     mapping : str, optional
         A name-mapping JSON file (as ``--mapping``) for a layout not known.
     metrics : sequence of str, optional
-        The metric names a snapshot stores (default: those of the first recorded step); a later name
-        not among them is left out with a warning, a missing one is NaN. ``loss`` is also the
-        snapshot's training loss.
+        The metric names a snapshot stores (default: those of the first recorded step, ``loss`` if it
+        has none); a later name not among them is left out with a warning, a missing one is NaN.
+        ``loss`` is also the snapshot's training loss, ``epoch`` its epoch; ``NAME_loss`` and
+        ``NAME_acc`` are split NAME's (``eval_loss``: split ``eval``).
     config : dict, optional
         Anything to keep with the run (γ, learning rate ...), shown by ``probe info``.
     overwrite : bool
@@ -138,8 +139,10 @@ class Recorder:
             raise ProbeError(f"{self.path}: step {step} is not after the newest recorded step {self._last} (a loop "
                              "resumed from an earlier checkpoint: record into a new file, or pass overwrite=True)")
         values = {str(k): _number(k, v) for k, v in metrics.items()}
+        epoch = values.pop("epoch", math.nan)   # the snapshot's own field, as probe-train's
         if self._writer is None:
-            self._create(self.metrics if self.metrics is not None else list(values))
+            names = self.metrics if self.metrics is not None else list(values) or ["loss"]   # (step 0: none yet)
+            self._create([m for m in names if m != "epoch"])
         known = self._split_of | dict.fromkeys(self._others, None)
         for k in sorted(set(values) - set(known) - self._dropped):
             self._dropped.add(k)
@@ -148,7 +151,7 @@ class Recorder:
         split_metrics: dict = {}
         for name, (split, metric) in self._split_of.items():
             split_metrics.setdefault(split, {})[metric] = values.get(name, math.nan)
-        self._writer.append(step=step, epoch=math.nan, time=self._time0 + time.perf_counter() - self._t0,
+        self._writer.append(step=step, epoch=epoch, time=self._time0 + time.perf_counter() - self._t0,
                             train_loss=values.get("loss", values.get("train_loss", math.nan)),
                             params=self._tensors.read(), metrics=split_metrics, attention=self._attention(),
                             recorded={k: values.get(k, math.nan) for k in self._others},
@@ -328,8 +331,8 @@ def attention_maps(model, inputs: np.ndarray, attention: Callable | None = None)
                 maps = attention(model, x)
             elif callable(getattr(model, "attention_maps", None)):
                 maps = model.attention_maps(x)
-            elif getattr(model, "config", None) is not None:
-                out = model(input_ids=x, output_attentions=True)
+            elif hf_model(model) is not None:   # a Hugging Face model, or one a Lightning module wraps
+                out = hf_model(model)(input_ids=x, output_attentions=True)
                 att = getattr(out, "attentions", None)
                 if not att or any(a is None for a in att):
                     raise ProbeError("the model returned no attention maps for probe_inputs: its attention runs "

@@ -20,3 +20,7 @@ _.__signature__                               # read by Typer: probe-train's gen
 _.format_options                              # Click calls it: probe-train --help's headings (train/cli.py)
 _.make_anchor_task, _.make_composite_task, _.make_text_task   # found by name (train/tasks/__init__.py)
 _.run_finished                                # used by tests and the figures (train/runs.py)
+from probe import callbacks
+callbacks.TransformersCallback, callbacks.LightningCallback   # public API: users hand them to their Trainer
+_.on_train_begin, _.on_step_begin, _.on_step_end, _.on_log, _.on_train_end   # transformers.Trainer calls them
+_.on_fit_start, _.on_train_batch_end, _.on_fit_end, _.on_exception          # Lightning's Trainer calls them

@@ -12,6 +12,15 @@ from .checkpoints import StateDictSource
 from .layouts import CanonicalReader, needs_heads
 
 
+def hf_model(model):
+    """``model`` if it is a Hugging Face model (it has a ``config``), else its first submodule that is one
+    (a Lightning module wrapping it), else None."""
+    for m in model.modules():
+        if hasattr(getattr(m, "config", None), "to_dict"):
+            return m
+    return None
+
+
 class ModuleSource(StateDictSource):
     """The tensors of ``model`` (its ``state_dict``; torch.compile's ``_orig_mod.`` prefix stripped), with
     its Hugging Face ``config`` when it has one, named ``label`` in messages. A raw tensor read once
@@ -21,7 +30,7 @@ class ModuleSource(StateDictSource):
     kind = "module"
 
     def __init__(self, model, label: str):   # (no file to load: StateDictSource's own start is not used)
-        config = getattr(model, "config", None)
+        config = getattr(hf_model(model), "config", None)
         self.path, self.step = label, None
         self.config = dict(config.to_dict()) if hasattr(config, "to_dict") else {}
         self._tensors = {k.removeprefix("_orig_mod."): v for k, v in model.state_dict().items()}

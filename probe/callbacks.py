@@ -1,0 +1,130 @@
+"""Callbacks that record a run where people train: Hugging Face's ``transformers.Trainer`` and Lightning's
+``Trainer``. Each is a thin wrapper over :class:`probe.Recorder`; the library it plugs into is an
+optional extra (``pip install 'gamma-probe[transformers]'``, ``'gamma-probe[lightning]'``) and is
+imported only when the callback is made.
+
+>>> from probe.callbacks import TransformersCallback
+>>> trainer = transformers.Trainer(model, args, train_dataset=ds,
+...                                callbacks=[TransformersCallback("run.h5", every=50)])
+"""
+from __future__ import annotations
+
+import os
+
+from .errors import ProbeError
+
+#: what the Hugging Face Trainer logs and a recorded snapshot keeps (eval_loss: the split "eval")
+TRAINER_METRICS = ("loss", "eval_loss", "learning_rate", "grad_norm")
+
+
+def _base(module: str, name: str, extra: str):
+    """The callback base class of library ``module``; a one-line error naming the extra without it."""
+    import importlib
+
+    try:
+        return getattr(importlib.import_module(module), name)
+    except ImportError:
+        raise ProbeError(f"this callback needs {module.split('.')[0]}: pip install 'gamma-probe[{extra}]'") from None
+
+
+def TransformersCallback(path: str | os.PathLike, every: int | None = None, **recorder):
+    """A ``transformers.TrainerCallback`` that records the model every ``every`` optimizer steps.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The snapshot file (:class:`probe.Recorder`: a resumed training continues it).
+    every : int, optional
+        Record every ``every`` optimizer steps (``state.global_step``) and at step 0; default: the
+        Trainer's ``logging_steps``.
+    **recorder
+        The :class:`probe.Recorder` arguments (``groups``, ``tokenizer``, ``probe_inputs``, ``metrics``
+        ...). ``metrics`` defaults to :data:`TRAINER_METRICS`.
+
+    Each snapshot keeps what the Trainer logged at its step (its training loss averaged since the
+    previous log, ``eval_loss`` when it evaluated then, the learning rate): the weights are taken
+    before the next update, once the step's logs are in.
+    """
+    base = _base("transformers", "TrainerCallback", "transformers")
+
+    class _Callback(base):
+        def __init__(self):
+            self.rec = None
+            self.pending: int | None = None     # a due step whose logs may still come
+            self.logs: dict = {}
+
+        def on_train_begin(self, args, state, _control, model=None, **kw):
+            from .recorder import Recorder
+
+            recorder.setdefault("metrics", TRAINER_METRICS)
+            self.rec = Recorder(path, model, every or args.logging_steps, **recorder)
+            if state.global_step == 0:
+                self.rec.snapshot(0)
+
+        def on_step_end(self, args, state, _control, **kw):
+            if self.rec.due(state.global_step):
+                self.flush()
+                self.pending, self.logs = state.global_step, {}
+
+        def on_log(self, args, state, _control, logs=None, **kw):
+            if self.pending == state.global_step:
+                self.logs.update({k: v for k, v in (logs or {}).items() if isinstance(v, (int, float))})
+
+        def on_step_begin(self, args, state, _control, **kw):
+            self.flush()   # the weights are still those of the pending step: no update came since
+
+        def on_train_end(self, args, state, _control, **kw):
+            try:
+                self.flush()
+            finally:
+                self.rec.close()
+
+        def flush(self):
+            if self.pending is not None:
+                self.rec.snapshot(self.pending, **self.logs)
+                self.pending = None
+
+    return _Callback()
+
+
+def LightningCallback(path: str | os.PathLike, every: int = 100, **recorder):
+    """A ``lightning.pytorch.Callback`` that records the LightningModule every ``every`` optimizer steps
+    (``trainer.global_step``) and at step 0, with the training step's ``loss`` and the logged
+    ``callback_metrics`` named in ``metrics`` (default ``("loss",)``; ``val_loss`` becomes the split
+    "val"). ``**recorder``: the :class:`probe.Recorder` arguments. A Hugging Face model inside the
+    module is found by its config."""
+    base = _base("lightning.pytorch", "Callback", "lightning")
+
+    class _Callback(base):
+        def __init__(self):
+            self.rec = None
+            self.last: int | None = None
+
+        def on_fit_start(self, trainer, pl_module):
+            from .recorder import Recorder
+
+            recorder.setdefault("metrics", ("loss",))
+            self.rec = Recorder(path, pl_module, every, **recorder)
+            if trainer.global_step == 0:
+                self.rec.snapshot(0)
+                self.last = 0
+
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, _batch_idx):
+            step = trainer.global_step   # optimizer steps: the same for the batches one step accumulates
+            if step == self.last:
+                return
+            self.last = step
+            metrics = {k: v for k, v in trainer.callback_metrics.items() if getattr(v, "numel", lambda: 1)() == 1}
+            loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
+            if loss is not None:
+                metrics["loss"] = loss
+            self.rec.step(step, **metrics)
+
+        def on_fit_end(self, trainer, pl_module):
+            self.rec.close()
+
+        def on_exception(self, trainer, pl_module, _exception):
+            if self.rec is not None:
+                self.rec.close()
+
+    return _Callback()

@@ -1,0 +1,94 @@
+"""The callbacks (issue 50, point 3): the real transformers.Trainer and the real Lightning Trainer, offline,
+on the CPU, a few steps of a tiny randomly initialised GPT-2; the file they record is checked as any run."""
+import numpy as np
+import pytest
+import torch
+
+from conftest import run_cli
+from probe.format import Run
+
+
+def _gpt2():
+    import transformers as T
+
+    T.logging.set_verbosity_error()
+    torch.manual_seed(0)
+    return T.GPT2LMHeadModel(T.GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=100, n_positions=32,
+                                          attn_implementation="eager"))
+
+
+class Sequences(torch.utils.data.Dataset):
+    """Random token windows, each its own label (a language-model batch)."""
+
+    def __init__(self, n):
+        self.x = torch.randint(0, 100, (n, 16), generator=torch.Generator().manual_seed(0))
+
+    def __len__(self):
+        return len(self.x)
+
+    def __getitem__(self, i):
+        return {"input_ids": self.x[i], "labels": self.x[i]}
+
+
+def test_the_transformers_trainer_callback_records_steps_with_their_logs(tmp_path):
+    import transformers as T
+
+    from probe.callbacks import TransformersCallback
+
+    args = T.TrainingArguments(output_dir=str(tmp_path / "out"), max_steps=12, logging_steps=4, eval_strategy="steps",
+                               eval_steps=4, per_device_train_batch_size=4, per_device_eval_batch_size=8,
+                               learning_rate=1e-3, save_strategy="no", report_to=[], use_cpu=True, disable_tqdm=True)
+    path = tmp_path / "run.h5"
+    cb = TransformersCallback(path, every=4, groups={"low": [1, 2, 3]},
+                              probe_inputs=torch.randint(0, 100, (2, 8), generator=torch.Generator().manual_seed(1)))
+    trainer = T.Trainer(model=_gpt2(), args=args, train_dataset=Sequences(32), eval_dataset=Sequences(8),
+                        callbacks=[cb])
+    trainer.train()
+    with Run(path) as run:
+        assert list(run.steps) == [0, 4, 8, 12] and run.splits == ["train", "eval"]
+        m = run.metrics()
+        assert np.isnan(m["train"]["loss"][0]) and np.isfinite(m["train"]["loss"][1:]).all()
+        assert np.isfinite(m["eval"]["loss"][1:]).all()
+        logged = [h for h in trainer.state.log_history if "loss" in h]
+        assert m["train"]["loss"][1:].tolist() == pytest.approx([h["loss"] for h in logged])
+        assert np.isfinite(run.h5["snapshots/recorded/learning_rate"][1:]).all()
+        # the last snapshot is the trained model
+        np.testing.assert_array_equal(run.tensor("token_embedding")[3],
+                                      trainer.model.transformer.wte.weight.detach().numpy())
+    assert run_cli("probe", "validate", path).returncode == 0
+    res = run_cli("probe", "similarity", path, "--tokens", "0:20", "--step", "all", "--format", "csv")
+    assert res.returncode == 0 and {r.split(",")[0] for r in res.stdout.splitlines()[1:]} == {"0", "4", "8", "12"}
+
+
+def test_the_lightning_callback_records_a_lightning_module(tmp_path):
+    import lightning.pytorch as L
+
+    from probe.callbacks import LightningCallback
+
+    class Module(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.model = _gpt2()
+
+        def training_step(self, batch, i):
+            loss = self.model(input_ids=batch["input_ids"], labels=batch["labels"]).loss
+            self.log("train_loss", loss)
+            return loss
+
+        def configure_optimizers(self):
+            return torch.optim.AdamW(self.parameters(), 1e-3)
+
+    path = tmp_path / "run.h5"
+    module = Module()
+    trainer = L.Trainer(max_steps=6, accelerator="cpu", logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False,
+                        callbacks=[LightningCallback(path, every=2, probe_inputs=torch.zeros((1, 8), dtype=torch.long))])
+    trainer.fit(module, torch.utils.data.DataLoader(Sequences(24), batch_size=4))
+    with Run(path) as run:
+        assert list(run.steps) == [0, 2, 4, 6] and run.config["layout"] == "gpt2"
+        assert np.isfinite(run.metrics()["train"]["loss"][1:]).all()
+        np.testing.assert_array_equal(run.tensor("layer0/W_in")[3], module.model.transformer.h[0].mlp.c_fc.weight
+                                      .detach().numpy())
+        assert run.dataset("attention").shape == (4, 2, 2, 1, 8, 8)
+    assert run_cli("probe", "validate", path).returncode == 0
+
