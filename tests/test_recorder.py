@@ -98,6 +98,9 @@ def test_every_probe_of_weights_reads_it_over_its_steps(recorded):
         assert res.returncode == 0, (name, res.stderr)
     info = run_cli("probe", "info", path).stdout
     assert "recorded   by probe.Recorder: GPT2LMHeadModel, gpt2 layout, every 4 steps; gamma=0.5" in info
+    page = path.with_suffix(".html")
+    res = run_cli("probe", "report", path, "-o", page, "-p", "similarity", "-p", "attention")
+    assert res.returncode == 0 and "wrote" in res.stderr and "probe.Recorder" in page.read_text(), res.stderr
 
 
 def test_the_toolkits_own_model_is_stored_as_the_trainer_stores_it(tmp_path):
