@@ -6,8 +6,10 @@ A plain PyTorch loop trains a GPT-2-shaped model (Hugging Face ``GPT2LMHeadModel
 random tokens, AdamW) for ``steps`` steps, without and with ``probe.Recorder(every=...)`` (a probe batch
 of 4 x 32 tokens for the attention maps, two token groups, the loss every step), the two variants
 alternating in this one process, ``rounds`` times each, each from the same initial weights and data.
-The baseline is the same loop without the recorder; the ratio is with / without (medians). One torch
-thread: on this shared 2-core machine two were slower than one.
+The baseline is the same loop without the recorder; the ratio is with / without (medians). On a busy
+shared machine whole runs vary by more than the goal, so the script also times the recorder's own
+calls (``rec.step``/``rec.snapshot``) as a share of the recorded loop's wall time. One torch thread: on
+this shared 2-core machine two were slower than one.
 """
 from __future__ import annotations
 
@@ -50,6 +52,8 @@ def main() -> None:
     print(f"GPT-2-shaped: {a.layers} layers, d={a.d}, vocab {a.vocab} ({size / 1e6:.1f} M parameters); "
           f"{a.steps} steps of 8 x 64 tokens, a snapshot every {a.every}; {machine()}")
 
+    inside: list[float] = []   # seconds spent in the Recorder's own calls, per recorded run
+
     def train(record: bool, folder: str, k: int) -> float:
         model = copy.deepcopy(start)
         opt = torch.optim.AdamW(model.parameters(), 1e-3)
@@ -57,22 +61,30 @@ def main() -> None:
                              groups={"low": list(range(16)), "high": list(range(a.vocab - 16, a.vocab))}) \
             if record else None
         t0 = time.perf_counter()
+        spent = 0.0
         try:
             if rec is not None:
+                t1 = time.perf_counter()
                 rec.snapshot(0)
+                spent += time.perf_counter() - t1
             for step in range(1, a.steps + 1):
                 loss = model(input_ids=data[step - 1], labels=data[step - 1]).loss
                 loss.backward()
                 opt.step()
                 opt.zero_grad()
                 if rec is not None:
+                    t1 = time.perf_counter()
                     rec.step(step, loss=loss.item())
+                    spent += time.perf_counter() - t1
                 else:
                     loss.item()   # the same sync as the recorded loop's
         finally:
             if rec is not None:
                 rec.close()
-        return time.perf_counter() - t0
+        total = time.perf_counter() - t0
+        if record:
+            inside.append(spent / total)
+        return total
 
     times: dict[bool, list[float]] = {False: [], True: []}
     with tempfile.TemporaryDirectory() as folder:
@@ -85,8 +97,10 @@ def main() -> None:
         size = Path(f"{folder}/run0.h5").stat().st_size
     base, rec = statistics.median(times[False]), statistics.median(times[True])
     print(f"without the recorder (baseline): median {base:.2f} s; with: median {rec:.2f} s; "
-          f"ratio {rec / base:.3f} (+{100 * (rec / base - 1):.1f} %); file {size / 2**20:.1f} MiB for "
+          f"ratio {rec / base:.3f} ({100 * (rec / base - 1):+.1f} %); file {size / 2**20:.1f} MiB for "
           f"{a.steps // a.every + 1} snapshots")
+    print(f"time inside the Recorder's calls (its own cost, robust to the machine's noise): median "
+          f"{100 * statistics.median(inside):.2f} % of the recorded loop's wall time")
 
 
 if __name__ == "__main__":
