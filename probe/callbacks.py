@@ -67,8 +67,9 @@ def TransformersCallback(path: str | os.PathLike, every: int | None = None, **re
                 self.pending, self.logs = state.global_step, {}
 
         def on_log(self, args, state, _control, logs=None, **kw):
-            if self.pending == state.global_step:
-                self.logs.update({k: v for k, v in (logs or {}).items() if isinstance(v, (int, float))})
+            if self.pending == state.global_step:   # what it records (not the Trainer's runtimes and counts)
+                self.logs.update({k: v for k, v in (logs or {}).items()
+                                  if (k in self.rec.metrics or k == "epoch") and isinstance(v, (int, float))})
 
         def on_step_begin(self, args, state, _control, **kw):
             self.flush()   # the weights are still those of the pending step: no update came since
@@ -90,7 +91,8 @@ def TransformersCallback(path: str | os.PathLike, every: int | None = None, **re
 def LightningCallback(path: str | os.PathLike, every: int = 100, **recorder):
     """A ``lightning.pytorch.Callback`` that records the LightningModule every ``every`` optimizer steps
     (``trainer.global_step``) and at step 0, with the training step's ``loss`` and the logged
-    ``callback_metrics`` named in ``metrics`` (default ``("loss",)``; ``val_loss`` becomes the split
+    ``callback_metrics`` of that step (its validation's too: the snapshot is written once the step's
+    validation has run, before the next update) named in ``metrics`` (default ``("loss",)``; ``val_loss`` becomes the split
     "val"). ``**recorder``: the :class:`probe.Recorder` arguments. A Hugging Face model inside the
     module is found by its config."""
     base = _base("lightning.pytorch", "Callback", "lightning")
@@ -99,6 +101,7 @@ def LightningCallback(path: str | os.PathLike, every: int = 100, **recorder):
         def __init__(self):
             self.rec = None
             self.last: int | None = None
+            self.pending = None   # (step, loss) of a due step: written once its validation has run
 
         def on_fit_start(self, trainer, pl_module):
             from .recorder import Recorder
@@ -114,17 +117,33 @@ def LightningCallback(path: str | os.PathLike, every: int = 100, **recorder):
             if step == self.last:
                 return
             self.last = step
-            metrics = {k: v for k, v in trainer.callback_metrics.items() if getattr(v, "numel", lambda: 1)() == 1}
             loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
-            if loss is not None:
-                metrics["loss"] = loss
-            self.rec.step(step, **metrics)
+            if self.rec.due(step):   # Lightning validates after this hook: the snapshot waits for it
+                self.pending = (step, loss)
+            else:
+                self.rec.step(step, **({} if loss is None else {"loss": loss}))   # the step log
+
+        def on_train_batch_start(self, trainer, pl_module, batch, _batch_idx):
+            self.flush(trainer)   # no update since the pending step: its weights
 
         def on_fit_end(self, trainer, pl_module):
-            self.rec.close()
+            try:
+                self.flush(trainer)
+            finally:
+                self.rec.close()
 
         def on_exception(self, trainer, pl_module, _exception):
             if self.rec is not None:
                 self.rec.close()
+
+        def flush(self, trainer):
+            if self.pending is None:
+                return
+            (step, loss), self.pending = self.pending, None
+            metrics = {k: v for k, v in trainer.callback_metrics.items()
+                       if k in self.rec.metrics and getattr(v, "numel", lambda: 1)() == 1}
+            if loss is not None:
+                metrics["loss"] = loss
+            self.rec.step(step, **metrics)
 
     return _Callback()

@@ -1,8 +1,12 @@
 """The callbacks (issue 50, point 3): the real transformers.Trainer and the real Lightning Trainer, offline,
 on the CPU, a few steps of a tiny randomly initialised GPT-2; the file they record is checked as any run."""
+import warnings
+
 import numpy as np
 import pytest
 import torch
+
+import probe
 
 from conftest import run_cli
 from probe.format import Run
@@ -43,7 +47,9 @@ def test_the_transformers_trainer_callback_records_steps_with_their_logs(tmp_pat
                               probe_inputs=torch.randint(0, 100, (2, 8), generator=torch.Generator().manual_seed(1)))
     trainer = T.Trainer(model=_gpt2(), args=args, train_dataset=Sequences(32), eval_dataset=Sequences(8),
                         callbacks=[cb])
-    trainer.train()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", probe.ProbeWarning)   # the Trainer's runtimes and counts are not named
+        trainer.train()
     with Run(path) as run:
         assert list(run.steps) == [0, 4, 8, 12] and run.splits == ["train", "eval"]
         m = run.metrics()
@@ -75,18 +81,34 @@ def test_the_lightning_callback_records_a_lightning_module(tmp_path):
             self.log("train_loss", loss)
             return loss
 
+        def validation_step(self, batch, i):
+            loss = self.model(input_ids=batch["input_ids"], labels=batch["labels"]).loss
+            self.log("val_loss", loss)
+            seen.append((self.trainer.global_step, float(loss)))
+
         def configure_optimizers(self):
             return torch.optim.AdamW(self.parameters(), 1e-3)
+
+    seen = []
 
     path = tmp_path / "run.h5"
     module = Module()
     trainer = L.Trainer(max_steps=6, accelerator="cpu", logger=False, enable_checkpointing=False,
-                        enable_progress_bar=False, enable_model_summary=False,
-                        callbacks=[LightningCallback(path, every=2, probe_inputs=torch.zeros((1, 8), dtype=torch.long))])
-    trainer.fit(module, torch.utils.data.DataLoader(Sequences(24), batch_size=4))
+                        enable_progress_bar=False, enable_model_summary=False, val_check_interval=2,
+                        num_sanity_val_steps=0, callbacks=[LightningCallback(
+                            path, every=2, metrics=["loss", "val_loss"],
+                            probe_inputs=torch.zeros((1, 8), dtype=torch.long))])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", probe.ProbeWarning)   # nothing it was not asked to keep is named
+        trainer.fit(module, torch.utils.data.DataLoader(Sequences(24), batch_size=4),
+                    torch.utils.data.DataLoader(Sequences(4), batch_size=4))
     with Run(path) as run:
         assert list(run.steps) == [0, 2, 4, 6] and run.config["layout"] == "gpt2"
-        assert np.isfinite(run.metrics()["train"]["loss"][1:]).all()
+        m = run.metrics()
+        assert np.isfinite(m["train"]["loss"][1:]).all()
+        # each snapshot holds its own step's validation (Lightning validates after the batch's hook)
+        assert m["val"]["loss"][1:].tolist() == pytest.approx([v for _, v in seen], rel=1e-6)
+        assert len(run.dataset("step_loss")[:]) == 7   # steps 0..6: every step's training loss
         np.testing.assert_array_equal(run.tensor("layer0/W_in")[3], module.model.transformer.h[0].mlp.c_fc.weight
                                       .detach().numpy())
         assert run.dataset("attention").shape == (4, 2, 2, 1, 8, 8)
