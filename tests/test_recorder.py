@@ -210,6 +210,9 @@ def test_a_sigkill_while_recording_leaves_every_earlier_snapshot_readable(tmp_pa
         for line in proc.stdout:          # the event: the third snapshot is committed
             if line.strip() == "recorded 2":
                 break
+        live = run_cli("probe", "similarity", path, "--tokens", "0:8", "--step", "all", "--format", "csv")
+        assert live.returncode == 0, live.stderr   # read while the loop still writes it (SWMR), as a report does
+        assert {"0", "1", "2"} <= {r.split(",")[0] for r in live.stdout.splitlines()[1:]}
         os.kill(proc.pid, signal.SIGKILL)
     finally:
         proc.wait(timeout=60)
