@@ -41,7 +41,8 @@ def test_import_probe_is_cheap_and_dir_lists_the_public_api(tmp_path):
                              "print(json.dumps({'dir': dir(probe), 'modules': sorted(sys.modules)}))", cwd=tmp_path))
     assert [m for m in got["modules"] if m.split(".")[0] in HEAVY] == []
     assert got["dir"] == sorted(got["dir"])
-    assert set(got["dir"]) == {*probe.__all__, "api", "batch", "chart", "errors", "figures", "registry", "report"}
+    assert set(got["dir"]) == {*probe.__all__, "api", "batch", "callbacks", "chart", "errors", "figures", "registry",
+                               "report"}
     assert set(registry.names()) <= set(got["dir"]) and {"Results", "ProbeError", "info", "Run"} <= set(got["dir"])
     assert not [n for n in got["dir"] if n.startswith("_")]
 
