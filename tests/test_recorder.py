@@ -96,6 +96,9 @@ def test_every_probe_of_weights_reads_it_over_its_steps(recorded):
     for name in ("rank", "spectrum", "attention", "sinks", "dynamics", "align"):
         res = run_cli("probe", name, path)
         assert res.returncode == 0, (name, res.stderr)
+    res = run_cli("probe", "bias", path)   # one split: nothing to compare, said in one line
+    assert res.returncode == 2 and res.stderr == f"Error: {path}: bias compares two splits; this run has only " \
+        "train (give --splits A then B)\n"
     info = run_cli("probe", "info", path).stdout
     assert "recorded   by probe.Recorder: GPT2LMHeadModel, gpt2 layout, every 4 steps; gamma=0.5" in info
     page = path.with_suffix(".html")

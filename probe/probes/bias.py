@@ -59,6 +59,9 @@ def bias(path: str | os.PathLike, splits: tuple[str, str] | None = None, *, step
         for s in splits:
             if s not in known:
                 raise ProbeError(f"unknown split '{s}'; this run has {', '.join(known)}")
+        if splits[0] == splits[1]:   # (a run recorded with its training loss alone has one split)
+            which = f"this run has only {known[0]}" if len(known) == 1 else f"both are {splits[0]}"
+            raise ProbeError(f"{path}: bias compares two splits; {which} (give {param('splits')} A then B)")
         indices = run.step_indices(step)
         m = run.metrics()
         steps = run.steps
