@@ -73,9 +73,10 @@ class Recorder:
     --------
     >>> import probe
     >>> with probe.Recorder("run.h5", model, every=100, groups={"digits": [15, 16, 17]}) as rec:
-    ...     for step, batch in enumerate(loader):
-    ...         loss = train_step(model, batch)
-    ...         rec.step(step, loss=loss.item())
+    ...     rec.snapshot(0)                           # the initial weights
+    ...     for step, batch in enumerate(loader, start=1):
+    ...         loss = train_step(model, batch)       # one update
+    ...         rec.step(step, loss=loss.item())      # the weights after `step` updates
     """
 
     def __init__(self, path: str | os.PathLike, model, every: int = 100, *, groups: Mapping | None = None,
@@ -106,12 +107,12 @@ class Recorder:
             Writer.remove_stale(self.path)
             if os.path.exists(self.path) and not overwrite:
                 regular_file(self.path, "snapshot file")
+                self._check_continued()   # (before the file is rewritten to go on)
                 self._writer, self._last = Writer.reopen(self.path)
                 self._time0 = float(self._writer.last("time") or 0.0)
                 self._logged = self._writer.logged_steps
-                self._check_continued()
         except BaseException:
-            self._release()
+            self.close()
             raise
 
     def due(self, step: int) -> bool:
