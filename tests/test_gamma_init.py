@@ -126,6 +126,20 @@ def test_llama_and_bert():
     assert groups["encoder.layer.0.intermediate.dense.weight"] == "mlp"
     assert groups["encoder.layer.0.output.dense.weight"] == "mlp"
     assert groups["embeddings.token_type_embeddings.weight"] == "embed"
+    # BERT's word embedding has a padding row (pad_token_id 0): drawn, then zeroed, as torch and HF init it
+    words = bert.embeddings.word_embeddings
+    assert words.padding_idx == 0 and table["embeddings.word_embeddings.weight"].zero_row == 0
+    assert torch.all(words.weight[0] == 0) and torch.all(words.weight[1:].std(1) > 0)
+    assert "normal, row 0 zeroed" in str(table)
+
+
+def test_a_padding_row_is_zeroed_after_the_same_draw():
+    plain, padded = nn.Embedding(50, 16), nn.Embedding(50, 16, padding_idx=-1)   # (torch makes it 49)
+    gamma_init_(plain, 0.5, seed=7)
+    table = gamma_init_(padded, 0.5, seed=7)
+    assert table[0].zero_row == 49
+    assert torch.all(padded.weight[49] == 0)
+    assert torch.equal(padded.weight[:49], plain.weight[:49])   # the other rows: the draws of the same seed
 
 
 @pytest.mark.parametrize("overrides", [
@@ -190,7 +204,8 @@ def test_the_table_prints_and_is_plain_data():
     data = json.loads(json.dumps(table.to_dict()))
     assert data["gamma"] == {"default": 0.5} and data["seed"] == 0
     assert data["rows"][0] == {"name": "transformer.wte.weight", "module": "Embedding", "shape": [500, 64],
-                               "init": "normal", "group": "embed", "fan_in": 64, "std": 0.125, "tied_to": ""}
+                               "init": "normal", "group": "embed", "fan_in": 64, "std": 0.125, "tied_to": "",
+                               "zero_row": None}
 
 
 @pytest.mark.parametrize("kwargs, message", [

@@ -59,6 +59,7 @@ class InitRow:
     fan_in: int | None = None
     std: float | None = None
     tied_to: str = ""
+    zero_row: int | None = None   # an nn.Embedding's padding row, zeroed after the draw (as torch does)
 
 
 class GammaInitTable:
@@ -94,7 +95,9 @@ class GammaInitTable:
         head = ("parameter", "module", "shape", "group", "fan_in", "std", "init")
         cells = [head] + [(r.name, r.module, "x".join(map(str, r.shape)) or "scalar", r.group or "-",
                            "-" if r.fan_in is None else str(r.fan_in), "-" if r.std is None else f"{r.std:.4g}",
-                           f"tied to {r.tied_to}" if r.init == "tied" else r.init) for r in self.rows]
+                           f"tied to {r.tied_to}" if r.init == "tied" else
+                           r.init if r.zero_row is None else f"{r.init}, row {r.zero_row} zeroed")
+                          for r in self.rows]
         widths = [max(len(c[i]) for c in cells) for i in range(len(head))]
         right = {4, 5}   # numbers align right
         return "\n".join("  ".join(c.rjust(w) if i in right else c.ljust(w)
@@ -200,7 +203,9 @@ def plan(model: nn.Module, gammas: Mapping[str, float], rules: Rules = None,
             rows.append(_small_init(model, module, name, kind, shape, p))
             continue
         std = fixed_std if fixed_std > 0 else gamma_std(fan, _gamma_of(gammas, group, name))
-        rows.append(InitRow(name, kind, shape, "normal", group, int(fan), std))
+        pad = getattr(module, "padding_idx", None) if isinstance(module, nn.Embedding) else None
+        rows.append(InitRow(name, kind, shape, "normal", group, int(fan), std,
+                            zero_row=None if pad is None else int(pad) % shape[0]))
     return rows
 
 
@@ -233,6 +238,8 @@ def draw_(model: nn.Module, rows: list[InitRow], generator: torch.Generator | No
         p = params[r.name]
         if r.init == "normal":
             p.copy_(torch.empty(p.shape, dtype=torch.float32).normal_(0.0, r.std, generator=generator))
+            if r.zero_row is not None:   # the padding token's vector stays 0, as nn.Embedding and HF init it
+                p[r.zero_row] = 0
         elif r.init == "uniform":
             p.copy_(torch.empty(p.shape, dtype=torch.float32).uniform_(-r.std, r.std, generator=generator))
         elif r.init == "zeroed":
@@ -276,7 +283,8 @@ def gamma_init_(model: nn.Module, gamma: float | Mapping[str, float], *, rules: 
     ``nn.Embedding`` (fan-in ``embedding_dim``, d_model, as the papers and the toolkit's models draw
     W_E), convolutions and other parameters by PyTorch's fan-in convention (``shape[1] * prod(shape[2:])``).
     A parameter tied to one already drawn (GPT-2's ``lm_head`` is ``wte``) is drawn once and reported as
-    tied. Biases are zeroed, norm weights (a module whose class or name says ``norm``) set to 1, what
+    tied. An ``nn.Embedding``'s padding row (``padding_idx``) is zeroed after the draw, as PyTorch and
+    Hugging Face initialise it. Biases are zeroed, norm weights (a module whose class or name says ``norm``) set to 1, what
     no rule covers (a 1-D scale of a custom module) kept. On the toolkit's own models the draws are
     ``probe-train``'s for the same seed and gammas.
 
