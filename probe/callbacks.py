@@ -43,7 +43,8 @@ def TransformersCallback(path: str | os.PathLike, every: int | None = None, **re
 
     Each snapshot keeps what the Trainer logged at its step (its training loss averaged since the
     previous log, ``eval_loss`` when it evaluated then, the learning rate): the weights are taken
-    before the next update, once the step's logs are in.
+    before the next update, once the step's logs are in. The loss of every logging step goes into the
+    file's step log (``probe dynamics`` reads it at those steps).
     """
     base = _base("transformers", "TrainerCallback", "transformers")
 
@@ -67,9 +68,12 @@ def TransformersCallback(path: str | os.PathLike, every: int | None = None, **re
                 self.pending, self.logs = state.global_step, {}
 
         def on_log(self, args, state, _control, logs=None, **kw):
+            logs = logs or {}
             if self.pending == state.global_step:   # what it records (not the Trainer's runtimes and counts)
-                self.logs.update({k: v for k, v in (logs or {}).items()
+                self.logs.update({k: v for k, v in logs.items()
                                   if (k in self.rec.metrics or k == "epoch") and isinstance(v, (int, float))})
+            elif isinstance(logs.get("loss"), (int, float)) and not self.rec.due(state.global_step):
+                self.rec.step(state.global_step, loss=logs["loss"])   # the step log, at each logging step
 
         def on_step_begin(self, args, state, _control, **kw):
             self.flush()   # the weights are still those of the pending step: no update came since
@@ -82,7 +86,7 @@ def TransformersCallback(path: str | os.PathLike, every: int | None = None, **re
 
         def flush(self):
             if self.pending is not None:
-                self.rec.snapshot(self.pending, **self.logs)
+                self.rec.step(self.pending, **self.logs)   # (a due step: its snapshot, its loss in the log)
                 self.pending = None
 
     return _Callback()

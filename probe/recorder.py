@@ -95,6 +95,7 @@ class Recorder:
         self._last: int | None = None
         self._dropped: set[str] = set()
         self._losses: list[float] = []   # the loss of each step since the last snapshot: the file's step log
+        self._given: list[bool] = []     # whether the loop gave it (a step it did not is NaN, marked 0)
         self._logged = 0                 # the steps the file's log holds (row t: step t)
         self._t0, self._time0 = time.perf_counter(), 0.0
         key = os.path.realpath(self.path)
@@ -126,12 +127,14 @@ class Recorder:
         return self.snapshot(step, **metrics) if self.due(step) else False
 
     def _log_loss(self, step: int, metrics: Mapping) -> None:
-        """Keep this step's ``loss`` for the step log (``probe dynamics``); a step not passed is NaN."""
+        """Keep this step's ``loss`` for the step log (``probe dynamics``); a step not passed is NaN there,
+        and marked as not given (``step_logged``)."""
         loss = metrics.get("loss", metrics.get("train_loss"))
         at = self._logged + len(self._losses)
         if loss is None or step < at:
             return
         self._losses += [math.nan] * (step - at) + [_number("loss", loss)]
+        self._given += [False] * (step - at) + [True]
 
     def snapshot(self, step: int, **metrics: float) -> bool:
         """Record a snapshot at ``step`` now, due or not (the end of training, say). Returns True."""
@@ -156,9 +159,10 @@ class Recorder:
                             train_loss=values.get("loss", values.get("train_loss", math.nan)),
                             params=self._tensors.read(), metrics=split_metrics, attention=self._attention(),
                             recorded={k: values.get(k, math.nan) for k in self._others},
-                            step_losses=np.asarray(self._losses, dtype=np.float64))
+                            step_losses=np.asarray(self._losses, dtype=np.float64),
+                            step_logged=np.asarray(self._given, dtype=np.uint8))
         self._logged += len(self._losses)
-        self._losses = []
+        self._losses, self._given = [], []
         self._last = step
         return True
 
@@ -199,7 +203,7 @@ class Recorder:
             run_arrays={**vocab, "probe_tokens": inputs, "probe_labels": np.full(len(inputs), -1, np.int64),
                         "probe_split": np.zeros(len(inputs), np.int64), "probe_key_pos": np.zeros(len(inputs), np.int64)},
             params=t.shapes, roles=t.roles, attention_shape=None if attention is None else attention.shape,
-            resume_tensors={}, environment=_environment(), recorded=self._others)
+            resume_tensors={}, environment=_environment(), recorded=self._others, sparse_log=True)
         self._t0 = time.perf_counter()
 
     def _check_continued(self) -> None:

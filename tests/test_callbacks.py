@@ -39,7 +39,7 @@ def test_the_transformers_trainer_callback_records_steps_with_their_logs(tmp_pat
 
     from probe.callbacks import TransformersCallback
 
-    args = T.TrainingArguments(output_dir=str(tmp_path / "out"), max_steps=12, logging_steps=4, eval_strategy="steps",
+    args = T.TrainingArguments(output_dir=str(tmp_path / "out"), max_steps=12, logging_steps=2, eval_strategy="steps",
                                eval_steps=4, per_device_train_batch_size=4, per_device_eval_batch_size=8,
                                learning_rate=1e-3, save_strategy="no", report_to=[], use_cpu=True, disable_tqdm=True)
     path = tmp_path / "run.h5"
@@ -55,13 +55,20 @@ def test_the_transformers_trainer_callback_records_steps_with_their_logs(tmp_pat
         m = run.metrics()
         assert np.isnan(m["train"]["loss"][0]) and np.isfinite(m["train"]["loss"][1:]).all()
         assert np.isfinite(m["eval"]["loss"][1:]).all()
-        logged = [h for h in trainer.state.log_history if "loss" in h]
-        assert m["train"]["loss"][1:].tolist() == pytest.approx([h["loss"] for h in logged])
+        logged = {h["step"]: h["loss"] for h in trainer.state.log_history if "loss" in h}
+        assert sorted(logged) == [2, 4, 6, 8, 10, 12]
+        assert m["train"]["loss"][1:].tolist() == pytest.approx([logged[s] for s in (4, 8, 12)])
+        # every logging step's loss is in the step log, due or not; the other steps are marked not given
+        given = np.flatnonzero(run.step_logged())
+        assert given.tolist() == [2, 4, 6, 8, 10]   # (the log is read up to the last snapshot's step, 12)
+        assert run.step_losses()[given].tolist() == pytest.approx([logged[s] for s in given])
         assert np.isfinite(run.h5["snapshots/recorded/learning_rate"][1:]).all()
         # the last snapshot is the trained model
         np.testing.assert_array_equal(run.tensor("token_embedding")[3],
                                       trainer.model.transformer.wte.weight.detach().numpy())
     assert run_cli("probe", "validate", path).returncode == 0
+    d = probe.dynamics(path)[0]   # read at the logged steps: no "no steps logged", no NaN taken for a loss
+    assert d.steps_logged == 5 and np.isfinite([d.initial_loss, d.final_loss]).all() and not d.warnings
     res = run_cli("probe", "similarity", path, "--tokens", "0:20", "--step", "all", "--format", "csv")
     assert res.returncode == 0 and {r.split(",")[0] for r in res.stdout.splitlines()[1:]} == {"0", "4", "8", "12"}
 

@@ -249,3 +249,60 @@ def test_groups_of_words_through_the_models_tokenizer_and_its_token_texts(tmp_pa
         assert run.groups["animals"].tolist() == [3797, 3290] and run.groups["both"].tolist() == [1, 8223]
     res = run_cli("probe", "similarity", tmp_path / "w.h5", "--words", "cat,dog")
     assert res.returncode == 0 and "3797 ' cat'" in res.stdout, res.stderr
+
+
+def test_a_loop_that_logs_its_loss_every_few_steps_is_read_at_those_steps(tmp_path):
+    """The step log of a loop that gives its loss every third step (as a Trainer logs every
+    logging_steps): the steps not given are marked so, dynamics reads the logged steps at their own step
+    numbers, a NaN the loop gave is still a non-finite loss, and a reopened file keeps the marks."""
+    path, plateau = tmp_path / "sparse.h5", float(np.log(100))
+
+    def loop(rec, steps, nan_at=None):
+        for step in steps:
+            loss = plateau if step < 30 else (6.0 if step == 60 else 2.0)   # escapes after 30; spikes at 60
+            rec.step(step, **({"loss": float("nan") if step == nan_at else loss} if step % 3 == 0 else {}))
+
+    with probe.Recorder(path, _gpt2(), every=30) as rec:
+        rec.snapshot(0)
+        loop(rec, range(1, 91))
+    assert probe.validate(path) == []
+    with Run(path) as run:
+        given = np.flatnonzero(run.step_logged())
+        assert given.tolist() == list(range(3, 90, 3))                    # rows 0..89: the log up to step 90
+        assert np.isnan(run.step_losses()[1]) and run.step_losses()[3] == pytest.approx(plateau)
+    d = probe.dynamics(path, spike_window=5)[-1]
+    # 10 logged steps smoothed: the first window below ln V - 0.5 holds 8 plateau steps (6 .. 27) and ends
+    # at step 33; the spike is the logged step 60
+    assert (d.steps_logged, d.escape_step, d.spike_steps) == (29, 33, [60])
+    # the first and last 10 logged steps: 3 .. 30 (nine on the plateau) and 60 .. 87 (the spike among them)
+    assert d.initial_loss == pytest.approx((9 * plateau + 2.0) / 10) and d.final_loss == pytest.approx(2.4)
+
+    with probe.Recorder(path, _gpt2(), every=30) as rec:   # continued: the marks copied, then appended to
+        loop(rec, range(91, 121))
+    with Run(path) as run:
+        assert np.flatnonzero(run.step_logged()).tolist() == list(range(3, 120, 3))
+    assert probe.validate(path) == []
+
+    bad = tmp_path / "nan.h5"
+    with probe.Recorder(bad, _gpt2(), every=30) as rec:
+        rec.snapshot(0)
+        loop(rec, range(1, 31), nan_at=12)
+    with pytest.raises(probe.ProbeError, match=r"step_loss \(the per-step loss log, the first at step 12\)"):
+        probe.dynamics(bad)
+    with pytest.warns(probe.ProbeWarning):
+        assert probe.dynamics(bad, allow_nonfinite=True)[0].steps_logged == 3   # steps 3, 6, 9: before the NaN
+
+
+def test_marks_shorter_than_the_log_are_a_finding_and_a_one_line_error(tmp_path):
+    import h5py
+
+    path = tmp_path / "r.h5"
+    with probe.Recorder(path, _gpt2(), every=4) as rec:
+        _train(rec.model, rec, 9)
+    with h5py.File(path, "r+") as f:
+        f["log/logged"].resize(3, axis=0)
+    assert probe.validate(path) == ["'log/logged' has 3 rows, fewer than the 8 of 'log/train_loss' up to the "
+                                    "last snapshot: one mark per step of the log"]
+    res = run_cli("probe", "dynamics", path)
+    assert res.returncode == 2 and res.stderr == (f"Error: {path}: 'log/logged' is uint8 of shape (3,), not one "
+                                                  "mark per step of the loss log (8): the file is damaged\n")

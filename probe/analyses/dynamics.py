@@ -5,6 +5,9 @@ escape step  the first step at which the loss, averaged over ``window`` steps, i
              ln V − ``delta`` (ln V: the loss of a uniform guess over the vocabulary)
 spike        a step whose loss exceeds ``spike_factor`` times the median of the ``spike_window``
              steps before it; consecutive such steps are one spike
+
+A loop that logged its loss every few steps (a Trainer's ``logging_steps``) gives a log with gaps: the
+windows then count logged steps, and the steps reported are the logged steps' own.
 """
 from __future__ import annotations
 
@@ -30,7 +33,7 @@ class DynamicsResult(Result):
     Attributes
     ----------
     steps_logged : int
-        Steps of the log used.
+        Steps of the log used (those whose loss the loop gave).
     plateau : float
         ln V, the loss of a uniform guess over the vocabulary.
     delta : float
@@ -64,11 +67,13 @@ class DynamicsResult(Result):
                 "plateau": self.plateau}
 
 
-def loss_dynamics(losses: np.ndarray, vocab: int, *, delta: float = DELTA, window: int = SMOOTH,
-                  spike_factor: float = SPIKE_FACTOR, spike_window: int = SPIKE_WINDOW,
+def loss_dynamics(losses: np.ndarray, vocab: int, *, steps: np.ndarray | None = None, delta: float = DELTA,
+                  window: int = SMOOTH, spike_factor: float = SPIKE_FACTOR, spike_window: int = SPIKE_WINDOW,
                   step: int | None = None) -> DynamicsResult:
-    """losses (steps,) the training loss of every step (row t: step t); vocab the vocabulary size."""
+    """losses (k,) the training loss of the logged steps, ``steps`` (k,) increasing, their step numbers
+    (default: row t is step t, every step logged); vocab the vocabulary size."""
     x = np.asarray(losses, dtype=np.float64)
+    at = np.arange(len(x)) if steps is None else np.asarray(steps, dtype=np.int64)
     plateau = float(np.log(vocab))
     res = DynamicsResult(step=step, steps_logged=len(x), plateau=plateau, delta=delta)
     if len(x) == 0:
@@ -77,10 +82,10 @@ def loss_dynamics(losses: np.ndarray, vocab: int, *, delta: float = DELTA, windo
     w = max(1, min(window, len(x)))
     smooth = np.convolve(x, np.ones(w) / w, mode="valid")        # smooth[t] averages steps t .. t + w - 1
     below = np.flatnonzero(smooth < plateau - delta)
-    res.escape_step = int(below[0] + w - 1) if below.size else None
+    res.escape_step = int(at[below[0] + w - 1]) if below.size else None
     flagged = [t for t in range(spike_window, len(x))
                if x[t] > spike_factor * np.median(x[t - spike_window:t])]
     starts = [t for i, t in enumerate(flagged) if i == 0 or flagged[i - 1] != t - 1]
-    res.spikes, res.spike_steps = len(starts), starts
+    res.spikes, res.spike_steps = len(starts), [int(at[t]) for t in starts]
     res.initial_loss, res.final_loss = float(x[:w].mean()), float(x[-w:].mean())
     return res

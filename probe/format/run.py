@@ -331,12 +331,36 @@ class Run:
         ProbeError
             A file without the per-step loss log (written before schema 1.3).
         """
-        if not self.has("step_loss"):
-            raise ProbeError(f"{self.path}: holds no per-step loss log (written from schema 1.3)")
+        n = self._log_rows()
         ds = self.dataset("step_loss")
-        n = min(int(self.steps[-1]) if self.n_snapshots else 0, ds.shape[0])
         check(self.path, P["step_loss"], (n,), str(ds.dtype), ds.dtype.itemsize)   # a step may say 10^11
         return np.asarray(ds[:n])
+
+    def step_logged(self) -> np.ndarray:
+        """Which rows of :meth:`step_losses` the training loop gave: all of them, but in a file whose loop
+        logged its loss every few steps (a :class:`probe.Recorder`'s, schema 1.6), where a step not
+        given is NaN in the log.
+
+        Returns
+        -------
+        ndarray of bool
+            Shape (S,), as :meth:`step_losses`.
+        """
+        n = self._log_rows()
+        if not self.has("step_logged"):
+            return np.ones(n, dtype=bool)
+        ds = self.dataset("step_logged")
+        if ds.ndim != 1 or ds.shape[0] < n or ds.dtype.kind not in "iub":
+            raise ProbeError(f"{self.path}: '{P['step_logged']}' is {ds.dtype} of shape {ds.shape}, not one mark "
+                             f"per step of the loss log ({n}): the file is damaged")
+        check(self.path, P["step_logged"], (n,), str(ds.dtype), ds.dtype.itemsize)
+        return np.asarray(ds[:n]) != 0
+
+    def _log_rows(self) -> int:
+        """The rows of the step log up to the newest complete snapshot's step."""
+        if not self.has("step_loss"):
+            raise ProbeError(f"{self.path}: holds no per-step loss log (written from schema 1.3)")
+        return min(int(self.steps[-1]) if self.n_snapshots else 0, self.dataset("step_loss").shape[0])
 
     def metrics(self) -> dict[str, dict[str, np.ndarray]]:
         """The logged metrics at every snapshot.

@@ -152,9 +152,9 @@ class _Checker:
 
     def _rows(self, names: list[str], n: int, last: int | None) -> int | None:
         """The rows of a dataset that hold data: the ``n`` committed of a time-first one, the loss log's
-        up to the last snapshot's step, all of any other (None)."""
+        (and its marks') up to the last snapshot's step, all of any other (None)."""
         for entry in filter(None, (schema_entry(x, self.version) for x in names)):
-            if entry[0] == "step_loss":
+            if entry[0] in ("step_loss", "step_logged"):
                 return 0 if last is None else max(int(last), 0)
             if entry[1].get("shape", [None])[:1] == ["n"]:
                 return n
@@ -251,7 +251,7 @@ class _Checker:
             for path in self._expand(spec, dims, task):
                 self._check(entry, spec, path, dims, n)
         self._data(n, last)
-        self._semantic(dims, n)
+        self._semantic(dims, n, last)
         if self.version < CHECKSUMS_SINCE:
             since = ".".join(map(str, CHECKSUMS_SINCE))
             self.notes.append(f"carries no checksums (written with schema {'.'.join(map(str, self.version))}, "
@@ -320,7 +320,7 @@ class _Checker:
             return
         self.findings += dataset_findings(path, obj.dtype, obj.shape, spec, dims, n)
 
-    def _semantic(self, dims: dict, n: int) -> None:
+    def _semantic(self, dims: dict, n: int, last: int | None) -> None:
         """What the values must say (token ids in the vocabulary, P^s rows summing to 1 or 0, a resume
         slot at a committed step); read in blocks, and only from datasets whose data is sound."""
         def readable(path: str, ok) -> h5py.Dataset | None:
@@ -344,6 +344,12 @@ class _Checker:
             held = [int(s) for s in marks[...] if s >= 0]
             if held and not any(np.isin(held, b).any() for _, b in blocks(step, n)):
                 self.findings.append(f"resume slots hold steps {held}, none of them a complete snapshot")
+        log, given = self._get(P["step_loss"]), self._get(P["step_logged"])
+        if isinstance(log, h5py.Dataset) and isinstance(given, h5py.Dataset) and given.ndim == log.ndim == 1:
+            rows = min(log.shape[0], max(last or 0, 0))   # (rows past the last snapshot's step are not read)
+            if given.shape[0] < rows:
+                self.findings.append(f"'{P['step_logged']}' has {given.shape[0]} rows, fewer than the {rows} of "
+                                     f"'{P['step_loss']}' up to the last snapshot: one mark per step of the log")
         if self._has(RESUME_GROUP) and not self._has(P["resume_step"]):
             self.findings.append(f"'{RESUME_GROUP}' group without '{P['resume_step']}'")
 

@@ -82,6 +82,7 @@ class Writer:
         environment: Mapping | None = None,
         series: Mapping[str, tuple[tuple[int, ...], str]] | None = None,
         recorded: Iterable[str] = (),
+        sparse_log: bool = False,
     ) -> "Writer":
         """Create a run file with every dataset it will ever need, then open it for SWMR appends.
 
@@ -90,7 +91,8 @@ class Writer:
         parameter names; they become hard links, so nothing is stored twice. ``series`` maps
         further time-first schema entries (``norm_ms``, ``token_loss``, ...) to their per-snapshot
         shape and dtype; :meth:`append` then takes their values in ``extra``. ``recorded`` names further
-        metrics of each snapshot (a :class:`probe.Recorder`'s learning rate ...).
+        metrics of each snapshot (a :class:`probe.Recorder`'s learning rate ...); ``sparse_log``: the step
+        log says which steps' losses were given (``step_logged``: a loop that logs every few steps).
         The file is built under a temporary name and renamed into place, so a kill
         during creation never leaves a half-made file at ``path``. Every dataset that holds data
         carries a checksum (schema 1.4: :func:`._write.new_dataset`).
@@ -135,6 +137,8 @@ class Writer:
             for name in recorded:
                 time_first(path_of("recorded_metric", name=name))
             time_first(P["step_loss"])
+            if sparse_log:
+                time_first(P["step_logged"], dtype="u1")
             if resume_tensors:
                 new(P["resume_step"], np.full(2, -1, dtype=np.int64))
                 for slot in (0, 1):
@@ -154,16 +158,19 @@ class Writer:
         attention: np.ndarray | None = None,
         extra: Mapping[str, np.ndarray] | None = None,
         step_losses: np.ndarray | None = None,
+        step_logged: np.ndarray | None = None,
         recorded: Mapping[str, float] | None = None,
     ) -> None:
         """Append one snapshot; it becomes visible to readers only when complete. ``extra``: values of
         the ``series`` entries given at creation; ``step_losses``: the loss of every step since the
-        previous snapshot (appended to the step log); ``recorded``: the ``recorded`` metrics."""
+        previous snapshot (appended to the step log), ``step_logged`` whether each was given (a file
+        created with ``sparse_log``; default: all); ``recorded``: the ``recorded`` metrics."""
         f, n = self._f, self._n
         missing = set(self._params) - set(params)
         if missing:
             raise ValueError(f"snapshot lacks parameters {sorted(missing)}")
-        self._within_limit(self._row_bytes + 8 * len(step_losses if step_losses is not None else ()),
+        per_step = 9 if P["step_logged"] in f else 8   # a float64 loss (and a uint8 mark) a step
+        self._within_limit(self._row_bytes + per_step * len(step_losses if step_losses is not None else ()),
                            f"snapshot at step {step}")
         values: dict[str, object] = {P["epoch"]: epoch, P["time"]: time, P["train_loss"]: train_loss}
         values.update({path_of("metric", split=s, metric=m): v for s, ms in metrics.items() for m, v in ms.items()})
@@ -181,6 +188,11 @@ class Writer:
                 log.resize(at + len(step_losses), axis=0)
                 log[at:] = np.asarray(step_losses, dtype=np.float64)
                 log.flush()
+                if P["step_logged"] in f:   # (written before the log's rows count, as the log before the step)
+                    given = f[P["step_logged"]]
+                    given.resize(at + len(step_losses), axis=0)
+                    given[at:] = 1 if step_logged is None else np.asarray(step_logged, dtype=np.uint8)
+                    given.flush()
             values[P["step"]] = step   # the commit, last: only now does the snapshot count grow
             for p, v in values.items():
                 ds = f[p]
@@ -335,6 +347,10 @@ class Writer:
                     k = min(step or 0, int(log.shape[0])) if slot is not None else int(log.shape[0])
                     new_dataset(g, P["step_loss"], np.asarray(log[:k]), maxshape=(None,), chunks=log.chunks,
                                 checksums=sums)
+                    if run.has("step_logged"):
+                        given = run.dataset("step_logged")
+                        new_dataset(g, P["step_logged"], np.asarray(given[:k]), maxshape=(None,),
+                                    chunks=given.chunks, checksums=sums)
                 if slot is not None:
                     _copy_slot(run, g, slot, sums)
                 g.flush()

@@ -25,7 +25,9 @@ def dynamics(path: str | os.PathLike, *, step: str | int = "latest", delta: floa
     For each selected snapshot the log up to its step is read. The escape step is the first step at which
     the loss, averaged over ``smooth`` steps, is below ln V - ``delta`` (ln V: the loss of a uniform guess
     over the vocabulary). A spike is a loss above ``spike_factor`` times the median of the
-    ``spike_window`` steps before it; a run of such steps is one spike.
+    ``spike_window`` steps before it; a run of such steps is one spike. A recorded loop that logged its
+    loss every few steps (a Trainer's ``logging_steps``) is read at the steps it logged: the windows
+    count those steps.
 
     Parameters
     ----------
@@ -62,19 +64,24 @@ def dynamics(path: str | os.PathLike, *, step: str | int = "latest", delta: floa
     check_number("spike_window", spike_window)
     with open_snapshot(path, "dynamics") as run:
         indices = run.step_indices(step)
-        losses = run.step_losses()
+        losses, given = run.step_losses(), run.step_logged()
         vocab = int(run.dims["vocab"])
         steps = run.steps
         check = Finite(run.path, allow_nonfinite)
-    upto = losses[:max(int(steps[i]) for i in indices)]
-    first = np.flatnonzero(~np.isfinite(upto))
+    end = max(int(steps[i]) for i in indices)
+    first = np.flatnonzero(given[:end] & ~np.isfinite(losses[:end]))   # (a step the loop gave no loss: not one)
     if first.size:   # row t of the log is step t
-        check(f"step_loss (the per-step loss log, the first at step {int(first[0])})", upto, None,
-              f"the log is used before step {int(first[0])}")
-        losses = losses[:int(first[0])]
+        check(f"step_loss (the per-step loss log, the first at step {int(first[0])})", losses[:end][given[:end]],
+              None, f"the log is used before step {int(first[0])}")
+        given = given[:int(first[0])]
+    logged = np.flatnonzero(given)
+    results = []
+    for i in indices:
+        rows = logged[logged < int(steps[i])]
+        results.append(loss_dynamics(losses[rows], vocab, steps=rows, delta=delta, window=smooth,
+                                     spike_factor=spike_factor, spike_window=spike_window, step=int(steps[i])))
     check.warn()
-    return with_warnings([loss_dynamics(losses[:int(steps[i])], vocab, delta=delta, window=smooth, spike_factor=spike_factor,
-                                spike_window=spike_window, step=int(steps[i])) for i in indices])
+    return with_warnings(results)
 
 
 PROBE = Probe("dynamics", SNAPSHOT, "Loss dynamics", function=dynamics,
