@@ -361,8 +361,9 @@ def info(d: dict, fmt: str) -> None:
                          ("every parameter by the model's own name (each tensor above is one of these, stored once)",
                           parameters)):
         _line(title)
+        width = max([28, *(len(terminal(k)) for k in names)])   # a model's own names can be long
         for k in names:
-            _line(f"  {terminal(k):<28} {' x '.join(map(str, d['tensors'][k]))}")
+            _line(f"  {terminal(k):<{width}} {' x '.join(map(str, d['tensors'][k]))}")
 
 
 def _checkpoint_info(d: dict, fmt: str) -> None:
