@@ -285,3 +285,38 @@ def test_gpt_neox_names():
     assert [r.group for r in table if r.init == "normal"] == ["embed", "attn", "attn", "mlp", "mlp", "head"]
     assert check_stds(model, table, 0.7) == 6
     check_small(model, table)
+
+
+def test_a_norm_that_scales_by_one_plus_its_weight_gets_zero():
+    """Gemma's RMSNorm computes x_hat * (1 + weight): its identity is weight 0, and gamma_init_ tells it
+    from LLaMA's (x_hat * weight) by what it does, not by its class name."""
+    gemma = T.GemmaForCausalLM(T.GemmaConfig(vocab_size=300, hidden_size=64, intermediate_size=128,
+                                             num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=1,
+                                             head_dim=16, max_position_embeddings=64))
+    with torch.no_grad():
+        for m in gemma.modules():
+            if "RMSNorm" in type(m).__name__:
+                m.weight.fill_(0.5)   # away from both identities
+    gemma.train()
+    table = gamma_init_(gemma, 0.5, seed=0)
+    norms = [r for r in table if "norm" in r.name]
+    assert len(norms) == 2 * 2 + 1 and all(r.init == "zeroed" for r in norms), [(r.name, r.init) for r in norms]
+    assert all(torch.all(dict(gemma.named_parameters())[r.name] == 0) for r in norms)
+    assert gemma.training   # the mode it was in, after the norms were run once in eval mode
+
+    class ScaledByWeight(nn.Module):   # a custom norm named as one: x_hat * weight
+        def __init__(self):
+            super().__init__()
+            self.weight = nn.Parameter(torch.full((8,), 3.0))
+
+        def forward(self, x):
+            return x / x.norm(dim=-1, keepdim=True) * self.weight
+
+    model = nn.Sequential()
+    model.add_module("proj", nn.Linear(8, 8))
+    model.add_module("my_norm", ScaledByWeight())
+    model.add_module("bn_norm", nn.BatchNorm1d(8))
+    before = model.bn_norm.running_mean.clone()
+    table = gamma_init_(model, 0.5, seed=0)
+    assert table["my_norm.weight"].init == "ones" and torch.all(model.my_norm.weight == 1)
+    assert table["bn_norm.weight"].init == "ones" and torch.equal(model.bn_norm.running_mean, before)

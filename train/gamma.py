@@ -217,8 +217,36 @@ def _small_init(model, module: nn.Module, name: str, kind: str, shape: tuple[int
     if _is_bias(name):
         return InitRow(name, kind, shape, "zeroed")
     if p.ndim == 1 and _is_norm(module, name):
-        return InitRow(name, kind, shape, "ones")
+        return InitRow(name, kind, shape, "zeroed" if _scales_by_one_plus_weight(module) else "ones")
     return InitRow(name, kind, shape, "kept")
+
+
+@torch.no_grad()
+def _scales_by_one_plus_weight(module: nn.Module) -> bool:
+    """Whether a norm multiplies by 1 + weight (Gemma's and Qwen3.5's RMSNorm: its identity is weight 0)
+    rather than by its weight (LayerNorm, LLaMA's RMSNorm). Told by what it does, not by its class name,
+    which no list keeps up with: with every parameter of its own at 0, a norm that scales by its weight
+    outputs 0 on any input, one that scales by 1 + weight does not. The module is left as it was (its
+    parameters and train/eval mode restored); one that cannot run on a (3, dim) tensor counts as not."""
+    own = list(module.parameters(recurse=False))
+    dim = next((int(p.shape[0]) for p in own if p.ndim == 1), 0)
+    if not own or not dim:
+        return False
+    saved, was_training = [p.detach().clone() for p in own], module.training
+    try:
+        for p in own:
+            p.zero_()
+        module.train(False)   # (a batch norm must not update its running statistics)
+        x = torch.randn(3, dim, generator=torch.Generator().manual_seed(0)).to(own[0].device, own[0].dtype)
+        out = module(x)
+        out = out[0] if isinstance(out, (tuple, list)) else out
+        return bool(torch.is_tensor(out) and out.shape == x.shape and torch.count_nonzero(out) > 0)
+    except Exception:   # (any error of a module's forward: it is not a norm this test can tell)
+        return False
+    finally:
+        for p, v in zip(own, saved):
+            p.copy_(v)
+        module.train(was_training)
 
 
 def _gamma_of(gammas: Mapping[str, float], group: str, name: str) -> float:
@@ -284,9 +312,10 @@ def gamma_init_(model: nn.Module, gamma: float | Mapping[str, float], *, rules: 
     W_E), convolutions and other parameters by PyTorch's fan-in convention (``shape[1] * prod(shape[2:])``).
     A parameter tied to one already drawn (GPT-2's ``lm_head`` is ``wte``) is drawn once and reported as
     tied. An ``nn.Embedding``'s padding row (``padding_idx``) is zeroed after the draw, as PyTorch and
-    Hugging Face initialise it. Biases are zeroed, norm weights (a module whose class or name says ``norm``) set to 1, what
-    no rule covers (a 1-D scale of a custom module) kept. On the toolkit's own models the draws are
-    ``probe-train``'s for the same seed and gammas.
+    Hugging Face initialise it. Biases are zeroed, norm weights (a module whose class or name says
+    ``norm``) set to their identity: 1, or 0 for a norm that scales by 1 + weight (Gemma's RMSNorm;
+    told by running it once), what no rule covers (a 1-D scale of a custom module) kept. On the
+    toolkit's own models the draws are ``probe-train``'s for the same seed and gammas.
 
     Parameters
     ----------
