@@ -322,8 +322,10 @@ def info(d: dict, fmt: str) -> None:
     if d.get("written_by", "probe-train") != "probe-train":   # a model recorded from the user's own loop
         own = [f"{terminal(str(k))}={terminal(str(v))}" for k, v in c.items()
                if k not in ("recorded_by", "model", "layout", "every", "model_config")]
+        every = c.get("every")   # (the file's text: escaped, as every string of it)
         _line(f"recorded   by {terminal(d['written_by'])}: {terminal(str(c.get('model')))}, "
-              f"{terminal(str(c.get('layout')))} layout, every {c.get('every')} steps"
+              f"{terminal(str(c.get('layout')))} layout, "
+              + ("every step" if every == 1 else f"every {terminal(str(every))} steps")
               + (f"; {'  '.join(own)}" if own else ""))
     else:
         _line(f"model      {c.get('model')}  gamma={c.get('gamma')}  d_model={c.get('d_model')}  layers={c.get('layers')}"

@@ -85,6 +85,7 @@ def test_the_recorded_weights_are_the_models_at_each_step(tmp_path):
         np.testing.assert_array_equal(q[0][1], before.numpy()[:, 16:32])      # head 1 of the queries
         np.testing.assert_array_equal(q[1][1], 2 * before.numpy()[:, 16:32])
         np.testing.assert_array_equal(run.tensor("token_embedding")[1], model.transformer.wte.weight.detach().numpy())
+    assert "gpt2 layout, every step\n" in run_cli("probe", "info", tmp_path / "r.h5").stdout
 
 
 def test_every_probe_of_weights_reads_it_over_its_steps(recorded):
