@@ -310,3 +310,16 @@ def test_marks_shorter_than_the_log_are_a_finding_and_a_one_line_error(tmp_path)
     res = run_cli("probe", "dynamics", path)
     assert res.returncode == 2 and res.stderr == (f"Error: {path}: 'log/logged' is uint8 of shape (3,), not one "
                                                   "mark per step of the loss log (8): the file is damaged\n")
+
+
+def test_the_report_of_a_recorded_run_without_groups_reads_tokens_of_its_vocabulary(tmp_path):
+    """A recorded run names no groups and its config no vocab_size: the report's token-probe sections
+    take the first 64 ids, or fewer where the file's vocabulary is smaller (40 here), not ids past it."""
+    path = tmp_path / "small.h5"
+    with probe.Recorder(path, _gpt2(vocab=40), every=2) as rec:
+        _train(rec.model, rec, 3)
+    page = tmp_path / "small.html"
+    res = run_cli("probe", "report", path, "-o", page, "-p", "similarity")
+    assert res.returncode == 0, res.stderr
+    text = page.read_text()
+    assert "tokens: 0:40 (the run" in text and "outside the vocabulary" not in text

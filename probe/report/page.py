@@ -132,15 +132,14 @@ class Report:
     @staticmethod
     def _tokens(src: RunSource, probe: str) -> str | None:
         """The probe's own token selection where the run has it; else the run's groups (a composite
-        run has no 'reasoning' group), else the first 64 token ids (a checkpoint has no groups; fewer
-        if its config says the vocabulary is smaller)."""
+        run has no 'reasoning' group), else the first 64 token ids (a checkpoint or a recorded run
+        without groups; fewer if the run or its config says the vocabulary is smaller)."""
         default = registry.default_tokens(probe)
         if default is None or probe == "theory" or all(g in src.groups for g in default.split(",")):
             return None
         if src.groups:
             return ",".join(list(src.groups)[:3])
-        vocab = src.config.get("vocab_size")
-        return f"0:{min(64, vocab) if isinstance(vocab, int) and vocab > 1 else 64}"
+        return f"0:{min(64, src.vocab or 64)}"
 
     def section(self, src: RunSource, probe: str, budget: Budget | None = None, at: str = "") -> Section:
         """``probe``'s section for ``src`` (``at``: where it stands among the sections, for the status line)."""

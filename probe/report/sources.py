@@ -31,6 +31,7 @@ class RunSource:
     final_step: int | None = None               # the configured last step (snapshot runs)
     identity: str = ""                          # which run the file holds: its creation stamp and the
                                                 # configuration a resume keeps (snapshot runs)
+    vocab: int | None = None                    # the vocabulary size, where the run or its config says
 
     @property
     def done(self) -> bool:
@@ -72,8 +73,14 @@ def open_run(spec: str, revisions: str | None = None) -> RunSource:
             identity = json.dumps([str(run.h5.attrs.get("created", "")), kept], sort_keys=True, default=str)
             return RunSource(_label(spec), spec, "snapshot", steps, {}, dict(run.config), dict(run.task),
                           {s: {m: np.asarray(v) for m, v in ms.items()} for s, ms in metrics.items()}, steps, groups,
-                          final if isinstance(final, int) and not isinstance(final, bool) else None, identity)
+                          final if isinstance(final, int) and not isinstance(final, bool) else None, identity,
+                          _whole(run.dims.get("vocab")))
     return _checkpoint_series(spec, revisions)
+
+
+def _whole(v) -> int | None:
+    """``v`` if it is a whole number above 1 (a vocabulary size a file or config states), else None."""
+    return v if isinstance(v, int) and not isinstance(v, bool) and v > 1 else None
 
 
 def _texts(strings: list[str] | None, ids) -> list[str] | None:
@@ -98,6 +105,7 @@ def _checkpoint_series(spec: str, revisions: str | None) -> RunSource:
     steps = sorted(by_step)
     src = RunSource(_label(spec), spec, "checkpoints", steps, by_step)
     src.config = _config_of(by_step[steps[-1]])
+    src.vocab = _whole(src.config.get("vocab_size"))
     src.curve_steps, src.curves = _trainer_log(by_step[steps[-1]])
     return src
 
