@@ -60,7 +60,10 @@ def test_ensemble_members_equal_runs_trained_alone(tmp_path, family):
     cfgs = _cfgs(*FAMILIES[family])
     alone = _alone(cfgs, tmp_path)
     paths = [tmp_path / f"member{k}.h5" for k in range(len(cfgs))]
-    result = Ensemble(cfgs, paths, show_progress=False).run()
+    ens = Ensemble(cfgs, paths, show_progress=False)
+    first, *others = ens.members   # one copy of the task's device tensors for every member (a GPU's memory)
+    assert all(m.tokens is first.tokens and m.eval_idx is first.eval_idx for m in others)
+    result = ens.run()
     assert result.failed == {} and [r.path for r in result.results] == [str(p) for p in paths]
     for path, ref in zip(paths, alone):
         assert_same_run(path, ref)

@@ -88,7 +88,8 @@ class Ensemble:
         try:
             for cfg, out, res in zip(cfgs, outs, resume):
                 self.members.append(Trainer(cfg, out, resume=res, overwrite=overwrite, show_progress=False,
-                                            stop_at=stop_at, task=task, ensemble=len(cfgs)))
+                                            stop_at=stop_at, task=task, ensemble=len(cfgs),
+                                            data_from=self.members[0] if self.members else None))
         except BaseException:
             self.release()
             raise

@@ -19,7 +19,7 @@ from probe.format.run import resumable_step
 from probe.format.writer import WriteFailed
 from probe.signals import stop_asked, stoppable
 
-from .config import RunConfig, snapshot_steps
+from .config import RunConfig, shape_key, snapshot_steps
 from .device import device_name, pick_device, set_threads, source_commit
 from .evaluate import evaluate, evaluate_lm
 from .models import build_model
@@ -67,7 +67,8 @@ class Trainer:
 
     def __init__(self, cfg: RunConfig, out: str | os.PathLike, *, resume: bool = False,
                  overwrite: bool = False, show_progress: bool = True, snapshots: bool = True,
-                 on_snapshot=None, on_metrics=None, stop_at: int | None = None, task=None, ensemble: int = 1):
+                 on_snapshot=None, on_metrics=None, stop_at: int | None = None, task=None, ensemble: int = 1,
+                 data_from: "Trainer | None" = None):
         self.cfg = cfg
         # --stop-at: train the configured schedule (warm-up and cosine over cfg.steps) but stop after this
         # many steps, at a snapshot, resumable to the end; None: to cfg.steps
@@ -76,6 +77,7 @@ class Trainer:
         self.stop_at = stop_at if stop_at is not None and stop_at < cfg.steps else None
         self.ensemble = ensemble            # members trained with this one as one batched model (.ensemble)
         self.task = task                    # None: built from cfg (an ensemble's members share one)
+        self._data_from = data_from         # a trainer of the same task whose device tensors this one reads
         self.on_snapshot = on_snapshot      # called with the step after each snapshot is complete
         # then with (step, split metrics, mean train loss, the batch losses of the updates since the last
         # snapshot or None): probe-train --tensorboard
@@ -145,6 +147,21 @@ class Trainer:
             lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), fused=self.device.type == "cuda" or None)
         dev = self.device
         t = self.task
+        src = self._data_from
+        if src is not None and src.task is t and src.device == dev and shape_key(src.cfg) == shape_key(cfg):
+            # an ensemble's members read one copy of the task's tensors (read only): on a GPU each member
+            # would otherwise hold its own (103 MiB of tokens for llm-gpu on the King James file)
+            for name in ("tokens", "labels", "key_pos", "targets", "train_idx", "eval_idx", "probe_idx",
+                         "probe_tokens", "token_probe"):
+                setattr(self, name, getattr(src, name))
+            self._data_from = None
+        else:
+            self._device_tensors(cfg, t, dev)
+        self.autocast = dict(device_type=dev.type, dtype=torch.bfloat16, enabled=cfg.precision == "bf16")
+        self.steps_per_epoch = max(1, len(t.train_indices) // cfg.batch_size)
+
+    def _device_tensors(self, cfg: RunConfig, t, dev) -> None:
+        """The task's arrays this trainer reads, as tensors on its device."""
         self.tokens = torch.as_tensor(t.tokens, device=dev)
         self.labels = torch.as_tensor(t.labels, device=dev)
         self.key_pos = torch.as_tensor(t.key_pos, device=dev)
@@ -157,8 +174,6 @@ class Trainer:
         if self.lm and cfg.token_probe > 0:
             tp = t.token_probe_indices()
             self.token_probe = (self.tokens[torch.as_tensor(tp, device=dev)], self.targets[torch.as_tensor(tp, device=dev)])
-        self.autocast = dict(device_type=dev.type, dtype=torch.bfloat16, enabled=cfg.precision == "bf16")
-        self.steps_per_epoch = max(1, len(t.train_indices) // cfg.batch_size)
 
     # --- data -----------------------------------------------------------------
     def order(self, epoch: int) -> torch.Tensor:
