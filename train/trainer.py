@@ -77,7 +77,6 @@ class Trainer:
         self.stop_at = stop_at if stop_at is not None and stop_at < cfg.steps else None
         self.ensemble = ensemble            # members trained with this one as one batched model (.ensemble)
         self.task = task                    # None: built from cfg (an ensemble's members share one)
-        self._data_from = data_from         # a trainer of the same task whose device tensors this one reads
         self.on_snapshot = on_snapshot      # called with the step after each snapshot is complete
         # then with (step, split metrics, mean train loss, the batch losses of the updates since the last
         # snapshot or None): probe-train --tensorboard
@@ -96,7 +95,7 @@ class Trainer:
         # to the end of run(): a second trainer, --overwrite and --resume included, is refused.
         self._lock = OutputLock(self.out).acquire() if snapshots else None
         try:
-            self._setup(resume, overwrite)
+            self._setup(resume, overwrite, data_from)
         except BaseException:
             self.release()
             raise
@@ -106,7 +105,8 @@ class Trainer:
         if self._lock is not None:
             self._lock.release()
 
-    def _setup(self, resume: bool, overwrite: bool) -> None:
+    def _setup(self, resume: bool, overwrite: bool, data_from: "Trainer | None") -> None:
+        """``data_from``: a trainer of the same task whose device tensors this one reads (an ensemble's)."""
         cfg = self.cfg
         if not resume and os.path.exists(self.out) and not overwrite:
             raise ProbeError(f"{self.out} exists; pass {param('resume')} to continue it or {param('overwrite')} to "
@@ -147,14 +147,13 @@ class Trainer:
             lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), fused=self.device.type == "cuda" or None)
         dev = self.device
         t = self.task
-        src = self._data_from
+        src = data_from
         if src is not None and src.task is t and src.device == dev and shape_key(src.cfg) == shape_key(cfg):
             # an ensemble's members read one copy of the task's tensors (read only): on a GPU each member
             # would otherwise hold its own (103 MiB of tokens for llm-gpu on the King James file)
             for name in ("tokens", "labels", "key_pos", "targets", "train_idx", "eval_idx", "probe_idx",
                          "probe_tokens", "token_probe"):
                 setattr(self, name, getattr(src, name))
-            self._data_from = None
         else:
             self._device_tensors(cfg, t, dev)
         self.autocast = dict(device_type=dev.type, dtype=torch.bfloat16, enabled=cfg.precision == "bf16")
