@@ -73,14 +73,13 @@ def open_run(spec: str, revisions: str | None = None) -> RunSource:
             identity = json.dumps([str(run.h5.attrs.get("created", "")), kept], sort_keys=True, default=str)
             return RunSource(_label(spec), spec, "snapshot", steps, {}, dict(run.config), dict(run.task),
                           {s: {m: np.asarray(v) for m, v in ms.items()} for s, ms in metrics.items()}, steps, groups,
-                          final if isinstance(final, int) and not isinstance(final, bool) else None, identity,
-                          _whole(run.dims.get("vocab")))
+                          _whole(final), identity, _whole(run.dims.get("vocab"), least=2))
     return _checkpoint_series(spec, revisions)
 
 
-def _whole(v) -> int | None:
-    """``v`` if it is a whole number above 1 (a vocabulary size a file or config states), else None."""
-    return v if isinstance(v, int) and not isinstance(v, bool) and v > 1 else None
+def _whole(v, least: int | None = None) -> int | None:
+    """``v`` if it is a whole number (at least ``least``), else None: a number a file or config states."""
+    return v if isinstance(v, int) and not isinstance(v, bool) and (least is None or v >= least) else None
 
 
 def _texts(strings: list[str] | None, ids) -> list[str] | None:
@@ -105,7 +104,7 @@ def _checkpoint_series(spec: str, revisions: str | None) -> RunSource:
     steps = sorted(by_step)
     src = RunSource(_label(spec), spec, "checkpoints", steps, by_step)
     src.config = _config_of(by_step[steps[-1]])
-    src.vocab = _whole(src.config.get("vocab_size"))
+    src.vocab = _whole(src.config.get("vocab_size"), least=2)
     src.curve_steps, src.curves = _trainer_log(by_step[steps[-1]])
     return src
 
