@@ -58,7 +58,10 @@ def TransformersCallback(path: str | os.PathLike, every: int | None = None, **re
             from .recorder import Recorder
 
             recorder.setdefault("metrics", TRAINER_METRICS)
-            self.rec = Recorder(path, model, every or args.logging_steps, **recorder)
+            # a run resumed from a checkpoint (the Trainer has restored its step by now) goes on from
+            # that step: what the file holds past it (a kill after the checkpoint) is recorded again
+            resumed = {"resume_from": state.global_step} if state.global_step > 0 else {}
+            self.rec = Recorder(path, model, every or args.logging_steps, **resumed, **recorder)
             if state.global_step == 0:
                 self.rec.snapshot(0)
 
@@ -107,14 +110,16 @@ def LightningCallback(path: str | os.PathLike, every: int = 100, **recorder):
             self.last: int | None = None
             self.pending = None   # (step, loss) of a due step: written once its validation has run
 
-        def on_fit_start(self, trainer, pl_module):
+        def on_train_start(self, trainer, pl_module):
             from .recorder import Recorder
 
+            # (not on_fit_start: Lightning restores a checkpoint's global_step after it, before this)
             recorder.setdefault("metrics", ("loss",))
-            self.rec = Recorder(path, pl_module, every, **recorder)
-            if trainer.global_step == 0:
+            step = trainer.global_step
+            self.rec = Recorder(path, pl_module, every, **({"resume_from": step} if step > 0 else {}), **recorder)
+            self.last = step
+            if step == 0:
                 self.rec.snapshot(0)
-                self.last = 0
 
         def on_train_batch_end(self, trainer, pl_module, outputs, batch, _batch_idx):
             step = trainer.global_step   # optimizer steps: the same for the batches one step accumulates
@@ -131,6 +136,8 @@ def LightningCallback(path: str | os.PathLike, every: int = 100, **recorder):
             self.flush(trainer)   # no update since the pending step: its weights
 
         def on_fit_end(self, trainer, pl_module):
+            if self.rec is None:   # (a fit that never trained: max_steps already reached)
+                return
             try:
                 self.flush(trainer)
             finally:

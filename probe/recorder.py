@@ -9,17 +9,20 @@ token groups and the metrics the loop passes in. Every probe of weights then rea
 """
 from __future__ import annotations
 
+import gc
 import math
 import os
 import re
 import time
+import weakref
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
 from .errors import ProbeError, param, warn
 from .files import OutputLock, regular_file
-from .format import Writer
+from .format import P, Writer
+from .format.writer import WriteFailed
 from .readers.module import ModelTensors, hf_model
 
 WRITTEN_BY = "probe.Recorder"
@@ -33,7 +36,8 @@ class Recorder:
     ----------
     path : str or os.PathLike
         The snapshot file. An existing one is continued (a resumed loop): its snapshots are kept and
-        a step at or before its newest is refused. ``overwrite=True`` starts it anew.
+        a step at or before its newest is refused (``resume_from`` drops those after a checkpoint's
+        step). ``overwrite=True`` starts it anew.
     model : torch.nn.Module
         Any model whose weights a known layout names (GPT-2, GPT-NeoX, LLaMA, Phi, BERT, nanoGPT and
         the toolkit's own), or any model with ``mapping``.
@@ -60,14 +64,25 @@ class Recorder:
         ``NAME_acc`` are split NAME's (``eval_loss``: split ``eval``).
     config : dict, optional
         Anything to keep with the run (γ, learning rate ...), shown by ``probe info``.
+    keep : sequence of str, optional
+        Shell patterns (``"token_embedding"``, ``"layer*/W_V"``, ``"*.bias"``) over the canonical names
+        and the stored parameter names: store only the tensors they match (the token embedding
+        always). Default: every tensor, a tied one (GPT-2's output head is its embedding) once.
+    resume_from : int, optional
+        The step the loop resumes from (the checkpoint it restored): the file's snapshots after it,
+        and its step log past it, are dropped and recorded again, as ``probe-train --resume`` does.
+        Without it a continued file keeps everything and refuses a step at or before its newest.
     overwrite : bool
         Replace an existing file instead of continuing it.
 
     Raises
     ------
     ProbeError
-        An unknown layout (naming the unmatched parameters), a bad argument, or a file that is not a
-        snapshot file of this model; on :meth:`step`, a step that goes backwards.
+        An unknown layout (naming the unmatched parameters), a bad argument, a token group outside the
+        model's vocabulary, or a file that is not a snapshot file of this model (other tensors, groups,
+        probe batch or metrics); on :meth:`step`, a step that goes backwards or a model resized since.
+        A write the file system refuses raises :class:`probe.format.writer.WriteFailed` (a ProbeError) and keeps
+        every snapshot before it; the next :meth:`step` reopens the file and goes on.
 
     Examples
     --------
@@ -81,7 +96,8 @@ class Recorder:
 
     def __init__(self, path: str | os.PathLike, model, every: int = 100, *, groups: Mapping | None = None,
                  tokenizer=None, probe_inputs=None, attention: Callable | None = None, mapping: str | None = None,
-                 metrics: Sequence[str] | None = None, config: Mapping | None = None, overwrite: bool = False):
+                 metrics: Sequence[str] | None = None, config: Mapping | None = None,
+                 keep: Sequence[str] | None = None, resume_from: int | None = None, overwrite: bool = False):
         if not isinstance(every, int) or isinstance(every, bool) or every < 1:   # (check_number's wording)
             raise ProbeError(f"{param('every', every)}: need an integer at least 1")
         self.path, self.model, self.every = os.fspath(path), model, int(every)
@@ -89,10 +105,16 @@ class Recorder:
         self._inputs = None if probe_inputs is None else _int_batch(probe_inputs)
         self._attention_of = attention
         self._config, self._tokenizer = dict(config or {}), tokenizer
-        self._tensors = ModelTensors(model, self.path, mapping)
-        self._groups = {str(k): _ids(str(k), v, tokenizer) for k, v in (groups or {}).items()}
-        self._writer: Writer | None = None
+        if isinstance(keep, str):
+            keep = [keep]
+        self._tensors = ModelTensors(model, self.path, mapping, None if keep is None else [str(k) for k in keep])
+        vocab = self._tensors.canonical("token_embedding")
+        self._groups = {str(k): _ids(str(k), v, tokenizer, vocab[0] if vocab else None)
+                        for k, v in (groups or {}).items()}
+        self._groups_given = groups is not None
+        self._state = {"writer": None}   # what close() and the finalizer share (the finalizer holds no self)
         self._last: int | None = None
+        self._reopen = False             # a write failed: the next snapshot reopens the file
         self._dropped: set[str] = set()
         self._losses: list[float] = []   # the loss of each step since the last snapshot: the file's step log
         self._given: list[bool] = []     # whether the loop gave it (a step it did not is NaN, marked 0)
@@ -100,21 +122,43 @@ class Recorder:
         self._t0, self._time0 = time.perf_counter(), 0.0
         key = os.path.realpath(self.path)
         if key in _OPEN:
+            gc.collect()   # a Recorder nobody holds any more, in a reference cycle: its finalizer frees the path
+        if key in _OPEN:
             raise ProbeError(f"{self.path} is being written by another Recorder of this process; close it first")
         self._lock = OutputLock(self.path).acquire()   # one writer per file, as probe-train's
         _OPEN.add(key)
-        self._key = key
+        # the file and its lock belong to the file's writer, not to this object's life: dropped without
+        # close() (an exception in the loop's function), it is closed when collected, and the path is free
+        self._finalizer = weakref.finalize(self, _close, self._state, self._lock, key)
         try:
             Writer.remove_stale(self.path)
             if os.path.exists(self.path) and not overwrite:
                 regular_file(self.path, "snapshot file")
-                self._check_continued()   # (before the file is rewritten to go on)
-                self._writer, self._last = Writer.reopen(self.path)
-                self._time0 = float(self._writer.last("time") or 0.0)
-                self._logged = self._writer.logged_steps
+                self._check_continued(metrics is not None)   # (before the file is rewritten to go on)
+                self._open_existing(None if resume_from is None else _step("resume_from", resume_from))
+            elif resume_from is not None:
+                _step("resume_from", resume_from)
         except BaseException:
             self.close()
             raise
+
+    @property
+    def _writer(self) -> Writer | None:
+        return self._state["writer"]
+
+    @_writer.setter
+    def _writer(self, writer: Writer | None) -> None:
+        self._state["writer"] = writer
+
+    def _open_existing(self, upto: int | None) -> None:
+        """Reopen the file to go on after its newest snapshot (at or before ``upto``)."""
+        self._writer, self._last = Writer.reopen(self.path, upto=upto)
+        self._time0 = float(self._writer.last("time") or 0.0)
+        held = self._writer.logged_steps
+        drop = max(0, held - self._logged) if self._reopen else 0   # (losses the failed write had put there)
+        self._losses, self._given = self._losses[drop:], self._given[drop:]
+        self._logged = held
+        self._t0 = time.perf_counter()
 
     def due(self, step: int) -> bool:
         """Whether :meth:`step` records at ``step`` (a multiple of ``every``)."""
@@ -144,6 +188,10 @@ class Recorder:
                              "resumed from an earlier checkpoint: record into a new file, or pass overwrite=True)")
         values = {str(k): _number(k, v) for k, v in metrics.items()}
         epoch = values.pop("epoch", math.nan)   # the snapshot's own field, as probe-train's
+        params = self._tensors.read()   # (first: a model resized since is refused before anything is written)
+        if self._reopen:   # the last write failed and closed the file; it holds every snapshot before
+            self._open_existing(None)
+            self._reopen = False
         if self._writer is None:
             names = self.metrics if self.metrics is not None else list(values) or ["loss"]   # (step 0: none yet)
             self._create([m for m in names if m != "epoch"])
@@ -155,12 +203,16 @@ class Recorder:
         split_metrics: dict = {}
         for name, (split, metric) in self._split_of.items():
             split_metrics.setdefault(split, {})[metric] = values.get(name, math.nan)
-        self._writer.append(step=step, epoch=epoch, time=self._time0 + time.perf_counter() - self._t0,
-                            train_loss=values.get("loss", values.get("train_loss", math.nan)),
-                            params=self._tensors.read(), metrics=split_metrics, attention=self._attention(),
-                            recorded={k: values.get(k, math.nan) for k in self._others},
-                            step_losses=np.asarray(self._losses, dtype=np.float64),
-                            step_logged=np.asarray(self._given, dtype=np.uint8))
+        try:
+            self._writer.append(step=step, epoch=epoch, time=self._time0 + time.perf_counter() - self._t0,
+                                train_loss=values.get("loss", values.get("train_loss", math.nan)),
+                                params=params, metrics=split_metrics, attention=self._attention(),
+                                recorded={k: values.get(k, math.nan) for k in self._others},
+                                step_losses=np.asarray(self._losses, dtype=np.float64),
+                                step_logged=np.asarray(self._given, dtype=np.uint8))
+        except WriteFailed:   # the writer closed the file, whole; a loop that goes on gets it reopened
+            self._writer, self._reopen = None, True
+            raise
         self._logged += len(self._losses)
         self._losses, self._given = [], []
         self._last = step
@@ -168,16 +220,7 @@ class Recorder:
 
     def close(self) -> None:
         """Close the file; every snapshot written stays. Safe to call twice."""
-        try:
-            if self._writer is not None:
-                self._writer.close()
-                self._writer = None
-        finally:
-            self._release()
-
-    def _release(self) -> None:
-        _OPEN.discard(self._key)
-        self._lock.release()
+        self._finalizer()
 
     def __enter__(self) -> "Recorder":
         return self
@@ -195,8 +238,12 @@ class Recorder:
         dims = t.dims(inputs.shape)
         vocab = self._vocab(dims["vocab"])
         task = {"kind": "recorded", "splits": splits, "token_groups": list(self._groups), "metrics": names}
+        if t.left_out:   # (schema 1.7: the canonical tensors it was told not to keep are not required)
+            task["left_out"] = t.left_out
         config = {**self._config, "recorded_by": WRITTEN_BY, "model": type(self.model).__name__,
                   "layout": t.layout, "every": self.every, "model_config": t.model_config}
+        if t.tied:   # stored once, under the tensor it is tied to (the unembedding is its transpose)
+            config["tied"] = t.tied
         attention = self._attention()
         self._writer = Writer.create(
             self.path, config=config, task=task, dims=dims, groups=self._groups,
@@ -206,26 +253,46 @@ class Recorder:
             resume_tensors={}, environment=_environment(), recorded=self._others, sparse_log=True)
         self._t0 = time.perf_counter()
 
-    def _check_continued(self) -> None:
-        """The file being continued is a Recorder's, of a model with these tensors; its metrics go on."""
+    def _check_continued(self, metrics_given: bool) -> None:
+        """The file being continued is a Recorder's, of a model with these tensors, groups, probe batch
+        and metrics; what is not given is taken from the file."""
         from .format import Run
 
         with Run(self.path) as run:
             if run.config.get("recorded_by") != WRITTEN_BY:
                 raise ProbeError(f"{self.path}: not a file a Recorder wrote; record into a new file, or pass "
                                  "overwrite=True")
-            stored = {n: tuple(s) for n, s in run.tensors().items()}
-            self._split_of, self._others = _metric_places(list(run.task.get("metrics", [])))
+            weights = run.weights()
+            canonical = set(weights)
+            params = run.h5[P["param"].split("{")[0].rstrip("/")]
+            stored: dict[str, tuple] = {}   # every stored parameter by its stored name, and its shape
+            params.visititems(lambda n, ds: stored.update({n: tuple(ds.shape[1:])}) if hasattr(ds, "shape") else None)
+            names = [str(m) for m in run.task.get("metrics", [])]
+            self._split_of, self._others = _metric_places(names)
             batch = np.asarray(run.dataset("probe_tokens")[...])
+            groups = dict(run.groups) if self._groups_given else None
+        again = "pass the same ones (or none: the file's are used), or record into a new file"
         if batch.size and self._inputs is None:   # the restarted loop goes on with the file's probe batch
             self._inputs = batch
         elif not np.array_equal(batch, self._inputs if self._inputs is not None else batch[:0]):
-            raise ProbeError(f"{self.path}: probe_inputs differ from the probe batch it was recorded with; pass "
-                             "the same ones (or none: the file's are used), or record into a new file")
-        for n, shape in self._tensors.shapes.items():
-            if stored.get(n) != shape:
-                raise ProbeError(f"{self.path}: recorded from another model ('{n}' is {stored.get(n)} there, "
-                                 f"{shape} here); record into a new file, or pass overwrite=True")
+            raise ProbeError(f"{self.path}: probe_inputs differ from the probe batch it was recorded with; {again}")
+        if groups is not None and (groups.keys() != self._groups.keys()
+                                   or any(not np.array_equal(groups[g], self._groups[g]) for g in groups)):
+            raise ProbeError(f"{self.path}: groups differ from the token groups it was recorded with "
+                             f"({', '.join(groups) or 'none'}); {again}")
+        if metrics_given and self.metrics != names:
+            raise ProbeError(f"{self.path}: metrics {self.metrics} differ from those it records ({names}); {again}")
+        self.metrics = names
+        here = self._tensors.shapes
+        same = all(self._tensors.full.get(c) == tuple(shape) for c, shape in weights.items())
+        if same and (canonical != set(self._tensors.roles) or set(here) != set(stored)):   # (another keep=)
+            raise ProbeError(f"{self.path}: recorded with other tensors kept ({', '.join(sorted(canonical))}); pass "
+                             "the same keep=, or record into a new file")
+        for n in sorted(set(here) | set(stored)):
+            if stored.get(n) != here.get(n):
+                there_, now = stored.get(n, "absent"), here.get(n, "absent")
+                raise ProbeError(f"{self.path}: recorded from another model ('{n}' is {there_} there, {now} here); "
+                                 "record into a new file, or pass overwrite=True")
 
     def _vocab(self, vocab: int) -> dict:
         """Each token's text, when a tokenizer is given: rows are labelled, ``--words`` works."""
@@ -275,6 +342,23 @@ def _metric_places(names: list[str]) -> tuple[dict[str, tuple[str, str]], list[s
     return split_of, others
 
 
+def _close(state: dict, lock: OutputLock, key: str) -> None:
+    """Close a Recorder's file and free its path: at close(), or when the Recorder is collected."""
+    try:
+        if state["writer"] is not None:
+            writer, state["writer"] = state["writer"], None
+            writer.close()
+    finally:
+        _OPEN.discard(key)
+        lock.release()
+
+
+def _step(name: str, value) -> int:
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 0:
+        raise ProbeError(f"{param(name, value)}: need a step, an integer at least 0")
+    return int(value)
+
+
 def _number(name, value) -> float:
     try:
         return float(value.item() if hasattr(value, "item") else value)
@@ -291,8 +375,9 @@ def _int_batch(x) -> np.ndarray:
     return a.astype(np.int64)
 
 
-def _ids(name: str, values, tokenizer) -> np.ndarray:
-    """A group's token ids: its ids, and its words turned into one id each by ``tokenizer``."""
+def _ids(name: str, values, tokenizer, vocab: int | None = None) -> np.ndarray:
+    """A group's token ids: its ids, and its words turned into one id each by ``tokenizer``; each must be
+    a row of the model's token embedding (``vocab`` rows)."""
     ids = []
     for v in values:
         if isinstance(v, str):
@@ -305,6 +390,10 @@ def _ids(name: str, values, tokenizer) -> np.ndarray:
             raise ProbeError(f"token group '{name}': '{v}' is neither a token id nor a word")
     if not ids:
         raise ProbeError(f"token group '{name}' holds no token")
+    outside = [i for i in ids if vocab is not None and not 0 <= i < vocab]
+    if outside:
+        raise ProbeError(f"token group '{name}': token id {outside[0]} is outside the model's vocabulary of {vocab} "
+                         f"tokens (0 to {vocab - 1})" + (f"; {len(outside) - 1} more" if len(outside) > 1 else ""))
     return np.asarray(ids, dtype=np.int64)
 
 

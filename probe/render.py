@@ -321,12 +321,20 @@ def info(d: dict, fmt: str) -> None:
         _line(f"stories    {d['task'].get('story_text') or d['task']['stories']}")
     if d.get("written_by", "probe-train") != "probe-train":   # a model recorded from the user's own loop
         own = [f"{terminal(str(k))}={terminal(str(v))}" for k, v in c.items()
-               if k not in ("recorded_by", "model", "layout", "every", "model_config")]
+               if k not in ("recorded_by", "model", "layout", "every", "model_config", "tied")]
         every = c.get("every")   # (the file's text: escaped, as every string of it)
         _line(f"recorded   by {terminal(d['written_by'])}: {terminal(str(c.get('model')))}, "
               f"{terminal(str(c.get('layout')))} layout, "
               + ("every step" if every == 1 else f"every {terminal(str(every))} steps")
               + (f"; {'  '.join(own)}" if own else ""))
+        tied = c.get("tied") if isinstance(c.get("tied"), dict) else {}
+        if tied:   # stored once: the probes read the tensor it is tied to
+            _line("tied       " + ", ".join(f"{terminal(str(k))} is {terminal(str(v))}" for k, v in tied.items())
+                  + " (stored once)")
+        left = d["task"].get("left_out") or []
+        if left:
+            _line(f"left out   {len(left)} tensors not kept (Recorder keep=): "
+                  + ", ".join(terminal(str(n)) for n in left[:4]) + (", ..." if len(left) > 4 else ""))
     else:
         _line(f"model      {c.get('model')}  gamma={c.get('gamma')}  d_model={c.get('d_model')}  layers={c.get('layers')}"
               f"  heads={c.get('heads')}  d_ff={c.get('d_ff')}  norm={c.get('norm')}")

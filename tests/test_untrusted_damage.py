@@ -148,7 +148,7 @@ def _validate(path, *args):
 def test_every_dataset_holding_data_carries_a_checksum(tiny_run):
     unchecked, scalars = [], 0
     with h5py.File(tiny_run, "r") as f:
-        assert f.attrs["schema_version"] == "1.6"
+        assert f.attrs["schema_version"] == "1.7"
         params = len(f["snapshots/params"])
 
         def visit(name, obj):
@@ -179,7 +179,7 @@ def test_a_resumed_run_keeps_its_checksums(killed, tmp_path):
     res = run_cli("probe-train", "--resume", "--out", out, "--quiet", "--steps", _step(killed, -1) + 40)
     assert res.returncode == 0, res.stderr
     with h5py.File(out, "r") as f:
-        assert f.attrs["schema_version"] == "1.6"
+        assert f.attrs["schema_version"] == "1.7"
         assert f[W_E].fletcher32 and f["log/train_loss"].fletcher32 and f["run/label_dist"].fletcher32
         slot = f"resume/slot{int(np.argmax(f['resume/slot_step'][...]))}/optim/W_E"
         assert f[f"{slot}/exp_avg"].fletcher32

@@ -23,4 +23,4 @@ _.run_finished                                # used by tests and the figures (t
 from probe import callbacks
 callbacks.TransformersCallback, callbacks.LightningCallback   # public API: users hand them to their Trainer
 _.on_train_begin, _.on_step_begin, _.on_step_end, _.on_log, _.on_train_end   # transformers.Trainer calls them
-_.on_fit_start, _.on_train_batch_start, _.on_train_batch_end, _.on_fit_end, _.on_exception          # Lightning's Trainer calls them
+_.on_train_start, _.on_train_batch_start, _.on_train_batch_end, _.on_fit_end, _.on_exception          # Lightning's Trainer calls them

@@ -302,7 +302,10 @@ class _Checker:
                    "split": [s for s in splits if isinstance(s, str)] if isinstance(splits, list) else []}
         paths = [path.format(**dict(zip(fields, combo)))
                  for combo in itertools.product(*(choices[fld] for fld in fields))]
-        return paths if spec.get("required") else [p for p in paths if self._has(p)]
+        left = task.get("left_out") if isinstance(task.get("left_out"), list) else []
+        left_out = {f"{WEIGHTS_GROUP}/{n}" for n in left}   # (1.7: a Recorder told to keep only some tensors)
+        return paths if spec.get("required") and not left_out else \
+            [p for p in paths if self._has(p) or (spec.get("required") and p not in left_out)]
 
     def _leaf_names(self, base: str) -> list[str]:
         """The datasets below ``base`` (by their hard-link names; not those behind a flagged link)."""

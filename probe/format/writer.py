@@ -302,15 +302,22 @@ class Writer:
         return writer, step, state, params
 
     @classmethod
-    def reopen(cls, path: str | os.PathLike, environment: Mapping | None = None) -> tuple["Writer", int | None]:
+    def reopen(cls, path: str | os.PathLike, environment: Mapping | None = None, upto: int | None = None
+               ) -> tuple["Writer", int | None]:
         """Reopen a run for appending after its newest complete snapshot, every complete snapshot kept
         (a file with no resume state: a :class:`probe.Recorder`'s after its loop restarted). Copied, as
-        :meth:`resume` does, so that a file a killed writer left is whole again.
+        :meth:`resume` does, so that a file a killed writer left is whole again. ``upto``: keep only the
+        snapshots at or before this step, and the step log up to it (a loop resumed from a checkpoint
+        older than the file's newest snapshot: what comes after is trained again).
 
-        Returns ``(writer, step)``: the step of the newest snapshot (None when it holds none)."""
-        def every(run: Run) -> tuple[int, int | None, None]:
-            steps = run.steps
-            return len(steps), (int(steps[-1]) if len(steps) else None), None
+        Returns ``(writer, step)``: the step of the newest snapshot kept (None when it keeps none)."""
+        def every(run: Run) -> tuple[int, int | None, None, int | None]:
+            steps = run.steps if upto is None else run.steps[run.steps <= upto]
+            last = int(steps[-1]) if len(steps) else None
+            # the log's rows of the steps before the next snapshot's: row t is step t, rows past the
+            # newest snapshot's step belong to no snapshot (a writer killed between the two)
+            rows = None if upto is None else (0 if last is None else last + 1)
+            return len(steps), last, None, rows
 
         writer, _, step, _ = cls._rewrite(path, every, None, environment)
         return writer, step
@@ -318,13 +325,13 @@ class Writer:
     @classmethod
     def _rewrite(cls, path, choose, config, environment):
         """Copy ``path`` up to the snapshot ``choose(run)`` names — ``(snapshots kept, step, resume slot or
-        None)`` — into a fresh file that replaces it, opened for SWMR appends."""
+        None[, rows of the step log kept])`` — into a fresh file that replaces it, opened for SWMR appends."""
         path = os.fspath(path)
         with Run(path) as run:
             run.check_all(resume_slots=True)
             f = run.h5
             sums = run.schema_version >= CHECKSUMS_SINCE   # a resumed file keeps its schema, with or without
-            keep, step, slot = choose(run)
+            keep, step, slot, *rows = choose(run)
             doing, kept = f"copying it to resume from step {step}", "the file is unchanged"
             limit, size = file_size_limit(), os.path.getsize(path)
             if limit is not None and with_metadata(size) > limit:   # the copy is about as big
@@ -345,6 +352,8 @@ class Writer:
                 if P["step_loss"] in f:   # the losses of the steps before the resumed one
                     log = run.dataset("step_loss")
                     k = min(step or 0, int(log.shape[0])) if slot is not None else int(log.shape[0])
+                    if rows and rows[0] is not None:
+                        k = min(rows[0], int(log.shape[0]))
                     new_dataset(g, P["step_loss"], np.asarray(log[:k]), maxshape=(None,), chunks=log.chunks,
                                 checksums=sums)
                     if run.has("step_logged"):
