@@ -160,6 +160,16 @@ class Recorder:
         self._logged = held
         self._t0 = time.perf_counter()
 
+    @property
+    def bytes_per_snapshot(self) -> int:
+        """What one snapshot adds to the file: every stored tensor as float32 (a tied one once), and the
+        probe batch's attention maps (layers x heads x batch x seq x seq float32)."""
+        weights = sum(4 * math.prod(s) for s in self._tensors.shapes.values())
+        if self._inputs is None:
+            return weights
+        dims = self._tensors.dims(self._inputs.shape)
+        return weights + 4 * dims["layers"] * dims["heads"] * self._inputs.shape[0] * self._inputs.shape[1] ** 2
+
     def due(self, step: int) -> bool:
         """Whether :meth:`step` records at ``step`` (a multiple of ``every``)."""
         return int(step) % self.every == 0

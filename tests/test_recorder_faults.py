@@ -81,6 +81,8 @@ def test_a_tied_head_is_stored_once_and_keep_chooses_the_tensors(tmp_path):
         assert sorted(run.tensors()) == ["layer0.W_V", "layer0/W_V", "layer1.W_V", "layer1/W_V", "token_embedding"]
         assert run.dims["layers"] == 2 and run.dims["heads"] == 2   # the model's sizes, whatever is kept
         assert "layer0/W_Q" in run.task["left_out"]
+        with pytest.raises(probe.ProbeError, match="'layer0/W_Q' was not kept when this run was recorded"):
+            run.tensor("layer0/W_Q")
     assert run_cli("probe", "validate", tmp_path / "some.h5").returncode == 0
     res = run_cli("probe", "info", tmp_path / "some.h5")
     assert res.returncode == 0 and "left out   " in res.stdout

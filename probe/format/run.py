@@ -301,6 +301,9 @@ class Run:
             full = f"{grp}/{name}"
             if full in self._f:
                 return self.at(full)
+        if name in (self.task.get("left_out") or ()):   # (1.7: a Recorder told to keep only some tensors)
+            raise ProbeError(f"{self.path}: '{name}' was not kept when this run was recorded (Recorder keep=); "
+                             "record it with a keep= that names it")
         known = ", ".join(sorted(self.tensors())) or "none"
         raise ProbeError(f"{self.path}: no tensor '{name}'; known tensors: {known}")
 
