@@ -24,3 +24,5 @@ from probe import callbacks
 callbacks.TransformersCallback, callbacks.LightningCallback   # public API: users hand them to their Trainer
 _.on_train_begin, _.on_step_begin, _.on_step_end, _.on_log, _.on_train_end   # transformers.Trainer calls them
 _.on_train_start, _.on_train_batch_start, _.on_train_batch_end, _.on_fit_end, _.on_exception          # Lightning's Trainer calls them
+from probe.recorder import Recorder
+Recorder.bytes_per_snapshot                   # public API: what a snapshot costs (docs/how-to/record-your-loop.md)
