@@ -58,6 +58,8 @@ def TransformersCallback(path: str | os.PathLike, every: int | None = None, **re
             from .recorder import Recorder
 
             recorder.setdefault("metrics", TRAINER_METRICS)
+            if self.rec is not None:   # a train() after one that raised (on_train_end never came): its file closed
+                self.rec.close()
             # a run resumed from a checkpoint (the Trainer has restored its step by now) goes on from
             # that step: what the file holds past it (a kill after the checkpoint) is recorded again
             resumed = {"resume_from": state.global_step} if state.global_step > 0 else {}
@@ -115,6 +117,8 @@ def LightningCallback(path: str | os.PathLike, every: int = 100, **recorder):
 
             # (not on_fit_start: Lightning restores a checkpoint's global_step after it, before this)
             recorder.setdefault("metrics", ("loss",))
+            if self.rec is not None:   # a fit after one that raised without on_exception: its file closed
+                self.rec.close()
             step = trainer.global_step
             self.rec = Recorder(path, pl_module, every, **({"resume_from": step} if step > 0 else {}), **recorder)
             self.last = step

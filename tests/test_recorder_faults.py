@@ -282,3 +282,34 @@ def test_a_training_killed_after_a_checkpoint_and_resumed_gives_the_uninterrupte
     assert rc == 0, err
     _same_file(tmp_path / "whole.h5", tmp_path / "cut.h5")
     assert run_cli("probe", "validate", tmp_path / "cut.h5").returncode == 0
+
+
+def test_a_trainer_run_again_after_an_exception_resumes_into_the_file_its_callback_left(tmp_path):
+    import transformers as T
+
+    from probe.callbacks import TransformersCallback
+
+    class Fail(T.TrainerCallback):
+        def on_step_end(self, args, state, control, **kw):
+            if state.global_step == 7 and not failed:
+                failed.append(7)
+                raise RuntimeError("the loop failed")
+
+    class Seqs(torch.utils.data.Dataset):
+        def __len__(self):
+            return 32
+
+        def __getitem__(self, i):
+            x = torch.arange(16) % 64
+            return {"input_ids": x, "labels": x}
+
+    failed = []
+    args = T.TrainingArguments(output_dir=str(tmp_path / "out"), max_steps=10, logging_steps=5, save_steps=5,
+                               per_device_train_batch_size=4, report_to=[], use_cpu=True, disable_tqdm=True)
+    trainer = T.Trainer(model=_gpt2(), args=args, train_dataset=Seqs(),
+                        callbacks=[TransformersCallback(tmp_path / "run.h5", every=5), Fail()])
+    with pytest.raises(RuntimeError, match="the loop failed"):
+        trainer.train()
+    trainer.train(resume_from_checkpoint=True)   # before: "being written by another Recorder of this process"
+    with Run(tmp_path / "run.h5") as run:
+        assert list(run.steps) == [0, 5, 10]
