@@ -63,7 +63,9 @@ def TransformersCallback(path: str | os.PathLike, every: int | None = None, **re
             # a run resumed from a checkpoint (the Trainer has restored its step by now) goes on from
             # that step: what the file holds past it (a kill after the checkpoint) is recorded again
             resumed = {"resume_from": state.global_step} if state.global_step > 0 else {}
-            self.rec = Recorder(path, model, every or args.logging_steps, **resumed, **recorder)
+            # (state.logging_steps: the Trainer's own count, a ratio of max_steps such as 0.1 turned into steps)
+            steps = every or int(getattr(state, "logging_steps", None) or args.logging_steps)
+            self.rec = Recorder(path, model, steps, **resumed, **recorder)
             if state.global_step == 0:
                 self.rec.snapshot(0)
 

@@ -313,3 +313,23 @@ def test_a_trainer_run_again_after_an_exception_resumes_into_the_file_its_callba
     trainer.train(resume_from_checkpoint=True)   # before: "being written by another Recorder of this process"
     with Run(tmp_path / "run.h5") as run:
         assert list(run.steps) == [0, 5, 10]
+
+
+def test_a_trainer_logging_every_quarter_of_its_steps_is_recorded_at_those_steps(tmp_path):
+    import transformers as T
+
+    from probe.callbacks import TransformersCallback
+
+    class Seqs(torch.utils.data.Dataset):
+        def __len__(self):
+            return 16
+
+        def __getitem__(self, i):
+            x = torch.arange(16) % 64
+            return {"input_ids": x, "labels": x}
+
+    args = T.TrainingArguments(output_dir=str(tmp_path / "out"), max_steps=20, logging_steps=0.25, save_strategy="no",
+                               per_device_train_batch_size=4, report_to=[], use_cpu=True, disable_tqdm=True)
+    T.Trainer(model=_gpt2(), args=args, train_dataset=Seqs(), callbacks=[TransformersCallback(tmp_path / "run.h5")]).train()
+    with Run(tmp_path / "run.h5") as run:   # before: "every=0.25: need an integer at least 1"
+        assert list(run.steps) == [0, 5, 10, 15, 20]
