@@ -10,6 +10,7 @@ token groups and the metrics the loop passes in. Every probe of weights then rea
 from __future__ import annotations
 
 import gc
+import json
 import math
 import os
 import re
@@ -26,6 +27,7 @@ from .format.writer import WriteFailed
 from .readers.module import ModelTensors, hf_model
 
 WRITTEN_BY = "probe.Recorder"
+_OWN_CONFIG = ("recorded_by", "model", "layout", "every", "model_config", "tied")   # what the Recorder adds to config
 _OPEN: set[str] = set()   # the files a Recorder of this process writes (the file lock is per process)
 
 
@@ -134,7 +136,7 @@ class Recorder:
             Writer.remove_stale(self.path)
             if os.path.exists(self.path) and not overwrite:
                 regular_file(self.path, "snapshot file")
-                self._check_continued(metrics is not None)   # (before the file is rewritten to go on)
+                self._check_continued(metrics is not None, config is not None)   # (before it is rewritten)
                 self._open_existing(None if resume_from is None else _step("resume_from", resume_from))
             elif resume_from is not None:
                 _step("resume_from", resume_from)
@@ -263,9 +265,9 @@ class Recorder:
             resume_tensors={}, environment=_environment(), recorded=self._others, sparse_log=True)
         self._t0 = time.perf_counter()
 
-    def _check_continued(self, metrics_given: bool) -> None:
-        """The file being continued is a Recorder's, of a model with these tensors, groups, probe batch
-        and metrics; what is not given is taken from the file."""
+    def _check_continued(self, metrics_given: bool, config_given: bool) -> None:
+        """The file being continued is a Recorder's, of a model with these tensors, groups, probe batch,
+        metrics, interval, config and token texts; what is not given is taken from the file."""
         from .format import Run
 
         with Run(self.path) as run:
@@ -281,6 +283,8 @@ class Recorder:
             self._split_of, self._others = _metric_places(names)
             batch = np.asarray(run.dataset("probe_tokens")[...])
             groups = dict(run.groups) if self._groups_given else None
+            mine = {k: v for k, v in run.config.items() if k not in _OWN_CONFIG}
+            every, texts = run.config.get("every"), run.token_strings()
         again = "pass the same ones (or none: the file's are used), or record into a new file"
         if batch.size and self._inputs is None:   # the restarted loop goes on with the file's probe batch
             self._inputs = batch
@@ -303,6 +307,15 @@ class Recorder:
                 there_, now = stored.get(n, "absent"), here.get(n, "absent")
                 raise ProbeError(f"{self.path}: recorded from another model ('{n}' is {there_} there, {now} here); "
                                  "record into a new file, or pass overwrite=True")
+        if every != self.every:   # (the file says "every N steps": a snapshot off that grid would belie it)
+            raise ProbeError(f"{self.path}: recorded every {every} steps, not every {self.every}; pass every={every}, "
+                             "or record into a new file")
+        if config_given and json.loads(json.dumps(self._config, default=str)) != mine:
+            raise ProbeError(f"{self.path}: config differs from the one it was recorded with ({_shown(mine)}); {again}")
+        if self._tokenizer is not None and texts is not None and self._vocab(len(texts)).get("vocab_strings",
+                                                                                           []).tolist() != texts:
+            raise ProbeError(f"{self.path}: the tokenizer's token texts differ from those it was recorded with; "
+                             f"{again}")
 
     def _vocab(self, vocab: int) -> dict:
         """Each token's text, when a tokenizer is given: rows are labelled, ``--words`` works."""
@@ -350,6 +363,11 @@ def _metric_places(names: list[str]) -> tuple[dict[str, tuple[str, str]], list[s
         else:
             others.append(name)
     return split_of, others
+
+
+def _shown(config: Mapping) -> str:
+    text = ", ".join(f"{k}={v}" for k, v in config.items()) or "none"
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _close(state: dict, lock: OutputLock, key: str) -> None:

@@ -110,6 +110,10 @@ def test_groups_are_checked_against_the_vocabulary_and_the_continued_file(tmp_pa
         rec.step(2, loss=1.0)
     with pytest.raises(probe.ProbeError, match=r"metrics \['acc'\] differ from those it records"):
         probe.Recorder(tmp_path / "r.h5", model, metrics=["acc"])
+    with pytest.raises(probe.ProbeError, match="recorded every 1 steps, not every 5; pass every=1"):
+        probe.Recorder(tmp_path / "r.h5", model, every=5)
+    with pytest.raises(probe.ProbeError, match=r"config differs from the one it was recorded with \(none\)"):
+        probe.Recorder(tmp_path / "r.h5", model, every=1, config={"gamma": 0.5})
     with Run(tmp_path / "r.h5") as run:
         assert list(run.steps) == [0, 1, 2] and run.groups["low"].tolist() == [1, 2]
 
