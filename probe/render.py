@@ -333,8 +333,8 @@ def info(d: dict, fmt: str) -> None:
                   + " (stored once)")
         left = d["task"].get("left_out") or []
         if left:
-            _line(f"left out   {len(left)} tensors not kept (Recorder keep=): "
-                  + ", ".join(terminal(str(n)) for n in left[:4]) + (", ..." if len(left) > 4 else ""))
+            _line(f"left out   {len(left)} tensors (Recorder keep=): "
+                  + ", ".join(terminal(str(n)) for n in left[:2]) + (", ..." if len(left) > 2 else ""))
     else:
         _line(f"model      {c.get('model')}  gamma={c.get('gamma')}  d_model={c.get('d_model')}  layers={c.get('layers')}"
               f"  heads={c.get('heads')}  d_ff={c.get('d_ff')}  norm={c.get('norm')}")
