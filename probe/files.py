@@ -297,14 +297,18 @@ def writer_alive(path: str | os.PathLike) -> bool:
 
     A released lock's file is removed, and a killed writer's lock went with its process: what is left
     is its file, naming a process that is gone. So: no lock file, no writer; a lock file without a
-    process id yet, a writer starting; else whether the process it names lives (a reused id counts as
-    a writer: the reader then treats the file as live, which is safe, only less strict)."""
+    process id yet, a writer starting; else whether the lock is held, as the kernel's lock table says
+    (Linux's ``/proc/locks``): a killed writer nobody reaped (a zombie, in a container whose PID 1
+    does not reap) still answers ``kill(pid, 0)`` but holds no lock. Where that table cannot be read,
+    whether the process it names lives (a reused id counts as a writer: the reader then treats the
+    file as live, which is safe, only less strict)."""
     try:
         fd = os.open(lock_path(path), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return False
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             return False
         pid, _ = _holder(fd)
     except OSError:
@@ -315,6 +319,9 @@ def writer_alive(path: str | os.PathLike) -> bool:
         return True   # created, not yet written in: a writer in its first moment
     if pid == os.getpid():
         return False  # this process holds it (a resume reads the file it is about to write)
+    held = _flock_held(st)
+    if held is not None:
+        return held
     try:
         os.kill(pid, 0)
     except (ProcessLookupError, OverflowError):   # gone, or no process id at all
@@ -322,6 +329,19 @@ def writer_alive(path: str | os.PathLike) -> bool:
     except OSError:   # EPERM: it lives, under another user
         pass
     return True
+
+
+def _flock_held(st: os.stat_result) -> bool | None:
+    """Whether some process holds an ``flock`` on the file of ``st`` now, from the kernel's lock table
+    (``/proc/locks``: ``1: FLOCK ADVISORY WRITE PID MAJOR:MINOR:INODE 0 EOF``, a waiter's line with
+    ``->``); None where there is no such table (not Linux)."""
+    key = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    try:
+        with open("/proc/locks", encoding="ascii", errors="replace") as fh:
+            table = fh.read()
+    except OSError:
+        return None
+    return any(len(f := line.split()) > 5 and f[1] == "FLOCK" and f[5] == key for line in table.splitlines())
 
 
 def _command_line() -> str:

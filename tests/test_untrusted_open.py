@@ -176,6 +176,27 @@ def test_writer_alive_after_the_holder_was_killed(tmp_path, lock_holder):
     assert writer_alive(tmp_path / "run.h5") is False
 
 
+def _zombie(pid: int) -> bool:
+    with open(f"/proc/{pid}/stat") as fh:
+        return fh.read().rsplit(")", 1)[1].split()[0] == "Z"
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/locks"), reason="the kernel's lock table is Linux's")
+def test_writer_alive_after_the_holder_was_killed_and_nobody_reaped_it(tmp_path, lock_holder):
+    """A zombie (a container whose PID 1 does not reap) still answers kill(pid, 0), but its flock went
+    with its open files: the lock, not the process id, says whether a writer is at work (issue 58.11)."""
+    from probe.files import writer_alive
+
+    proc = lock_holder(tmp_path / "run.h5")
+    proc.kill()
+    wait_for(lambda: _zombie(proc.pid), "the killed holder a zombie, not reaped")
+    try:
+        os.kill(proc.pid, 0)   # (what the old test asked: the process id still answers)
+        assert writer_alive(tmp_path / "run.h5") is False
+    finally:
+        proc.wait(timeout=DEADLINE)
+
+
 def test_writer_alive_while_a_writer_has_not_yet_written_itself_in(tmp_path):
     from probe.files import writer_alive
 
