@@ -137,3 +137,16 @@ def test_authors_switches_change_what_they_say(tmp_path):
     assert len(decayed) == len(list(model.parameters()))                     # decay on every parameter
     t = Trainer(preset("tiny", steps=2, weight_decay=0.1), tmp_path / "b.h5", show_progress=False, snapshots=False)
     assert all(p.ndim >= 2 for g in t.opt.param_groups if g["weight_decay"] > 0 for p in g["params"])
+
+
+def test_out_naming_a_folder_is_one_line_that_says_to_name_a_file(tmp_path):
+    """Before: 'exists; pass --resume ... or --overwrite', and both then failed (issue 58.16)."""
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    for extra in ((), ("--overwrite",)):
+        res = run_cli("probe-train", "--preset", "tiny", "--out", folder, *extra)
+        assert res.returncode in (1, 2) and res.stderr.strip().splitlines() == [
+            f"Error: {folder} is a folder; --out names the run file to write, e.g. {folder / 'run.h5'}"], res.stderr
+    res = run_cli("probe-train", "--preset", "tiny", "--out", folder, "--resume")
+    assert res.returncode in (1, 2) and res.stderr.strip() == f"Error: {folder}: is a directory, not a snapshot file"
+    assert list(folder.iterdir()) == []

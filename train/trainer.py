@@ -108,6 +108,9 @@ class Trainer:
     def _setup(self, resume: bool, overwrite: bool, data_from: "Trainer | None") -> None:
         """``data_from``: a trainer of the same task whose device tensors this one reads (an ensemble's)."""
         cfg = self.cfg
+        if os.path.isdir(self.out):   # (neither --resume nor --overwrite can make a folder a run file)
+            raise ProbeError(f"{self.out} is a folder; {param('out')} names the run file to write, e.g. "
+                             f"{os.path.join(self.out, 'run.h5')}")
         if not resume and os.path.exists(self.out) and not overwrite:
             raise ProbeError(f"{self.out} exists; pass {param('resume')} to continue it or {param('overwrite')} to "
                              "replace it")
