@@ -147,12 +147,14 @@ def test_a_padding_row_is_zeroed_after_the_same_draw():
     dict(gamma=0.6, seed=1, bias=True, gamma_attn=0.9, gamma_head=0.3),
     dict(model="llama", gamma=0.7, seed=2, head_bias=True, gated_attention=True),
     dict(model="emb-mlp", gamma=0.5, seed=4, bias=True, head_bias=True),
-], ids=["transformer", "transformer-groups", "llama", "emb-mlp"])
+    dict(gamma=0.7, seed=5, gamma_embed=0, gamma_mlp=0.4),
+], ids=["transformer", "transformer-groups", "llama", "emb-mlp", "a-group-at-0"])
 def test_the_toolkit_models_get_probe_trains_draws(overrides):
     cfg = preset("tiny", **overrides)
     ref = build_model(cfg, torch.Generator().manual_seed(cfg.seed))   # as the trainer builds it
     model = build_model(cfg, torch.Generator().manual_seed(cfg.seed + 100))
-    gammas = {g: cfg.module_gamma(g) for g in ("embed", "attn", "mlp", "head")}
+    # the config's own values, 0 ("not set": --gamma-embed 0) included, beside the default
+    gammas = {"default": cfg.gamma, **{g: getattr(cfg, f"gamma_{g}") for g in ("embed", "attn", "mlp", "head")}}
     table = gamma_init_(model, gammas, seed=cfg.seed)
     ref_state = ref.state_dict()
     for name, t in model.state_dict().items():
@@ -215,7 +217,8 @@ def test_the_table_prints_and_is_plain_data():
     (dict(gamma=float("inf")), "gamma=inf: need a finite number"),
     (dict(gamma="0.5"), "gamma='0.5': need a finite number"),
     (dict(gamma=True), "gamma=True: need a finite number"),
-    (dict(gamma={"attn": 0}), "gamma['attn'] must be positive"),
+    (dict(gamma={"attn": -1}), "gamma['attn'] must be positive (or 0: the default's)"),
+    (dict(gamma={"default": 0}), "gamma['default'] must be positive"),
     (dict(gamma={"mpl": 0.5}), "unknown gamma group 'mpl' (known: embed, attn, mlp, head, other, default)"),
     (dict(gamma=0.5, seed=-1), "seed=-1: need an integer 0 or more, or a torch.Generator"),
     (dict(gamma=0.5, seed=1.5), "seed=1.5: need an integer 0 or more, or a torch.Generator"),

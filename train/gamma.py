@@ -250,7 +250,7 @@ def _scales_by_one_plus_weight(module: nn.Module) -> bool:
 
 
 def _gamma_of(gammas: Mapping[str, float], group: str, name: str) -> float:
-    if group in gammas:
+    if gammas.get(group):   # (a group's 0 is "not set", as probe-train's --gamma-embed 0 is --gamma)
         return gammas[group]
     if "default" in gammas:
         return gammas["default"]
@@ -281,12 +281,13 @@ def _check_gamma(gamma) -> dict[str, float]:
     for key, value in given.items():
         if key not in INIT_GROUPS and key != "default":
             raise ProbeError(f"unknown {param('gamma')} group '{key}' (known: {', '.join(INIT_GROUPS)}, default)")
-        # RunConfig's range and wording: a finite number, positive
+        # RunConfig's range and wording: a finite number, positive; a group's 0 means "the default's",
+        # as RunConfig's gamma_embed ... gamma_head do (probe-train --gamma-embed 0: --gamma)
         name = param("gamma") if given is not gamma else f"{param('gamma')}[{key!r}]"
         if not isinstance(value, Real) or isinstance(value, bool) or not math.isfinite(value):
             raise ProbeError(f"{name}={value!r}: need a finite number")
-        if value <= 0:
-            raise ProbeError(f"{name} must be positive")
+        if value < 0 or (value == 0 and key == "default"):
+            raise ProbeError(f"{name} must be positive" + ("" if key == "default" else " (or 0: the default's)"))
     return {k: float(v) for k, v in given.items()}
 
 
