@@ -337,3 +337,13 @@ def test_a_trainer_logging_every_quarter_of_its_steps_is_recorded_at_those_steps
     T.Trainer(model=_gpt2(), args=args, train_dataset=Seqs(), callbacks=[TransformersCallback(tmp_path / "run.h5")]).train()
     with Run(tmp_path / "run.h5") as run:   # before: "every=0.25: need an integer at least 1"
         assert list(run.steps) == [0, 5, 10, 15, 20]
+
+
+def test_an_unknown_tensor_names_the_nearest_not_all_of_them(tmp_path):
+    with probe.Recorder(tmp_path / "r.h5", _gpt2(), every=1) as rec:
+        rec.step(0, loss=1.0)
+    with Run(tmp_path / "r.h5") as run, pytest.raises(probe.ProbeError) as err:
+        run.tensor("layer9/W_Q")
+    message = str(err.value)   # before: all 48 names on one line
+    assert "the nearest: layer" in message and {"layer0/W_Q", "layer1/W_Q"} <= set(message.replace(",", " ").split())
+    assert "45 more (probe info" in message and len(message) - 2 * len(str(tmp_path / "r.h5")) < 150, message

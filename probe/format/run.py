@@ -2,6 +2,7 @@
 asks for are read, each dataset checked before its first read)."""
 from __future__ import annotations
 
+import difflib
 import os
 import warnings
 from typing import Sequence
@@ -304,8 +305,11 @@ class Run:
         if name in (self.task.get("left_out") or ()):   # (1.7: a Recorder told to keep only some tensors)
             raise ProbeError(f"{self.path}: '{name}' was not kept when this run was recorded (Recorder keep=); "
                              "record it with a keep= that names it")
-        known = ", ".join(sorted(self.tensors())) or "none"
-        raise ProbeError(f"{self.path}: no tensor '{name}'; known tensors: {known}")
+        known = sorted(self.tensors())
+        near = difflib.get_close_matches(name, known, n=3, cutoff=0.6) or known[:3]
+        rest = f", and {len(known) - len(near)} more (probe info {self.path} lists them)" if len(known) > len(near) else ""
+        raise ProbeError(f"{self.path}: no tensor '{name}'; "
+                         + (f"the nearest: {', '.join(near)}{rest}" if known else "it holds none"))
 
     def weight_matrices(self) -> list[str]:
         """Parameter names of the weight matrices (2-D or per-head 3-D, named W...)."""
