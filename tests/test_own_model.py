@@ -1,8 +1,10 @@
 """Recording a model of your own (issue 58, item 12): a name-mapping file's ``transpose`` takes the
-model's own names too and refuses one it does not know; one ``{i}`` entry maps every layer, a fused
-``W_QKV`` is split; a wrong mapping is refused at record time in one line; and ``probe validate`` reports
+model's own names too and refuses one it does not know; PyTorch's ``nn.MultiheadAttention`` /
+``nn.TransformerEncoder`` (fused ``in_proj_weight``) is a layout, its heads checked against the module's
+own forward; a wrong mapping is refused at record time in one line; and ``probe validate`` reports
 whatever ``probe info`` refuses. Real torch modules, real files, the real CLI."""
 import json
+import math
 
 import h5py
 import numpy as np
@@ -12,6 +14,8 @@ import torch
 import probe
 from conftest import run_cli
 from probe.format import Run
+from probe.readers.checkpoints import open_checkpoint
+from probe.readers.layouts import CanonicalReader
 
 D, FF, V, H = 16, 24, 20, 4
 
@@ -133,3 +137,93 @@ def test_validate_reports_whatever_info_refuses(tmp_path):
     refused = info.stderr.strip().removeprefix(f"Error: {path}: ")
     res = run_cli("probe", "validate", path)
     assert res.returncode == 1 and refused in res.stdout, res.stdout + res.stderr
+
+
+# --- PyTorch's own attention: nn.MultiheadAttention, nn.TransformerEncoder -----------------------
+
+class Encoder(torch.nn.Module):
+    """A small encoder of PyTorch's own modules: an embedding, nn.TransformerEncoder, a head."""
+
+    def __init__(self, norm_first=False):
+        super().__init__()
+        torch.manual_seed(1)
+        self.emb = torch.nn.Embedding(V, D)
+        layer = torch.nn.TransformerEncoderLayer(D, H, FF, dropout=0.0, batch_first=True, norm_first=norm_first)
+        self.encoder = torch.nn.TransformerEncoder(layer, 2, norm=torch.nn.LayerNorm(D), enable_nested_tensor=False)
+        self.head = torch.nn.Linear(D, V)
+
+    def forward(self, x):
+        return self.head(self.encoder(self.emb(x)))
+
+
+EMB = {"token_embedding": "emb.weight", "unembedding": "head.weight", "transpose": ["head.weight"]}
+
+
+def test_the_torch_layout_matches_multihead_attentions_own_forward(tmp_path):
+    model = Encoder().eval()
+    torch.save(model.state_dict(), tmp_path / "enc.pt")
+    r = CanonicalReader(open_checkpoint(tmp_path / "enc.pt"), _mapping(tmp_path, {**EMB, "heads": H}))
+    assert r.layout.name == "torch" and r.layout.layers == 2 and r.layout.heads == H
+    sd = {k: v.detach().numpy() for k, v in model.state_dict().items()}
+    x = np.random.default_rng(0).standard_normal((5, D)).astype(np.float32)
+    e = D // H
+    for i, layer in enumerate(model.encoder.layers):
+        mha = layer.self_attn
+        want, maps = mha(*(torch.from_numpy(x)[None],) * 3, need_weights=True, average_attn_weights=False)
+        bq, bk, bv = np.split(sd[f"encoder.layers.{i}.self_attn.in_proj_bias"], 3)
+        wq, wk, wv, wo = (r.read(f"layer{i}/{n}") for n in ("W_Q", "W_K", "W_V", "W_O"))
+        assert wq.shape == wk.shape == wv.shape == (H, D, e) and wo.shape == (H, e, D)
+        got = sd[f"encoder.layers.{i}.self_attn.out_proj.bias"].astype(np.float64)
+        for h in range(H):   # each head: its attention map, and its share of the output
+            q, k = x @ wq[h] + bq[h * e:(h + 1) * e], x @ wk[h] + bk[h * e:(h + 1) * e]
+            s = q @ k.T / math.sqrt(e)
+            a = np.exp(s - s.max(1, keepdims=True))
+            a /= a.sum(1, keepdims=True)
+            np.testing.assert_allclose(a, maps[0, h].detach().numpy(), atol=1e-5)
+            got = got + a @ (x @ wv[h] + bv[h * e:(h + 1) * e]) @ wo[h]
+        np.testing.assert_allclose(got, want[0].detach().numpy(), atol=1e-5)
+        np.testing.assert_array_equal(r.read(f"layer{i}/W_in"), layer.linear1.weight.detach().numpy().T)
+        np.testing.assert_array_equal(r.read(f"layer{i}/W_out"), layer.linear2.weight.detach().numpy().T)
+        np.testing.assert_array_equal(r.read(f"layer{i}/attn_norm"), layer.norm1.weight.detach().numpy())
+        np.testing.assert_array_equal(r.read(f"layer{i}/mlp_norm"), layer.norm2.weight.detach().numpy())
+    np.testing.assert_array_equal(r.read("final_norm"), model.encoder.norm.weight.detach().numpy())
+    np.testing.assert_array_equal(r.read("token_embedding"), sd["emb.weight"])
+
+
+def test_a_transformer_encoder_model_records_and_align_and_similarity_read_it(tmp_path):
+    model = Encoder(norm_first=True)
+    path = tmp_path / "enc.h5"
+    opt = torch.optim.AdamW(model.parameters(), 1e-2)
+    x = torch.randint(0, V, (8, 10), generator=torch.Generator().manual_seed(0))
+    with probe.Recorder(path, model, every=2, mapping=_mapping(tmp_path, EMB), groups={"a": [1, 2, 3, 4, 5]}) as rec:
+        rec.snapshot(0)
+        for step in range(1, 5):
+            loss = torch.nn.functional.cross_entropy(model(x).reshape(-1, V), x.reshape(-1))
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            rec.step(step, loss=loss.item())
+    res = run_cli("probe", "validate", path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    with Run(path) as run:   # the head count read from the module's nn.MultiheadAttention
+        assert run.dims["heads"] == H and run.dims["layers"] == 2 and run.config["layout"] == "torch"
+    align = run_cli("probe", "align", path, "--layer", "1", "--head", str(H - 1), "--step", "all")
+    assert align.returncode == 0 and align.stdout.count("\n") >= 3, align.stdout + align.stderr
+    sim = run_cli("probe", "similarity", path, "--tokens", "a", "--step", "all")
+    assert sim.returncode == 0, sim.stderr
+    # its state dict saved as a file: the head count is the mapping's, since no module says it
+    torch.save(model.state_dict(), tmp_path / "enc.pt")
+    res = run_cli("probe", "align", tmp_path / "enc.pt", "--head", "1",
+                  "--mapping", _mapping(tmp_path, {**EMB, "heads": H}, "heads.json"))
+    assert res.returncode == 0, res.stderr
+    res = run_cli("probe", "align", tmp_path / "enc.pt", "--head", "1", "--mapping",
+                  _mapping(tmp_path, EMB))
+    assert res.returncode == 2 and res.stderr.count("\n") == 1 and 'give "heads" in the name-mapping file' in res.stderr, \
+        res.stderr
+
+
+def test_without_a_mapping_the_encoder_is_refused_saying_what_to_map(tmp_path):
+    with pytest.raises(probe.ProbeError, match="token_embedding") as err:
+        probe.Recorder(tmp_path / "x.h5", Encoder())
+    msg = str(err.value)   # the 2-D weights no layout name reads: what it may be mapped to
+    assert "the torch layout names no token embedding" in msg and "emb.weight" in msg and "\n" not in msg and not (tmp_path / "x.h5").exists(), msg

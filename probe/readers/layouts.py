@@ -7,9 +7,11 @@ Whatever the source, a probe asks for ``token_embedding`` (vocab x d), ``positio
 ``final_norm`` (d,) where the family has them — all in the ``x @ W`` layout of this toolkit's own models (the names of
 ``schemas/snapshot-v1.json``). Covered: GPT-2 (Hugging Face Conv1D weights, the fused
 ``c_attn``), nanoGPT, GPT-NeoX / Pythia (per-head interleaved ``query_key_value``), LLaMA-style
-(grouped K/V heads, gated MLP), BERT-style (MiniLM), Phi and Phi-3, and this toolkit's snapshots, whose trainer
+(grouped K/V heads, gated MLP), BERT-style (MiniLM), Phi and Phi-3, PyTorch's own ``nn.MultiheadAttention``
+(``nn.TransformerEncoder``: the fused ``in_proj_weight``), and this toolkit's snapshots, whose trainer
 stores the canonical names itself. A name-mapping JSON file (canonical -> raw name, plus ``"heads"`` and
-``"transpose"``) covers anything else, or names what a layout lacks: :func:`_from_mapping`.
+``"transpose"``) covers anything else, or names what a layout lacks (the embedding of an encoder):
+:func:`_from_mapping`.
 
 To add a family: write ``_family(source, shapes, cfg) -> Layout`` and list it in ``FAMILIES``
 with the raw name that identifies it.
@@ -125,7 +127,7 @@ def _cfg_int(cfg: dict, *keys: str) -> int | None:
 
 def needs_heads(path: str, family: str, what: str, key: str = "num_attention_heads") -> ProbeError:
     """The error of a probe or a layout that cannot go on without the head count."""
-    if family == "mapping":   # (no config.json to give it: a model of one's own)
+    if family in ("torch", "mapping"):   # (no config.json to give it: PyTorch's modules or a model of one's own)
         return ProbeError(f"{path}: {family} weights without a head count: {what} needs it; give \"heads\" in the "
                           f"name-mapping file ({param('mapping')})")
     return ProbeError(f"{path}: {family} weights without a head count (config.json {key}): {what} needs it; put "
@@ -278,6 +280,37 @@ def _bert(source: RawSource, shapes: dict, cfg: dict) -> Layout:
     return Layout("bert", H, L, rules)
 
 
+def _torch(source: RawSource, shapes: dict, cfg: dict) -> Layout:
+    """PyTorch's ``nn.MultiheadAttention``, one layer each in name order (``nn.TransformerEncoder``'s
+    ``layers.{i}.self_attn``): the fused ``in_proj_weight`` (rows: q, then k, then v; out x in) and
+    ``out_proj``; an ``nn.TransformerEncoderLayer``'s ``linear1``/``linear2`` are its MLP, ``norm1``/``norm2``
+    its norms, and the encoder's ``norm`` the final one. PyTorch's modules hold no embedding: a mapping
+    file names it. The head count is the module's ``num_heads`` (a live model: :class:`ModelTensors`) or
+    the mapping's ``"heads"``."""
+    H = _cfg_int(cfg, "num_heads", "nhead", "num_attention_heads")
+    attn = sorted((n.removesuffix("in_proj_weight") for n in shapes if n.endswith("in_proj_weight")), key=_natural)
+    rules: Rules = {}
+    for i, p in enumerate(attn):
+        for j, nm in enumerate(("W_Q", "W_K", "W_V")):
+            rules[f"layer{i}/{nm}"] = ((p + "in_proj_weight",),
+                                       lambda w, j=j: _heads_in(w[j * w.shape[1]:(j + 1) * w.shape[1]].T, H or 1))
+        _output(rules, i, p + "out_proj.weight", H)
+        block = p.removesuffix("self_attn.") if p.endswith("self_attn.") else None   # an encoder layer's
+        if block is not None and {block + "linear1.weight", block + "linear2.weight"} <= set(shapes):
+            _each(rules, i, block, W_in="linear1.weight", W_out="linear2.weight")
+        if block is not None:
+            _norms(rules, shapes, {f"layer{i}/attn_norm": block + "norm1.weight", f"layer{i}/mlp_norm": block + "norm2.weight"})
+        encoder = re.match(r"(.*)layers\.\d+\.$", block or "")
+        if encoder:
+            _norms(rules, shapes, {"final_norm": encoder.group(1) + "norm.weight"})
+    return Layout("torch", H, len(attn), rules)
+
+
+def _natural(name: str) -> list:
+    """Sort key: layer 2 before layer 10."""
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
+
+
 # (how a family is recognised: a raw-name fragment, its builder), tried in order
 FAMILIES: list[tuple[str, Callable[[RawSource, dict, dict], Layout]]] = [
     (".attn.c_attn.weight", _gpt2),
@@ -286,6 +319,7 @@ FAMILIES: list[tuple[str, Callable[[RawSource, dict, dict], Layout]]] = [
     (".self_attn.qkv_proj.weight", _phi3),
     (".self_attn.q_proj.weight", _llama),          # LLaMA, Mistral, Qwen2, Gemma
     (".attention.self.query.weight", _bert),
+    ("in_proj_weight", _torch),                    # PyTorch's nn.MultiheadAttention
 ]
 
 

@@ -66,6 +66,8 @@ class ModelTensors:
             self.heads = getattr(model.cfg, "heads", 1)
         else:
             source = ModuleSource(model, label)
+            if not source.config:   # a plain torch model: the head count of its nn.MultiheadAttention modules
+                source.config = _attention_heads(model)
             reader = CanonicalReader(source, mapping)   # an unknown layout: one line listing its tensors
             self.layout, self.heads, self.model_config = reader.layout.name, reader.layout.heads, source.config
             if self.heads is None and reader.layout.layers:
@@ -73,6 +75,11 @@ class ModelTensors:
             used = {r for raw, _ in reader.layout.rules.values() for r in raw}
             rest = [n for n, _ in model.named_parameters() if n.removeprefix("_orig_mod.") not in used]
             params = dict(model.named_parameters())
+            if "token_embedding" not in reader.layout.rules:   # (PyTorch's encoder takes embedded inputs)
+                own = ", ".join(n.removeprefix("_orig_mod.") for n in rest if params[n].ndim == 2)
+                raise ProbeError(f"{label}: the {self.layout} layout names no token embedding: map token_embedding "
+                                 "to the model's own in a mapping file ({\"token_embedding\": NAME}; the 2-D "
+                                 f"weights no layout name reads: {own or 'none'})")
             self.roles = {c: c.replace("/", ".") for c in reader.names()}
 
             def read():
@@ -110,3 +117,12 @@ class ModelTensors:
         if pos is not None:
             dims["positions"] = pos[0]
         return {k: int(v) for k, v in dims.items()}
+
+
+def _attention_heads(model) -> dict:
+    """``{"num_heads": H}`` when every ``nn.MultiheadAttention`` of ``model`` has ``H`` heads (what the torch
+    layout splits their fused weights by), else ``{}``."""
+    import torch
+
+    counts = {m.num_heads for m in model.modules() if isinstance(m, torch.nn.MultiheadAttention)}
+    return {"num_heads": counts.pop()} if len(counts) == 1 else {}
