@@ -282,7 +282,7 @@ def big_matrix(tmp_path_factory) -> tuple[Path, Path]:
 
     folder = tmp_path_factory.mktemp("big")
     g = torch.Generator().manual_seed(0)
-    save_file({"embed.weight": torch.randn(50, 16, generator=g), "mlp.weight": torch.randn(4000, 4000, generator=g)},
+    save_file({"embed.weight": torch.randn(50, 4000, generator=g), "mlp.weight": torch.randn(4000, 4000, generator=g)},
               str(folder / "big.safetensors"))
     (folder / "map.json").write_text('{"heads": 1, "token_embedding": "embed.weight", "layer0/W_in": "mlp.weight"}')
     return folder / "big.safetensors", folder / "map.json"

@@ -75,6 +75,7 @@ class _Checker:
         self.data: list[str] = []               # data never written, damaged or unchecked
         self.unsound: set[str] = set()          # datasets whose data is not read for the checks (see data)
         self.notes: list[str] = []
+        self.checked: set[str] = set()          # the names the schema's entries were checked at
         self._objs: dict[str, object] = {}
         self._stored_elsewhere: dict[int, bool] = {}
 
@@ -251,6 +252,7 @@ class _Checker:
             for path in self._expand(spec, dims, task):
                 self._check(entry, spec, path, dims, n)
         self._data(n, last)
+        self._every_name(dims, n)
         self._semantic(dims, n, last)
         if self.version < CHECKSUMS_SINCE:
             since = ".".join(map(str, CHECKSUMS_SINCE))
@@ -311,7 +313,23 @@ class _Checker:
         """The datasets below ``base`` (by their hard-link names; not those behind a flagged link)."""
         return [p for p in self._addr if p.startswith(base + "/") and isinstance(self._get(p), h5py.Dataset)]
 
+    def _every_name(self, dims: dict, n: int) -> None:
+        """Every other dataset, by each of its names, against the schema entry that name falls under, as a
+        reader checks what it reads (a layer's weight past the layers ``dims`` counts, a parameter's
+        canonical name): whatever a reader refuses is a finding here."""
+        unread = tuple(slot + "/" for slot in unfinished_slots(self._get, n))
+        for names in self.objects.values():
+            names = [x for x in names if x not in self.checked and not x.startswith(unread)]
+            ds = self._get(names[0]) if names else None
+            if not isinstance(ds, h5py.Dataset):
+                continue
+            for name in names:
+                entry = schema_entry(name, self.version)
+                if entry is not None:
+                    self.findings += dataset_findings(name, ds.dtype, ds.shape, entry[1], dims, n)
+
     def _check(self, entry: str, spec: dict, path: str, dims: dict, n: int) -> None:
+        self.checked.add(path)
         obj = self._get(path)
         if obj is None:
             if self._safe(path):   # (a flagged one is reported as such)

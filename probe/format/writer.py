@@ -14,14 +14,14 @@ from typing import Iterable, Mapping
 import h5py
 import numpy as np
 
-from probe_schemas import path_of
+from probe_schemas import path_of, version_tuple
 
 from ..errors import ProbeError, write_cause
 from ._h5 import (
     FORMAT, METRICS, P, PARAMS_GROUP, RESUME_GROUP, RUN_GROUP, SCHEMA_VERSION, SNAPSHOTS_GROUP, WEIGHTS_GROUP, chunks_for,
     toolkit_version, datasets
 )
-from ._checks import CHECKSUMS_SINCE
+from ._checks import CHECKSUMS_SINCE, dataset_findings, meta_findings, refuse, schema_entry
 from .run import Dataset, Run
 from ._write import (
     WriteFailed, abandon_file, new_dataset, file_size_limit, new_file, open_then_replace, snapshots_kept, temp_names,
@@ -98,6 +98,7 @@ class Writer:
         carries a checksum (schema 1.4: :func:`._write.new_dataset`).
         """
         path = os.fspath(path)
+        _weights_fit(path, dims, params, roles)
         kept = "the old file is unchanged" if os.path.exists(path) else "no file was made"
         with new_file(path, "creating it", kept) as (f, tmp):
             f.attrs["format"] = FORMAT
@@ -398,3 +399,16 @@ def _copy_slot(run: Run, g: h5py.File, slot: int, checksums: bool) -> None:
                 new_dataset(g, path, np.asarray(Dataset(ds, run, path)[()]), checksums=checksums)
             else:
                 new_dataset(g, path, shape=ds.shape, dtype=ds.dtype, checksums=checksums)
+
+
+def _weights_fit(path: str, dims: Mapping, params: Mapping[str, tuple[int, ...]], roles: Mapping[str, str]) -> None:
+    """Refuse, in a reader's words, weights whose shapes the file's ``dims`` contradict (a name-mapping
+    that does not fit the model): no file is made that a reader would refuse."""
+    version = version_tuple(SCHEMA_VERSION)
+    sizes = meta_findings({"dims": dict(dims)})[1]
+    found = []
+    for role, name in roles.items():
+        entry = schema_entry(f"{WEIGHTS_GROUP}/{role}", version)
+        if entry is not None and name in params:
+            found += dataset_findings(f"{WEIGHTS_GROUP}/{role}", np.dtype("f4"), (0, *params[name]), entry[1], sizes, None)
+    refuse(path, found)

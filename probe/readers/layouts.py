@@ -7,15 +7,18 @@ Whatever the source, a probe asks for ``token_embedding`` (vocab x d), ``positio
 ``final_norm`` (d,) where the family has them — all in the ``x @ W`` layout of this toolkit's own models (the names of
 ``schemas/snapshot-v1.json``). Covered: GPT-2 (Hugging Face Conv1D weights, the fused
 ``c_attn``), nanoGPT, GPT-NeoX / Pythia (per-head interleaved ``query_key_value``), LLaMA-style
-(grouped K/V heads, gated MLP), BERT-style (MiniLM), Phi and Phi-3, and this toolkit's snapshots, whose trainer
-stores the canonical names itself. A name-mapping JSON file (canonical -> raw name, plus
-``"heads"``) covers anything else.
+(grouped K/V heads, gated MLP), BERT-style (MiniLM), Phi and Phi-3, PyTorch's own ``nn.MultiheadAttention``
+(``nn.TransformerEncoder``: the fused ``in_proj_weight``), and this toolkit's snapshots, whose trainer
+stores the canonical names itself. A name-mapping JSON file (canonical -> raw name, plus ``"heads"`` and
+``"transpose"``) covers anything else, or names what a layout lacks (the embedding of an encoder):
+:func:`_from_mapping`.
 
 To add a family: write ``_family(source, shapes, cfg) -> Layout`` and list it in ``FAMILIES``
 with the raw name that identifies it.
 """
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass
 from typing import Callable
@@ -124,6 +127,9 @@ def _cfg_int(cfg: dict, *keys: str) -> int | None:
 
 def needs_heads(path: str, family: str, what: str, key: str = "num_attention_heads") -> ProbeError:
     """The error of a probe or a layout that cannot go on without the head count."""
+    if family in ("torch", "mapping"):   # (no config.json to give it: PyTorch's modules or a model of one's own)
+        return ProbeError(f"{path}: {family} weights without a head count: {what} needs it; give \"heads\" in the "
+                          f"name-mapping file ({param('mapping')})")
     return ProbeError(f"{path}: {family} weights without a head count (config.json {key}): {what} needs it; put "
                       "the model's config.json beside the weights file")
 
@@ -274,6 +280,37 @@ def _bert(source: RawSource, shapes: dict, cfg: dict) -> Layout:
     return Layout("bert", H, L, rules)
 
 
+def _torch(source: RawSource, shapes: dict, cfg: dict) -> Layout:
+    """PyTorch's ``nn.MultiheadAttention``, one layer each in name order (``nn.TransformerEncoder``'s
+    ``layers.{i}.self_attn``): the fused ``in_proj_weight`` (rows: q, then k, then v; out x in) and
+    ``out_proj``; an ``nn.TransformerEncoderLayer``'s ``linear1``/``linear2`` are its MLP, ``norm1``/``norm2``
+    its norms, and the encoder's ``norm`` the final one. PyTorch's modules hold no embedding: a mapping
+    file names it. The head count is the module's ``num_heads`` (a live model: :class:`ModelTensors`) or
+    the mapping's ``"heads"``."""
+    H = _cfg_int(cfg, "num_heads", "nhead", "num_attention_heads")
+    attn = sorted((n.removesuffix("in_proj_weight") for n in shapes if n.endswith("in_proj_weight")), key=_natural)
+    rules: Rules = {}
+    for i, p in enumerate(attn):
+        for j, nm in enumerate(("W_Q", "W_K", "W_V")):
+            rules[f"layer{i}/{nm}"] = ((p + "in_proj_weight",),
+                                       lambda w, j=j: _heads_in(w[j * w.shape[1]:(j + 1) * w.shape[1]].T, H or 1))
+        _output(rules, i, p + "out_proj.weight", H)
+        block = p.removesuffix("self_attn.") if p.endswith("self_attn.") else None   # an encoder layer's
+        if block is not None and {block + "linear1.weight", block + "linear2.weight"} <= set(shapes):
+            _each(rules, i, block, W_in="linear1.weight", W_out="linear2.weight")
+        if block is not None:
+            _norms(rules, shapes, {f"layer{i}/attn_norm": block + "norm1.weight", f"layer{i}/mlp_norm": block + "norm2.weight"})
+        encoder = re.match(r"(.*)layers\.\d+\.$", block or "")
+        if encoder:
+            _norms(rules, shapes, {"final_norm": encoder.group(1) + "norm.weight"})
+    return Layout("torch", H, len(attn), rules)
+
+
+def _natural(name: str) -> list:
+    """Sort key: layer 2 before layer 10."""
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
+
+
 # (how a family is recognised: a raw-name fragment, its builder), tried in order
 FAMILIES: list[tuple[str, Callable[[RawSource, dict, dict], Layout]]] = [
     (".attn.c_attn.weight", _gpt2),
@@ -282,20 +319,28 @@ FAMILIES: list[tuple[str, Callable[[RawSource, dict, dict], Layout]]] = [
     (".self_attn.qkv_proj.weight", _phi3),
     (".self_attn.q_proj.weight", _llama),          # LLaMA, Mistral, Qwen2, Gemma
     (".attention.self.query.weight", _bert),
+    ("in_proj_weight", _torch),                    # PyTorch's nn.MultiheadAttention
 ]
 
 
-def detect(source: RawSource, mapping_file: str | None = None) -> Layout:
-    """The layout of ``source``: a name-mapping file, our own snapshot, or a known family."""
-    shapes = source.shapes()
-    if mapping_file:
-        return _from_mapping(mapping_file, shapes)
-    cfg = source.config
+def _family(source: RawSource, shapes: dict, cfg: dict) -> Layout | None:
+    """Our own snapshot's layout, or a known family's; None for a layout not known."""
     if cfg.get("layout") == "gamma-probe":
         return _own(source, shapes, cfg)
     for fragment, build in FAMILIES:
         if any(fragment in n for n in shapes):
             return build(source, shapes, cfg)
+    return None
+
+
+def detect(source: RawSource, mapping_file: str | None = None) -> Layout:
+    """The layout of ``source``: our own snapshot, or a known family, with what a name-mapping file adds."""
+    shapes = source.shapes()
+    if mapping_file:
+        return _from_mapping(mapping_file, source, shapes)
+    layout = _family(source, shapes, source.config)
+    if layout is not None:
+        return layout
     names = list(shapes)
     shown = ", ".join(names[:12]) + (f", ... ({len(names)} in all)" if len(names) > 12 else "")
     raise ProbeError(f"{source.path}: unknown checkpoint layout; tensors found: {shown}. Pass a name-mapping "
@@ -303,7 +348,20 @@ def detect(source: RawSource, mapping_file: str | None = None) -> Layout:
                      f"raw tensors in x @ W layout or with \"transpose\": [names]) as {param('mapping')}")
 
 
-def _from_mapping(path: str, shapes: dict) -> Layout:
+# What a mapping file may name: the canonical tensors (per layer: layer{i}/NAME, or layer{i}/NAME for
+# every i a raw name with {i} matches), and for each, the axis that is d_model in x @ W layout. W_QKV is a
+# fused projection, x @ W = [q | k | v] (d_model x 3 * heads * d_head), read as W_Q, W_K and W_V.
+_TOP = {"token_embedding": 1, "position_embedding": 1, "unembedding": 0, "final_norm": 0}
+_PER_LAYER = {"W_Q": 0, "W_K": 0, "W_V": 0, "W_QKV": 0, "W_O": 1, "W_in": 0, "W_gate": 0, "W_out": 1,
+              "attn_norm": 0, "mlp_norm": 0}
+
+
+def _from_mapping(path: str, source: RawSource, shapes: dict) -> Layout:
+    """A name-mapping file (canonical name -> raw name; ``"heads"``; ``"transpose"``: the canonical names,
+    or the model's own, of tensors stored out x in, as ``nn.Linear``'s), over the known family's layout
+    where there is one (a mapping names what it lacks, or overrides it). Every name is checked here, and
+    every shape against d_model and the head count: a mapping that matches nothing or does not fit is one
+    line, before anything is read or recorded."""
     try:
         with open_regular(path, what="name-mapping file") as fh:
             m = load_json(fh, path, "name-mapping file")
@@ -311,21 +369,100 @@ def _from_mapping(path: str, shapes: dict) -> Layout:
         raise ProbeError(f"{path}: unreadable name-mapping file ({exc})") from None
     if not isinstance(m, dict):
         raise ProbeError(f"{path}: a name-mapping file is a JSON object (canonical name -> raw name)")
-    H = int(m.pop("heads", 1))
-    transpose = set(m.pop("transpose", []))
-    rules: Rules = {}
-    for canon, raw in m.items():
-        if raw not in shapes:
-            raise ProbeError(f"{path}: maps {canon} to '{raw}', which the checkpoint does not hold")
-        fix = _T if canon in transpose else _same
-        if re.fullmatch(r"layer\d+/W_[QKV]", canon):
-            rules[canon] = ((raw,), lambda w, fix=fix: _heads_in(fix(w), H))
-        elif re.fullmatch(r"layer\d+/W_O", canon):
-            rules[canon] = ((raw,), lambda w, fix=fix: _heads_out(fix(w), H))
+    heads, transpose = m.pop("heads", None), m.pop("transpose", [])
+    if heads is not None and (not isinstance(heads, int) or isinstance(heads, bool) or heads < 1):
+        raise ProbeError(f"{path}: \"heads\" is {heads!r}; need an integer at least 1")
+    if not isinstance(transpose, list) or not all(isinstance(t, str) for t in transpose):
+        raise ProbeError(f"{path}: \"transpose\" is a list of names (canonical ones, or the model's own)")
+    cfg = dict(source.config)
+    if heads is not None:   # (a count the checkpoint's own config gives differently is refused below)
+        cfg.setdefault("num_attention_heads", heads)
+    base = _family(source, shapes, cfg)
+    H = heads or (base.heads if base else 1)   # (a mapping alone: one head, unless it says)
+    if base is not None and heads is not None and base.heads not in (None, heads):
+        raise ProbeError(f"{path}: \"heads\" is {heads}, but the checkpoint's config says {base.heads}")
+    pairs = _expanded(path, m, shapes)
+    known = set(m) | set(m.values()) | {n for p in pairs for n in p[:2]}
+    unknown = [t for t in transpose if t not in known]
+    if unknown:
+        shown = sorted(n for n in known if "{i}" not in n)
+        raise ProbeError(f"{path}: transpose lists '{unknown[0]}', which the mapping does not name; it takes the "
+                         f"canonical names it maps or the model's own: {', '.join(shown[:16])}"
+                         + (f", ... ({len(shown)} in all)" if len(shown) > 16 else ""))
+    rules: Rules = dict(base.rules) if base else {}
+    flips = [any(x in transpose for x in p) for p in pairs]   # by its canonical name or its own, or their {i} form
+    d = next((_fixed(shapes[p[1]], f)[1] for p, f in zip(pairs, flips) if p[0] == "token_embedding"), None)
+    for (canon, raw, *_), flip in zip(pairs, flips):
+        _fits(path, canon, raw, shapes[raw], flip, d, H)
+        fix = _T if flip else _same
+        kind = canon.rsplit("/", 1)[-1]
+        if kind == "W_QKV":
+            i = canon.split("/")[0]
+            for j, nm in enumerate(("W_Q", "W_K", "W_V")):
+                rules[f"{i}/{nm}"] = ((raw,), lambda w, j=j, fix=fix: _heads_in(np.split(fix(w), 3, axis=1)[j], H or 1))
+        elif kind in ("W_Q", "W_K", "W_V"):
+            rules[canon] = ((raw,), lambda w, fix=fix: _heads_in(fix(w), H or 1))
+        elif kind == "W_O":
+            rules[canon] = ((raw,), lambda w, fix=fix: _heads_out(fix(w), H or 1))
         else:
             rules[canon] = ((raw,), fix)
     L = _layer_count(rules, r"^layer(\d+)/")
-    return Layout("mapping", H, L, rules)
+    return Layout(base.name if base else "mapping", H, L, rules)
+
+
+def _expanded(path: str, m: dict, shapes: dict) -> list[tuple[str, str, str, str]]:
+    """(canonical name, raw name, the mapping's key, its value) of every entry, a ``{i}`` entry once for
+    each layer a raw name matches; a name the mapping cannot mean is refused in one line."""
+    out = []
+    for canon, raw in m.items():
+        kind = re.sub(r"^layer(\d+|\{i\})/", "", canon)
+        if (kind not in _PER_LAYER if kind != canon else kind not in _TOP):
+            raise ProbeError(f"{path}: '{canon}' is no canonical name ({', '.join(_TOP)}, or layer{{i}}/ with "
+                             f"{', '.join(_PER_LAYER)})")
+        if not isinstance(raw, str):
+            raise ProbeError(f"{path}: maps {canon} to {raw!r}; a raw tensor name is a string")
+        if "{i}" in canon:
+            found = [(canon.replace("{i}", str(i)), raw.replace("{i}", str(i)), canon, raw)
+                     for i in range(len(shapes)) if "{i}" in raw and raw.replace("{i}", str(i)) in shapes]
+            if not found:
+                raise ProbeError(f"{path}: maps {canon} to '{raw}', which matches no tensor of the checkpoint"
+                                 + ("" if "{i}" in raw else " (a raw name with {i} in it names each layer's)"))
+            out += found
+        elif raw not in shapes:
+            near = difflib.get_close_matches(raw, list(shapes), 1)
+            raise ProbeError(f"{path}: maps {canon} to '{raw}', which the checkpoint does not hold"
+                             + (f"; did you mean '{near[0]}'?" if near else ""))
+        else:
+            out.append((canon, raw, canon, raw))
+    return out
+
+
+def _fixed(shape, flip: bool) -> tuple:
+    return tuple(shape)[::-1] if flip else tuple(shape)
+
+
+def _fits(path: str, canon: str, raw: str, stored: tuple, flip: bool, d: int | None, H: int | None) -> None:
+    """Refuse mapped tensor ``raw`` (of shape ``stored``; ``flip``: transposed) unless it fits ``canon``: a
+    matrix (a vector for a norm) whose d_model axis in x @ W layout is ``d`` (the token embedding's width,
+    where mapped), its heads' axis divided by ``H``."""
+    kind = canon.rsplit("/", 1)[-1]
+    axis, shape = {**_TOP, **_PER_LAYER}[kind], _fixed(stored, flip)
+    what = f"{path}: {canon} is '{raw}' of shape {tuple(stored)}{', transposed' if flip else ''}"
+    if len(shape) != (1 if kind.endswith("norm") else 2):
+        raise ProbeError(f"{what}; a mapping reads {'a vector' if kind.endswith('norm') else 'a matrix'} there")
+    if d is not None and shape[axis] != d:
+        turn = len(shape) == 2 and shape[1 - axis] == d
+        where = ("rows" if axis == 0 else "columns") if len(shape) == 2 else "entries"
+        raise ProbeError(f"{what}: in x @ W layout it has d_model={d} {where}"
+                         + (f"; {'leave it out of' if flip else 'list it in'} \"transpose\"" if turn else ""))
+    split = {"W_Q": 1, "W_K": 1, "W_V": 1, "W_QKV": 1, "W_O": 0}.get(kind)
+    n = (H or 1) * (3 if kind == "W_QKV" else 1)
+    if split is not None and shape[split] % n:
+        if kind == "W_QKV":
+            raise ProbeError(f"{what}: its {shape[1]} columns in x @ W layout do not split into q, k and v of "
+                             f"{H or 1} heads each")
+        raise ProbeError(f"{what}: {H} heads do not divide its {shape[split]} {'columns' if split else 'rows'} "
+                         "in x @ W layout")
 
 
 class CanonicalReader:

@@ -84,6 +84,8 @@ class ModelTensors:
             self.full = {c: shapes[n] for c, n in roles.items()}
         else:
             source = ModuleSource(model, label)
+            if not source.config:   # a plain torch model: the head count of its nn.MultiheadAttention modules
+                source.config = _attention_heads(model)
             reader = CanonicalReader(source, mapping)   # an unknown layout: one line listing its tensors
             self.layout, self.heads, self.model_config = reader.layout.name, reader.layout.heads, source.config
             if self.heads is None and reader.layout.layers:
@@ -99,6 +101,12 @@ class ModelTensors:
                     self.tied[c] = prev
             used = {alias.get(r, r) for raw, _ in rules.values() for r in raw}
             names = [n for n, _ in model.named_parameters() if n.removeprefix("_orig_mod.") not in used]
+            if "token_embedding" not in rules:   # (PyTorch's encoder takes embedded inputs)
+                params = dict(model.named_parameters())
+                own = ", ".join(n.removeprefix("_orig_mod.") for n in names if params[n].ndim == 2)
+                raise ProbeError(f"{label}: the {self.layout} layout names no token embedding: map token_embedding "
+                                 "to the model's own in a mapping file ({\"token_embedding\": NAME}; the 2-D "
+                                 f"weights no layout name reads: {own or 'none'})")
             roles = {c: c.replace("/", ".") for c in rules if c not in self.tied}
             self.full = {c: tuple(reader.shape(c)) for c in roles}
         for pattern in keep or ():   # a pattern that selects nothing is a typo, not a wish to store nothing
@@ -168,3 +176,12 @@ def _kept(keep, *names: str) -> bool:
 def _same_values(a: np.ndarray, b: np.ndarray) -> bool:
     """Whether ``a`` is ``b`` or its transpose (two canonical views of one tied matrix)."""
     return (a.shape == b.shape and np.array_equal(a, b)) or (a.shape == b.shape[::-1] and np.array_equal(a, b.T))
+
+
+def _attention_heads(model) -> dict:
+    """``{"num_heads": H}`` when every ``nn.MultiheadAttention`` of ``model`` has ``H`` heads (what the torch
+    layout splits their fused weights by), else ``{}``."""
+    import torch
+
+    counts = {m.num_heads for m in model.modules() if isinstance(m, torch.nn.MultiheadAttention)}
+    return {"num_heads": counts.pop()} if len(counts) == 1 else {}
