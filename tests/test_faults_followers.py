@@ -44,6 +44,7 @@ def test_a_watch_of_a_run_nobody_writes_writes_its_page_and_ends(tmp_path):
     watcher = _watch(run, page)
     _, err = watcher.communicate(timeout=120)
     assert watcher.returncode == 2 and f"no process writes {run} (step 20 of 100000)" in err, err
+    assert len(err.strip().splitlines()) == 1, err   # its one line: no section's progress, no "wrote" (issue 58)
     assert page.exists() and LIVE not in page.read_text()
 
 

@@ -347,3 +347,19 @@ def test_an_unknown_tensor_names_the_nearest_not_all_of_them(tmp_path):
     message = str(err.value)   # before: all 48 names on one line
     assert "the nearest: layer" in message and {"layer0/W_Q", "layer1/W_Q"} <= set(message.replace(",", " ").split())
     assert "45 more (probe info" in message and len(message) - 2 * len(str(tmp_path / "r.h5")) < 150, message
+
+
+def test_a_run_made_anew_within_the_same_second_is_another_run_to_a_watcher(tmp_path):
+    """The watcher tells runs apart by their creation stamp: to the second, a run restarted at once with
+    --overwrite (same config) was the old run, and its page mixed the two (issue 58, the faults set)."""
+    from probe.report.sources import open_run
+
+    path = tmp_path / "r.h5"
+    stamps = []
+    for _ in range(2):
+        with probe.Recorder(path, _gpt2(), every=1, overwrite=True) as rec:
+            rec.step(0, loss=1.0)
+        stamps.append(open_run(str(path)).identity)
+        with Run(path) as run:
+            assert "." in run.h5.attrs["created"]   # to the microsecond (2026-12-07T19:31:05.123456+00:00)
+    assert stamps[0] != stamps[1]

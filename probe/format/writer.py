@@ -104,7 +104,8 @@ class Writer:
             f.attrs["format"] = FORMAT
             f.attrs["schema_version"] = SCHEMA_VERSION
             f.attrs["package_version"] = toolkit_version()
-            f.attrs["created"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+            # to the microsecond: a run made anew (--overwrite) within the second of the last is still another run
+            f.attrs["created"] = datetime.now(timezone.utc).isoformat(timespec="microseconds")
             for key, value in (("config", config), ("task", task), ("dims", dims), ("environment", environment)):
                 if value is not None:
                     f.attrs[key] = json.dumps(dict(value), sort_keys=True)

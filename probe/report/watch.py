@@ -77,7 +77,9 @@ def watch(specs: list[str], out: str, *, probes: list[str] | None = None, max_st
         raise ProbeError(f"bad --interval {interval}: need seconds > 0")
     check_out(out)
     log = log or (lambda msg: None)
-    rep = Report(specs, probes, max_steps, revisions, progress, allow_nonfinite, slider_steps, max_memory)
+    hush = [False]   # a run found dead at the first look: its one line says it all, no section's progress
+    shown = None if progress is None else (lambda msg: None if hush[0] else progress(msg))
+    rep = Report(specs, probes, max_steps, revisions, shown, allow_nonfinite, slider_steps, max_memory)
     budget = Budget(max_share) if max_share < 1 else None
     last = None
     seen: dict[str, str] = {}   # path -> the run it held when first read
@@ -107,6 +109,7 @@ def watch(specs: list[str], out: str, *, probes: list[str] | None = None, max_st
                 continue
             if done:
                 normal_priority()
+            quiet = hush[0] = gone and last is None
             t0 = time.perf_counter()
             page = rep.html(live=not done, budget=None if done else budget)
             _check(rep, keep_going)
@@ -114,7 +117,8 @@ def watch(specs: list[str], out: str, *, probes: list[str] | None = None, max_st
             took = time.perf_counter() - t0
             last = sig
             steps = ", ".join(f"{s.label} step {s.steps[-1] if s.steps else '-'}" for s in rep.sources)
-            log(f"wrote {out} ({steps}; {took:.1f} s){'' if done else ', watching'}")
+            if not quiet:
+                log(f"wrote {out} ({steps}; {took:.1f} s){'' if done else ', watching'}")
             if gone:
                 runs = ", ".join(f"{s.path} (step {s.steps[-1] if s.steps else '-'} of {s.final_step})"
                                  for s in rep.sources if s.kind == "snapshot" and not s.done)
