@@ -175,16 +175,31 @@ def _dealloc_faults():
         sys.unraisablehook = old
 
 
+# The chunk cache of each dataset a writer opens, in bytes: none. Only bench/bench_snapshot_growth.py
+# sets it to None (HDF5's default, the writer as before issue 58) to time the old writer beside this one.
+CHUNK_CACHE_BYTES: int | None = 0
+
+
 def writer_fapl():
-    """File access of a writer: HDF5 1.10 format, and no data sieve buffer. The sieve buffer holds
-    small raw writes back until the dataset is closed, which h5py does when it drops the object:
-    a full disk then fails inside that close, where h5py can only print the error, and HDF5 is left
-    with a half-closed dataset that crashes the process when the file is closed (measured: creation
-    on a 648 KiB tmpfs). Without it every write fails in the call that makes it. The writers write
-    whole datasets and rows, which the sieve buffer does not speed up."""
+    """File access of a writer: HDF5 1.10 format, no data sieve buffer and no chunk cache. The sieve
+    buffer holds small raw writes back until the dataset is closed, which h5py does when it drops the
+    object: a full disk then fails inside that close, where h5py can only print the error, and HDF5 is
+    left with a half-closed dataset that crashes the process when the file is closed (measured:
+    creation on a 648 KiB tmpfs). Without it every write fails in the call that makes it. The writers
+    write whole datasets and rows, which the sieve buffer does not speed up.
+
+    The chunk cache (HDF5 2.0: 8 MiB a dataset) kept every chunk a writer wrote, and each flush of a
+    dataset walks its cached chunks: with the flushes every snapshot makes (each dataset, then the
+    file), a snapshot cost more the more snapshots came before (2,000 snapshots of a tiny GPT-2 in
+    windows of 500: each window slower, the last 4x the first; bench/RESULTS.md, issue 58). A writer
+    writes each chunk whole, once (a snapshot's row is its own chunks, never rewritten: a kill cannot
+    tear a committed one), and never reads it back, so a cache saves it nothing; without one each
+    chunk goes to the file in the write that makes it, and a flush has nothing to walk."""
     fapl = h5py.h5p.create(h5py.h5p.FILE_ACCESS)
     fapl.set_libver_bounds(h5py.h5f.LIBVER_V110, h5py.h5f.LIBVER_V110)
     fapl.set_sieve_buf_size(0)
+    if CHUNK_CACHE_BYTES is not None:   # (one slot: HDF5 allocates the slot table even for no bytes)
+        fapl.set_cache(0, 1, CHUNK_CACHE_BYTES, 1.0)
     return fapl
 
 
