@@ -288,6 +288,20 @@ def test_a_training_killed_after_a_checkpoint_and_resumed_gives_the_uninterrupte
     assert run_cli("probe", "validate", tmp_path / "cut.h5").returncode == 0
 
 
+class _Repeated(torch.utils.data.Dataset):
+    """``n`` copies of one window 0..15, its own label: a Trainer's data where the data does not matter."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        x = torch.arange(16) % 64
+        return {"input_ids": x, "labels": x}
+
+
 def test_a_trainer_run_again_after_an_exception_resumes_into_the_file_its_callback_left(tmp_path):
     import transformers as T
 
@@ -299,18 +313,10 @@ def test_a_trainer_run_again_after_an_exception_resumes_into_the_file_its_callba
                 failed.append(7)
                 raise RuntimeError("the loop failed")
 
-    class Seqs(torch.utils.data.Dataset):
-        def __len__(self):
-            return 32
-
-        def __getitem__(self, i):
-            x = torch.arange(16) % 64
-            return {"input_ids": x, "labels": x}
-
     failed = []
     args = T.TrainingArguments(output_dir=str(tmp_path / "out"), max_steps=10, logging_steps=5, save_steps=5,
                                per_device_train_batch_size=4, report_to=[], use_cpu=True, disable_tqdm=True)
-    trainer = T.Trainer(model=_gpt2(), args=args, train_dataset=Seqs(),
+    trainer = T.Trainer(model=_gpt2(), args=args, train_dataset=_Repeated(32),
                         callbacks=[TransformersCallback(tmp_path / "run.h5", every=5), Fail()])
     with pytest.raises(RuntimeError, match="the loop failed"):
         trainer.train()
@@ -324,17 +330,9 @@ def test_a_trainer_logging_every_quarter_of_its_steps_is_recorded_at_those_steps
 
     from probe.callbacks import TransformersCallback
 
-    class Seqs(torch.utils.data.Dataset):
-        def __len__(self):
-            return 16
-
-        def __getitem__(self, i):
-            x = torch.arange(16) % 64
-            return {"input_ids": x, "labels": x}
-
     args = T.TrainingArguments(output_dir=str(tmp_path / "out"), max_steps=20, logging_steps=0.25, save_strategy="no",
                                per_device_train_batch_size=4, report_to=[], use_cpu=True, disable_tqdm=True)
-    T.Trainer(model=_gpt2(), args=args, train_dataset=Seqs(), callbacks=[TransformersCallback(tmp_path / "run.h5")]).train()
+    T.Trainer(model=_gpt2(), args=args, train_dataset=_Repeated(16), callbacks=[TransformersCallback(tmp_path / "run.h5")]).train()
     with Run(tmp_path / "run.h5") as run:   # before: "every=0.25: need an integer at least 1"
         assert list(run.steps) == [0, 5, 10, 15, 20]
 
