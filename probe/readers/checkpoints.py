@@ -312,7 +312,13 @@ class ShardedSource(RawSource):
 
     def shapes(self) -> dict[str, tuple[int, ...]]:
         shapes = {k: v for src in self._all() for k, v in src.shapes().items()}
-        return {n: shapes[n] for n in self._weight_map if n in shapes}
+        one = {file: n for n, file in self._weight_map.items()}   # a tensor of each shard opens it
+        held = {file: set(self._shard(n).shapes()) for file, n in one.items()}
+        for n, file in self._weight_map.items():   # a tensor the index lists and its shard lacks: never left out unsaid
+            if n not in held[file]:
+                raise ProbeError(f"{self.path}: lists tensor {n} in {file}, which does not hold it (a shard of "
+                                 "another save, or an index of another model)")
+        return {n: shapes[n] for n in self._weight_map}
 
     def dtypes(self) -> dict[str, str]:
         return {k: v for src in self._all() for k, v in src.dtypes().items() if k in self._weight_map}
