@@ -692,3 +692,20 @@ def test_the_helper_never_opens_a_fifo(tmp_path):
     res = subprocess.run([sys.executable, "-c", _HELPER_CHECK, str(tmp_path)], capture_output=True, text=True,
                          timeout=60)
     assert res.returncode == 0 and res.stdout.strip() == "ok", res.stderr
+
+
+def test_a_broken_config_beside_a_weights_file_is_said_not_skipped(tmp_path):
+    """Issue 58: a config.json beside a weights file that is not JSON was taken as no config without a word;
+    the head count's error then asked for the config.json that is there."""
+    from safetensors.numpy import save_file
+
+    rng = np.random.default_rng(0)
+    save_file({"transformer.wte.weight": rng.standard_normal((16, 8), dtype=np.float32),
+               "transformer.h.0.attn.c_attn.weight": rng.standard_normal((8, 24), dtype=np.float32),
+               "transformer.h.0.attn.c_proj.weight": rng.standard_normal((8, 8), dtype=np.float32)},
+              str(tmp_path / "model_100.safetensors"))
+    (tmp_path / "config.json").write_text('{"n_head": 2,')
+    res = run_cli("probe", "similarity", tmp_path / "model_100.safetensors", "--tokens", "0:8")
+    assert res.returncode == 0, res.stderr
+    assert [ln for ln in res.stderr.splitlines() if ln.startswith("warning: ")] == \
+        [f"warning: {tmp_path / 'config.json'}: not valid JSON; the weights beside it are read without a config"]

@@ -388,7 +388,7 @@ def open_checkpoint(path: str | os.PathLike, step: str | int = "latest") -> RawS
 def _config(folder: str, strict: bool) -> dict:
     """The config.json in ``folder``, if any; one that is not a regular file is refused, as every file the
     reader opens. ``strict`` (a model folder's own): unreadable JSON, or JSON that is not an object, is an
-    error; else (the config.json beside a checkpoint file) it is no config."""
+    error; else (the config.json beside a checkpoint file) it is no config, with a warning saying so."""
     path = os.path.join(folder, "config.json")
     config = {}
     if os.path.exists(path):
@@ -398,8 +398,12 @@ def _config(folder: str, strict: bool) -> dict:
         except ValueError:
             if strict:
                 raise ProbeError(f"{path}: not valid JSON") from None
+            # taken as no config, but said: a head count's error would otherwise ask for the file that is there
+            warn(f"{path}: not valid JSON; the weights beside it are read without a config")
         if strict and not isinstance(config, dict):
             raise ProbeError(f"{path}: not a JSON object")
+        if not isinstance(config, dict):
+            warn(f"{path}: not a JSON object; the weights beside it are read without a config")
     return config if isinstance(config, dict) else {}
 
 
