@@ -53,7 +53,8 @@ def discover(paths: Iterable[str], revisions: str | None = None) -> list[str]:
             if not os.path.exists(m):
                 raise ProbeError(f"{m}: no such file or folder")
             if os.path.isdir(m) and not model_folder(m):
-                for x in sorted(os.path.join(m, x) for x in os.listdir(m)):
+                left = {os.path.join(m, name) for name in left_out(m)}   # said, as a run of the folder says them
+                for x in sorted(os.path.join(m, x) for x in os.listdir(m) if os.path.join(m, x) not in left):
                     if x.endswith(_CHECKPOINT_EXT) and os.path.exists(x) and not os.path.isdir(x):
                         regular_file(x, "checkpoint file")   # a FIFO or device: refused, not skipped
                         found.append(x)
@@ -68,6 +69,18 @@ def discover(paths: Iterable[str], revisions: str | None = None) -> list[str]:
     return list(dict.fromkeys([os.path.abspath(f) for f in found] + hub))
 
 
+def left_out(folder: str) -> list[str]:
+    """The names of what ``folder`` holds that its run leaves out though they state a step
+    (:func:`probe.readers.names.series`), each said in a warning."""
+    from .readers.names import series
+
+    out = []
+    for _, name, why in series(folder)[1]:
+        warn(f"{folder}: {name} left out of the run: {why}")
+        out.append(name)
+    return out
+
+
 @dataclass(frozen=True)
 class Task:
     path: str
@@ -80,11 +93,15 @@ def run_task(task: Task) -> list[tuple]:
     vector, a word left out) a ``warning`` row. The probe gets the options its API function takes
     (:func:`probe.registry.call`)."""
     from . import api
+    from .readers.source import Unreadable
 
     def call():
         return registry.call(api.probe_function(task.probe), task.path, **dict(task.options))
 
     results, error, notes = captured(call)
+    if error is not None and dict(task.options).get("skip_damaged") and isinstance(error, Unreadable):
+        step = step_from_name(task.path)   # a checkpoint of the folder that cannot be read: its step left out
+        return [(task.path, step, task.probe, "", "warning", f"step {step} left out: {failure(error)}")]
     if error is not None:
         return [(task.path, step_from_name(task.path), task.probe, "", "error", failure(error))]
     step = results[0].step if results else step_from_name(task.path)

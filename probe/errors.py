@@ -89,7 +89,9 @@ class ProbeWarning(UserWarning):
 
 
 def warn(message: str) -> None:
-    warnings.warn(spell(message), ProbeWarning, stacklevel=3)
+    warning = ProbeWarning(spell(message))
+    warning.flags = spell(message, _flag)   # as a command line shows it (--skip-damaged, not skip_damaged=True)
+    warnings.warn(warning, stacklevel=3)
 
 
 def captured(call: Callable[[], list]) -> tuple[list, Exception | None, list[str]]:
@@ -200,7 +202,8 @@ def out_of_memory(exc: BaseException) -> str | None:
 
 def _show_warning(message, category, filename, lineno, file=None, line=None, _default=warnings.showwarning):
     if issubclass(category, ProbeWarning):
-        print(terminal(f"warning: {message}"), file=sys.stderr)   # it may quote a file's text
+        # it may quote a file's text; a parameter it names is the flag that feeds it, as in an Error line
+        print(terminal(f"warning: {getattr(message, 'flags', message)}"), file=sys.stderr)
     else:   # a library's warning may quote a file too (its own lines: where it was raised)
         _default(terminal(str(message)), category, filename, lineno, file, line)
 

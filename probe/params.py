@@ -156,6 +156,13 @@ PARAMS: dict[str, Param] = {
                   "``\"A:B\"`` or a comma list of these (``\"100,500,latest\"``). A checkpoint holds one step, a "
                   "folder of checkpoints one per checkpoint.",
                   "str or int", short="-s", batch=f"snapshot files: {STEP_GRAMMAR} (a checkpoint holds one step)"),
+    "skip_damaged": Param("a folder of checkpoints: leave out a checkpoint that cannot be read (truncated, damaged), "
+                          "a warning naming its step, instead of stopping with an error",
+                          "A folder of checkpoints: leave out a checkpoint that cannot be read (a truncated or "
+                          "damaged file), with a ``ProbeWarning`` naming its step, instead of raising; each chosen "
+                          "checkpoint is opened when the steps are chosen. A snapshot file is read as without it.",
+                          "bool", batch="a checkpoint that cannot be read (truncated, damaged) is a warning row, not "
+                                        "an error row, and the batch exits 0"),
     "allow_nonfinite": Param(_nonfinite, "Compute on the finite part instead of raising on NaN or inf: {nonfinite}. A "
                              "``ProbeWarning`` says what was left out.", "bool"),
 }

@@ -404,6 +404,29 @@ def test_a_sharded_folder_names_the_shard_and_the_tensor(tmp_path):
     assert _digest(tmp_path) == before
 
 
+def test_a_shard_without_a_tensor_its_index_lists_is_named(tmp_path):
+    """Issue 58: a shard that lacks a tensor the index puts in it (a shard of another save) was left out of
+    the tensor list without a word (info showed a model missing a matrix; a probe said only 'no tensor')."""
+    from safetensors.numpy import save_file
+
+    rng = np.random.default_rng(0)
+    t = {"transformer.wte.weight": rng.standard_normal((16, 8), dtype=np.float32),
+         "transformer.h.0.attn.c_attn.weight": rng.standard_normal((8, 24), dtype=np.float32)}
+    save_file({k: v for k, v in t.items() if k != "transformer.h.0.attn.c_attn.weight"},
+              str(tmp_path / "model-00001-of-00002.safetensors"))
+    save_file({"transformer.h.0.attn.c_proj.weight": rng.standard_normal((8, 8), dtype=np.float32)},
+              str(tmp_path / "model-00002-of-00002.safetensors"))
+    wm = {"transformer.wte.weight": "model-00001-of-00002.safetensors",
+          "transformer.h.0.attn.c_attn.weight": "model-00002-of-00002.safetensors",
+          "transformer.h.0.attn.c_proj.weight": "model-00002-of-00002.safetensors"}
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"weight_map": wm}))
+    (tmp_path / "config.json").write_text(json.dumps({"n_head": 2}))
+    for cmd in (["info"], ["spectrum"]):
+        line = _one_error_line(run_cli("probe", cmd[0], tmp_path, timeout=120), cmd)
+        assert "model.safetensors.index.json: lists tensor transformer.h.0.attn.c_attn.weight in " \
+               "model-00002-of-00002.safetensors, which does not hold it" in line, line
+
+
 def test_batch_turns_each_refusal_into_its_error_row(st, tmp_path):
     """``probe batch`` over a folder of corpus files: every refused file is one error row holding the
     reader's line, every accepted one has numbers, and the batch says it saw failures."""
@@ -669,3 +692,20 @@ def test_the_helper_never_opens_a_fifo(tmp_path):
     res = subprocess.run([sys.executable, "-c", _HELPER_CHECK, str(tmp_path)], capture_output=True, text=True,
                          timeout=60)
     assert res.returncode == 0 and res.stdout.strip() == "ok", res.stderr
+
+
+def test_a_broken_config_beside_a_weights_file_is_said_not_skipped(tmp_path):
+    """Issue 58: a config.json beside a weights file that is not JSON was taken as no config without a word;
+    the head count's error then asked for the config.json that is there."""
+    from safetensors.numpy import save_file
+
+    rng = np.random.default_rng(0)
+    save_file({"transformer.wte.weight": rng.standard_normal((16, 8), dtype=np.float32),
+               "transformer.h.0.attn.c_attn.weight": rng.standard_normal((8, 24), dtype=np.float32),
+               "transformer.h.0.attn.c_proj.weight": rng.standard_normal((8, 8), dtype=np.float32)},
+              str(tmp_path / "model_100.safetensors"))
+    (tmp_path / "config.json").write_text('{"n_head": 2,')
+    res = run_cli("probe", "similarity", tmp_path / "model_100.safetensors", "--tokens", "0:8")
+    assert res.returncode == 0, res.stderr
+    assert [ln for ln in res.stderr.splitlines() if ln.startswith("warning: ")] == \
+        [f"warning: {tmp_path / 'config.json'}: not valid JSON; the weights beside it are read without a config"]

@@ -246,3 +246,128 @@ def test_what_is_not_a_run(trainer_dir, files_dir, tmp_path):
         shutil.copy(f, top / f.name)
     with open_source(top) as run:
         assert run.n_snapshots == 1
+
+
+def _steps_of(csv_text: str) -> list[int]:
+    return sorted({int(r["step"]) for r in csv.DictReader(io.StringIO(csv_text)) if r["metric"] == "mean_offdiag"})
+
+
+def _warnings(stderr: str) -> list[str]:
+    return [ln for ln in stderr.splitlines() if ln.startswith("warning: ")]
+
+
+def test_a_checkpoint_without_its_config_is_left_out_and_named(trainer_dir, tmp_path):
+    """Issue 58 item 10: checkpoint-10 without config.json was refused as 'a gpt2 model of 2 layers and None
+    heads', the missing file never named."""
+    d = tmp_path / "noconfig"
+    shutil.copytree(trainer_dir, d)
+    (d / "checkpoint-10" / "config.json").unlink()
+    res = run_cli("probe", "similarity", d, "--tokens", "0:8", "--step", "all", "--format", "csv")
+    assert res.returncode == 0, res.stderr
+    assert _steps_of(res.stdout) == [20, 30, 40]
+    said = _warnings(res.stderr)
+    assert len(said) == 1 and "checkpoint-10 left out of the run: no config.json beside its weights" in said[0]
+    assert "copy the config.json of the model it holds there" in said[0]
+    res = run_cli("probe", "similarity", d, "--tokens", "0:8", "--step", "10")   # asked for: why it is not there
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 2 and lines[-1].startswith("Error: ") and "None heads" not in res.stderr, res.stderr
+    assert "no snapshot at step 10: checkpoint-10 is left out of the run (no config.json beside its weights" \
+        in lines[-1]
+
+
+def test_an_empty_checkpoint_and_one_without_weights_are_named(trainer_dir, tmp_path):
+    """Issue 58 item 13: a checkpoint missing its weights file and an empty checkpoint-40 vanished from the
+    series with no word, in the table, batch and the report alike."""
+    d = tmp_path / "holes"
+    shutil.copytree(trainer_dir, d)
+    (d / "checkpoint-30" / "model.safetensors").unlink()
+    shutil.rmtree(d / "checkpoint-40")
+    (d / "checkpoint-40").mkdir()
+    want = [f"{d}: checkpoint-30 left out of the run: no weights file (model.safetensors, ",
+            f"{d}: checkpoint-40 left out of the run: an empty folder"]
+
+    def said(stderr):
+        lines = _warnings(stderr)
+        return len(lines) == 2 and all(w in ln for w, ln in zip(want, lines))
+
+    res = run_cli("probe", "similarity", d, "--tokens", "0:8", "--step", "all", "--format", "csv")
+    assert res.returncode == 0 and _steps_of(res.stdout) == [10, 20] and said(res.stderr), res.stderr
+    res = run_cli("probe", "batch", d, "-p", "similarity", "--tokens", "0:8", "--format", "csv")
+    assert res.returncode == 0 and _steps_of(res.stdout) == [10, 20] and said(res.stderr), res.stderr
+    res = run_cli("probe", "report", d, "-o", tmp_path / "holes.html", "-p", "similarity")
+    assert res.returncode == 0 and said(res.stderr), res.stderr
+    import probe
+
+    with pytest.warns(probe.ProbeWarning) as caught:
+        assert [r.step for r in _similarity(d, "all")] == [10, 20]
+    assert said("\n".join(f"warning: {w.message}" for w in caught))
+
+
+def _truncated(trainer_dir, tmp_path) -> Path:
+    d = tmp_path / "cut"
+    shutil.copytree(trainer_dir, d)
+    f = d / "checkpoint-20" / "model.safetensors"
+    with open(f, "r+b") as fh:   # a copy cut short, as a full disk or a killed save leaves it
+        fh.truncate(f.stat().st_size // 2)
+    return d
+
+
+def test_a_damaged_checkpoint_stops_the_table_and_says_how_to_go_on(trainer_dir, tmp_path):
+    d = _truncated(trainer_dir, tmp_path)
+    res = run_cli("probe", "similarity", d, "--tokens", "0:8", "--step", "all")
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 2 and len(lines) == 1 and lines[0].startswith("Error: "), res.stderr
+    assert "checkpoint-20/model.safetensors: not a valid safetensors file" in lines[0]
+    assert lines[0].endswith("; --skip-damaged leaves step 20 out and reads the others")
+
+
+def test_skip_damaged_gives_the_good_steps_and_a_warning_per_step_left_out(trainer_dir, tmp_path):
+    import probe
+
+    d = _truncated(trainer_dir, tmp_path)
+    res = run_cli("probe", "similarity", d, "--tokens", "0:8", "--step", "all", "--skip-damaged", "--format", "csv")
+    assert res.returncode == 0, res.stderr
+    assert _steps_of(res.stdout) == [10, 30, 40]
+    said = _warnings(res.stderr)
+    assert len(said) == 1 and said[0].startswith(f"warning: {d}: step 20 left out (--skip-damaged): "), res.stderr
+    assert "checkpoint-20/model.safetensors: not a valid safetensors file" in said[0]
+    with pytest.warns(probe.ProbeWarning, match=r"step 20 left out \(skip_damaged=True\)"):
+        got = probe.similarity(str(d), tokens="0:8", step="all", skip_damaged=True)
+    assert [r.step for r in got] == [10, 30, 40]
+    for r, good in zip(got, [r for r in _similarity(trainer_dir, "all") if r.step != 20]):
+        np.testing.assert_array_equal(r.matrix, good.matrix)
+    # the other probes of a folder's steps take it too
+    for fn, more in ((probe.rank, {}), (probe.spectrum, {}), (probe.condense, {"tokens": "0:8"}),
+                     (probe.pca, {"tokens": "0:8"}), (probe.cohesion, {"tokens": "0:8"}), (probe.rank_trajectory, {})):
+        with pytest.warns(probe.ProbeWarning, match="step 20 left out"):
+            got = fn(str(d), step="all", skip_damaged=True, **more)
+        assert [r.step for r in got] == [10, 30, 40] or got[0].steps == [10, 30, 40], fn.__name__
+    # the newest damaged: the run is the steps before it
+    shutil.copy(d / "checkpoint-20" / "model.safetensors", d / "checkpoint-40" / "model.safetensors")
+    with pytest.warns(probe.ProbeWarning) as caught:
+        assert [r.step for r in probe.similarity(str(d), tokens="0:8", step="all", skip_damaged=True)] == [10, 30]
+    assert sorted(re.search(r"step (\d+) left out", str(w.message))[1] for w in caught) == ["20", "40"]
+    with pytest.raises(probe.ProbeError, match="--skip-damaged|skip_damaged=True leaves step 40 out"):
+        _similarity(d, "latest")
+
+
+def test_batch_and_the_report_go_on_past_a_damaged_checkpoint_and_say_so(trainer_dir, tmp_path):
+    d = _truncated(trainer_dir, tmp_path)
+    # batch reads each checkpoint as a task: a damaged one is an error row and exit 1 ...
+    res = run_cli("probe", "batch", d, "-p", "similarity", "--tokens", "0:8", "--format", "csv")
+    rows = list(csv.DictReader(io.StringIO(res.stdout)))
+    assert res.returncode == 1 and [r["step"] for r in rows if r["metric"] == "error"] == ["20"], res.stderr
+    # ... with --skip-damaged a warning row, as --step all's warning line, and exit 0
+    res = run_cli("probe", "batch", d, "-p", "similarity", "--tokens", "0:8", "--format", "csv", "--skip-damaged")
+    rows = list(csv.DictReader(io.StringIO(res.stdout)))
+    assert res.returncode == 0 and _steps_of(res.stdout) == [10, 30, 40], res.stderr
+    assert [(r["step"], r["value"].split(": ")[0]) for r in rows if r["metric"] in ("error", "warning")] == \
+        [("20", "step 20 left out")]
+    # the report shows the good steps and names the one left out, on the page and on stderr
+    page = tmp_path / "cut.html"
+    res = run_cli("probe", "report", d, "-o", page, "-p", "similarity")
+    said = _warnings(res.stderr)
+    assert res.returncode == 0 and len(said) == 1, res.stderr
+    assert said[0].startswith(f"warning: report: cut: step 20 left out: ") and "not a valid safetensors" in said[0]
+    text = page.read_text()
+    assert all(f"step {s}" in text for s in (10, 30, 40)) and "step 20 left out: " in text

@@ -273,6 +273,8 @@ def _report(paths, out, probes, max_steps, slider_steps, watch, interval, max_sh
         raise click.exceptions.Exit(EXIT_BAD_INPUT) from None
     for line in rep.failures():
         log(f"warning: report: {line} (its section says so)")
+    for line in rep.left_out():   # the page shows the other steps, and says so too
+        log(f"warning: report: {line}")
     if not watch:
         log(f"wrote {out}: {len(rep.sources)} run(s), {len(rep.probes)} probes")
 

@@ -25,7 +25,7 @@ SOURCE = ("snapshot file, or a checkpoint: Hugging Face folder, .safetensors, .p
           "step, hf:ORG/NAME@step1000,step2000")
 SNAPSHOT_FILE = "snapshot file (.h5) written by probe-train"
 #: offered last, in this order, by every probe command
-LAST = ("step", "allow_nonfinite")
+LAST = ("step", "skip_damaged", "allow_nonfinite")
 
 
 class ShownIntRange(click.IntRange):

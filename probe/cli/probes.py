@@ -56,8 +56,9 @@ def command(probe: registry.Probe) -> click.Command:
     flagged = [p for p in registry.probes() if p.command and p.command.split()[0] == probe.name]
     params += [click.Option([p.command.split()[1]], is_flag=True, default=False, help=p.help) for p in flagged]
     names = offered(probe)
-    for p in flagged:   # their options too, after the command's own
-        names[-len(LAST):-len(LAST)] = [n for n in offered(p) if n not in names]
+    for p in flagged:   # their options too, after the command's own (before the LAST ones it has)
+        last = sum(n in LAST for n in names)
+        names[len(names) - last:len(names) - last] = [n for n in offered(p) if n not in names]
     params += [click_option(n, _default(n, probe, flagged), help_of(n, probe)) for n in names]
     params += [click.Option(["--format", "-f", "fmt"], type=click.Choice(FORMATS), default="table", show_default=True,
                             help=FORMAT_HELP),

@@ -22,7 +22,7 @@ from ..render import note, table, wrapped
 @budgeted
 def align(path: str | os.PathLike, layer: int | None = None, head: int | None = None, *,
           step: str | int = "latest", top_k: int = 3, groups: str | None = None, mapping: str | None = None,
-          allow_nonfinite: bool = False,
+          skip_damaged: bool = False, allow_nonfinite: bool = False,
           max_memory: int | str | None = MAX_MEMORY) -> list[AlignResult]:
     """Singular vectors of one head's value map W_V (and of W_V W_O) against every token embedding.
 
@@ -43,6 +43,7 @@ def align(path: str | os.PathLike, layer: int | None = None, head: int | None = 
         A JSON or YAML file of token groups (name -> token ids or words) for the group means, added to the
         stored ones.
     {mapping}
+    {skip_damaged}
     {allow_nonfinite}
     {max_memory}
 
@@ -69,7 +70,7 @@ def align(path: str | os.PathLike, layer: int | None = None, head: int | None = 
     layer = 0 if layer is None else check_number("layer", layer)
     head = 0 if head is None else check_number("head", head)
     check_number("top_k", top_k)
-    with open_source(path, groups, mapping) as run:
+    with open_source(path, groups, mapping, skip_damaged=skip_damaged) as run:
         layer_check(run, layer, head)
         indices = run.step_indices(step)
         wv = read_at(run.tensor(f"layer{layer}/W_V"), indices, work=DECOMPOSITION)

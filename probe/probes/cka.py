@@ -20,7 +20,8 @@ from ..registry import WEIGHTS, Probe
 def cka(path: str | os.PathLike, other: str | os.PathLike | None = None, tokens=None, *, words=None,
         words_file: str | None = None, tensor: str = "token_embedding", step: str | int = "latest",
         step_b: str | int | None = None, groups: str | None = None, mapping: str | None = None,
-        allow_nonfinite: bool = False, max_memory: int | str | None = MAX_MEMORY) -> list[CKAResult]:
+        skip_damaged: bool = False, allow_nonfinite: bool = False,
+        max_memory: int | str | None = MAX_MEMORY) -> list[CKAResult]:
     """Linear CKA (Kornblith et al., ICML 2019) of the same tokens' vectors in run A and run B.
 
     The rows of ``tensor`` for the selected tokens are read in both (the same group names or ids, or the
@@ -44,6 +45,7 @@ def cka(path: str | os.PathLike, other: str | os.PathLike | None = None, tokens=
         step, or with a second run and a ``step`` other than ``"latest"``, the same step numbers as A.
     {groups} Both runs get them.
     {mapping}
+    {skip_damaged}
     {allow_nonfinite}
     {max_memory}
 
@@ -67,11 +69,11 @@ def cka(path: str | os.PathLike, other: str | os.PathLike | None = None, tokens=
     if other is None and step_b is None:
         raise ProbeError(f"cka compares two models: give a second run, or a second step of the same run with "
                          f"{param('step_b')}")
-    with open_source(path, groups, mapping) as run:
+    with open_source(path, groups, mapping, skip_damaged=skip_damaged) as run:
         a = TokenRows(run, tokens, words, words_file, tensor, step, allow_nonfinite, "cka", 2, "linear CKA")
     if step_b is None:
         step_b = ",".join(map(str, a.steps)) if str(step) != "latest" else "latest"
-    with open_source(other if other is not None else path, groups, mapping) as run:
+    with open_source(other if other is not None else path, groups, mapping, skip_damaged=skip_damaged) as run:
         b = TokenRows(run, tokens, words, words_file, tensor, step_b, allow_nonfinite, "cka", 2, "linear CKA")
     if len(b.ids) != len(a.ids):
         raise ProbeError(f"the selection is {len(a.ids)} tokens in run A and {len(b.ids)} in run B; CKA compares "

@@ -19,7 +19,7 @@ from ..registry import EVERY_GROUP, WEIGHTS, Probe
 @budgeted
 def cohesion(path: str | os.PathLike, tokens=None, *, words=None, words_file: str | None = None,
              tensor: str = "token_embedding", step: str | int = "latest", groups: str | None = None,
-             mapping: str | None = None, allow_nonfinite: bool = False,
+             mapping: str | None = None, skip_damaged: bool = False, allow_nonfinite: bool = False,
              max_memory: int | str | None = MAX_MEMORY) -> list[CohesionResult]:
     """Mean cosine within each token group and between every pair of groups, per selected step.
 
@@ -37,6 +37,7 @@ def cohesion(path: str | os.PathLike, tokens=None, *, words=None, words_file: st
     {step}
     {groups}
     {mapping}
+    {skip_damaged}
     {allow_nonfinite}
     {max_memory}
 
@@ -59,7 +60,7 @@ def cohesion(path: str | os.PathLike, tokens=None, *, words=None, words_file: st
     >>> res[0].separation
     >>> dict(zip(res[0].groups, res[0].matrix.diagonal()))   # each group's cohesion
     """
-    with open_source(path, groups, mapping) as run:
+    with open_source(path, groups, mapping, skip_damaged=skip_damaged) as run:
         if tokens is None and words is None and words_file is None:
             if not run.groups:
                 raise ProbeError(f"{run.path}: has no token groups; choose tokens with {param('tokens')} or "

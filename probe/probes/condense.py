@@ -25,7 +25,7 @@ from ..render import wrapped
 def condense(path: str | os.PathLike, tokens=None, *, words=None, words_file: str | None = None,
              tensor: str = "token_embedding", neurons: str | None = "layer0/W_Q", threshold: float = 0.7,
              step: str | int = "latest", top_shares: tuple[int, ...] = (1, 2, 5), groups: str | None = None,
-             mapping: str | None = None, allow_nonfinite: bool = False,
+             mapping: str | None = None, skip_damaged: bool = False, allow_nonfinite: bool = False,
              max_memory: int | str | None = MAX_MEMORY) -> list[CondenseResult]:
     """Covariance spectrum of token vectors, neuron groups and the singular values of every weight matrix, per step.
 
@@ -48,6 +48,7 @@ def condense(path: str | os.PathLike, tokens=None, *, words=None, words_file: st
         The k of each top-k variance share (positive integers; not offered by the command line).
     {groups}
     {mapping}
+    {skip_damaged}
     {allow_nonfinite}
     {max_memory}
 
@@ -75,7 +76,7 @@ def condense(path: str | os.PathLike, tokens=None, *, words=None, words_file: st
     if not top_shares or any(isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1
                              for k in top_shares):
         raise ProbeError(f"{param('top_shares', top_shares)}: need positive integers")
-    with open_source(path, groups, mapping) as run:
+    with open_source(path, groups, mapping, skip_damaged=skip_damaged) as run:
         ids = select_tokens(run, tokens, words=words, words_file=words_file, tensor=tensor, probe="condense")[0]
         check_enough(ids if ids is not None else range(run.tensor(tensor).shape[1]), 2, "a covariance spectrum")
         indices = run.step_indices(step)

@@ -20,7 +20,8 @@ from ..render import table, token_labels
 @budgeted
 def pca(path: str | os.PathLike, tokens=None, *, words=None, words_file: str | None = None,
         tensor: str = "token_embedding", step: str | int = "latest", n_components: int = 3,
-        groups: str | None = None, mapping: str | None = None, allow_nonfinite: bool = False,
+        groups: str | None = None, mapping: str | None = None, skip_damaged: bool = False,
+        allow_nonfinite: bool = False,
         max_memory: int | str | None = MAX_MEMORY) -> list[PCAResult]:
     """PCA of token vectors, and how well each numeric group lines up along it, per selected step.
 
@@ -42,6 +43,7 @@ def pca(path: str | os.PathLike, tokens=None, *, words=None, words_file: str | N
     {n_components}
     {groups}
     {mapping}
+    {skip_damaged}
     {allow_nonfinite}
     {max_memory}
 
@@ -66,7 +68,7 @@ def pca(path: str | os.PathLike, tokens=None, *, words=None, words_file: str | N
     >>> res[0].order_pc1["reasoning"]
     """
     check_number("n_components", n_components)
-    with open_source(path, groups, mapping) as run:
+    with open_source(path, groups, mapping, skip_damaged=skip_damaged) as run:
         rows = TokenRows(run, tokens, words, words_file, tensor, step, allow_nonfinite, "pca", 2, "PCA",
                           DECOMPOSITION)
     by_words = words is not None or words_file is not None

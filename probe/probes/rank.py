@@ -18,7 +18,7 @@ from ..render import table
 
 @budgeted
 def rank(path: str | os.PathLike, *, step: str | int = "latest", groups: str | None = None,
-         mapping: str | None = None, allow_nonfinite: bool = False,
+         mapping: str | None = None, skip_damaged: bool = False, allow_nonfinite: bool = False,
          max_memory: int | str | None = MAX_MEMORY) -> list[RankResult]:
     """Effective rank, stable rank and top-k energy of the embedding and of every weight matrix, per selected step.
 
@@ -32,6 +32,7 @@ def rank(path: str | os.PathLike, *, step: str | int = "latest", groups: str | N
     {step}
     {groups}
     {mapping}
+    {skip_damaged}
     {allow_nonfinite}
     {max_memory}
 
@@ -53,7 +54,7 @@ def rank(path: str | os.PathLike, *, step: str | int = "latest", groups: str | N
     >>> res = probe.rank("run.h5", step="all")
     >>> [r.numbers["embedding"]["effective_rank"] for r in res]
     """
-    with open_source(path, groups, mapping) as run:
+    with open_source(path, groups, mapping, skip_damaged=skip_damaged) as run:
         indices = run.step_indices(step)
         names = _rank_names(run)
         emb = read_at(run.tensor("token_embedding"), indices, work=DECOMPOSITION)

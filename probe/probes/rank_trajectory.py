@@ -17,7 +17,8 @@ from ..render import table
 
 @budgeted
 def rank_trajectory(path: str | os.PathLike, *, step: str | int = "all", metric: str = "effective_rank",
-                    groups: str | None = None, mapping: str | None = None, allow_nonfinite: bool = False,
+                    groups: str | None = None, mapping: str | None = None, skip_damaged: bool = False,
+                    allow_nonfinite: bool = False,
                     max_memory: int | str | None = MAX_MEMORY
                     ) -> list[RankTrajectoryResult]:
     """Where each matrix's rank bottoms out over the selected steps ("condense, then expand" as numbers).
@@ -34,6 +35,7 @@ def rank_trajectory(path: str | os.PathLike, *, step: str | int = "all", metric:
         The number of [`rank`][probe.probes.rank.rank] followed over the steps.
     {groups}
     {mapping}
+    {skip_damaged}
     {allow_nonfinite}
     {max_memory}
 
@@ -53,7 +55,8 @@ def rank_trajectory(path: str | os.PathLike, *, step: str | int = "all", metric:
     >>> traj = probe.rank_trajectory("run.h5")[0]
     >>> traj.min_step["embedding"], traj.dip("embedding"), traj.condense_then_expand("embedding")
     """
-    results = rank(path, step=step, groups=groups, mapping=mapping, allow_nonfinite=allow_nonfinite)
+    results = rank(path, step=step, groups=groups, mapping=mapping, skip_damaged=skip_damaged,
+                   allow_nonfinite=allow_nonfinite)
     known = list(next(iter(results[0].numbers.values())))
     if metric not in known:
         raise ProbeError(f"{param('metric', metric)}: rank reports {', '.join(known)}")

@@ -19,7 +19,7 @@ from ..render import MORE_HINT, MAX_CELL, cell, cut, note, table, token_labels
 @budgeted
 def similarity(path: str | os.PathLike, tokens=None, *, words=None, words_file: str | None = None,
                tensor: str = "token_embedding", step: str | int = "latest", groups: str | None = None,
-               mapping: str | None = None, allow_nonfinite: bool = False,
+               mapping: str | None = None, skip_damaged: bool = False, allow_nonfinite: bool = False,
                max_memory: int | str | None = MAX_MEMORY) -> list[SimilarityResult]:
     """Cosine-similarity structure of token vectors, per selected step.
 
@@ -39,6 +39,7 @@ def similarity(path: str | os.PathLike, tokens=None, *, words=None, words_file: 
     {step}
     {groups}
     {mapping}
+    {skip_damaged}
     {allow_nonfinite}
     {max_memory}
 
@@ -64,7 +65,7 @@ def similarity(path: str | os.PathLike, tokens=None, *, words=None, words_file: 
     >>> probe.similarity("model/", words="cat,dog,fish,bird")[0].mean_offdiag
     >>> probe.similarity("run.h5", step="all").to_frame()
     """
-    with open_source(path, groups, mapping) as run:
+    with open_source(path, groups, mapping, skip_damaged=skip_damaged) as run:
         rows = TokenRows(run, tokens, words, words_file, tensor, step, allow_nonfinite, "similarity", 2,
                           "cosine similarity")
     out = []

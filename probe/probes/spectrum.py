@@ -20,7 +20,7 @@ from ..render import table
 
 @budgeted
 def spectrum(path: str | os.PathLike, *, step: str | int = "latest", precision: str = "float64", threads: int = 0,
-             progress=None, allow_nonfinite: bool = False,
+             progress=None, skip_damaged: bool = False, allow_nonfinite: bool = False,
              max_memory: int | str | None = MAX_MEMORY) -> list[SpectrumResult]:
     """Spectral metrics of every linear layer, as WeightWatcher reports them, per selected step.
 
@@ -41,6 +41,7 @@ def spectrum(path: str | os.PathLike, *, step: str | int = "latest", precision: 
         matrices are in memory.
     progress : callable, optional
         Called with each matrix's name when it is done.
+    {skip_damaged}
     {allow_nonfinite}
     {max_memory}
 
@@ -67,7 +68,8 @@ def spectrum(path: str | os.PathLike, *, step: str | int = "latest", precision: 
         raise ProbeError(f"{param('precision', precision)}: use {' or '.join(PRECISIONS)}")
     check_number("threads", threads)
     out = []
-    with open_source(path, canonical=False) as run:   # a checkpoint: every 2-D tensor by its own name
+    # a checkpoint: every 2-D tensor by its own name
+    with open_source(path, canonical=False, skip_damaged=skip_damaged) as run:
         indices, names, read = run.linear_maps(step, DECOMPOSITION)
         check = Finite(run.path, allow_nonfinite)
         for i in indices:

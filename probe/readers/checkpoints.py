@@ -312,7 +312,13 @@ class ShardedSource(RawSource):
 
     def shapes(self) -> dict[str, tuple[int, ...]]:
         shapes = {k: v for src in self._all() for k, v in src.shapes().items()}
-        return {n: shapes[n] for n in self._weight_map if n in shapes}
+        one = {file: n for n, file in self._weight_map.items()}   # a tensor of each shard opens it
+        held = {file: set(self._shard(n).shapes()) for file, n in one.items()}
+        for n, file in self._weight_map.items():   # a tensor the index lists and its shard lacks: never left out unsaid
+            if n not in held[file]:
+                raise ProbeError(f"{self.path}: lists tensor {n} in {file}, which does not hold it (a shard of "
+                                 "another save, or an index of another model)")
+        return {n: shapes[n] for n in self._weight_map}
 
     def dtypes(self) -> dict[str, str]:
         return {k: v for src in self._all() for k, v in src.dtypes().items() if k in self._weight_map}
@@ -382,7 +388,7 @@ def open_checkpoint(path: str | os.PathLike, step: str | int = "latest") -> RawS
 def _config(folder: str, strict: bool) -> dict:
     """The config.json in ``folder``, if any; one that is not a regular file is refused, as every file the
     reader opens. ``strict`` (a model folder's own): unreadable JSON, or JSON that is not an object, is an
-    error; else (the config.json beside a checkpoint file) it is no config."""
+    error; else (the config.json beside a checkpoint file) it is no config, with a warning saying so."""
     path = os.path.join(folder, "config.json")
     config = {}
     if os.path.exists(path):
@@ -392,8 +398,12 @@ def _config(folder: str, strict: bool) -> dict:
         except ValueError:
             if strict:
                 raise ProbeError(f"{path}: not valid JSON") from None
+            # taken as no config, but said: a head count's error would otherwise ask for the file that is there
+            warn(f"{path}: not valid JSON; the weights beside it are read without a config")
         if strict and not isinstance(config, dict):
             raise ProbeError(f"{path}: not a JSON object")
+        if not isinstance(config, dict):
+            warn(f"{path}: not a JSON object; the weights beside it are read without a config")
     return config if isinstance(config, dict) else {}
 
 

@@ -43,11 +43,20 @@ def model_folder(path: str) -> bool:
 
 
 def numbered_checkpoints(folder: str) -> list[tuple[int, str]]:
+    """The checkpoints of one training in ``folder``, (step, path) by step (:func:`series`'s first part)."""
+    return series(folder)[0]
+
+
+def series(folder: str) -> tuple[list[tuple[int, str]], list[tuple[int, str, str]]]:
     """The checkpoints of one training in ``folder``, (step, path) by step: model folders whose names
     state a step (a Trainer's ``checkpoint-500/``) and weight files (``ckpt_1000.pt``,
     ``step-500.safetensors``, ``model_00200.safetensors``); none for a model folder, which is one
     checkpoint, or a file. Other entries are left alone (``config.json``, the tokenizer's files, a
     ``final.pt``). Nothing is opened here: a checkpoint is read when its step is.
+
+    Second, what is left out though its name states a step, (step, name, why) by step, for the callers to
+    say: a folder that is empty, one without a weights file, and one without the ``config.json`` the
+    other checkpoint folders have (its head count unknown, it would not read as the same model).
 
     Raises
     ------
@@ -55,17 +64,30 @@ def numbered_checkpoints(folder: str) -> list[tuple[int, str]]:
         Two checkpoints state the same step.
     """
     if not os.path.isdir(folder) or model_folder(folder):
-        return []
+        return [], []
     found: dict[int, str] = {}
+    out: list[tuple[int, str, str]] = []
     for name in sorted(os.listdir(folder)):
         full = os.path.join(folder, name)
-        if not (model_folder(full) if os.path.isdir(full) else name.endswith(NUMBERED)):
-            continue
         step = step_from_name(full)
-        if step is None:
+        if os.path.isdir(full) and not model_folder(full):
+            if step is not None:   # a checkpoint-N/ the training began or emptied: said, not skipped unseen
+                out.append((step, name, "an empty folder" if not os.listdir(full) else
+                            f"no weights file ({', '.join(FOLDER_FILES[:-1])} or {FOLDER_FILES[-1]})"))
+            continue
+        if step is None or not (os.path.isdir(full) or name.endswith(NUMBERED)):
             continue
         if step in found:
             raise ProbeError(f"{folder}: two checkpoints state step {step} ({os.path.basename(found[step])} and "
                              f"{name}); keep one of them there")
         found[step] = full
-    return sorted(found.items())
+    # model folders without config.json beside ones with it: their head count unknown, they would not read as
+    # the others' model (a folder where none has one is one model without a config, read as that)
+    configured = {s for s, p in found.items() if os.path.isdir(p) and os.path.exists(os.path.join(p, "config.json"))}
+    for s, p in list(found.items()):
+        if configured and os.path.isdir(p) and s not in configured:
+            out.append((s, os.path.basename(p), "no config.json beside its weights, as the other checkpoints have "
+                                                "(save_pretrained writes one): copy the config.json of the model it "
+                                                "holds there to read its step"))
+            del found[s]
+    return sorted(found.items()), sorted(out)

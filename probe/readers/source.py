@@ -14,14 +14,14 @@ import numpy as np
 
 from ..files import regular_file
 from ..limits import WHY, check, parse_json, parse_yaml
-from ..errors import ProbeError, param
+from ..errors import ProbeError, param, warn
 from ..params import check_number
 from ..format import Run, is_snapshot_file
 from ..format.steps import listed, step_indices
 from .checkpoints import open_checkpoint
 from .hub import expand, is_hub, parse
 from .layouts import CanonicalReader
-from .names import numbered_checkpoints, step_from_name
+from .names import model_folder, series, step_from_name
 from .words import TOKENIZER_FILES, ids_to_text, read_text, words_to_ids
 
 
@@ -100,7 +100,7 @@ class _Tensor:
 class CheckpointRun:
     """External checkpoints as a run with canonical tensor names: one checkpoint (a run of one step), or
     the checkpoints of one training (a folder of a Trainer's ``checkpoint-N/`` folders or of numbered
-    weight files, :func:`~probe.readers.names.numbered_checkpoints`; hub revisions named by step,
+    weight files, :func:`~probe.readers.names.series`; hub revisions named by step,
     ``hf:ORG/NAME@step1000,step2000``), one snapshot each, its step the number in its name: a
     [`Source`][probe.source.Source], as a snapshot file's [`Run`][probe.format.run.Run] is.
 
@@ -109,13 +109,33 @@ class CheckpointRun:
     read a checkpoint of any layout), configuration and shapes are the run's. Any other is opened only
     when its step is read (a few held open at once) and must match the newest, tensor for tensor, or its
     name is said in one line.
+
+    What a folder holds that is no checkpoint of the run though its name states a step (an empty
+    ``checkpoint-N/``, one without weights or without the config the others have) is left out with a
+    warning each when the run is opened. A checkpoint that cannot be read (a truncated or damaged file) is
+    an :class:`Unreadable` error naming it, or with ``skip_damaged`` its step is left out with a warning
+    when the steps are chosen, every chosen checkpoint opened then.
     """
 
     def __init__(self, path: str, groups: str | None = None, mapping: str | None = None, step: str = "latest",
-                 canonical: bool = True):
-        self.path = path
-        self.members = _members(path) or [(None, path)]    # (step, checkpoint), by step
-        self.source = open_checkpoint(self.members[-1][1], step)
+                 canonical: bool = True, skip_damaged: bool = False):
+        self.path, self.skip_damaged = path, skip_damaged
+        self.members, self.left_out = _members(path)    # (step, checkpoint) by step; (step, name, why)
+        for _, name, why in self.left_out:
+            warn(f"{path}: {name} left out of the run: {why}")
+        if self.left_out and not self.members:
+            raise ProbeError(f"{path}: no checkpoint of the run can be read: "
+                             + "; ".join(f"{name}: {why}" for _, name, why in self.left_out))
+        self.members = self.members or [(None, path)]
+        self._said: set[int] = set()        # the steps left out as damaged, each said once
+        while True:   # the newest readable checkpoint: with skip_damaged, a damaged newest is left out
+            try:
+                self.source = self._open(-1, step)
+                break
+            except Unreadable:
+                if not (skip_damaged and len(self.members) > 1):
+                    raise
+                self.members.pop()
         self._mapping = mapping
         self._reader = CanonicalReader(self.source, mapping) if canonical else None   # (now: its error first)
         self.config = dict(self.source.config)
@@ -145,7 +165,7 @@ class CheckpointRun:
         if i == self.n_snapshots - 1:
             return self.source
         if i not in self._held:
-            src = open_checkpoint(self.members[i][1])
+            src = self._open(i)
             self._match(i, src)
             while len(self._held) >= HELD:
                 self._held.pop(next(iter(self._held)))
@@ -166,6 +186,26 @@ class CheckpointRun:
                                  f"newest a {newest.name} model of {newest.layers} layers and {newest.heads} heads")
             held[1] = reader
         return held[1]
+
+    def _open(self, i: int, step="latest"):
+        """Checkpoint ``i`` opened: a local file or model folder that cannot be read is :class:`Unreadable`,
+        named with its step (with ``skip_damaged``: said once as left out), and in a run of several with
+        the option that goes on past it."""
+        i = range(len(self.members))[i]
+        where, several = self.members[i][1], len(self.members) > 1
+        try:
+            return open_checkpoint(where, step)
+        except ProbeError as exc:
+            if not (os.path.isfile(where) or model_folder(where)):   # no checkpoint at all: not damage
+                raise
+            said, at = exc.args[0] if exc.args else "", self.members[i][0]
+            if several and self.skip_damaged:
+                if i not in self._said:
+                    self._said.add(i)
+                    warn(f"{self.path}: step {at} left out ({param('skip_damaged', True)}): {said}")
+            elif several:
+                said += f"; {param('skip_damaged', True)} leaves step {at} out and reads the others"
+            raise Unreadable(said) from None
 
     def _match(self, i: int, src) -> None:
         mine, newest = src.shapes(), self.source.shapes()
@@ -201,12 +241,30 @@ class CheckpointRun:
     def step_indices(self, spec) -> list[int]:
         """The step grammar of snapshot runs (:func:`probe.format.steps.step_indices`) on these steps."""
         try:
-            return step_indices(spec, self.steps, self.path)
+            indices = step_indices(spec, self.steps, self.path)
         except ProbeError:
+            asked = {int(p) for p in str(spec).split(",") if p.strip().isdigit()}
+            for s, name, why in self.left_out:   # a step asked for that is left out: why it is not there
+                if s in asked:
+                    raise ProbeError(f"{self.path}: no snapshot at step {s}: {name} is left out of the run ({why})") \
+                        from None
             if self.n_snapshots > 1:
                 raise
             raise ProbeError(f"{self.path}: a checkpoint holds one step ({int(self.steps[0])}); "
                              f"use {param('step', 'latest')}") from None
+        if not (self.skip_damaged and self.n_snapshots > 1):
+            return indices
+        kept = []
+        for i in indices:   # each chosen checkpoint opened now, so that a damaged one is left out before any read
+            try:
+                self.source_at(i)
+                kept.append(i)
+            except Unreadable:
+                pass
+        if not kept:
+            raise ProbeError(f"{self.path}: every checkpoint of the chosen steps is damaged "
+                             f"({listed([self.members[i][0] for i in indices])})")
+        return kept
 
     def step_of(self, index: int) -> int | None:
         """The checkpoint's own step, as messages name it; None for a lone checkpoint without one."""
@@ -358,14 +416,20 @@ class CheckpointRun:
 HELD = 2    # checkpoints held open besides the newest: a step's reads, then the next step's
 
 
-def _members(path: str) -> list[tuple[int, str]]:
+class Unreadable(ProbeError):
+    """A checkpoint file or model folder that is there but cannot be read (truncated, damaged, refused):
+    what ``skip_damaged`` goes on past, and what batch and the report say they left out."""
+
+
+def _members(path: str) -> tuple[list[tuple[int, str]], list[tuple[int, str, str]]]:
     """The checkpoints of a run at ``path``, (step, checkpoint) by step: a folder's numbered ones, or the
-    revisions of ``hf:ORG/NAME@REV1,REV2`` (each naming its step); none for one checkpoint."""
+    revisions of ``hf:ORG/NAME@REV1,REV2`` (each naming its step); none for one checkpoint. Second, what a
+    folder leaves out (:func:`~probe.readers.names.series`)."""
     if not is_hub(path):
-        return numbered_checkpoints(path)
+        return series(path)
     repo, revs = parse(path)
     if not revs or "," not in revs:
-        return []
+        return [], []
     found = {}
     for spec in expand(f"hf:{repo}", revs):
         step = step_from_name(spec)
@@ -373,19 +437,20 @@ def _members(path: str) -> list[tuple[int, str]]:
             raise ProbeError(f"{path}: revision '{spec.partition('@')[2]}' states no step; the revisions of one run "
                              "are named by step (step1000,step2000)")
         found.setdefault(step, spec)
-    return sorted(found.items())
+    return sorted(found.items()), []
 
 
 _LONG = {"f64": "float64", "f32": "float32", "f16": "float16", "bf16": "bfloat16"}   # safetensors' short names
 
 
 def open_source(path: str | os.PathLike, groups: str | None = None, mapping: str | None = None, *,
-                canonical: bool = True):
+                canonical: bool = True, skip_damaged: bool = False):
     """The [`Source`][probe.source.Source] at ``path``: a :class:`Run` for a snapshot file (its groups, plus
     any from ``groups``), else a :class:`CheckpointRun` of one checkpoint or of a folder of one training's
     checkpoints, a snapshot each (``mapping``: a name-mapping file for its layout;
     ``canonical=False``: its layout found only when its canonical names are first asked for, so that a
-    probe of raw tensors or of a model run reads a checkpoint of any layout).
+    probe of raw tensors or of a model run reads a checkpoint of any layout; ``skip_damaged``: a checkpoint
+    of several that cannot be read is left out with a warning, :class:`CheckpointRun`).
 
     Raises
     ------
@@ -412,7 +477,7 @@ def open_source(path: str | os.PathLike, groups: str | None = None, mapping: str
         if groups:
             run.extra_groups = load_groups(groups)
         return run
-    return CheckpointRun(path, groups, mapping, canonical=canonical)
+    return CheckpointRun(path, groups, mapping, canonical=canonical, skip_damaged=skip_damaged)
 
 
 def open_snapshot(path: str | os.PathLike, what: str, groups: str | None = None) -> Run:

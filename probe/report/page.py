@@ -19,6 +19,7 @@ from .. import registry
 from ..limits import parse_size
 from ..chart.panel import extent, family, plain_number
 from ..printable import markup_text
+from ..readers.source import Unreadable
 from ..errors import ProbeError, captured, failure, unknown
 from . import MAX_STEPS, SLIDER_MAX, charts
 from .sources import PENDING, Budget, Section, RunSource, open_run, pick_steps
@@ -58,6 +59,7 @@ class Report:
         self.sources: list[RunSource] = []
         self.errors: dict[str, str] = {}
         self.failed: dict[tuple[str, str], str] = {}   # (path, probe) -> what a probe that raised said
+        self.unreadable: dict[tuple[str, int], str] = {}   # (path, step) -> why its checkpoint cannot be read
 
     def refresh(self) -> tuple:
         """Re-read every run's header; returns a signature that changes when a run gains a step."""
@@ -74,6 +76,12 @@ class Report:
         not apply to), in the page's order."""
         return [f"{s.label}: {p} failed: {self.failed[(s.path, p)]}" for s in self.sources for p in self.probes
                 if (s.path, p) in self.failed]
+
+    def left_out(self) -> list[str]:
+        """``RUN: step S left out: WHY`` per checkpoint of a series that cannot be read (a truncated file):
+        the page shows the other steps, as ``--skip-damaged`` a table, and says so."""
+        labels = {s.path: s.label for s in self.sources}
+        return [f"{labels.get(p, p)}: step {s} left out: {why}" for (p, s), why in self.unreadable.items()]
 
     @property
     def done(self) -> bool:
@@ -103,6 +111,9 @@ class Report:
                 # the probe gets what it declares of these (a plugin need not take max_memory)
                 results, error, notes = captured(lambda: registry.call(fn, path, step=spec_steps, **kwargs))
                 note = None if error is None else failure(error)
+                if isinstance(error, Unreadable) and src.kind == "checkpoints":
+                    self.unreadable.setdefault((src.path, wanted[0]), note)
+                    note = f"step {wanted[0]} left out: {note}"
                 if error is not None and not isinstance(error, ProbeError):
                     # a bug, not a run it does not apply to (a ProbeError: a missing group, a refused size)
                     self.failed.setdefault((src.path, probe), " ".join(note.split()))

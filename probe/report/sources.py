@@ -90,11 +90,13 @@ def _texts(strings: list[str] | None, ids) -> list[str] | None:
 
 
 def _checkpoint_series(spec: str, revisions: str | None) -> RunSource:
-    from ..batch import discover
+    from ..batch import discover, left_out
     from ..readers.names import numbered_checkpoints, step_from_name
 
-    # a folder of one training's checkpoints: the steps every probe's --step sees on it
+    # a folder of one training's checkpoints: the steps every probe's --step sees on it, and what it leaves out
     by_step: dict[int, str] = dict(numbered_checkpoints(spec)) if not revisions else {}
+    if by_step:
+        left_out(spec)
     found = [] if by_step else discover([spec], revisions)
     for i, path in enumerate(found):
         step = step_from_name(path)
