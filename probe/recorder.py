@@ -27,7 +27,6 @@ from .format.writer import WriteFailed
 from .readers.module import ModelTensors, hf_model
 
 WRITTEN_BY = "probe.Recorder"
-_OWN_CONFIG = ("recorded_by", "model", "layout", "every", "model_config", "tied")   # what the Recorder adds to config
 _OPEN: set[str] = set()   # the files a Recorder of this process writes (the file lock is per process)
 
 
@@ -283,7 +282,7 @@ class Recorder:
             self._split_of, self._others = _metric_places(names)
             batch = np.asarray(run.dataset("probe_tokens")[...])
             groups = dict(run.groups) if self._groups_given else None
-            mine = {k: v for k, v in run.config.items() if k not in _OWN_CONFIG}
+            mine = run.own_config
             every, texts = run.config.get("every"), run.token_strings()
         again = "pass the same ones (or none: the file's are used), or record into a new file"
         if batch.size and self._inputs is None:   # the restarted loop goes on with the file's probe batch

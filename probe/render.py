@@ -139,6 +139,35 @@ def _line(text: str) -> None:
     print(terminal(text))
 
 
+def _fitted(text: str) -> None:
+    """A line of ``probe info`` (its text escaped as :func:`_line`'s): one past the terminal's width
+    (COLUMNS; 80 with no terminal) is broken between words, each further part indented under the first
+    one's value; a word wider than that (a path, a tensor's name) stays whole."""
+    import shutil
+    import textwrap
+
+    text = terminal(text).rstrip()
+    width = shutil.get_terminal_size((80, 24)).columns
+    if len(text) > width and len(text) > 11 and text[:11].strip() and not text[:11].startswith(" "):
+        # the 11-column label stays with its value's first word: 'file' alone above a long path reads badly
+        parts = textwrap.wrap(text[11:], max(width - 11, 20), break_long_words=False, break_on_hyphens=False)
+        text = "\n".join(text[:11] + p if i == 0 else " " * 11 + p for i, p in enumerate(parts))
+    elif len(text) > width:
+        text = textwrap.fill(text, width, initial_indent="", subsequent_indent=" " * 11,
+                             break_long_words=False, break_on_hyphens=False)
+    print(text)
+
+
+def _std(c: dict) -> str:
+    """The embedding's initial std beside gamma: the same gamma is another regime at another width."""
+    if c.get("init_std"):
+        return f"std {c['init_std']:g} (init_std)"
+    gamma, d = c.get("gamma_embed") or c.get("gamma"), c.get("d_model")
+    if not isinstance(gamma, (int, float)) or not isinstance(d, int) or d < 1:
+        return ""
+    return f"init std {d}^-{gamma:g} = {d ** -gamma:.3g}"
+
+
 def _shown(v):
     """Plain JSON data with every string (keys too) made valid Unicode (:func:`probe.printable.shown`)."""
     if isinstance(v, str):
@@ -315,65 +344,66 @@ def info(d: dict, fmt: str) -> None:
     c = d["config"]
     steps = d["steps"]
     shown = ", ".join(map(str, steps if len(steps) <= 16 else steps[:8] + ["..."] + steps[-4:]))
-    _line(f"file       {d['file']}  (schema {d['schema_version']}, written by {d['package_version']})")
-    _line(f"task       {d['task'].get('kind')}: splits {', '.join(d['task'].get('splits', []))}")
+    _fitted(f"file       {d['file']}  (schema {d['schema_version']}, written by {d['package_version']})")
+    _fitted(f"task       {d['task'].get('kind')}: splits {', '.join(d['task'].get('splits', []))}")
     if d["task"].get("stories"):  # a text run: what its story source was (story_text since issue 38)
-        _line(f"stories    {d['task'].get('story_text') or d['task']['stories']}")
+        _fitted(f"stories    {d['task'].get('story_text') or d['task']['stories']}")
     if d.get("written_by", "probe-train") != "probe-train":   # a model recorded from the user's own loop
-        own = [f"{terminal(str(k))}={terminal(str(v))}" for k, v in c.items()
-               if k not in ("recorded_by", "model", "layout", "every", "model_config", "tied")]
+        own = [f"{terminal(str(k))}={terminal(str(v))}" for k, v in d.get("own_config", {}).items()]
         every = c.get("every")   # (the file's text: escaped, as every string of it)
-        _line(f"recorded   by {terminal(d['written_by'])}: {terminal(str(c.get('model')))}, "
+        _fitted(f"recorded   by {terminal(d['written_by'])}: {terminal(str(c.get('model')))}, "
               f"{terminal(str(c.get('layout')))} layout, "
-              + ("every step" if every == 1 else f"every {terminal(str(every))} steps")
-              + (f"; {'  '.join(own)}" if own else ""))
+              + ("every step" if every == 1 else f"every {terminal(str(every))} steps"))
+        if own:   # the user's own settings (Recorder config=): a line of their own, as long as they are
+            _fitted(f"config     {'  '.join(own)}")
         tied = c.get("tied") if isinstance(c.get("tied"), dict) else {}
         if tied:   # stored once: the probes read the tensor it is tied to
-            _line("tied       " + ", ".join(f"{terminal(str(k))} is {terminal(str(v))}" for k, v in tied.items())
+            _fitted("tied       " + ", ".join(f"{terminal(str(k))} is {terminal(str(v))}" for k, v in tied.items())
                   + " (stored once)")
         left = d["task"].get("left_out") or []
         if left:
-            _line(f"left out   {len(left)} tensors (Recorder keep=): "
+            _fitted(f"left out   {len(left)} tensors (Recorder keep=): "
                   + ", ".join(terminal(str(n)) for n in left[:2]) + (", ..." if len(left) > 2 else ""))
     else:
-        _line(f"model      {c.get('model')}  gamma={c.get('gamma')}  d_model={c.get('d_model')}  layers={c.get('layers')}"
-              f"  heads={c.get('heads')}  d_ff={c.get('d_ff')}  norm={c.get('norm')}")
+        _fitted(f"model      {c.get('model')}  gamma={c.get('gamma')}  d_model={c.get('d_model')}  layers={c.get('layers')}"
+                f"  heads={c.get('heads')}  d_ff={c.get('d_ff')}")
         extra = [f"{k}={c[k]}" for k in ("gamma_embed", "gamma_attn", "gamma_mlp", "gamma_head", "init_std", "kv_heads")
                  if c.get(k)] + [k for k in ("tie_embeddings", "gated_attention") if c.get(k)]
-        if c.get("model") == "llama" or extra or c.get("norm_eps", 1e-5) != 1e-5:
-            _line(f"           norm_eps={c.get('norm_eps', 1e-5):g}  " + "  ".join(extra))
+        _fitted(f"           norm={c.get('norm')}  norm_eps={c.get('norm_eps', 1e-5):g}  {_std(c)}  " + "  ".join(extra))
         env = d.get("environment") or {}
-        _line(f"training   {c.get('steps')} steps, batch {c.get('batch_size')}, lr {c.get('lr')}, "
-              f"weight decay {c.get('weight_decay')}, seed {c.get('seed')}"
-              + (f"; stopped at step {env['stop_at']} as asked (--stop-at; --resume trains on)" if "stop_at" in env else ""))
+        _fitted(f"training   {c.get('steps')} steps, batch {c.get('batch_size')}, lr {c.get('lr')}, "
+                f"weight decay {c.get('weight_decay')}, seed {c.get('seed')}")
+        if "stop_at" in env:
+            _fitted(f"           stopped at step {env['stop_at']} as asked (--stop-at; --resume trains on)")
         if env:
-            _line(f"trained    {env.get('device')}, {env.get('threads')} torch thread(s); torch {env.get('torch')}, "
-                  f"numpy {env.get('numpy')}, h5py {env.get('h5py')}, python {env.get('python')}"
-                  + (f"; {env['precision']} matmuls" if "precision" in env else "")
-                  + (f"; one of an ensemble of {env['ensemble']}" if env.get("ensemble", 1) != 1 else "")
-                  + (f" (resumed at step {env['resumed_at']})" if "resumed_at" in env else ""))
+            _fitted(f"trained    {env.get('device')}, {env.get('threads')} torch thread(s)"
+                    + (f"; {env['precision']} matmuls" if "precision" in env else "")
+                    + (f"; one of an ensemble of {env['ensemble']}" if env.get("ensemble", 1) != 1 else "")
+                    + (f" (resumed at step {env['resumed_at']})" if "resumed_at" in env else ""))
+            _fitted(f"           torch {env.get('torch')}, numpy {env.get('numpy')}, h5py {env.get('h5py')}, "
+                    f"python {env.get('python')}")
             if env.get("device_name") or env.get("commit"):
-                _line(f"           on {env.get('device_name') or env.get('device')}"
+                _fitted(f"           on {env.get('device_name') or env.get('device')}"
                       + (f", toolkit at commit {env['commit']}" if env.get("commit") else ""))
-    _line(f"snapshots  {d['snapshots']}: steps {shown}")
+    _fitted(f"snapshots  {d['snapshots']}: steps {shown}")
     for split, m in d["metrics"].items():
         if m:
-            _line(f"  {terminal(split):<10} loss {cell(m.get('loss'))}  acc {cell(m.get('acc'))}")
-    _line("groups")
+            _fitted(f"  {terminal(split):<10} loss {cell(m.get('loss'))}  acc {cell(m.get('acc'))}")
+    _fitted("groups")
     for k, v in d["groups"].items():
         words = d["group_strings"].get(k)
         shown = " ".join(repr(w) for w in words[:10]) + (" ..." if len(words) > 10 else "") if words else _ids(v)
-        _line(f"  {terminal(k):<10} {len(v):>4} tokens  {shown}")   # aligned as shown
+        _fitted(f"  {terminal(k):<10} {len(v):>4} tokens  {shown}")   # aligned as shown
     canonical = [k for k in d["tensors"] if k in d["canonical"]]
     parameters = [k for k in d["tensors"] if k not in d["canonical"]]
     # one dataset each, listed twice: the canonical names are links to the parameters' datasets
     for title, names in (("tensors (per snapshot), by canonical name", canonical),
-                         ("every parameter by the model's own name (each tensor above is one of these, stored once)",
+                         ("every parameter by the model's own name (the tensors above are links to these)",
                           parameters)):
-        _line(title)
+        _fitted(title)
         width = max([28, *(len(terminal(k)) for k in names)])   # a model's own names can be long
         for k in names:
-            _line(f"  {terminal(k):<{width}} {' x '.join(map(str, d['tensors'][k]))}")
+            _fitted(f"  {terminal(k):<{width}} {' x '.join(map(str, d['tensors'][k]))}")
 
 
 def _checkpoint_info(d: dict, fmt: str) -> None:
@@ -383,18 +413,18 @@ def _checkpoint_info(d: dict, fmt: str) -> None:
                          + [(d["step"], "shape", n, "x".join(map(str, t["shape"]))) for n, t in d["tensors"].items()]
                          + [(d["step"], "dtype", n, t["dtype"]) for n, t in d["tensors"].items()])
         return
-    _line(f"file       {d['file']}")
+    _fitted(f"file       {d['file']}")
     _line(f"format     {d['format']}, step {d['step'] if d['step'] is not None else '-'}")
     if d.get("checkpoints"):   # a folder of one training's checkpoints: the newest is described
         steps = list(d["checkpoints"])
         shown = ", ".join(map(str, steps if len(steps) <= 10 else steps[:4] + ["..."] + steps[-2:]))
-        _line(f"steps      {len(steps)} checkpoints: {shown} (the newest described)")
+        _fitted(f"steps      {len(steps)} checkpoints: {shown} (the newest described)")
     if d["layout"]:
         heads = "no head count (no config.json)" if d["heads"] is None else f"{d['heads']} heads"
-        _line(f"layout     {d['layout']}: {d['layers']} layers, {heads}, "
+        _fitted(f"layout     {d['layout']}: {d['layers']} layers, {heads}, "
               f"{len(d['canonical'])} canonical tensors")
     else:
-        _line(f"layout     unknown ({d['layout_error'].split('; tensors found')[0]})")
+        _fitted(f"layout     unknown ({d['layout_error'].split('; tensors found')[0]})")
     _line(f"parameters {d['parameters']:,}")
     _line("tensors")
     for n, t in d["tensors"].items():

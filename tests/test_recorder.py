@@ -101,7 +101,7 @@ def test_every_probe_of_weights_reads_it_over_its_steps(recorded):
     assert res.returncode == 2 and res.stderr == f"Error: {path}: bias compares two splits; this run has only " \
         "train (give --splits A then B)\n"
     info = run_cli("probe", "info", path).stdout
-    assert "recorded   by probe.Recorder: GPT2LMHeadModel, gpt2 layout, every 4 steps; gamma=0.5" in info
+    assert "recorded   by probe.Recorder: GPT2LMHeadModel, gpt2 layout, every 4 steps\nconfig     gamma=0.5" in info
     own = info.split("every parameter by the model's own name")[1].splitlines()[1:]
     assert "  transformer.h.0.attn.c_attn.bias 96" in own   # the longest name sets the column: one space
     assert len({len(line) - len(line.rsplit(" ", 1)[1]) for line in own if " x " not in line}) == 1, own

@@ -57,7 +57,8 @@ def info(path: str | os.PathLike) -> dict:
     -------
     dict
         For a snapshot file: ``file``, ``schema_version``, ``package_version``, ``created``,
-        ``snapshots``, ``steps``, ``config``, ``environment``, ``task``, ``dims``, ``groups`` (name -> token
+        ``snapshots``, ``steps``, ``config``, ``own_config`` (a recorded run's settings given as Recorder
+        ``config=``; ``{}`` for a trainer's run), ``environment``, ``task``, ``dims``, ``groups`` (name -> token
         ids), ``group_strings`` (name -> token texts, text runs), ``tensors`` (name -> per-snapshot shape;
         the canonical names, then the model's parameter names), ``canonical`` (the canonical names among
         them: each is the same data as one parameter) and ``metrics`` (split -> the latest value of each metric). For a checkpoint: ``file``, ``format``,

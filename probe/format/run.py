@@ -21,6 +21,9 @@ from .steps import step_indices
 from .tensors import as_matrix, check_fits, natural, read_rows
 
 
+# What the Recorder adds to a recorded run's config (the rest is the user's own, Recorder config=)
+RECORDER_KEYS = ("recorded_by", "model", "layout", "every", "model_config", "tied")
+
 class Dataset(h5py.Dataset):
     """A dataset of a :class:`Run`: an h5py dataset whose failed reads name it. HDF5 verifies a chunk's
     Fletcher-32 checksum as it reads it (files of schema 1.4 on); a mismatch, or any other error
@@ -140,6 +143,9 @@ class Run:
             self.config, self.task, self.dims = meta["config"], meta["task"], meta["dims"]
             # what wrote it: probe-train, or (1.5) the Recorder of a user's own loop, as its config says
             self.written_by = str(self.config.get("recorded_by") or "probe-train")
+            # the user's own settings of a recorded run: its config less what the Recorder adds to it
+            self.own_config = {k: v for k, v in self.config.items() if k not in RECORDER_KEYS} \
+                if "recorded_by" in self.config else {}
             # What the probes rely on, in the words of `probe validate`: links, attributes and steps now,
             # each dataset before its first read (self.at).
             from ._checks import ReadCheck
@@ -405,6 +411,7 @@ class Run:
             "snapshots": self.n_snapshots,
             "steps": [int(s) for s in self.steps],
             "config": self.config,
+            "own_config": self.own_config,
             "environment": self.environment,
             "task": self.task,
             "dims": self.dims,
