@@ -264,14 +264,22 @@ def _batch(paths, probes, options, out, jobs, cluster, progress, revisions, tens
         return [r for r in kept if (r[0], r[2]) not in fresh] + rows
 
     def save() -> None:
-        try:
-            write_table(out, table_now())   # the table first: a record without its rows would skip them
-            write_inputs(out, {**{k: v for k, v in read_from.items() if k in done - stale},
-                               **{(shown(r[0]), r[2]): now[shown(r[0])] for r in rows}})
+        try:   # the table first: a row with no record is read again by a rerun, never skipped
+            write_table(out, table_now())
         except ProbeError as exc:   # a full disk, a read-only folder, a size limit: the last table stays whole
+            if not os.path.exists(out):   # no table: a record of rows it never held is left by no one
+                with suppress(OSError):
+                    os.unlink(inputs_file(out))
             raise ProbeError(f"{exc}; {out} holds the rows of {saved['tasks']} of {len(tasks)} tasks, as of its "
                              "last save: the same command does the rest once it can write there") from None
         saved["tasks"] = finished
+        try:
+            write_inputs(out, {**{k: v for k, v in read_from.items() if k in done - stale},
+                               **{(shown(r[0]), r[2]): now[shown(r[0])] for r in rows}})
+        except ProbeError as exc:   # the table is written: say so, and what a rerun without its record does
+            raise ProbeError(f"{exc}; {out} holds the rows of {finished} of {len(tasks)} tasks, without the "
+                             "record of what they were read from: the same command reads them again once it "
+                             "can write there") from None
 
     def collect(new_rows):
         nonlocal finished

@@ -4,6 +4,8 @@ old rows replaced and the number said; an unchanged one is not; no row is ever w
 of a live run takes one view, count and steps from one moment: test_snapshot.py.)"""
 import csv
 import os
+import re
+import resource
 
 import pytest
 
@@ -102,3 +104,41 @@ def test_a_table_without_its_record_is_read_again_whole(stopped, tmp_path):
     err = _batch(table, stopped)
     assert err.splitlines()[0] == _changed(table, 1, n)
     assert len(_rows(table)) == n
+
+
+def test_a_record_that_cannot_be_written_says_the_table_is_and_a_rerun_reads_its_rows_again(stopped, tmp_path):
+    """The table written and its record refused (here a folder in the record's place): the error said
+    "holds the rows of 0 of 2 tasks" of a table that held both; it says what the table holds, and the
+    rerun, with no record of the rows, reads them again, each row once."""
+    table = tmp_path / "table.csv"
+    os.mkdir(f"{table}.inputs.json")
+    res = run_cli("probe", "batch", stopped, "-p", "bias", "-p", "norms", "--step", "all", "-o", table)
+    assert res.returncode != 0 and res.stdout == ""
+    line = res.stderr.strip()
+    # (the first save comes after the first task: it is the one refused)
+    assert "\n" not in line and re.fullmatch(
+        rf"Error: is a directory while writing batch record {re.escape(str(table))}.inputs.json; "
+        rf"{re.escape(str(table))} holds the rows of 1 of 2 tasks, without the record of what they were read "
+        "from: the same command reads them again once it can write there", line), line
+    n = len(_rows(table))
+    assert n and {r[2] for r in _rows(table)} == {"bias"}
+    os.rmdir(f"{table}.inputs.json")
+    err = _batch(table, stopped)
+    assert err.splitlines()[0] == _changed(table, 1, n)   # the rows with no record: read again
+    _batch(tmp_path / "fresh.csv", stopped)
+    assert sorted(_rows(table)) == sorted(_rows(tmp_path / "fresh.csv")) and len(set(_rows(table))) > n
+
+
+def test_a_table_that_cannot_be_written_leaves_no_record_of_rows_it_never_held(stopped, tmp_path):
+    """A record left beside no table (the table removed, then a batch whose table cannot be written):
+    the failed batch leaves nothing named after the table it did not write."""
+    table = tmp_path / "table.csv"
+    _batch(table, stopped)
+    os.unlink(table)
+
+    def small_files():   # a file-size limit below the table's size: its write fails (EFBIG)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (200, 200))
+
+    res = run_cli("probe", "batch", stopped, "-p", "bias", "--step", "all", "-o", table, preexec_fn=small_files)
+    assert res.returncode != 0 and res.stderr.count("\n") == 1 and "file too large" in res.stderr, res.stderr
+    assert not os.path.exists(f"{table}.inputs.json")
