@@ -610,8 +610,8 @@ def test_train_page_tiny_run_counts_are_the_presets():
     shown = output_of(TRAIN, "probe-train --resume --out run.h5 --steps 80").output   # numbers: any, to the runner
     assert "(resumed at step 40)" in shown and snapshots(80, every) == 13
     assert f"snapshots  13: steps {', '.join(map(str, snapshot_steps(80, every)))}\n" in shown
-    assert f"gamma=0.8  d_model={t['d_model']}  layers={t['layers']}  heads={t['heads']}  d_ff={t['d_ff']}  " \
-           f"norm={t['norm']}" in shown
+    assert f"gamma=0.8  d_model={t['d_model']}  layers={t['layers']}  heads={t['heads']}  d_ff={t['d_ff']}\n" \
+           f"           norm={t['norm']}  " in shown
     assert f"training   80 steps, batch {t['batch_size']}, lr {t['lr']}, weight decay {float(t['weight_decay'])}, " \
            f"seed {t['seed']}" in shown
 
