@@ -97,6 +97,10 @@ PARAMS: dict[str, Param] = {
     "neurons": Param("weight whose neurons are grouped by cosine ('': none)",
                      "The weight whose neurons are grouped; ``\"\"`` or ``None``: none (the default is skipped on a "
                      "model without attention).", "str or None", convert=lambda v: v or None),
+    "tolerance": Param("half-width around 0 of the critical slope (regime --widths)",
+                       "The half-width around zero of the critical line: a slope whose whole 95 % interval lies "
+                       "within it is critical (0.1 over widths 32 to 256: a 1.23-fold change of RD).", "float",
+                       lo=0.0),
     "threshold": Param("cosine above which two neurons of --neurons are grouped",
                        "Cosine above which two neurons are linked.", "float", lo=-1.0, hi=1.0),
     "anchor": Param("s0 of the cos(w(s0), w(s_j)) profile [default: the middle token]",

@@ -165,6 +165,9 @@ def _std(c: dict) -> str:
     gamma, d = c.get("gamma_embed") or c.get("gamma"), c.get("d_model")
     if not isinstance(gamma, (int, float)) or not isinstance(d, int) or d < 1:
         return ""
+    ref = c.get("gamma_ref_width")
+    if isinstance(ref, int) and ref > 1:   # the std of width ref, at every width
+        return f"init std {ref}^-{gamma:g} = {ref ** -gamma:.3g} (gamma_ref_width)"
     return f"init std {d}^-{gamma:g} = {d ** -gamma:.3g}"
 
 
@@ -367,8 +370,10 @@ def info(d: dict, fmt: str) -> None:
     else:
         _fitted(f"model      {c.get('model')}  gamma={c.get('gamma')}  d_model={c.get('d_model')}  layers={c.get('layers')}"
                 f"  heads={c.get('heads')}  d_ff={c.get('d_ff')}")
-        extra = [f"{k}={c[k]}" for k in ("gamma_embed", "gamma_attn", "gamma_mlp", "gamma_head", "init_std", "kv_heads")
-                 if c.get(k)] + [k for k in ("tie_embeddings", "gated_attention") if c.get(k)]
+        extra = [f"{k}={c[k]}" for k in ("gamma_embed", "gamma_attn", "gamma_qk", "gamma_vo", "gamma_mlp", "gamma_head",
+                                         "gamma_ref_width", "init_std", "d_ff_ratio", "kv_heads") if c.get(k)] \
+            + [k for k in ("depth_scale", "tie_embeddings", "gated_attention") if c.get(k)] \
+            + ([f"adam_eps={c['adam_eps']:g}"] if c.get("adam_eps", 1e-8) != 1e-8 else [])
         _fitted(f"           norm={c.get('norm')}  norm_eps={c.get('norm_eps', 1e-5):g}  {_std(c)}  " + "  ".join(extra))
         env = d.get("environment") or {}
         _fitted(f"training   {c.get('steps')} steps, batch {c.get('batch_size')}, lr {c.get('lr')}, "

@@ -800,10 +800,11 @@ EXT, TUTX = "how-to/external-checkpoints.md", "tutorials/external-checkpoint.md"
 def test_external_pages_name_the_probes_by_what_they_read():
     by = reads()
     weights = by["weights"]
-    says(EXT, "`similarity`, `cohesion`, `cka`, `pca`, `align`, `condense`, `spectrum` and `rank` read checkpoints")
+    says(EXT, "`similarity`, `cohesion`, `cka`, `pca`, `align`, `condense`, `spectrum`, `rank`, `regime` and `gamma` "
+              "read checkpoints")
     says(TUTX, "The probes that need only weights — `similarity`, `cohesion`, `cka`, `pca`, `align`, `condense`, "
-               "`spectrum`, `rank` —")
-    assert weights == {"similarity", "cohesion", "cka", "pca", "align", "condense", "spectrum", "rank"}
+               "`spectrum`, `rank`, `regime`, `gamma` —")
+    assert weights == {"similarity", "cohesion", "cka", "pca", "align", "condense", "spectrum", "rank", "regime", "gamma"}
     says(EXT, "`norms`, `sinks` and `tokens` run a checkpoint's own model over a text")
     assert by["a forward pass"] == {"norms", "sinks", "tokens"}
 

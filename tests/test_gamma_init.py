@@ -219,11 +219,11 @@ def test_the_table_prints_and_is_plain_data():
     (dict(gamma=True), "gamma=True: need a finite number"),
     (dict(gamma={"attn": -1}), "gamma['attn'] must be positive (or 0: the default's)"),
     (dict(gamma={"default": 0}), "gamma['default'] must be positive"),
-    (dict(gamma={"mpl": 0.5}), "unknown gamma group 'mpl' (known: embed, attn, mlp, head, other, default)"),
+    (dict(gamma={"mpl": 0.5}), "unknown gamma group 'mpl' (known: embed, attn, mlp, head, other, qk, vo, default)"),
     (dict(gamma=0.5, seed=-1), "seed=-1: need an integer 0 or more, or a torch.Generator"),
     (dict(gamma=0.5, seed=1.5), "seed=1.5: need an integer 0 or more, or a torch.Generator"),
     (dict(gamma=0.5, rules={"1.*": "mpl"}), "rules: '1.*' -> 'mpl': a group must be one of embed, attn, mlp, "
-                                            "head, other"),
+                                            "head, other, qk, vo"),
     (dict(gamma=0.5, rules=["1.*"]), "rules must be a dict of name patterns -> group or a function of a name"),
 ])
 def test_bad_input_is_one_line(kwargs, message):

@@ -14,7 +14,7 @@ api.token_text, api.token_vectors             # public API: a probe in another p
 Commands.get_command                          # Click calls it (its lazy-group protocol)
 DynamicsResult.steps_logged, DynamicsResult.spike_steps   # result fields: to_dict() / JSON output
 LayerSpectrum.num_evals                       # a result field: the spectrum table and its JSON
-RunConfig.gamma_embed, RunConfig.gamma_attn, RunConfig.gamma_mlp, RunConfig.gamma_head   # config fields, read by name
+RunConfig.gamma_embed, RunConfig.gamma_attn, RunConfig.gamma_qk, RunConfig.gamma_vo, RunConfig.gamma_mlp, RunConfig.gamma_head   # config fields, read by name
 _.__dir__                                     # PEP 562 module __dir__ (probe, probe.api, probe.report)
 _.__signature__                               # read by Typer: probe-train's generated options (train/cli.py)
 _.format_options                              # Click calls it: probe-train --help's headings (train/cli.py)

@@ -31,7 +31,8 @@ _task, _model, _optimisation, _snapshots = map(_in, GROUPS)
 NON_NEGATIVE = ("key_min", "key_max", "mem_anchor_min", "mem_anchor_max", "rsn_anchor_min", "rsn_anchor_max",
                 "data_seed", "seed", "d_head", "warmup_steps", "weight_decay", "grad_clip", "threads",
                 "snapshot_every", "logic_docs", "story_docs", "gamma_embed", "gamma_attn", "gamma_mlp",
-                "gamma_head", "init_std", "kv_heads", "token_probe")
+                "gamma_head", "gamma_qk", "gamma_vo", "gamma_ref_width", "d_ff_ratio", "init_std", "kv_heads",
+                "token_probe")
 
 
 @dataclass
@@ -127,8 +128,16 @@ class RunConfig:
     gamma_embed: float = _model(0.0, "gamma of the token (and position) embeddings (0: --gamma)")
     gamma_attn: float = _model(0.0, "gamma of the attention weights W_Q, W_K, W_V, W_O and the attention gate "
                                     "(0: --gamma)")
+    gamma_qk: float = _model(0.0, "gamma of W_Q and W_K alone (0: --gamma-attn; the authors' follow-up code sets "
+                                  "them apart from W_V and W_O)")
+    gamma_vo: float = _model(0.0, "gamma of W_V and W_O alone (0: --gamma-attn)")
     gamma_mlp: float = _model(0.0, "gamma of the MLP weights (0: --gamma)")
     gamma_head: float = _model(0.0, "gamma of the output head W_U (0: --gamma; tied embeddings use --gamma-embed)")
+    gamma_ref_width: int = _model(0, "keep the init std of width N at every width: each gamma is used as "
+                                     "gamma * ln N / ln d_model, so d_model^-gamma' = N^-gamma (0: off; a width "
+                                     "sweep at fixed std)")
+    depth_scale: bool = _model(False, "draw the residual-output matrices W_O and W_out at their std / sqrt(2 * "
+                                      "layers), as GPT-2 and the authors' follow-up code do")
     init_std: float = _model(0.0, "a fixed std for every weight matrix instead of gamma-init (0: off; 0.02 is "
                                   "the usual LLM baseline)")
     d_model: int = _model(400, "embedding width")
@@ -136,6 +145,8 @@ class RunConfig:
     heads: int = _model(1, "attention heads")
     d_head: int = _model(0, "width per head (0: d_model // heads)")
     d_ff: int = _model(1200, "MLP width (Emb-MLP: hidden width)")
+    d_ff_ratio: float = _model(0.0, "d_ff as a multiple of d_model (0: --d-ff as given): a width sweep's MLP "
+                                    "follows its d_model")
     norm: str = _model("post", "LayerNorm placement: 'pre' or 'post'")
     bias: bool = _model(False, "use biases in linear layers")
     head_bias: bool = _model(False, "an output-head bias with PyTorch's default init U(+-1/sqrt(d)), not gamma-scaled "
@@ -163,6 +174,8 @@ class RunConfig:
                                            "(paper 2's code)")
     beta1: float = _optimisation(0.9, "AdamW beta1")
     beta2: float = _optimisation(0.999, "AdamW beta2")
+    adam_eps: float = _optimisation(1e-8, "AdamW epsilon (at tiny gradients, as a small init gives, it swamps the "
+                                          "update: Everett et al. 2024)")
     grad_clip: float = _optimisation(1.0, "clip the gradient norm to this (0: off)")
     precision: str = _optimisation("fp32", "'fp32' or 'bf16' (autocast of the matmuls; norms, softmax and the "
                                            "loss stay in float32)")
@@ -178,6 +191,8 @@ class RunConfig:
                                      "every snapshot stores (probe tokens)")
 
     def __post_init__(self) -> None:
+        if isinstance(self.d_ff_ratio, (int, float)) and self.d_ff_ratio > 0 and isinstance(self.d_model, int):
+            self.d_ff = max(1, round(self.d_ff_ratio * self.d_model))   # (checked with the rest below)
         self.check()
 
     def check(self) -> None:
@@ -207,6 +222,12 @@ class RunConfig:
             need(v in (a, b), f"{param(name)} must be '{a}' or '{b}', not '{v}'")
         need(self.norm_eps > 0, f"{param('norm_eps', self.norm_eps)}: need a positive epsilon")
         need(self.rope_theta > 0, f"{param('rope_theta', self.rope_theta)}: need a positive base")
+        need(self.adam_eps > 0, f"{param('adam_eps', self.adam_eps)}: need a positive epsilon")
+        need(self.gamma_ref_width != 1, f"{param('gamma_ref_width', 1)}: need 2 or more (ln 1 = 0), or 0: off")
+        need(not (self.init_std > 0 and self.gamma_ref_width > 0),
+             f"{param('init_std')} is one fixed std already; give it or {param('gamma_ref_width')}, not both")
+        need(not (self.depth_scale and self.model == "emb-mlp"),
+             f"{param('depth_scale')} scales a decoder's residual outputs; the Emb-MLP has none")
         need(not (self.init_std > 0 and any(getattr(self, g) > 0 for g in GAMMA_FIELDS)),
              f"{param('init_std')} replaces gamma-init; give it or the per-module gammas, not both")
         if self.model == "llama":
@@ -271,8 +292,16 @@ class RunConfig:
         return self.kv_heads or self.heads
 
     def module_gamma(self, module: str) -> float:
-        """The gamma of ``module`` (``embed``, ``attn``, ``mlp``, ``head``): its own override, else ``gamma``."""
-        return getattr(self, f"gamma_{module}") or self.gamma
+        """The gamma of ``module`` (``embed``, ``attn``, ``mlp``, ``head``; ``qk`` and ``vo``, which fall back
+        to ``attn``'s): its own override, else ``gamma``; with ``gamma_ref_width`` N, times ln N / ln d_model
+        (the std of width N at this width)."""
+        own = getattr(self, f"gamma_{module}")
+        if not own and module in ("qk", "vo"):
+            return self.module_gamma("attn")   # (scaled there)
+        gamma = own or self.gamma
+        if self.gamma_ref_width:
+            gamma = gamma * math.log(self.gamma_ref_width) / math.log(self.d_model)
+        return gamma
 
     def to_dict(self) -> dict:
         """Every field as plain data: ``{name: value}`` (what a snapshot file stores as its ``config``)."""
@@ -306,7 +335,7 @@ MODELS = ("transformer", "llama", "emb-mlp")
 # fields with two values (lm_vocab: the lm task's own, checked with it)
 CHOICES = {"precision": ("fp32", "bf16"), "norm": ("pre", "post"), "activation": ("relu", "gelu"),
            "decay": ("matrices", "all")}
-GAMMA_FIELDS = ("gamma_embed", "gamma_attn", "gamma_mlp", "gamma_head")
+GAMMA_FIELDS = ("gamma_embed", "gamma_attn", "gamma_qk", "gamma_vo", "gamma_mlp", "gamma_head")
 
 
 # the fields in which the members of a seed ensemble (probe_train.ensemble) may differ: they change the

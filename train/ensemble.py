@@ -127,7 +127,7 @@ class Ensemble:
         no_decay = [self.params[n] for n in self.names if shapes[n].ndim < 2 and cfg.decay != "all"]
         self.opt = torch.optim.AdamW(
             [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-            lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), fused=self.device.type == "cuda" or None)
+            lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), eps=cfg.adam_eps, fused=self.device.type == "cuda" or None)
         states = [m.optimizer_state() for m in self.members]
         for n in self.names:
             if "step" not in states[0][n]:

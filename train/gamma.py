@@ -10,7 +10,7 @@ the tensors ``probe-train`` starts from.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from fnmatch import fnmatchcase
 from numbers import Integral, Real
 from typing import Callable, Iterator, Mapping, Union
@@ -23,6 +23,7 @@ from probe.errors import ProbeError, param
 #: the gamma groups, as the toolkit's ``gamma_embed`` ... ``gamma_head``; ``other``: a weight matrix no
 #: rule names (a plain model's ``nn.Linear``), drawn with ``gamma['default']`` when gamma is per group
 INIT_GROUPS = ("embed", "attn", "mlp", "head", "other")
+ATTN_PARTS = ("qk", "vo")   # the toolkit's own models split attn into W_Q, W_K and W_V, W_O (gamma_qk, gamma_vo)
 
 #: parameter-name patterns -> group, first match wins (after the user's ``rules``): Hugging Face GPT-2,
 #: LLaMA, BERT and GPT-NeoX names and the toolkit's own. Heads come first: ``embed_out`` is NeoX's head.
@@ -131,17 +132,23 @@ class GammaInit:
 
     def gamma_init_(self, generator: torch.Generator | None = None) -> None:
         c = self.cfg
-        gammas = {g: c.module_gamma(g) for g in INIT_GROUPS[:4]}
-        draw_(self, plan(self, gammas, fixed_std=c.init_std), generator)
+        # the attention's W_Q, W_K and W_V, W_O are groups of their own here (gamma_qk, gamma_vo: attn's
+        # gamma unless set), so the same rows as before are drawn when they are not
+        gammas = {g: c.module_gamma(g) for g in (*INIT_GROUPS[:4], *ATTN_PARTS)}
+        rows = plan(self, gammas, fixed_std=c.init_std)
+        if c.depth_scale:   # GPT-2's rule: the residual stream's variance stays bounded over depth
+            scaled, root = set(self.residual_outputs()), math.sqrt(2 * c.layers)
+            rows = [replace(r, std=r.std / root) if r.name in scaled else r for r in rows]
+        draw_(self, rows, generator)
 
 
 def _group(name: str, rules: Rules, defaults: bool) -> str | None:
     if callable(rules):
         group = rules(name)
         if group is not None:
-            if group not in INIT_GROUPS:
+            if group not in INIT_GROUPS + ATTN_PARTS:
                 raise ProbeError(f"{param('rules')}({name!r}) gave {group!r}: a group must be one of "
-                                 f"{', '.join(INIT_GROUPS)} (or None)")
+                                 f"{', '.join(INIT_GROUPS + ATTN_PARTS)} (or None)")
             return group
     elif rules:
         for pattern, group in rules.items():
@@ -252,6 +259,8 @@ def _scales_by_one_plus_weight(module: nn.Module) -> bool:
 def _gamma_of(gammas: Mapping[str, float], group: str, name: str) -> float:
     if gammas.get(group):   # (a group's 0 is "not set", as probe-train's --gamma-embed 0 is --gamma)
         return gammas[group]
+    if group in ATTN_PARTS and gammas.get("attn"):   # W_Q, W_K / W_V, W_O of the toolkit's models: attn's
+        return gammas["attn"]
     if "default" in gammas:
         return gammas["default"]
     raise ProbeError(f"{param('gamma')} has no value for group '{group}' ({name}): add '{group}' or 'default'")
@@ -279,8 +288,8 @@ def draw_(model: nn.Module, rows: list[InitRow], generator: torch.Generator | No
 def _check_gamma(gamma) -> dict[str, float]:
     given = gamma if isinstance(gamma, Mapping) else {"default": gamma}
     for key, value in given.items():
-        if key not in INIT_GROUPS and key != "default":
-            raise ProbeError(f"unknown {param('gamma')} group '{key}' (known: {', '.join(INIT_GROUPS)}, default)")
+        if key not in INIT_GROUPS and key not in ATTN_PARTS and key != "default":
+            raise ProbeError(f"unknown {param('gamma')} group '{key}' (known: {', '.join(INIT_GROUPS + ATTN_PARTS)}, default)")
         # RunConfig's range and wording: a finite number, positive; a group's 0 means "the default's",
         # as RunConfig's gamma_embed ... gamma_head do (probe-train --gamma-embed 0: --gamma)
         name = param("gamma") if given is not gamma else f"{param('gamma')}[{key!r}]"
@@ -296,10 +305,11 @@ def _check_rules(rules: Rules) -> Rules:
         return rules
     if not isinstance(rules, Mapping):
         raise ProbeError(f"{param('rules')} must be a dict of name patterns -> group or a function of a name")
-    bad = {k: v for k, v in rules.items() if not isinstance(k, str) or v not in INIT_GROUPS}
+    bad = {k: v for k, v in rules.items() if not isinstance(k, str) or v not in INIT_GROUPS + ATTN_PARTS}
     if bad:
         k, v = next(iter(bad.items()))
-        raise ProbeError(f"{param('rules')}: {k!r} -> {v!r}: a group must be one of {', '.join(INIT_GROUPS)}")
+        raise ProbeError(f"{param('rules')}: {k!r} -> {v!r}: a group must be one of "
+                         f"{', '.join(INIT_GROUPS + ATTN_PARTS)}")
     return rules
 
 
@@ -324,7 +334,9 @@ def gamma_init_(model: nn.Module, gamma: float | Mapping[str, float], *, rules: 
         Any torch model; changed in place, under ``torch.no_grad``.
     gamma : float or dict of str to float
         One gamma for every weight, or one per group (``embed``, ``attn``, ``mlp``, ``head``, ``other``,
-        as ``probe-train --gamma-embed ...``; ``default`` for the groups not named). Finite, > 0.
+        as ``probe-train --gamma-embed ...``; ``default`` for the groups not named). Finite, > 0. On the
+        toolkit's own models ``qk`` (W_Q, W_K) and ``vo`` (W_V, W_O) split ``attn`` (``--gamma-qk``,
+        ``--gamma-vo``); a rule may name them on any model.
     rules : dict of str to str, or callable, optional
         Parameter-name patterns (``fnmatch``: ``"*.q_proj.*"``) -> group, or a function of a parameter
         name returning its group (or None: the default rules decide). Tried before :data:`DEFAULT_RULES`,

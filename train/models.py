@@ -312,14 +312,18 @@ class Decoder(GammaInit, nn.Module):
             fans["W_U"] = (c.d_model, "head")
         for i, b in enumerate(self.blocks):
             p = f"blocks.{i}."
-            fans.update({p + "attn.W_Q": (c.d_model, "attn"), p + "attn.W_K": (c.d_model, "attn"),
-                         p + "attn.W_V": (c.d_model, "attn"), p + "attn.W_O": (c.heads * c.head_dim, "attn"),
+            fans.update({p + "attn.W_Q": (c.d_model, "qk"), p + "attn.W_K": (c.d_model, "qk"),
+                         p + "attn.W_V": (c.d_model, "vo"), p + "attn.W_O": (c.heads * c.head_dim, "vo"),
                          p + "mlp.W_in": (c.d_model, "mlp"), p + "mlp.W_out": (c.d_ff, "mlp")})
             if b.attn.W_G is not None:
                 fans[p + "attn.W_G"] = (c.d_model, "attn")
             if b.mlp.W_gate is not None:
                 fans[p + "mlp.W_gate"] = (c.d_model, "mlp")
         return fans
+
+    def residual_outputs(self) -> list[str]:
+        """The matrices that write into the residual stream (``depth_scale`` draws them at std / sqrt(2L))."""
+        return [f"blocks.{i}.{n}" for i in range(len(self.blocks)) for n in ("attn.W_O", "mlp.W_out")]
 
 
 class EmbMLP(GammaInit, nn.Module):

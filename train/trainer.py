@@ -147,7 +147,7 @@ class Trainer:
         no_decay = [p for p in self.model.parameters() if p.ndim < 2 and cfg.decay != "all"]
         self.opt = torch.optim.AdamW(   # fused on CUDA (one kernel for every parameter), elsewhere torch's choice
             [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-            lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), fused=self.device.type == "cuda" or None)
+            lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), eps=cfg.adam_eps, fused=self.device.type == "cuda" or None)
         dev = self.device
         t = self.task
         src = data_from

@@ -4,4 +4,4 @@ the :class:`probe.registry.Probe` that declares them. :func:`probe.registry.prob
 ``probe --help``, batch tables, report sections and the reference page)."""
 
 BUILTIN = ("similarity", "cohesion", "cka", "pca", "align", "condense", "theory", "ood", "attention", "bias", "spectrum",
-           "rank", "rank_trajectory", "norms", "sinks", "dynamics", "tokens")
+           "rank", "rank_trajectory", "regime", "regime_widths", "gamma", "norms", "sinks", "dynamics", "tokens")
