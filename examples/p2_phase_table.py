@@ -6,6 +6,7 @@ fits the training data, each with its 95 % Wilson interval.
     python examples/p2_phase_table.py sweeps/p2-phase > phase.md
     python examples/p2_phase_table.py sweeps/p2-phase -o docs/results/p2-phase.json
     python examples/p2_phase_table.py sweeps/p2-phase --near-half     # the cells that get 2 more seeds
+                                                                      # (1, 2 or 3 of 3 inferential)
 
 The runs are OUT/grid (the whole grid, 3 seeds) and OUT/more/* (2 more seeds of some cells); a cell
 takes every finished run of its point from both. ``-o`` writes the docs results file: per
@@ -40,7 +41,14 @@ def cells(root: str) -> dict[tuple, list[str]]:
         fail(f"{root}: no sweep there (grid/sweep.json); make it with: bash examples/p2_phase_diagram.sh {root}")
     out: dict[tuple, list[str]] = {}
     for folder in folders:
-        for cell in probe.sweep_summary(folder):
+        try:
+            summary = probe.sweep_summary(folder)
+        except probe.ProbeError as exc:   # further seeds still training: the cell counts the runs that ended
+            if folder.name == "grid":
+                raise
+            print(f"warning: {exc}; left out", file=sys.stderr)
+            continue
+        for cell in summary:
             missing = [f for f in FIELDS if f not in cell.cell]
             with probe.Run(folder / cell.runs[0]) as run:
                 config = run.config
@@ -54,9 +62,9 @@ def cells(root: str) -> dict[tuple, list[str]]:
 def main(root: str, out: str | None, near_half: bool, trained_at: str | None) -> None:
     found = cells(root)
     per_run = {k: [outcomes(p) for p in runs] for k, runs in found.items()}
-    if near_half:   # 1 or 2 of 3 seeds inferential: where 2 more seeds decide most
+    if near_half:   # 1, 2 or 3 of 3 seeds inferential: where 2 more seeds decide, or can show it (5/5)
         for (lr, wd, g), rs in sorted(per_run.items()):
-            if len(rs) == 3 and 1 <= sum(r["inf>sym"] for r in rs) <= 2:
+            if len(rs) == 3 and sum(r["inf>sym"] for r in rs) >= 1:
                 print(f"{lr:g} {wd:g} {g:g}")
         return
     values, rows, seeds = {}, [], set()
@@ -107,7 +115,8 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("root", nargs="?", default="sweeps/p2-phase", help="the diagram's folder [default: sweeps/p2-phase]")
     ap.add_argument("-o", "--out", help="also write the numbers as a docs results file (JSON)")
-    ap.add_argument("--near-half", action="store_true", help="print the cells near 1/2 (lr wd gamma a line) and exit")
+    ap.add_argument("--near-half", action="store_true", help="print the cells 2 more seeds can decide or show (1-3 of 3 seeds "
+                    "inferential; lr wd gamma a line) and exit")
     ap.add_argument("--commit", help="the commit the runs were trained at [default: git here]")
     a = ap.parse_args()
     warnings.showwarning = lambda message, *_: print(f"warning: {message}", file=sys.stderr)

@@ -1282,3 +1282,18 @@ def test_contributing_names_what_is_there():
                  "bench/cka_seeds.py", "examples/_results.py", "probe/chart/svg.py", "probe/printable.py",
                  "tests/test_bad_input_text.py", "probe/docstrings.py", "probe/params.py"):
         assert path in text and (ROOT / path).exists(), path
+
+
+def test_paper2_phase_diagram_page_says_what_its_results_file_holds():
+    page = "explanation/paper2.md"
+    r = values("p2-phase")
+    first = [r["gamma=0.5"]["lr=0.001,wd=1"], r["gamma=0.8"]["lr=0.004,wd=0.1"]]
+    says(page, "with five seeds neither interval clears 1/2, so the paper's direction is **not shown** by them")
+    for cell in first:
+        assert cell["inf>sym"]["shown"].endswith("/5") and cell["inf>sym"]["ci95"][0] <= 0.5
+        # "their first three seeds all inferential > symmetric": the per-seed accuracies, grid's seeds first
+        assert all(i > s for i, s in zip(cell["inf"]["values"][:3], cell["sym"]["values"][:3]))
+    says(page, "Three seeds cannot show either: all three one way is an interval from below 1/2 to 1")
+    from probe.analyses.uncertainty import wilson
+
+    assert wilson(3, 3)[0] < 0.5 < wilson(5, 5)[0]

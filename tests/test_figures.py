@@ -7,7 +7,7 @@ import pytest
 from conftest import RAW_TEX, ROOT, run_cli, svg_texts
 
 FIGURES = {"p1-accuracy", "p1-emb-mlp", "p1-cosine", "p1-label-dist", "p1-embedding", "p1-wv-alignment",
-           "p1-language", "p2-ood", "p2-phase", "p2-transition", "p2-condensation", "p2-singular-values", "p2-attention",
+           "p1-language", "p2-ood", "p2-transition", "p2-condensation", "p2-singular-values", "p2-attention",
            "p4-saturation", "p4-sinks", "p4-rank", "p4-tokens", "p4-critical"}
 
 
@@ -436,12 +436,3 @@ def test_figure_claims_writes_the_claims_as_a_results_file(tiny_all, tmp_path):
     bad = subprocess.run([*script, "-o", tmp_path / "d.json", "--", "no-such-figure", "--tiny", "-o", out],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "Error" in bad.stderr and not (tmp_path / "d.json").exists()
-
-
-def test_the_phase_diagram_draws_a_panel_per_gamma_from_a_tiny_grid(tmp_path):
-    """p2-phase at --tiny: 2 learning rates x 2 weight decays x 2 gammas of the tiny composite task, one
-    seed, each cell's k/n in its square."""
-    res = run_cli("probe", "figures", "p2-phase", "--tiny", "-o", tmp_path / "figs")
-    assert res.returncode == 0, res.stderr
-    _check_outputs(tmp_path / "figs", ["p2-phase"])
-    assert "trained 8 run(s)" in res.stderr

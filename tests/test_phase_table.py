@@ -51,13 +51,13 @@ def test_each_cell_is_its_runs_counted(phase, tmp_path):
     assert len(res.stdout.splitlines()) == 2 + 4
 
 
-def test_near_half_names_the_cells_with_one_or_two_of_three(phase, tmp_path):
+def test_near_half_names_the_cells_with_one_to_three_of_three(phase, tmp_path):
     res = _script(phase, "--near-half", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     table = _script(phase, "-o", tmp_path / "v.json", cwd=tmp_path)
     values = json.loads((tmp_path / "v.json").read_text())["values"]["gamma=0.5"]
     want = sorted(f"{float(k.split(',')[0][3:]):g} {float(k.split(',')[1][3:]):g} 0.5" for k, v in values.items()
-                  if v["inf>sym"]["shown"] in ("1/3", "2/3"))
+                  if v["inf>sym"]["shown"] in ("1/3", "2/3", "3/3"))
     assert table.returncode == 0 and sorted(res.stdout.splitlines()) == want
 
 
@@ -76,3 +76,22 @@ def test_the_summary_counts_what_the_cells_show(phase, tmp_path):
     assert s["small_corner"] == cells["lr=0.001,wd=0"]["inf>sym"]
     assert s["inferential_shown"] == sum(c["inf>sym"]["ci95"][0] > 0.5 for c in cells.values())
     assert s["best"]["fraction"] == max(c["inf>sym"]["fraction"] for c in cells.values())
+
+
+def test_further_seeds_still_training_are_left_out_with_a_warning(phase, tmp_path):
+    """A cell's further seeds stopped before their end (a sweep killed, or --stop-at): the table counts
+    the runs that ended and says which folder it left out."""
+    import shutil
+
+    root = tmp_path / "root"
+    shutil.copytree(phase / "grid", root / "grid")
+    more = root / "more" / "lr0.001-wd0-g0.5"
+    res = run_cli("probe-train", "sweep", "--preset", "tiny", "--grid", "task=composite", "--grid", "key_min=20",
+                  "--grid", "key_max=99", "--grid", "lr=1e-3", "--grid", "weight_decay=0", "--grid", "gamma=0.5",
+                  "--grid", "seed=3:5", "--stop-at", "10", "--out", more, "-j", "2")
+    assert res.returncode == 0, res.stderr
+    out = _script(root, "-o", tmp_path / "t.json", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert [ln for ln in out.stderr.splitlines() if ln.startswith("warning: ")][-1].endswith("; left out")
+    values = json.loads((tmp_path / "t.json").read_text())["values"]["gamma=0.5"]
+    assert values["lr=0.001,wd=0"]["inf>sym"]["shown"].endswith("/3")
