@@ -109,6 +109,16 @@ def tiny_run(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def width_sweep(tmp_path_factory) -> Path:
+    """A width sweep of the tiny preset (d_model 16 and 32, seeds 0 and 1): what probe regime --widths reads."""
+    out = tmp_path_factory.mktemp("runs") / "widths"
+    res = run_cli("probe-train", "sweep", "--preset", "tiny", "--grid", "d_model=16,32", "--grid", "seed=0:2",
+                  "--out", out, "-j", "1")
+    assert res.returncode == 0, res.stderr
+    return out
+
+
+@pytest.fixture(scope="session")
 def two_runs(tiny_run, tmp_path_factory) -> tuple[Path, Path]:
     """The tiny run at γ 0.8 and the same at γ 0.3 (runs compared side by side)."""
     other = tmp_path_factory.mktemp("runs") / "tiny-g03.h5"

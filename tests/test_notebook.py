@@ -144,6 +144,8 @@ def test_to_frame_is_the_csv_of_the_command(name, tiny_run, request):
     path = tiny_run
     if name == "tokens":   # the stored per-token losses of a language run: its step 0 against its last
         path, options = request.getfixturevalue("text_run"), {"step": "0", "step_b": "latest"}
+    if name == "regime_widths":   # runs of several widths
+        path = request.getfixturevalue("width_sweep")
     if name == "cka":      # two models: each step of the run against its last
         options = {"step": "all", "step_b": "latest"}
     flags = [x for k, v in options.items() for x in ("--" + k.replace("_", "-"), v)]

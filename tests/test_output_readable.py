@@ -17,7 +17,8 @@ from probe import registry
 WIDTH = 80   # the terminal ls and git assume (probe.render.WIDTH)
 COMMANDS = [spec for spec in registry.probes() if spec.command is not None]
 NEEDS = {"tokens": ("text", ["--step", "0", "--step-b", "latest"]),   # per-token losses: a text run, two steps
-         "cka": ("anchor", ["--step", "all", "--step-b", "latest"])}   # two models: here two steps of one run
+         "cka": ("anchor", ["--step", "all", "--step-b", "latest"]),   # two models: here two steps of one run
+         "regime_widths": ("widths", ["--step", "latest"])}   # a sweep of widths, not one run   # two models: here two steps of one run
 LIBRARY_WARNING = re.compile(r"\w*Warning\b")   # UserWarning, RuntimeWarning, 'Warning:'; ours are 'warning: ...'
 
 
@@ -74,8 +75,11 @@ def _check_readable(res, what: str) -> None:
 
 
 @pytest.mark.parametrize("spec", COMMANDS, ids=[s.name for s in COMMANDS])
-def test_every_probe_table_fits_80_columns_and_its_figure_draws_its_labels(spec, tiny_run, text_run, tmp_path):
+def test_every_probe_table_fits_80_columns_and_its_figure_draws_its_labels(spec, tiny_run, text_run, tmp_path,
+                                                                           request):
     file = text_run if NEEDS.get(spec.name, ("",))[0] == "text" else tiny_run
+    if NEEDS.get(spec.name, ("",))[0] == "widths":   # runs of several widths
+        file = request.getfixturevalue("width_sweep")
     for n, args in enumerate(_calls(spec)):
         plot = tmp_path / f"{spec.name}-{n}.svg"
         res = run_cli("probe", *(spec.command or spec.name).split(), file, *args, "--plot", plot)

@@ -10,7 +10,7 @@ import pytest
 
 import probe
 from conftest import run_cli
-from probe.analyses.regime import GROUPS, group_of, regime_of, slope
+from probe.analyses.regime import MATRIX_GROUPS, group_of, regime_of, slope
 
 
 def _train(out, *extra):
@@ -51,7 +51,7 @@ def test_rd_of_every_matrix_and_group_is_numpys(tiny_run):
     num = sum(np.sum((_weights(tiny_run, n, last) - _weights(tiny_run, n, 0)) ** 2) for n in qk)
     den = sum(np.sum(_weights(tiny_run, n, 0) ** 2) for n in qk)
     assert res[-1].groups["attention QK"] == pytest.approx(math.sqrt(num / den), rel=1e-9)
-    assert set(res[-1].groups) == set(GROUPS)   # a decoder has all six
+    assert set(res[-1].groups) == set(MATRIX_GROUPS)   # a decoder has all six
     assert res[-1].groups["attention QK"] > 0
 
 
@@ -59,7 +59,7 @@ def test_gamma_at_step_0_gives_back_the_gamma_of_each_group(tmp_path):
     """γ-init draws std = fan_in^-γ: -ln std / ln fan_in of the drawn weights is γ, per group (γ split by
     module), within the sampling error of a std from a few hundred entries at d 32."""
     run = _train(tmp_path / "g.h5", "--d-model", "32", "--gamma", "0.8", "--gamma-embed", "0.3", "--gamma-mlp", "1.1")
-    r = probe.gamma(run)[0]
+    r = probe.gamma(run, step=0)[0]
     assert r.step == 0
     want = {"embeddings": 0.3, "attention QK": 0.8, "attention VO": 0.8, "MLP in": 1.1, "MLP out": 1.1, "head": 0.8}
     for g, gamma in want.items():
@@ -106,7 +106,7 @@ def test_regime_of_a_recorder_file_from_before_the_first_update(tmp_path):
             loss.backward()
             opt.step()
             opt.zero_grad()
-    res = probe.regime(path)
+    res = probe.regime(path, step="all")
     assert [r.step for r in res] == [0, 5, 10]
     W0, Wt = _weights(path, "layer0/W_V", 0), _weights(path, "layer0/W_V", 2)
     assert res[-1].rd["layer0/W_V"] == pytest.approx(np.linalg.norm(Wt - W0) / np.linalg.norm(W0), rel=1e-9)
@@ -197,7 +197,7 @@ def test_qk_and_vo_gammas_are_apart_and_unset_draw_the_same_weights_as_before(tm
     from probe_train.models import build_model
 
     run = _train(tmp_path / "qkvo.h5", "--d-model", "32", "--gamma", "0.8", "--gamma-qk", "1.2", "--gamma-vo", "0.4")
-    g = probe.gamma(run)[0].groups
+    g = probe.gamma(run, step=0)[0].groups
     assert g["attention QK"]["gamma"] == pytest.approx(1.2, abs=0.04)
     assert g["attention VO"]["gamma"] == pytest.approx(0.4, abs=0.04)
     assert g["MLP in"]["gamma"] == pytest.approx(0.8, abs=0.04)
@@ -210,7 +210,7 @@ def test_qk_and_vo_gammas_are_apart_and_unset_draw_the_same_weights_as_before(tm
 def test_a_reference_width_keeps_the_std_and_d_ff_follows_d_model(tmp_path):
     run = _train(tmp_path / "ref.h5", "--d-model", "64", "--gamma", "0.8", "--gamma-ref-width", "16",
                  "--d-ff-ratio", "4")
-    r = probe.gamma(run)[0]
+    r = probe.gamma(run, step=0)[0]
     assert r.numbers["token_embedding"]["std"] == pytest.approx(16 ** -0.8, rel=0.05)   # not 64^-0.8 = 0.036
     assert r.numbers["layer0/W_out"]["fan_in"] == 256 and probe.info(run)["config"]["d_ff"] == 256
     assert _config(d_model=32, d_ff_ratio=4.0).replace(d_model=128).d_ff == 512   # a sweep's width moves it
@@ -219,7 +219,7 @@ def test_a_reference_width_keeps_the_std_and_d_ff_follows_d_model(tmp_path):
 
 def test_depth_scale_draws_the_residual_outputs_at_std_over_root_2L(tmp_path):
     run = _train(tmp_path / "depth.h5", "--d-model", "64", "--gamma", "0.5", "--depth-scale")
-    n = probe.gamma(run)[0].numbers
+    n = probe.gamma(run, step=0)[0].numbers
     for layer in (0, 1):   # 2 layers: sqrt(2 * 2) = 2
         assert n[f"layer{layer}/W_O"]["std"] / n[f"layer{layer}/W_V"]["std"] == pytest.approx(0.5, rel=0.08)
         assert n[f"layer{layer}/W_out"]["std"] == pytest.approx(32 ** -0.5 / 2, rel=0.08)   # d_ff 32 of tiny

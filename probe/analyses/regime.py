@@ -31,7 +31,7 @@ from .base import Result
 from .uncertainty import bootstrap_ci
 
 # the groups paper 2's follow-up and the issue's regimes are read by: canonical name -> group
-GROUPS = ("embeddings", "attention QK", "attention VO", "MLP in", "MLP out", "head")
+MATRIX_GROUPS = ("embeddings", "attention QK", "attention VO", "MLP in", "MLP out", "head")
 _SUFFIX = {"W_Q": "attention QK", "W_K": "attention QK", "W_V": "attention VO", "W_O": "attention VO",
            "W_in": "MLP in", "W_gate": "MLP in", "W_out": "MLP out"}
 EMBEDDINGS = ("token_embedding", "position_embedding")
@@ -94,7 +94,7 @@ def regime(initial: dict[str, np.ndarray], current: dict[str, np.ndarray], step:
         g = group_of(name)
         if g is not None:
             num[g], den[g] = num.get(g, 0.0) + diff, den.get(g, 0.0) + base
-    groups = {g: math.sqrt(num[g] / den[g]) if den[g] > 0 else float("nan") for g in GROUPS if g in num}
+    groups = {g: math.sqrt(num[g] / den[g]) if den[g] > 0 else float("nan") for g in MATRIX_GROUPS if g in num}
     warnings = [f"{n} is all zero at the first step: its relative change is undefined" for n, v in rd.items()
                 if not math.isfinite(v)]
     return RegimeResult(step=step, names=list(initial), rd=rd, groups=groups, warnings=warnings)
@@ -157,7 +157,7 @@ def width_slopes(widths, rd, step: int | None = None, tolerance: float = TOLERAN
     """``widths``: the width of each run; ``rd``: per seed, per group, RD of each run of that seed
     (``{seed: {group: {width: rd}}}``). One slope per seed and group, then their mean and interval."""
     slopes = {}
-    groups = [g for g in GROUPS if any(g in by_group for by_group in rd.values())]
+    groups = [g for g in MATRIX_GROUPS if any(g in by_group for by_group in rd.values())]
     for g in groups:
         per_seed = [slope(list(rd[s][g]), list(rd[s][g].values())) for s in rd if g in rd[s]]
         per_seed = [v for v in per_seed if math.isfinite(v)]
@@ -210,7 +210,7 @@ def effective_gamma(matrices: dict[str, np.ndarray], step: int | None = None) ->
         if g is not None:
             pooled.setdefault(g, []).append((W.size, std, n_in, gamma))
     groups = {}
-    for g in GROUPS:
+    for g in MATRIX_GROUPS:
         if g not in pooled:
             continue
         sizes = np.array([p[0] for p in pooled[g]], dtype=np.float64)

@@ -16,7 +16,7 @@ from .regime import matrices
 
 
 @budgeted
-def gamma(path: str | os.PathLike, *, step: str | int = 0, groups: str | None = None, mapping: str | None = None,
+def gamma(path: str | os.PathLike, *, step: str | int = "latest", groups: str | None = None, mapping: str | None = None,
           skip_damaged: bool = False, allow_nonfinite: bool = False,
           max_memory: int | str | None = MAX_MEMORY) -> list[GammaResult]:
     """The effective gamma of every weight matrix: its std, fan-in and γ_eff = −ln std / ln fan_in, per step.
@@ -25,14 +25,13 @@ def gamma(path: str | os.PathLike, *, step: str | int = 0, groups: str | None = 
     fixed std is a γ that moves with the width (0.02 is γ 0.59 at d 768 and 0.51 at d 2048). The
     fan-in of a matrix is its number of inputs (rows, in the x @ W layout; per-head tensors joined into
     the full map), an embedding table's its width, as γ-init draws them. Per group (embeddings,
-    attention QK and VO, MLP in and out, head): the pooled std and the entry-weighted mean γ.
+    attention QK and VO, MLP in and out, head): the pooled std and the entry-weighted mean γ. Step 0 of
+    a run is its initial weights (``step=0``, ``--step 0``).
 
     Parameters
     ----------
     {path}
-    step : int or str, default 0
-        The snapshot step, as ``--step`` everywhere (``0``: the first, the initial weights of a run; a
-        checkpoint's only step; ``latest``; ``all``).
+    {step}
     {groups}
     {mapping}
     {skip_damaged}
@@ -53,13 +52,11 @@ def gamma(path: str | os.PathLike, *, step: str | int = 0, groups: str | None = 
     Examples
     --------
     >>> import probe
-    >>> probe.gamma("run.h5")[0].groups["attention QK"]["gamma"]
+    >>> probe.gamma("run.h5", step=0)[0].groups["attention QK"]["gamma"]   # the initial weights
     >>> probe.gamma("hf:openai-community/gpt2")[0].numbers["token_embedding"]
     """
     out = []
     with open_source(path, groups, mapping, skip_damaged=skip_damaged) as run:
-        if step == 0 and len(run.steps) and int(run.steps[0]) != 0:
-            step = int(run.steps[0])   # a checkpoint's one step, or a file from after the start: its first
         indices = run.step_indices(step)
         names = matrices(run)
         check = Finite(run.path, allow_nonfinite)
@@ -88,7 +85,7 @@ def chart(r) -> list[Panel]:
 
 PROBE = Probe("gamma", WEIGHTS, "Effective gamma of the weights", function=gamma, style="detail",
               result="regime.GammaResult", metrics=("gamma_group", "gamma"),
-              example="probe gamma run.h5", examples=("probe gamma model/", "probe gamma run.h5 --step all"),
+              example="probe gamma run.h5 --step 0", examples=("probe gamma model/", "probe gamma run.h5 --step all"),
               nonfinite="a matrix holding one is left out",
               help="The effective gamma of every weight matrix and group: its std, fan-in and -ln std / ln fan_in "
                    "(at step 0 of a gamma-init run, the gamma it was drawn with; on a library's init, the gamma "

@@ -37,7 +37,7 @@ def initial_index(run) -> int:
 
 
 @budgeted
-def regime(path: str | os.PathLike, *, step: str | int = "all", groups: str | None = None,
+def regime(path: str | os.PathLike, *, step: str | int = "latest", groups: str | None = None,
            mapping: str | None = None, skip_damaged: bool = False, allow_nonfinite: bool = False,
            max_memory: int | str | None = MAX_MEMORY) -> list[RegimeResult]:
     """Relative change of every weight matrix from its initial value, RD = ||W_t − W_0|| / ||W_0||, per step.
@@ -69,7 +69,7 @@ def regime(path: str | os.PathLike, *, step: str | int = "all", groups: str | No
     Examples
     --------
     >>> import probe
-    >>> res = probe.regime("run.h5")
+    >>> res = probe.regime("run.h5", step="all")
     >>> [(r.step, r.groups["attention QK"]) for r in res]
     """
     out = []
