@@ -7,12 +7,11 @@ from ..analyses.regime import GammaResult, effective_gamma
 from ..api.checks import with_warnings
 from ..api.finite import Finite
 from ..chart.panel import Panel, barh
-from ..format.tensors import as_matrix, read_at
-from ..limits import FLOAT64, MAX_MEMORY, budgeted
+from ..limits import MAX_MEMORY, budgeted
 from ..readers.source import open_source
 from ..registry import WEIGHTS, Probe
 from ..render import table
-from .regime import matrices
+from .regime import matrices, matrices_at
 
 
 @budgeted
@@ -62,7 +61,7 @@ def gamma(path: str | os.PathLike, *, step: str | int = "latest", groups: str | 
         check = Finite(run.path, allow_nonfinite)
         for i in indices:
             at = run.step_of(i)
-            now = {n: as_matrix(n, read_at(run.tensor(n), [i], work=FLOAT64)[0]) for n in names}
+            now = matrices_at(run, names, i)
             now = {n: W for n, W in now.items() if check(run.label(n), W, at, "left out") is None}
             out.append(effective_gamma(now, step=int(run.steps[i]) if at is not None else None))
     check.warn()

@@ -22,6 +22,11 @@ def matrices(run) -> list[str]:
     return sorted((n for n, s in run.weights().items() if len(s) >= 2), key=natural)
 
 
+def matrices_at(run, names: list[str], index: int) -> dict:
+    """The full maps (x @ W; per-head tensors joined) of ``names`` at one snapshot index, in float64's budget."""
+    return {n: as_matrix(n, read_at(run.tensor(n), [index], work=FLOAT64)[0]) for n in names}
+
+
 def initial_index(run) -> int:
     """The snapshot index of the initial weights (step 0), or one line saying there is none."""
     steps = run.steps
@@ -78,10 +83,10 @@ def regime(path: str | os.PathLike, *, step: str | int = "latest", groups: str |
         indices = run.step_indices(step)
         names = matrices(run)
         check = Finite(run.path, allow_nonfinite)
-        initial = {n: as_matrix(n, read_at(run.tensor(n), [first], work=FLOAT64)[0]) for n in names}
+        initial = matrices_at(run, names, first)
         for i in indices:   # a step at a time: two copies of the weights held, not one per step
             at = run.step_of(i)
-            now = {n: as_matrix(n, read_at(run.tensor(n), [i], work=FLOAT64)[0]) for n in names}
+            now = matrices_at(run, names, i)
             kept = [n for n in names if check(run.label(n), now[n], at, "left out") is None
                     and check(run.label(n), initial[n], run.step_of(first), "left out") is None]
             out.append(_regime({n: initial[n] for n in kept}, {n: now[n] for n in kept}, step=int(run.steps[i])))
