@@ -24,9 +24,9 @@ from .runs import (Job, Log, Progress, cuda_available, default_jobs, log_stderr,
                    train_on_dask)
 
 
-def parse_grid(items: list[str], preset_name: str) -> dict[str, list]:
+def parse_grid(items: list[str], preset_name: str, option: str = "grid") -> dict[str, list]:
     """``["gamma=0.3,0.5", "seed=0:5", "norm=pre,post"]`` -> {field: [values]}, each value typed like
-    the RunConfig field (a range ``A:B`` is half-open, like token ranges)."""
+    the RunConfig field (a range ``A:B`` is half-open, like token ranges); errors name ``--option``."""
     types = {f.name: f.type for f in fields(RunConfig)}
     base = preset(preset_name)
     grid: dict[str, list] = {}
@@ -34,32 +34,32 @@ def parse_grid(items: list[str], preset_name: str) -> dict[str, list]:
         key, sep, text = item.partition("=")
         key = key.strip().replace("-", "_")
         if not sep or not text.strip():
-            raise ProbeError(f"{param('grid', item)}: use field=v1,v2 or field=A:B (e.g. gamma=0.3,0.8 or seed=0:5)")
+            raise ProbeError(f"{param(option, item)}: use field=v1,v2 or field=A:B (e.g. gamma=0.3,0.8 or seed=0:5)")
         if key not in types:
-            raise ProbeError(f"{param('grid', item)}: no config field '{key}' (see probe-train --help)")
+            raise ProbeError(f"{param(option, item)}: no config field '{key}' (see probe-train --help)")
         if key in grid:
-            raise ProbeError(f"{param('grid', item)}: '{key}' is given twice")
+            raise ProbeError(f"{param(option, item)}: '{key}' is given twice")
         kind = type(getattr(base, key))
         values: list = []
         for part in (p.strip() for p in text.split(",")):
             if not part:
-                raise ProbeError(f"empty item in {param('grid', item)}: remove the extra comma")
+                raise ProbeError(f"empty item in {param(option, item)}: remove the extra comma")
             if kind is int and ":" in part:
                 lo, _, hi = part.partition(":")
                 try:
                     values += list(range(int(lo), int(hi)))
                 except ValueError:
-                    raise ProbeError(f"{param('grid', item)}: bad range '{part}'") from None
+                    raise ProbeError(f"{param(option, item)}: bad range '{part}'") from None
                 continue
             try:
                 values.append(_typed(kind, part))
             except ValueError:
-                raise ProbeError(f"{param('grid', item)}: '{part}' is not a {kind.__name__}") from None
+                raise ProbeError(f"{param(option, item)}: '{part}' is not a {kind.__name__}") from None
         if not values:
-            raise ProbeError(f"{param('grid', item)}: selects no values")
+            raise ProbeError(f"{param(option, item)}: selects no values")
         grid[key] = list(dict.fromkeys(values))
     if not grid:
-        raise ProbeError(f"a sweep needs at least one {param('grid')}")
+        raise ProbeError(f"a sweep needs at least one {param(option)}")
     return grid
 
 

@@ -65,7 +65,7 @@ class Trainer:
     >>> Trainer(preset("quick", gamma=0.8), "run.h5").run()
     """
 
-    def __init__(self, cfg: RunConfig, out: str | os.PathLike, *, resume: bool = False,
+    def __init__(self, cfg: RunConfig, out: str | os.PathLike | None, *, resume: bool = False,
                  overwrite: bool = False, show_progress: bool = True, snapshots: bool = True,
                  on_snapshot=None, on_metrics=None, stop_at: int | None = None, task=None, ensemble: int = 1,
                  data_from: "Trainer | None" = None):
@@ -81,15 +81,17 @@ class Trainer:
         # then with (step, split metrics, mean train loss, the batch losses of the updates since the last
         # snapshot or None): probe-train --tensorboard
         self.on_metrics = on_metrics
-        self.out = os.fspath(out)
+        if out is None and snapshots:
+            raise ProbeError("a trainer that writes snapshots needs its run file (out)")
+        self.out = None if out is None else os.fspath(out)   # None: no file at all (probe-train coord-check)
         self.resume = resume
         self.show_progress = show_progress   # the progress bar on stderr
         self.snapshots = snapshots
         # seconds spent creating the run file and writing snapshots (evaluation included): a preset's
         # measured speed (probe_train.speeds) is the rest of the time over the steps
         self.spent = {"create": 0.0, "snapshot": 0.0}
-        parent = os.path.dirname(os.path.abspath(self.out))
-        if not os.path.isdir(parent):
+        parent = os.path.dirname(os.path.abspath(self.out)) if self.out is not None else None
+        if parent is not None and not os.path.isdir(parent):
             raise ProbeError(f"cannot write {self.out}: directory {parent} does not exist")
         # One writer per run file, from before the checks below (another trainer may be creating it)
         # to the end of run(): a second trainer, --overwrite and --resume included, is refused.
@@ -108,19 +110,8 @@ class Trainer:
     def _setup(self, resume: bool, overwrite: bool, data_from: "Trainer | None") -> None:
         """``data_from``: a trainer of the same task whose device tensors this one reads (an ensemble's)."""
         cfg = self.cfg
-        if os.path.isdir(self.out):   # (neither --resume nor --overwrite can make a folder a run file)
-            raise ProbeError(f"{self.out} is a folder; {param('out')} names the run file to write, e.g. "
-                             f"{os.path.join(self.out, 'run.h5')}")
-        if not resume and os.path.exists(self.out) and not overwrite:
-            raise ProbeError(f"{self.out} exists; pass {param('resume')} to continue it or {param('overwrite')} to "
-                             "replace it")
-        if resume and not os.path.exists(self.out):
-            raise ProbeError(f"{self.out}: no such file to resume")
-        if resume and _killed_in_first_snapshot(self.out):
-            # nothing but step 0, which is a function of the config: start again rather than refuse
-            self.resume, overwrite = False, True
-        if self._lock is not None:   # temporary files of a writer killed while it made or resumed the file
-            Writer.remove_stale(self.out)
+        if self.out is not None:
+            self._check_out(resume, overwrite)
         self.device = pick_device(cfg.device)
         set_threads(cfg.threads, self.device)
         if self.device.type == "cuda":
@@ -161,6 +152,22 @@ class Trainer:
             self._device_tensors(cfg, t, dev)
         self.autocast = dict(device_type=dev.type, dtype=torch.bfloat16, enabled=cfg.precision == "bf16")
         self.steps_per_epoch = max(1, len(t.train_indices) // cfg.batch_size)
+
+    def _check_out(self, resume: bool, overwrite: bool) -> None:
+        """Refuse a run file that cannot be (re)written as asked."""
+        if os.path.isdir(self.out):   # (neither --resume nor --overwrite can make a folder a run file)
+            raise ProbeError(f"{self.out} is a folder; {param('out')} names the run file to write, e.g. "
+                             f"{os.path.join(self.out, 'run.h5')}")
+        if not resume and os.path.exists(self.out) and not overwrite:
+            raise ProbeError(f"{self.out} exists; pass {param('resume')} to continue it or {param('overwrite')} to "
+                             "replace it")
+        if resume and not os.path.exists(self.out):
+            raise ProbeError(f"{self.out}: no such file to resume")
+        if resume and _killed_in_first_snapshot(self.out):
+            # nothing but step 0, which is a function of the config: start again rather than refuse
+            self.resume = False
+        if self._lock is not None:   # temporary files of a writer killed while it made or resumed the file
+            Writer.remove_stale(self.out)
 
     def _device_tensors(self, cfg: RunConfig, t, dev) -> None:
         """The task's arrays this trainer reads, as tensors on its device."""
@@ -231,12 +238,29 @@ class Trainer:
                     }
         torch.set_rng_state(torch.as_tensor(state["rng/torch_cpu"]))
 
-    def _loss(self, idx: torch.Tensor) -> torch.Tensor:
-        with torch.autocast(**self.autocast):   # bf16 matmuls; norms, softmax and the loss in float32
-            if self.lm:  # next-token loss at every position
-                logits = self.model.lm_logits(self.tokens[idx])
-                return F.cross_entropy(logits.float().flatten(0, 1), self.targets[idx].flatten())
-            return F.cross_entropy(self.model(self.tokens[idx], self.key_pos[idx]).float(), self.labels[idx])
+    def logits(self, idx: torch.Tensor) -> torch.Tensor:
+        """The model's logits on the sequences ``idx`` (B,): (B, vocab) at the answer position of a synthetic
+        task, (B, T, vocab) at every position of text."""
+        with torch.autocast(**self.autocast):   # bf16 matmuls; norms and softmax in float32
+            return self.model.lm_logits(self.tokens[idx]) if self.lm else self.model(self.tokens[idx], self.key_pos[idx])
+
+    def loss(self, idx: torch.Tensor, logits: torch.Tensor | None = None) -> torch.Tensor:
+        """The training loss (cross-entropy, float32) on the sequences ``idx``, of ``logits`` when given
+        (this trainer's :meth:`logits` of them) else of a new forward pass."""
+        logits = self.logits(idx) if logits is None else logits
+        if self.lm:  # next-token loss at every position
+            return F.cross_entropy(logits.float().flatten(0, 1), self.targets[idx].flatten())
+        return F.cross_entropy(logits.float(), self.labels[idx])
+
+    def update(self, loss: torch.Tensor, lr: float) -> None:
+        """One optimizer step on ``loss`` at learning rate ``lr``: its gradients, clipped to ``grad_clip``."""
+        for group in self.opt.param_groups:
+            group["lr"] = lr
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if self.cfg.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
+        self.opt.step()
 
     @torch.no_grad()
     def token_stats(self, chunk: int = 32) -> tuple[np.ndarray, np.ndarray]:
@@ -435,16 +459,8 @@ class Trainer:
                 for step in range(start, self.end_step):
                     if stop_asked():   # the safe point: between steps, after any snapshot
                         raise self._interrupted(step, writer)
-                    lr = lr_at(cfg, step)
-                    for group in self.opt.param_groups:
-                        group["lr"] = lr
-                    idx = self.batch(step)
-                    loss = self._loss(idx)
-                    self.opt.zero_grad(set_to_none=True)
-                    loss.backward()
-                    if cfg.grad_clip > 0:
-                        torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
-                    self.opt.step()
+                    loss = self.loss(self.batch(step))
+                    self.update(loss, lr_at(cfg, step))
                     loss_sum += loss.detach()
                     loss_n += 1
                     if writer is not None:

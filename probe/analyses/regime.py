@@ -109,6 +109,17 @@ def slope(widths, values) -> float:
     return float(np.polyfit(np.log(x[ok]), np.log(y[ok]), 1)[0])
 
 
+def seed_slope(per_seed) -> dict:
+    """The log-log slope against the width over seeds: ``per_seed`` holds one ``{width: value}`` per seed.
+    Returns ``{"mean", "ci_lo", "ci_hi", "n", "per_seed"}``: each seed's :func:`slope` (those of two finite
+    points or more), their mean and its 95 % percentile-bootstrap interval (NaN with fewer than 2 seeds)."""
+    slopes = [slope(list(by_width), list(by_width.values())) for by_width in per_seed]
+    slopes = [v for v in slopes if math.isfinite(v)]
+    lo, hi = bootstrap_ci(slopes)
+    return {"mean": float(np.mean(slopes)) if slopes else float("nan"), "ci_lo": lo, "ci_hi": hi,
+            "n": len(slopes), "per_seed": slopes}
+
+
 def regime_of(lo: float, hi: float, tolerance: float = TOLERANCE) -> str:
     """The JMLR regime an interval of the slope shows: ``linear`` (all of it below -tolerance),
     ``condensed`` (above +tolerance), ``critical`` (within +-tolerance), else ``not shown``."""
@@ -159,12 +170,8 @@ def width_slopes(widths, rd, step: int | None = None, tolerance: float = TOLERAN
     slopes = {}
     groups = [g for g in MATRIX_GROUPS if any(g in by_group for by_group in rd.values())]
     for g in groups:
-        per_seed = [slope(list(rd[s][g]), list(rd[s][g].values())) for s in rd if g in rd[s]]
-        per_seed = [v for v in per_seed if math.isfinite(v)]
-        lo, hi = bootstrap_ci(per_seed)
-        mean = float(np.mean(per_seed)) if per_seed else float("nan")
-        slopes[g] = {"mean": mean, "ci_lo": lo, "ci_hi": hi, "n": len(per_seed), "per_seed": per_seed,
-                     "regime": regime_of(lo, hi, tolerance)}
+        slopes[g] = seed_slope([rd[s][g] for s in rd if g in rd[s]])
+        slopes[g]["regime"] = regime_of(slopes[g]["ci_lo"], slopes[g]["ci_hi"], tolerance)
     warnings = [] if len(rd) > 1 else ["one seed: a slope with no interval, its regime not shown"]
     return WidthSlope(step=step, widths=sorted(set(widths)), seeds=list(rd), slopes=slopes, tolerance=tolerance,
                       warnings=warnings)
