@@ -87,7 +87,8 @@ def main(root: str, out: str | None, near_half: bool, trained_at: str | None) ->
 
 def summary(values: dict) -> dict:
     """Per γ: the cell most often inferential (its fraction and cell), how many cells show inferential >
-    symmetric (the Wilson interval above 1/2) and how many show the reverse (below 1/2), and the two corners
+    symmetric (the Wilson interval above 1/2; and of them how many show that their runs fit train) and how
+    many show the reverse (below 1/2), and the two corners
     the paper compares (the largest lr with the largest decay, the smallest with the smallest)."""
     out = {}
     for g, cells in values.items():
@@ -99,6 +100,9 @@ def summary(values: dict) -> dict:
         out[g] = {"best": {**cells[best]["inf>sym"], "cell": best.replace(",", ", ").replace("wd=", "weight decay ")
                            .replace("lr=", "lr ")},
                   "inferential_shown": sum(c["inf>sym"]["ci95"][0] > 0.5 for c in cells.values()),
+                  # of those, the cells that also show their runs fit train: an answer of a model that learned
+                  "inferential_shown_fit": sum(c["inf>sym"]["ci95"][0] > 0.5 and c["fit"]["ci95"][0] > 0.5
+                                               for c in cells.values()),
                   "symmetric_shown": sum(c["inf>sym"]["ci95"][1] < 0.5 for c in cells.values()),
                   "fit_all": sum(c["fit"]["fraction"] == 1 for c in cells.values()),
                   "cells": len(cells), "large_corner": cells[big]["inf>sym"], "small_corner": cells[small]["inf>sym"]}

@@ -1293,7 +1293,12 @@ def test_paper2_phase_diagram_page_says_what_its_results_file_holds():
         assert cell["inf>sym"]["shown"].endswith("/5") and cell["inf>sym"]["ci95"][0] <= 0.5
         # "their first three seeds all inferential > symmetric": the per-seed accuracies, grid's seeds first
         assert all(i > s for i, s in zip(cell["inf"]["values"][:3], cell["sym"]["values"][:3]))
-    says(page, "Three seeds cannot show either: all three one way is an interval from below 1/2 to 1")
+    says(page, "Three seeds cannot show either answer: all three one way is an interval from below 1/2 to 1")
+    says(page, "A cell whose seeds do not fit `train` (most of γ 1.0, std 0.016, and the smallest learning rate at "
+               "γ 0.8)")
+    unfit = [c for c in r["gamma=1"].values() if c["fit"]["fraction"] < 0.5]
+    assert 2 * len(unfit) > len(r["gamma=1"])
+    assert all(c["fit"]["fraction"] < 0.5 for k, c in r["gamma=0.8"].items() if k.startswith("lr=0.0005,"))
     from probe.analyses.uncertainty import wilson
 
     assert wilson(3, 3)[0] < 0.5 < wilson(5, 5)[0]
