@@ -138,6 +138,22 @@ def test_the_width_slope_is_numpys_per_seed_then_their_mean(widths):
     assert out.returncode == 0 and "widths 16, 32, 64; 3 seed(s)" in out.stdout, out.stderr
 
 
+def test_after_one_adam_update_the_slope_is_the_closed_forms(widths):
+    """Adam's first update moves every entry by the learning rate (bias-corrected m / sqrt(v) is the
+    gradient's sign), so ||dW|| = lr sqrt(rows cols) and RD = lr / std: a matrix of fan-in d_model, drawn
+    with std d^-gamma, moves by RD ~ d^gamma; the MLP's output matrix, of fan-in d_ff (32 at every width
+    of this sweep), by a constant. The step grammar takes a list (0:2 is steps 0 and 1)."""
+    res = probe.regime_widths(widths, step="0:2")
+    assert [r.step for r in res] == [0, 1]
+    assert all(math.isnan(s["mean"]) for s in res[0].slopes.values())      # RD = 0 at step 0: no slope
+    slopes = res[1].slopes
+    gamma = probe.info(sorted(widths.glob("*.h5"))[0])["config"]["gamma"]
+    for group in ("attention QK", "attention VO", "MLP in"):
+        assert slopes[group]["mean"] == pytest.approx(gamma, abs=0.05), group
+    assert slopes["MLP out"]["mean"] == pytest.approx(0.0, abs=0.05)
+    assert slopes["MLP out"]["regime"] == "critical"
+
+
 def test_the_regime_by_the_interval_of_the_slope():
     assert regime_of(-0.5, -0.2) == "linear"
     assert regime_of(0.2, 0.6) == "condensed"

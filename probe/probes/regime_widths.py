@@ -5,10 +5,13 @@ from __future__ import annotations
 import glob
 import os
 
+import numpy as np
+
 from ..analyses.regime import TOLERANCE, WidthSlope, width_slopes
 from ..api.checks import with_warnings
 from ..errors import ProbeError
 from ..format import is_snapshot_file
+from ..format.steps import step_indices
 from ..limits import MAX_MEMORY, budgeted
 from ..params import check_number
 from ..readers.source import open_source
@@ -95,18 +98,20 @@ def regime_widths(path, *, step: str | int = "all", tolerance: float = TOLERANCE
                              f"{configs[first].get(k)!r}"
                              + (f", and {len(other) - 1} more" if len(other) > 1 else "")
                              + "): a width sweep's runs may differ in width and seed alone")
-    wanted = sorted(steps)
-    if step not in ("all", None):
-        wanted = [s for s in wanted if str(s) == str(step) or (step == "latest" and s == wanted[-1])]
+    common = np.array(sorted(steps), dtype=np.int64)
+    try:   # the step grammar of every probe, on the steps every run has
+        wanted = [int(common[i]) for i in step_indices("all" if step is None else step, common, str(path))]
+    except ProbeError:
+        wanted = []
     if not wanted:
         raise ProbeError(f"{path}: no step {step} in every run (the steps all runs have: "
-                         f"{', '.join(map(str, sorted(steps)[:8]))})")
+                         f"{', '.join(map(str, sorted(steps)[:8]))}{', ...' if len(steps) > 8 else ''})")
     # per seed, per group, per width: RD at each wanted step
     rd: dict[int, dict] = {}
     for p in runs:
         seed = configs[p].get("seed", 0)
-        by_step = {r.step: r for r in regime(p, step="all", allow_nonfinite=allow_nonfinite,
-                                                  max_memory=max_memory) if r.step in wanted}
+        by_step = {r.step: r for r in regime(p, step=",".join(map(str, wanted)), allow_nonfinite=allow_nonfinite,
+                                                  max_memory=max_memory)}
         for s in wanted:
             for g, v in by_step[s].groups.items():
                 rd.setdefault(s, {}).setdefault(seed, {}).setdefault(g, {})[widths[p]] = v
