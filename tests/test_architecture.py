@@ -109,8 +109,12 @@ def test_rule6_train_imports_only_errors_format_and_words_of_probe():
     # and probe.registry, plain data: the probe names probe-train --tensorboard-probes checks up front
     # and probe.limits: the one depth limit of JSON a user's file holds (a JSONL story file)
     # and probe.jobs: the one job runner, local or on a Dask cluster (batch, sweeps and figures alike)
+    # and the leaves that say a result as probe does, for probe-train coord-check (a check that trains):
+    # probe.analyses (the math: its slope against the width over seeds is regime --widths'), probe.chart
+    # (its picture) and probe.render (its table, JSON and CSV); none of them reads a file or imports train
     allowed = ("probe.errors", "probe.signals", "probe.format", "probe.readers.words", "probe.children", "probe.files",
-               "probe.jobs", "probe.registry", "probe.limits", "probe.environment")
+               "probe.jobs", "probe.registry", "probe.limits", "probe.environment", "probe.analyses", "probe.chart",
+               "probe.render")
     assert _violations("probe_train", lambda m, t: not _in(t, "probe") or _in(t, *allowed)) == []
 
 
