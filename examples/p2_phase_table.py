@@ -75,8 +75,8 @@ def main(root: str, out: str | None, near_half: bool, trained_at: str | None) ->
         v = {"std": d ** -g, "d_model": d, **{k: frac([r[k] for r in rs]) for k in ("inf>sym", "sym>0.5", "fit")},
              **{k: ci([r[k] for r in rs]) for k in ("inf", "sym")}}
         values.setdefault(f"gamma={g:g}", {})[f"lr={lr:g},wd={wd:g}"] = v
-        rows.append(f"| {g:g} | {d ** -g:.4f} | {lr:g} | {wd:g} | {_said(v['inf>sym'])} | {_said(v['sym>0.5'])} "
-                    f"| {_said(v['fit'])} | {v['inf']['mean']:.2f} / {v['sym']['mean']:.2f} |")
+        rows.append(f"| {g:g} | {d ** -g:.4f} | {lr:g} | {wd:g} | {said(v['inf>sym'])} | {said(v['sym>0.5'])} "
+                    f"| {said(v['fit'])} | {v['inf']['mean']:.2f} / {v['sym']['mean']:.2f} |")
     table = "\n".join(["| γ | init std | lr | weight decay | inferential > symmetric | symmetric > 0.5 | fit train "
                        "| mean inf / sym |", "|---|---|---|---|---|---|---|---|", *rows])
     print(table)
@@ -109,7 +109,7 @@ def summary(values: dict) -> dict:
     return out
 
 
-def _said(o: dict) -> str:
+def said(o: dict) -> str:
     return f"{o['shown']} [{o['ci95'][0]:.2f}, {o['ci95'][1]:.2f}]"
 
 

@@ -22,6 +22,11 @@ from .regime import chart, detail, regime
 WIDTH_FIELDS = ("d_model", "d_ff", "heads", "kv_heads", "seed", "data_seed")
 
 
+def _named(path) -> str:
+    """A width sweep as messages name it: its folder or pattern, or the count of the files listed."""
+    return f"the {len(path)} runs listed" if isinstance(path, (list, tuple)) else os.fspath(path)
+
+
 def _paths(path) -> list[str]:
     """A width sweep's runs: a folder's snapshot files, a glob pattern's, or a list of paths."""
     if isinstance(path, (list, tuple)):
@@ -33,7 +38,7 @@ def _paths(path) -> list[str]:
         found = sorted(glob.glob(path))
     runs = [p for p in found if os.path.isfile(p) and is_snapshot_file(p)]
     if not runs:
-        raise ProbeError(f"{path}: no run files (a folder of them, or a pattern such as 'sweep/*.h5')")
+        raise ProbeError(f"{_named(path)}: no run files (a folder of them, or a pattern such as 'sweep/*.h5')")
     return runs
 
 
@@ -86,7 +91,7 @@ def regime_widths(path, *, step: str | int = "all", tolerance: float = TOLERANCE
             have = {int(s) for s in run.steps}
         steps = have if steps is None else steps & have
     if len(set(widths.values())) < 2:
-        raise ProbeError(f"{path}: {len(runs)} run(s), all of width {next(iter(widths.values()))}: a slope against "
+        raise ProbeError(f"{_named(path)}: {len(runs)} run(s), all of width {next(iter(widths.values()))}: a slope against "
                          "the width needs runs of two widths or more")
     first = runs[0]
     for p in runs[1:]:
@@ -100,11 +105,11 @@ def regime_widths(path, *, step: str | int = "all", tolerance: float = TOLERANCE
                              + "): a width sweep's runs may differ in width and seed alone")
     common = np.array(sorted(steps), dtype=np.int64)
     try:   # the step grammar of every probe, on the steps every run has
-        wanted = [int(common[i]) for i in step_indices("all" if step is None else step, common, str(path))]
+        wanted = [int(common[i]) for i in step_indices("all" if step is None else step, common, _named(path))]
     except ProbeError:
         wanted = []
     if not wanted:
-        raise ProbeError(f"{path}: no step {step} in every run (the steps all runs have: "
+        raise ProbeError(f"{_named(path)}: no step {step} in every run (the steps all runs have: "
                          f"{', '.join(map(str, sorted(steps)[:8]))}{', ...' if len(steps) > 8 else ''})")
     # per seed, per group, per width: RD at each wanted step
     rd: dict[int, dict] = {}

@@ -1,0 +1,102 @@
+"""Paper 2's best CPU cells across widths as numbers: per cell (γ, learning rate, weight decay, fixed γ or
+fixed std) and width, over its seeds, the fraction that answers the unseen pair (4,3) inferentially
+rather than symmetrically, symmetrically (accuracy > 0.5) and that fits the training data (Wilson
+intervals); and per step the log-log slope of RD = ||W_t - W_0|| / ||W_0|| against the width per group,
+with its 95 % interval over seeds and the regime it shows (probe regime --widths).
+
+    bash examples/p2_width_sweep.sh sweeps/p2-width 2
+    python examples/p2_width_table.py sweeps/p2-width -o docs/results/p2-width.json
+
+Every run file under ROOT counts (any folder layout); runs are grouped by the fields a width sweep keeps
+(γ, lr, weight decay, gamma_ref_width), and a group needs two widths or more. ``-o`` writes the docs
+results file: per cell ``widths`` ({width: {"std", "inf>sym", "sym>0.5", "fit", "inf", "sym"}}) and
+``slopes`` ({step: {group: {"mean", "ci95", "n", "regime"}}}); ``table`` the Markdown table.
+"""
+import argparse
+import sys
+from pathlib import Path
+
+from _results import ci, fail, finite, frac, write   # examples/_results.py, beside this script
+from p2_phase_table import outcomes, said   # the outcomes of a run, as the phase diagram reads them
+
+import probe
+from probe.analyses.regime import MATRIX_GROUPS
+
+STEPS = "64,1000,4000"   # early (the first updates' scaling), middle, last
+
+
+def cell_name(cfg: dict) -> str:
+    """``gamma=0.5,lr=0.001,wd=1,init=fixed-gamma`` (std d^-gamma) or ``...,init=fixed-std-64`` (64^-gamma)."""
+    mode = f"fixed-std-{cfg['gamma_ref_width']}" if cfg.get("gamma_ref_width") else "fixed-gamma"
+    return f"gamma={cfg['gamma']:g},lr={cfg['lr']:g},wd={cfg['weight_decay']:g},init={mode}"
+
+
+def groups(root: str) -> dict[str, list[Path]]:
+    """Cell name -> its run files (every snapshot file under ``root``)."""
+    out: dict[str, list[Path]] = {}
+    for path in sorted(Path(root).rglob("*.h5")):
+        info = probe.info(path)
+        if info["steps"][-1] < info["config"]["steps"]:   # a run still training (or stopped): not yet a result
+            print(f"warning: {path}: at step {info['steps'][-1]} of {info['config']['steps']}; left out", file=sys.stderr)
+            continue
+        out.setdefault(cell_name(info["config"]), []).append(path)
+    if not out:
+        fail(f"{root}: no run files")
+    return out
+
+
+def std_of(cfg: dict) -> float:
+    return (cfg.get("gamma_ref_width") or cfg["d_model"]) ** -cfg["gamma"]
+
+
+def main(root: str, out: str | None, steps: str, trained_at: str | None) -> None:
+    values, rows, seeds, runs = {}, [], set(), []
+    for name, paths in groups(root).items():
+        by_width: dict[int, list] = {}
+        cfgs = {}
+        for p in paths:
+            cfg = probe.info(p)["config"]
+            by_width.setdefault(cfg["d_model"], []).append(outcomes(p))
+            cfgs[cfg["d_model"]] = cfg
+            seeds.add(cfg["seed"])
+        if len(by_width) < 2:
+            print(f"warning: {name}: one width only ({next(iter(by_width))}); left out", file=sys.stderr)
+            continue
+        runs += paths
+        widths = {}
+        for w in sorted(by_width):
+            rs = by_width[w]
+            widths[str(w)] = {"std": std_of(cfgs[w]), **{k: frac([r[k] for r in rs]) for k in ("inf>sym", "sym>0.5", "fit")},
+                              **{k: ci([r[k] for r in rs]) for k in ("inf", "sym")}}
+            v = widths[str(w)]
+            rows.append(f"| {name.replace(',', ', ')} | {w} | {v['std']:.4f} | {said(v['inf>sym'])} | "
+                        f"{said(v['sym>0.5'])} | {said(v['fit'])} | {v['inf']['mean']:.2f} / {v['sym']['mean']:.2f} |")
+        slopes = {}
+        for r in probe.regime_widths([str(p) for p in paths], step=steps):
+            slopes[str(r.step)] = {g: {"mean": finite(s["mean"]), "ci95": [finite(s["ci_lo"]), finite(s["ci_hi"])],
+                                       "n": s["n"], "regime": s["regime"]}
+                                   for g, s in r.slopes.items() if g in MATRIX_GROUPS}
+        values[name] = {"widths": widths, "slopes": slopes}
+    if not values:
+        fail(f"{root}: no cell with runs of two widths or more")
+    table = "\n".join(["| cell | d_model | init std | inferential > symmetric | symmetric > 0.5 | fit train "
+                       "| mean inf / sym |", "|---|---|---|---|---|---|---|", *rows])
+    print(table)
+    if out:
+        write(out, {**values, "table": table}, seeds, trained_at, runs=runs)
+
+
+if __name__ == "__main__":
+    import warnings
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("root", nargs="?", default="sweeps/p2-width", help="the sweeps' folder [default: sweeps/p2-width]")
+    ap.add_argument("-o", "--out", help="also write the numbers as a docs results file (JSON)")
+    ap.add_argument("--steps", default=STEPS, help=f"the steps of the RD slopes [default: {STEPS}]")
+    ap.add_argument("--commit", help="the commit the runs were trained at [default: git here]")
+    a = ap.parse_args()
+    warnings.showwarning = lambda message, *_: print(f"warning: {message}", file=sys.stderr)
+    try:
+        main(a.root, a.out, a.steps, a.commit)
+    except probe.ProbeError as exc:
+        fail(str(exc))
