@@ -21,7 +21,7 @@ def test_a_mistyped_command_names_the_closest(tiny_run):
     (["--preset", "quik"], "Error: unknown preset 'quik'; did you mean 'quick'? (known: paper1, quick,"),
     (["--preset", "quik", "--print-config"], "did you mean 'quick'?"),
     (["sweep", "--preset", "tyny", "--grid", "seed=0:1", "-o", "{d}/s"], "did you mean 'tiny'?"),
-    (["presetz"], "Error: unknown command 'presetz'; did you mean 'presets'? (commands: sweep, presets, ensemble;"),
+    (["presetz"], "Error: unknown command 'presetz'; did you mean 'presets'? (commands: sweep, presets, ensemble, coord-check;"),
 ])
 def test_a_mistyped_preset_or_train_command_names_the_closest(tmp_path, args, line):
     res = run_cli("probe-train", *(a.format(d=tmp_path) for a in args))

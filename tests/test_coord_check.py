@@ -11,7 +11,7 @@ import torch
 
 from probe.analyses.regime import seed_slope
 from probe_train.config import preset
-from probe_train.coord import OUTPUT, coord_check, init_std, record, width_config
+from probe_train.coord import LOGITS, coord_check, init_std, record, width_config
 from probe_train.trainer import Trainer
 
 from conftest import run_cli
@@ -48,7 +48,7 @@ def test_a_linear_layers_coordinates_are_numpys_and_scale_as_width_to_one_half_m
             X = x.numpy().astype(np.float64)
             Y0 = X @ W0.T
             W1 = W0 - lr * 2 * Y0.T @ X / Y0.size            # d mean(y^2) / dW
-            for name in ("0", OUTPUT):                       # the layer's output is the model's
+            for name in ("0", LOGITS):                       # the layer's output is the model's
                 assert coords[name][0] == pytest.approx(np.abs(Y0).mean(), rel=1e-5)
                 assert coords[name][1] == pytest.approx(np.abs(X @ W1.T).mean(), rel=1e-4)
             expected = math.sqrt(2 / math.pi) * d ** (0.5 - GAMMA)
@@ -68,10 +68,10 @@ def test_the_presets_coordinates_at_init_follow_the_closed_form_and_its_own_forw
     check = coord_check(cfg, [16, 32, 64, 128], seeds=range(3), steps=2)
     assert check.steps == [0, 1, 2] and check.seeds == [0, 1, 2] and check.widths == [16, 32, 64, 128]
     assert check.values.shape == (len(check.modules), 3, 3, 4)
-    assert check.modules[-1] == OUTPUT and "blocks.0.mlp" in check.modules
+    assert check.modules[-1] == LOGITS and "blocks.0.mlp" in check.modules
     assert check.slopes["blocks.0.mlp"][0]["mean"] == pytest.approx(1 - 2 * GAMMA, abs=0.1)
-    assert check.slopes[OUTPUT][0]["mean"] == pytest.approx(0.5 - GAMMA, abs=0.1)
-    assert check.slopes[OUTPUT][0]["verdict"] == "shrinks"
+    assert check.slopes[LOGITS][0]["mean"] == pytest.approx(0.5 - GAMMA, abs=0.1)
+    assert check.slopes[LOGITS][0]["verdict"] == "shrinks"
     assert check.slopes["blocks.0.ln1"][0]["verdict"] == "flat"       # a norm's output is O(1) at any width
     assert check.std == {w: pytest.approx(w ** -GAMMA) for w in check.widths}
     # the recorded numbers are those of a plain forward pass of the same model on the same batch
@@ -79,7 +79,7 @@ def test_the_presets_coordinates_at_init_follow_the_closed_form_and_its_own_forw
     tr = Trainer(width_config(cfg, 32).replace(seed=1), None, snapshots=False, show_progress=False)
     with torch.no_grad():
         logits = tr.model(tr.tokens[batch], tr.key_pos[batch])
-    assert check.values[check.modules.index(OUTPUT), 0, 1, 1] == pytest.approx(float(logits.abs().mean()), rel=1e-5)
+    assert check.values[check.modules.index(LOGITS), 0, 1, 1] == pytest.approx(float(logits.abs().mean()), rel=1e-5)
     # the updates move them: step 2 is not step 0
     assert not np.allclose(check.values[:, 2], check.values[:, 0])
 

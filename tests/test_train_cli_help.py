@@ -60,7 +60,7 @@ def test_help_lists_the_commands_and_examples_that_run():
     res = run_cli("probe-train", "--help")
     assert res.returncode == 0, res.stderr
     commands = block(res.stdout, "Commands")
-    assert [ln.split()[0] for ln in commands] == list(COMMANDS) == ["sweep", "presets", "ensemble"]
+    assert [ln.split()[0] for ln in commands] == list(COMMANDS) == ["sweep", "presets", "ensemble", "coord-check"]
     examples = block(res.stdout, "Examples:")
     # 3-5 commands, each whole on its line (not wrapped at 80 columns)
     assert 3 <= len(examples) <= 5 and all(ln.startswith("probe-train ") for ln in examples), examples

@@ -33,7 +33,7 @@ from .options import CONTEXT, PRESET_HELP, known_preset
 COMMANDS = {"sweep": "train a grid of runs, one per point (probe-train sweep --help)",
             "presets": "list the presets: what each is for, task, model size, steps",
             "ensemble": "train runs differing only in seed and gamma as one batched model (sweep's)",
-            "coord-check": "mup's coordinate check: each module's output size against the width, over the first steps"}
+            "coord-check": "mup's coordinate check: each module's output size against the width"}
 
 def _show_version(ctx, _param, value: bool) -> None:
     if not value:

@@ -27,7 +27,7 @@ from .config import RunConfig
 WIDTH_SCALED = ("d_ff", "d_head")
 # the words of the slope's interval, after the regimes of probe regime (probe.analyses.regime.regime_of)
 VERDICTS = {"linear": "shrinks", "critical": "flat", "condensed": "grows", "not shown": "not shown"}
-OUTPUT = "logits"   # the model's own output, recorded beside its submodules'
+LOGITS = "logits"   # the model's own output, recorded beside its submodules'
 
 
 def width_config(cfg: RunConfig, width: int) -> RunConfig:
@@ -83,7 +83,7 @@ def record(model, forward: Callable[[], object], update: Callable[[object], None
             else:   # the last coordinates need no update after them
                 with torch.no_grad():
                     out = forward()
-            sums[OUTPUT] = [float(out.detach().float().abs().sum()), out.numel()]
+            sums[LOGITS] = [float(out.detach().float().abs().sum()), out.numel()]
             for name, (total, n) in sums.items():
                 coords.setdefault(name, []).append(total / n if n else float("nan"))
             if step < steps:
@@ -242,7 +242,7 @@ def coord_check(cfg: RunConfig, widths: Sequence[int], *, seeds: Iterable[int] =
             if progress is not None:
                 progress(k * len(widths) + j + 1, total)
     first = coords[seeds[0], widths[0]]
-    modules = [n for n in first if n != OUTPUT] + [OUTPUT]
+    modules = [n for n in first if n != LOGITS] + [LOGITS]
     values = np.full((len(modules), steps + 1, len(seeds), len(widths)), np.nan)
     for m, name in enumerate(modules):
         for k, seed in enumerate(seeds):
