@@ -7,7 +7,7 @@ with its 95 % interval over seeds and the regime it shows (probe regime --widths
     bash examples/p2_width_sweep.sh sweeps/p2-width 2
     python examples/p2_width_table.py sweeps/p2-width -o docs/results/p2-width.json
 
-Every run file under ROOT counts (any folder layout); runs are grouped by the fields a width sweep keeps
+Every run file under each ROOT counts (any folder layout); runs are grouped by the fields a width sweep keeps
 (γ, lr, weight decay, gamma_ref_width), and a group needs two widths or more. ``-o`` writes the docs
 results file: per cell ``widths`` ({width: {"std", "inf>sym", "sym>0.5", "fit", "inf", "sym"}}) and
 ``slopes`` ({step: {group: {"mean", "ci95", "n", "regime"}}}); ``table`` the Markdown table.
@@ -31,17 +31,17 @@ def cell_name(cfg: dict) -> str:
     return f"gamma={cfg['gamma']:g},lr={cfg['lr']:g},wd={cfg['weight_decay']:g},init={mode}"
 
 
-def groups(root: str) -> dict[str, list[Path]]:
-    """Cell name -> its run files (every snapshot file under ``root``)."""
+def groups(roots: list[str]) -> dict[str, list[Path]]:
+    """Cell name -> its run files (every snapshot file under each of ``roots``)."""
     out: dict[str, list[Path]] = {}
-    for path in sorted(Path(root).rglob("*.h5")):
+    for path in sorted(p for root in roots for p in Path(root).rglob("*.h5")):
         info = probe.info(path)
         if info["steps"][-1] < info["config"]["steps"]:   # a run still training (or stopped): not yet a result
             print(f"warning: {path}: at step {info['steps'][-1]} of {info['config']['steps']}; left out", file=sys.stderr)
             continue
         out.setdefault(cell_name(info["config"]), []).append(path)
     if not out:
-        fail(f"{root}: no run files")
+        fail(f"{', '.join(roots)}: no run files")
     return out
 
 
@@ -49,9 +49,9 @@ def std_of(cfg: dict) -> float:
     return (cfg.get("gamma_ref_width") or cfg["d_model"]) ** -cfg["gamma"]
 
 
-def main(root: str, out: str | None, steps: str, trained_at: str | None) -> None:
+def main(roots: list[str], out: str | None, steps: str, trained_at: str | None) -> None:
     values, rows, seeds, runs = {}, [], set(), []
-    for name, paths in groups(root).items():
+    for name, paths in groups(roots).items():
         by_width: dict[int, list] = {}
         cfgs = {}
         for p in paths:
@@ -78,7 +78,7 @@ def main(root: str, out: str | None, steps: str, trained_at: str | None) -> None
                                    for g, s in r.slopes.items() if g in MATRIX_GROUPS}
         values[name] = {"widths": widths, "slopes": slopes}
     if not values:
-        fail(f"{root}: no cell with runs of two widths or more")
+        fail(f"{', '.join(roots)}: no cell with runs of two widths or more")
     table = "\n".join(["| cell | d_model | init std | inferential > symmetric | symmetric > 0.5 | fit train "
                        "| mean inf / sym |", "|---|---|---|---|---|---|---|", *rows])
     print(table)
@@ -90,13 +90,14 @@ if __name__ == "__main__":
     import warnings
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("root", nargs="?", default="sweeps/p2-width", help="the sweeps' folder [default: sweeps/p2-width]")
+    ap.add_argument("roots", nargs="*", default=["sweeps/p2-width"], metavar="ROOT",
+                    help="the sweeps' folders [default: sweeps/p2-width]")
     ap.add_argument("-o", "--out", help="also write the numbers as a docs results file (JSON)")
     ap.add_argument("--steps", default=STEPS, help=f"the steps of the RD slopes [default: {STEPS}]")
     ap.add_argument("--commit", help="the commit the runs were trained at [default: git here]")
     a = ap.parse_args()
     warnings.showwarning = lambda message, *_: print(f"warning: {message}", file=sys.stderr)
     try:
-        main(a.root, a.out, a.steps, a.commit)
+        main(a.roots, a.out, a.steps, a.commit)
     except probe.ProbeError as exc:
         fail(str(exc))
