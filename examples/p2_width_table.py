@@ -10,7 +10,8 @@ with its 95 % interval over seeds and the regime it shows (probe regime --widths
 Every run file under each ROOT counts (any folder layout); runs are grouped by the fields a width sweep keeps
 (γ, lr, weight decay, gamma_ref_width), and a group needs two widths or more. ``-o`` writes the docs
 results file: per cell ``widths`` ({width: {"std", "inf>sym", "sym>0.5", "fit", "inf", "sym"}}) and
-``slopes`` ({step: {group: {"mean", "ci95", "n", "regime"}}}); ``table`` the Markdown table.
+``slopes`` ({step: {group: {"mean", "ci95", "n", "regime"}}}, over the seeds with a run at every width,
+``slope_seeds``) and ``rd`` ({step: {group: {width: mean RD over those seeds}}}); ``table`` the Markdown table.
 """
 import argparse
 import sys
@@ -71,12 +72,25 @@ def main(roots: list[str], out: str | None, steps: str, trained_at: str | None) 
             v = widths[str(w)]
             rows.append(f"| {name.replace(',', ', ')} | {w} | {v['std']:.4f} | {said(v['inf>sym'])} | "
                         f"{said(v['sym>0.5'])} | {said(v['fit'])} | {v['inf']['mean']:.2f} / {v['sym']['mean']:.2f} |")
+        # the slope of each seed over every width (a seed with runs at some widths only would fit its own
+        # range), and the mean RD of each width over those seeds
+        seed_of = {p: probe.info(p)["config"]["seed"] for p in paths}
+        width_of = {p: probe.info(p)["config"]["d_model"] for p in paths}
+        full = {s for s in seed_of.values() if {width_of[p] for p in paths if seed_of[p] == s} == set(by_width)}
+        kept = [p for p in paths if seed_of[p] in full]
+        rd: dict = {}
+        for p in kept:
+            for r in probe.regime(p, step=steps):
+                for g, v in r.groups.items():
+                    rd.setdefault(str(r.step), {}).setdefault(g, {}).setdefault(str(width_of[p]), []).append(v)
+        rd = {st: {g: {w: finite(float(sum(v) / len(v))) for w, v in ws.items()} for g, ws in gs.items()}
+              for st, gs in rd.items()}
         slopes = {}
-        for r in probe.regime_widths([str(p) for p in paths], step=steps):
+        for r in probe.regime_widths([str(p) for p in kept], step=steps):
             slopes[str(r.step)] = {g: {"mean": finite(s["mean"]), "ci95": [finite(s["ci_lo"]), finite(s["ci_hi"])],
                                        "n": s["n"], "regime": s["regime"]}
                                    for g, s in r.slopes.items() if g in MATRIX_GROUPS}
-        values[name] = {"widths": widths, "slopes": slopes}
+        values[name] = {"widths": widths, "slopes": slopes, "rd": rd, "slope_seeds": sorted(full)}
     if not values:
         fail(f"{', '.join(roots)}: no cell with runs of two widths or more")
     table = "\n".join(["| cell | d_model | init std | inferential > symmetric | symmetric > 0.5 | fit train "

@@ -1302,3 +1302,43 @@ def test_paper2_phase_diagram_page_says_what_its_results_file_holds():
     from probe.analyses.uncertainty import wilson
 
     assert wilson(3, 3)[0] < 0.5 < wilson(5, 5)[0]
+
+
+def test_paper2_width_page_says_what_its_results_file_holds():
+    page_ = "explanation/paper2.md"
+    r = values("p2-width")
+    std, fixed = (r[f"gamma=0.5,lr=0.001,wd=1,init={m}"] for m in ("fixed-std-64", "fixed-gamma"))
+    g08 = r["gamma=0.8,lr=0.004,wd=0.1,init=fixed-gamma"]
+    says(page_, "**At fixed std the inferential answer is shown**, and grows with the width")
+    w = std["widths"]
+    assert w["128"]["inf>sym"]["ci95"][0] > 0.5                                   # shown
+    assert w["64"]["inf"]["mean"] < w["128"]["inf"]["mean"] <= w["256"]["inf"]["mean"] + 0.05
+    says(page_, "every seed of those fits `train`")
+    assert all(w[d]["fit"]["fraction"] == 1 for d in ("64", "128", "256"))
+    says(page_, "Unlike any cell of the phase diagram above (none shows inferential > symmetric with runs that fit), "
+                "the interval at d 128 clears 1/2.")
+    assert all(s["inferential_shown_fit"] == 0 for s in values("p2-phase")["summary"].values())
+    says(page_, "At fixed γ the same cell turns toward the symmetric answer as the width grows")
+    f = fixed["widths"]
+    assert f["64"]["inf>sym"]["fraction"] > f["128"]["inf>sym"]["fraction"] >= f["256"]["inf>sym"]["fraction"]
+    assert f["64"]["sym>0.5"]["fraction"] < f["128"]["sym>0.5"]["fraction"] <= f["256"]["sym>0.5"]["fraction"]
+    says(page_, "So at each width the larger std (the smaller effective γ) is the inferential one")
+    for d in ("128", "256"):
+        assert w[d]["std"] > f[d]["std"] and w[d]["inf>sym"]["fraction"] > f[d]["inf>sym"]["fraction"]
+    says(page_, "The γ 0.8 cell does not carry across widths")
+    g = g08["widths"]
+    assert g["64"]["inf>sym"]["fraction"] > g["32"]["inf>sym"]["fraction"] and g["128"]["fit"]["fraction"] == 0
+    says(page_, "at γ 0.8 every group but attention QK moves more the wider the model")
+    early = g08["slopes"]["64"]
+    assert {k for k, s in early.items() if s["regime"] != "condensed"} <= {"attention QK"}
+    says(page_, "At fixed std 0.125 every group but the embeddings moves less the wider the model")
+    assert {k for k, s in std["slopes"]["64"].items() if s["regime"] != "linear"} <= {"embeddings"}
+    says(page_, "At fixed γ 0.5 the groups sit between, from the critical line (MLP out")
+    assert fixed["slopes"]["64"]["MLP out"]["regime"] == "critical" and fixed["slopes"]["64"]["head"]["regime"] == "condensed"
+    says(page_, "Later a weight decay of 1.0 decays the initial weights away at every width")
+    assert all(0.7 < v < 1.1 for v in fixed["rd"]["4000"]["MLP in"].values())
+    assert abs(fixed["slopes"]["4000"]["MLP in"]["mean"]) < 0.1 and abs(std["slopes"]["4000"]["MLP in"]["mean"]) < 0.1
+    says(page_, "the inferential answer is shown in one cell, and not by small init")
+    said = [c for c, v in r.items() if c != "table" and any(x["inf>sym"]["ci95"][0] > 0.5 and x["fit"]["ci95"][0] > 0.5
+                                                            for x in v["widths"].values())]
+    assert said == ["gamma=0.5,lr=0.001,wd=1,init=fixed-std-64"]
