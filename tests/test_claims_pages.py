@@ -1309,6 +1309,15 @@ def test_paper2_width_page_says_what_its_results_file_holds():
     r = values("p2-width")
     std, fixed = (r[f"gamma=0.5,lr=0.001,wd=1,init={m}"] for m in ("fixed-std-64", "fixed-gamma"))
     g08 = r["gamma=0.8,lr=0.004,wd=0.1,init=fixed-gamma"]
+    says(page_, "an effective γ of ln 8 / ln d, 0.60 at d 32 down to 0.375 at d 256; the MLP's output matrix, of "
+                "fan-in 4 d_model, goes from std 0.054 at d 32 to 0.074 at d 256")
+    from probe_train.config import preset
+    from probe_train.gamma import gamma_std
+
+    for d, g_eff, w_out in ((32, 0.60, 0.054), (256, 0.375, 0.074)):
+        cfg = preset("composite-quick", d_model=d, d_ff_ratio=4, gamma=0.5, gamma_ref_width=64)
+        assert round(cfg.module_gamma("mlp"), 3) == g_eff and round(gamma_std(4 * d, cfg.module_gamma("mlp")), 3) == w_out
+        assert gamma_std(d, cfg.module_gamma("mlp")) == pytest.approx(0.125)
     says(page_, "**At fixed std the inferential answer is shown**, and grows with the width")
     w = std["widths"]
     assert w["128"]["inf>sym"]["ci95"][0] > 0.5                                   # shown
