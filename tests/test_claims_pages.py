@@ -1325,13 +1325,18 @@ def test_paper2_width_page_says_what_its_results_file_holds():
     says(page_, "every seed of those fits `train`")
     assert all(w[d]["fit"]["fraction"] == 1 for d in ("64", "128", "256"))
     says(page_, "Unlike any cell of the phase diagram above (none shows inferential > symmetric with runs that fit), "
-                "the interval at d 128 clears 1/2.")
+                "the intervals at d 128 and d 256 clear 1/2.")
+    assert w["256"]["inf>sym"]["ci95"][0] > 0.5
     assert all(s["inferential_shown_fit"] == 0 for s in values("p2-phase")["summary"].values())
-    says(page_, "At fixed γ the same cell turns toward the symmetric answer as the width grows")
+    says(page_, "At fixed γ the same cell turns to the symmetric answer as the width grows**, and shows it at d 256")
     f = fixed["widths"]
     assert f["64"]["inf>sym"]["fraction"] > f["128"]["inf>sym"]["fraction"] >= f["256"]["inf>sym"]["fraction"]
     assert f["64"]["sym>0.5"]["fraction"] < f["128"]["sym>0.5"]["fraction"] <= f["256"]["sym>0.5"]["fraction"]
-    says(page_, "So at each width the larger std (the smaller effective γ) is the inferential one")
+    assert f["256"]["inf>sym"]["ci95"][1] < 0.5 and f["256"]["sym>0.5"]["ci95"][0] > 0.5 and f["256"]["fit"]["ci95"][0] > 0.5
+    says(page_, "So at d 256 both answers are shown, and the init std alone tells them apart (the runs differ in "
+                "nothing else): std 0.125 inferential, 0.0625 symmetric. The larger std (the smaller effective γ) is "
+                "the inferential one at every width above 64")
+    assert w["256"]["std"] == pytest.approx(0.125) and f["256"]["std"] == pytest.approx(0.0625)
     for d in ("128", "256"):
         assert w[d]["std"] > f[d]["std"] and w[d]["inf>sym"]["fraction"] > f[d]["inf>sym"]["fraction"]
     says(page_, "The γ 0.8 cell does not carry across widths")
