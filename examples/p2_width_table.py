@@ -32,15 +32,15 @@ def cell_name(cfg: dict) -> str:
     return f"gamma={cfg['gamma']:g},lr={cfg['lr']:g},wd={cfg['weight_decay']:g},init={mode}"
 
 
-def groups(roots: list[str]) -> dict[str, list[Path]]:
-    """Cell name -> its run files (every snapshot file under each of ``roots``)."""
-    out: dict[str, list[Path]] = {}
+def groups(roots: list[str]) -> dict[str, dict[Path, dict]]:
+    """Cell name -> its run files (every snapshot file under each of ``roots``), each with its config."""
+    out: dict[str, dict[Path, dict]] = {}
     for path in sorted(p for root in roots for p in Path(root).rglob("*.h5")):
         info = probe.info(path)
         if info["steps"][-1] < info["config"]["steps"]:   # a run still training (or stopped): not yet a result
             print(f"warning: {path}: at step {info['steps'][-1]} of {info['config']['steps']}; left out", file=sys.stderr)
             continue
-        out.setdefault(cell_name(info["config"]), []).append(path)
+        out.setdefault(cell_name(info["config"]), {})[path] = info["config"]
     if not out:
         fail(f"{', '.join(roots)}: no run files")
     return out
@@ -52,11 +52,11 @@ def std_of(cfg: dict) -> float:
 
 def main(roots: list[str], out: str | None, steps: str, trained_at: str | None) -> None:
     values, rows, seeds, runs = {}, [], set(), []
-    for name, paths in groups(roots).items():
+    for name, config in groups(roots).items():
+        paths = list(config)
         by_width: dict[int, list] = {}
         cfgs = {}
-        for p in paths:
-            cfg = probe.info(p)["config"]
+        for p, cfg in config.items():
             by_width.setdefault(cfg["d_model"], []).append(outcomes(p))
             cfgs[cfg["d_model"]] = cfg
             seeds.add(cfg["seed"])
@@ -74,8 +74,8 @@ def main(roots: list[str], out: str | None, steps: str, trained_at: str | None) 
                         f"{said(v['sym>0.5'])} | {said(v['fit'])} | {v['inf']['mean']:.2f} / {v['sym']['mean']:.2f} |")
         # the slope of each seed over every width (a seed with runs at some widths only would fit its own
         # range), and the mean RD of each width over those seeds
-        seed_of = {p: probe.info(p)["config"]["seed"] for p in paths}
-        width_of = {p: probe.info(p)["config"]["d_model"] for p in paths}
+        seed_of = {p: cfg["seed"] for p, cfg in config.items()}
+        width_of = {p: cfg["d_model"] for p, cfg in config.items()}
         full = {s for s in seed_of.values() if {width_of[p] for p in paths if seed_of[p] == s} == set(by_width)}
         kept = [p for p in paths if seed_of[p] in full]
         rd: dict = {}

@@ -25,7 +25,7 @@ from probe.errors import did_you_mean, fail, param, run_cli, terminal
 from probe.signals import stop_signals
 
 from .config import GROUPS, PRESETS, PURPOSES, RunConfig, preset as make_preset
-from .options import CONTEXT, PRESET_HELP, known_preset
+from .options import CONTEXT, PRESET_HELP, StderrBar, known_preset
 
 
 # The commands besides training; main() dispatches on the first word, so that training keeps its
@@ -376,9 +376,12 @@ def sweep(grid: tuple[str, ...], preset: str, out: str, jobs: int, scheduler: Op
     from .sweep import parse_grid, sweep as run_sweep
 
     cells = parse_grid(grid, preset)
-    with _sweep_progress() as (tick, log):
-        manifest = run_sweep(preset, cells, out, jobs=jobs, scheduler=scheduler, progress=tick, log=log,
-                             tensorboard=tensorboard, ensemble=ensemble, stop_at=stop_at,
+    with StderrBar("sweep") as bar:
+        def tick(done, running, failed, total):   # done / running / failed of total
+            bar.update(done, total, f"{running} running, {failed} failed")
+
+        manifest = run_sweep(preset, cells, out, jobs=jobs, scheduler=scheduler, progress=tick if bar.shown else None,
+                             log=bar.log, tensorboard=tensorboard, ensemble=ensemble, stop_at=stop_at,
                              scheduler_timeout=scheduler_timeout)
     status = [r["status"] for r in manifest["runs"]]
     at = f", {status.count('partial')} stopped at step {stop_at} or later (--stop-at)" if stop_at else ""
@@ -415,36 +418,6 @@ def ensemble(spec: str) -> None:
         print(terminal(f"failed member {path}: {why}"), file=sys.stderr)
     if result.failed:
         raise click.exceptions.Exit(1)
-
-
-def _log(msg: str) -> None:
-    print(terminal(msg), file=sys.stderr, flush=True)
-
-
-class _sweep_progress:
-    """A progress line (done / running / failed of total) on stderr when it is a terminal."""
-
-    def __enter__(self):
-        if not sys.stderr.isatty():
-            return None, _log
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        self._p = Progress(TextColumn("[bold]sweep"), BarColumn(), MofNCompleteColumn(),
-                           TextColumn("{task.description}"), TimeElapsedColumn(), console=Console(stderr=True))
-        self._p.__enter__()
-        self._task = self._p.add_task("", total=None)
-
-        def tick(done, running, failed, total):
-            self._p.update(self._task, completed=done, total=total,
-                           description=f"{running} running, {failed} failed")
-
-        # a message is printed as it is: no markup, no highlighting, no :emoji: codes, no control characters
-        return tick, lambda msg: self._p.console.print(terminal(msg), markup=False, highlight=False, emoji=False)
-
-    def __exit__(self, *exc):
-        if hasattr(self, "_p"):
-            self._p.__exit__(*exc)
 
 
 PRESET_COLUMNS = ("preset", "task", "model", "layers", "d_model", "heads", "d_ff", "steps", "batch_size",

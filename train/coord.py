@@ -236,9 +236,8 @@ def coord_check(cfg: RunConfig, widths: Sequence[int], *, seeds: Iterable[int] =
             tr.model.train()
             if batch is None:   # the first seed's first batch, for every width and seed
                 batch = tr.batch(0)
-            idx = batch
-            coords[seed, w] = record(tr.model, lambda: tr.logits(idx),
-                                     lambda out: tr.update(tr.loss(idx, out), tr.cfg.lr), steps)
+            coords[seed, w] = record(tr.model, lambda: tr.logits(batch),
+                                     lambda out: tr.update(tr.loss(batch, out), tr.cfg.lr), steps)
             if progress is not None:
                 progress(k * len(widths) + j + 1, total)
     first = coords[seeds[0], widths[0]]

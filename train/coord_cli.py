@@ -10,7 +10,7 @@ import click
 from probe.errors import fail, param, terminal
 
 from .config import preset as make_preset
-from .options import CONTEXT, PRESET_HELP, known_preset
+from .options import CONTEXT, PRESET_HELP, StderrBar, known_preset
 
 
 def _int_list(_ctx, _param, value: str) -> list[int]:
@@ -84,9 +84,10 @@ def coord_check(preset: str, widths: list[int], gamma: Optional[list[float]], st
     cfgs = [base.replace(gamma=g) for g in gammas]   # every gamma checked before one is trained
     from .coord import coord_check as check
 
-    with _coord_progress(len(cfgs)) as tick:
+    with StderrBar("coord-check") as bar:   # over the widths and seeds of every gamma
         checks = [check(c, widths, seeds=range(seeds), steps=steps, tolerance=tolerance,
-                        progress=lambda done, total, i=i: tick(i, done, total)) for i, c in enumerate(cfgs)]
+                        progress=lambda done, total, i=i: bar.update(i * total + done, len(cfgs) * total))
+                  for i, c in enumerate(cfgs)]
     if plot:
         _coord_plot(checks, plot, preset)
     from probe.render import table, write_csv, write_json
@@ -132,26 +133,3 @@ def _coord_plot(checks, path: str, preset: str) -> None:
     save(figure(panels, title=f"coordinate check: {preset}, widths {', '.join(map(str, checks[0].widths))}",
                 cols=per_step if per_step > 1 else None), path)
     print(terminal(f"wrote {path}"), file=sys.stderr)
-
-
-class _coord_progress:
-    """A progress bar over the widths and seeds of every gamma on stderr, when it is a terminal."""
-
-    def __init__(self, n: int):
-        self.n = n
-
-    def __enter__(self):
-        if not sys.stderr.isatty():
-            return lambda *_: None
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        self._p = Progress(TextColumn("[bold]coord-check"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                           console=Console(stderr=True))
-        self._p.__enter__()
-        task = self._p.add_task("", total=None)
-        return lambda i, done, total: self._p.update(task, completed=i * total + done, total=self.n * total)
-
-    def __exit__(self, *exc):
-        if hasattr(self, "_p"):
-            self._p.__exit__(*exc)
